@@ -1,0 +1,2 @@
+//! The `cardinal` binary.
+fn main() {}

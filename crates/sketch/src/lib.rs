@@ -1,0 +1,78 @@
+//! Mergeable sketches for cardinal.
+//!
+//! `cardinal-sketch` is the summary layer of cardinal's data path
+//! (`sources -> decode -> route -> summarize -> store -> query`): every
+//! aggregate a rollup keeps that is not a plain number lives here. It depends
+//! on no other cardinal crate, so it can be reused on its own.
+//!
+//! | type | answers | error |
+//! |---|---|---|
+//! | [`hll::Hll`] | distinct count, union, intersection (joint MLE) | ~1.04/sqrt(m) relative |
+//! | [`quantiles::Quantiles`] | ranks and quantiles (KLL) | normalized rank error |
+//! | [`countmin::CountMin`] | frequencies, range counts, quantiles, heavy hitters | eps * total, w.p. 1 - delta |
+//! | [`theta::Theta`] | distinct count of set expressions over many audiences | binomial bounds |
+//! | [`exact::ExactSet`] | exact distinct count and set algebra (Roaring) | none |
+//!
+//! All sketches share one vocabulary: `new`, `insert`, `merge`, `estimate`,
+//! `encode`, `decode`. The last four are the [`Sketch`] trait, so generic code
+//! (rollups, codecs, fuzzers) can treat them alike. `insert` stays an inherent
+//! method because each sketch takes a different item (a 64-bit hash, a value,
+//! a weighted key).
+//!
+//! Approximate answers come as [`Estimate`]: a value and its 95% interval.
+//!
+//! ```
+//! use cardinal_sketch::{hash, hll::Hll, Sketch};
+//!
+//! let mut users = Hll::default(); // log2m 11, regwidth 5: postgresql-hll's defaults
+//! for id in 0..10_000u64 {
+//!     users.insert(hash::user_id(id));
+//! }
+//! let e = users.estimate();
+//! assert!(e.lower <= 10_000.0 && 10_000.0 <= e.upper);
+//! // The bytes are postgresql-hll's: paste them into `SELECT hll_cardinality('\x...'::hll)`.
+//! let bytes = users.encode();
+//! assert_eq!(Hll::decode(&bytes).unwrap().encode(), bytes);
+//! ```
+
+#![deny(missing_docs)]
+
+pub mod countmin;
+mod error;
+mod estimate;
+pub mod exact;
+pub mod hash;
+pub mod hll;
+pub mod quantiles;
+pub mod theta;
+
+pub use error::{Error, Result};
+pub use estimate::{CONFIDENCE_DEFAULT, Estimate, Z_95};
+
+/// The shared vocabulary of every sketch, less `new` and `insert`.
+///
+/// Laws every implementation keeps (checked by the property tests in
+/// `tests/`):
+/// - `merge` is commutative and associative, and merging an empty sketch
+///   changes nothing;
+/// - `decode(encode(s))` gives a sketch that encodes to the same bytes;
+/// - `decode` never panics and never allocates more than a small multiple of
+///   the input length plus the memory the sketch's parameters imply, and the
+///   parameters are bounded by named `*_MAX` limits.
+pub trait Sketch: Sized {
+    /// What `estimate` answers (a count with an interval, a summary...).
+    type Estimate;
+
+    /// Folds `other` into `self`. Fails without changing `self` when the two
+    /// were built with incompatible parameters.
+    fn merge(&mut self, other: &Self) -> Result<()>;
+
+    /// The sketch's main answer.
+    fn estimate(&self) -> Self::Estimate;
+
+    /// The portable byte encoding.
+    fn encode(&self) -> Vec<u8>;
+
+    /// Reads an encoding. Never panics, whatever the bytes.
+    fn decode(bytes: &[u8]) -> Result<Self>;
+}
