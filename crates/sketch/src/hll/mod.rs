@@ -1,1 +1,2 @@
 //! Placeholder: being written.
+pub mod joint;

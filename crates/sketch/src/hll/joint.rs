@@ -1,0 +1,1 @@
+//! Placeholder: joint estimation is being written.
