@@ -1,0 +1,151 @@
+//! `cardinal hll ...`: HyperLogLogs as postgresql-hll hex on the command line.
+
+use std::io::{BufRead, Write};
+
+use anyhow::{Context, Result, bail};
+use cardinal_sketch::hll::{Explicit, Hll, Kind, Settings};
+use cardinal_sketch::{Sketch, hash};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Read one value per line (a file or stdin) and print the HyperLogLog of
+    /// their hashes as postgresql-hll hex.
+    Build(BuildArgs),
+    /// Print the type, parameters and estimates of each hex value.
+    Inspect {
+        /// Values as `\x...` hex (the `\x` is optional).
+        #[arg(required = true)]
+        values: Vec<String>,
+    },
+    /// Print the union of the hex values, as hex.
+    Union {
+        /// Values as `\x...` hex, all with the same parameters.
+        #[arg(required = true, num_args = 2..)]
+        values: Vec<String>,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// Input file, one value per line; `-` or nothing for stdin.
+    input: Option<std::path::PathBuf>,
+    /// log2 of the number of registers (4..=31).
+    #[arg(long, default_value_t = 11)]
+    log2m: u8,
+    /// Bits per register (1..=8).
+    #[arg(long, default_value_t = 5)]
+    regwidth: u8,
+    /// Explicit threshold: `auto`, `off`, or a power of two.
+    #[arg(long, default_value = "auto")]
+    explicit: String,
+    /// Never write the SPARSE encoding.
+    #[arg(long)]
+    no_sparse: bool,
+    /// How values are hashed: `bigint` (hll_hash_bigint of a 64-bit integer)
+    /// or `text` (hll_hash_text of the line).
+    #[arg(long, default_value = "bigint")]
+    hash: String,
+    /// Hash seed, as in hll_hash_bigint(value, seed).
+    #[arg(long, default_value_t = 0)]
+    seed: i32,
+}
+
+pub fn run(command: Command) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match command {
+        Command::Build(args) => {
+            let hll = build(&args)?;
+            writeln!(out, "{}", hll.to_hex())?;
+        }
+        Command::Inspect { values } => {
+            for value in values {
+                let hll = parse(&value)?;
+                describe(&mut out, &hll)?;
+            }
+        }
+        Command::Union { values } => {
+            let mut union = parse(&values[0])?;
+            for value in &values[1..] {
+                union.merge(&parse(value)?).context("union")?;
+            }
+            writeln!(out, "{}", union.to_hex())?;
+        }
+    }
+    Ok(())
+}
+
+fn parse(text: &str) -> Result<Hll> {
+    Hll::from_hex(text).with_context(|| format!("reading {text:?} as a postgresql-hll value"))
+}
+
+fn build(args: &BuildArgs) -> Result<Hll> {
+    let explicit =
+        match args.explicit.as_str() {
+            "auto" => Explicit::Auto,
+            "off" => Explicit::Off,
+            n => Explicit::Threshold(n.parse().with_context(|| {
+                format!("--explicit {n:?}: expected auto, off or a power of two")
+            })?),
+        };
+    let settings = Settings {
+        log2m: args.log2m,
+        regwidth: args.regwidth,
+        explicit,
+        sparse: !args.no_sparse,
+        ..Settings::default()
+    };
+    let mut hll = Hll::new(settings).context("HyperLogLog parameters")?;
+    let seed = args.seed as u32; // postgresql-hll takes a negative seed as its u32 bits
+    let text = match args.hash.as_str() {
+        "bigint" => false,
+        "text" => true,
+        other => bail!("--hash {other:?}: expected bigint or text"),
+    };
+    let reader: Box<dyn BufRead> = match &args.input {
+        None => Box::new(std::io::stdin().lock()),
+        Some(path) if path.as_os_str() == "-" => Box::new(std::io::stdin().lock()),
+        Some(path) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+        )),
+    };
+    for (index, line) in reader.lines().enumerate() {
+        let line = line.context("reading input")?;
+        let hash = if text {
+            hash::bytes(line.as_bytes(), seed)
+        } else {
+            let value: i64 = line.trim().parse().with_context(|| {
+                format!(
+                    "line {}: {line:?} is not a 64-bit integer (use --hash text)",
+                    index + 1
+                )
+            })?;
+            hash::bigint(value, seed)
+        };
+        hll.insert(hash);
+    }
+    Ok(hll)
+}
+
+fn describe(out: &mut impl Write, hll: &Hll) -> Result<()> {
+    let s = hll.settings();
+    let kind = match hll.kind() {
+        Kind::Undefined => "UNDEFINED",
+        Kind::Empty => "EMPTY",
+        Kind::Explicit => "EXPLICIT",
+        Kind::Sparse => "SPARSE",
+        Kind::Full => "FULL",
+    };
+    writeln!(out, "{}", hll.to_hex())?;
+    writeln!(
+        out,
+        "  type {kind}, log2m {}, regwidth {}, explicit {:?}, sparse {}",
+        s.log2m, s.regwidth, s.explicit, s.sparse
+    )?;
+    match hll.cardinality() {
+        Some(c) => writeln!(out, "  hll_cardinality {c}")?,
+        None => writeln!(out, "  hll_cardinality NULL")?,
+    }
+    writeln!(out, "  estimate        {}", hll.estimate())?;
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! End-to-end tests of the `cardinal` binary: run it as a user would, in a
+//! temporary directory, and check what it prints and how it exits.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn cardinal(args: &[&str], stdin: &str) -> Output {
+    let dir = std::env::temp_dir().join(format!("cardinal-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args(args)
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cardinal runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin.as_bytes())
+        .expect("write stdin");
+    child.wait_with_output().expect("cardinal finishes")
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).expect("utf-8")
+}
+
+#[test]
+fn hll_build_prints_postgresql_hll_hex() {
+    // hll_add(hll_empty(), hll_hash_bigint(1)) in postgresql-hll.
+    let out = stdout(&cardinal(&["hll", "build"], "1\n"));
+    assert_eq!(out, "\\x128B7F004403B7FB05C44A\n");
+    let out = stdout(&cardinal(&["hll", "build", "--explicit", "off"], "1\n"));
+    assert_eq!(out, "\\x138B408944\n");
+    let out = stdout(&cardinal(&["hll", "build", "--hash", "text"], ""));
+    assert_eq!(out, "\\x118B7F\n");
+}
+
+#[test]
+fn hll_build_inspect_and_union_round_trip() {
+    let a: String = (0..50_000).map(|i| format!("{i}\n")).collect();
+    let b: String = (25_000..75_000).map(|i| format!("{i}\n")).collect();
+    let a_hex = stdout(&cardinal(&["hll", "build"], &a)).trim().to_owned();
+    let b_hex = stdout(&cardinal(&["hll", "build"], &b)).trim().to_owned();
+    let union = stdout(&cardinal(&["hll", "union", &a_hex, &b_hex], ""))
+        .trim()
+        .to_owned();
+    let inspect = stdout(&cardinal(&["hll", "inspect", &union], ""));
+    assert!(
+        inspect.contains("type FULL, log2m 11, regwidth 5"),
+        "{inspect}"
+    );
+    let estimate: f64 = inspect
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("hll_cardinality "))
+        .expect("cardinality line")
+        .parse()
+        .expect("number");
+    // 75,000 distinct ids; 3 standard errors of 2.3% is 7%.
+    assert!((estimate / 75_000.0 - 1.0).abs() < 0.07, "{estimate}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let output = cardinal(&["hll", "inspect", "\\x99"], "");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("reading \"\\\\x99\" as a postgresql-hll value"),
+        "{stderr}"
+    );
+
+    let output = cardinal(&["hll", "build"], "12\nnot-a-number\n");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("line 2: \"not-a-number\" is not a 64-bit integer"),
+        "{stderr}"
+    );
+
+    let output = cardinal(&["hll", "build", "--log2m", "3"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("log2m = 3 is out of range"));
+}
+
+#[test]
+fn mismatched_parameters_refuse_to_union() {
+    let a = stdout(&cardinal(&["hll", "build", "--log2m", "12"], "1\n"))
+        .trim()
+        .to_owned();
+    let b = stdout(&cardinal(&["hll", "build"], "1\n"))
+        .trim()
+        .to_owned();
+    let output = cardinal(&["hll", "union", &a, &b], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("log2m 12 vs 11"));
+}
