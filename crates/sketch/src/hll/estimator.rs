@@ -27,9 +27,23 @@ use crate::{CONFIDENCE_DEFAULT, Estimate, Z_95};
 
 /// Counts register values into `counts` (length `top + 1`).
 pub(super) fn histogram_dense(registers: &[u8], counts: &mut [u64]) {
+    // Clearing the sub-histograms is a large part of the cost for m = 2048,
+    // so size them for the register width: 64 values cover regwidth <= 6.
+    if counts.len() <= 64 {
+        histogram_dense_sized::<64>(registers, counts);
+    } else {
+        histogram_dense_sized::<256>(registers, counts);
+    }
+    // A register above `top` would be lost here: the caller guarantees none.
+    debug_assert_eq!(counts.iter().sum::<u64>(), registers.len() as u64);
+}
+
+fn histogram_dense_sized<const VALUES: usize>(registers: &[u8], counts: &mut [u64]) {
+    debug_assert!(counts.len() <= VALUES);
     // Four interleaved sub-histograms break the store-to-load dependency
-    // between neighbouring registers of equal value.
-    let mut partial = [[0u32; 256]; 4];
+    // between neighbouring registers of equal value. u32 counts suffice
+    // because each sees at most m / 4 <= 2^29 registers.
+    let mut partial = [[0u32; VALUES]; 4];
     let mut chunks = registers.chunks_exact(4);
     for chunk in &mut chunks {
         partial[0][usize::from(chunk[0])] += 1;
@@ -43,8 +57,6 @@ pub(super) fn histogram_dense(registers: &[u8], counts: &mut [u64]) {
     for (k, count) in counts.iter_mut().enumerate() {
         *count = partial.iter().map(|p| u64::from(p[k])).sum();
     }
-    // A register above `top` would be lost here: the caller guarantees none.
-    debug_assert_eq!(counts.iter().sum::<u64>(), registers.len() as u64);
 }
 
 /// java-hll's `HLL.cardinality()` for a register set.

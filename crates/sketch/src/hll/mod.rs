@@ -188,11 +188,13 @@ impl Settings {
     }
 
     /// The number of registers, `m = 2^log2m`.
+    #[inline]
     pub fn register_count(&self) -> u64 {
         1 << self.log2m
     }
 
     /// The saturated register value, `2^regwidth - 1`.
+    #[inline]
     pub fn register_value_max(&self) -> u8 {
         u8::try_from((1u16 << self.regwidth) - 1).expect("regwidth <= 8")
     }
@@ -311,6 +313,7 @@ impl Hll {
     }
 
     /// The saturated register value, `2^regwidth - 1`.
+    #[inline]
     pub fn register_value_max(&self) -> u8 {
         self.settings.register_value_max()
     }
