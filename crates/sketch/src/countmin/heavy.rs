@@ -98,7 +98,8 @@ impl HeavyHitters {
     }
 
     fn with_parts(sketch: CountMin, capacity: u32) -> Self {
-        assert!(capacity >= 1 && capacity <= CAPACITY_MAX);
+        assert!(capacity >= 1);
+        assert!(capacity <= CAPACITY_MAX);
         let capacity_usize = capacity as usize;
         Self {
             sketch,
@@ -341,7 +342,7 @@ mod tests {
         let mut heavy = small(4);
         for i in 0..20_000u64 {
             let key = match i % 10 {
-                0 | 1 | 2 => 1_000,
+                0..=2 => 1_000,
                 3 | 4 => 2_000,
                 5 => 3_000,
                 _ => 10_000 + i,

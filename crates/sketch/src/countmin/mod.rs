@@ -364,8 +364,10 @@ struct RowHashes {
 
 impl RowHashes {
     fn new(params: &Params) -> Self {
-        assert!(params.depth >= 1 && params.depth <= DEPTH_MAX);
-        assert!(params.width >= 1 && params.width <= WIDTH_MAX);
+        assert!(params.depth >= 1);
+        assert!(params.depth <= DEPTH_MAX);
+        assert!(params.width >= 1);
+        assert!(params.width <= WIDTH_MAX);
         let mut state = params.seed;
         let mut next_u128 = || {
             let high = u128::from(splitmix64(&mut state));
