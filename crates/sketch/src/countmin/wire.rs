@@ -1,7 +1,7 @@
 //! The 32-byte header shared by the Count-Min sketches, and the checked
 //! readers behind `decode`. The layout is drawn in the parent module's doc.
 
-use super::{Params, SKETCH, Update, counters_bytes_check};
+use super::{Params, SKETCH, Update};
 use crate::{Error, Result};
 
 /// The bytes every encoding starts with: "CM".
@@ -116,10 +116,11 @@ pub(super) fn malformed(reason: String) -> Error {
     }
 }
 
-/// Checks that `body` holds exactly `expected_bytes` (after checking them
-/// against the counter limit), so callers allocate only what input backs.
+/// Checks that `body` holds exactly `expected_bytes`, so callers allocate
+/// only what the input backs. Callers check the counter limit first (the
+/// header's parameters pass `counters_bytes_check`); the body may hold more
+/// than counters, such as heavy-hitter keys.
 pub(super) fn expect_body_len(body: &[u8], expected_bytes: u64) -> Result<()> {
-    counters_bytes_check(expected_bytes / 8)?;
     let found = body.len() as u64;
     if found < expected_bytes {
         return Err(Error::Truncated {
