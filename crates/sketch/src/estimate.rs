@@ -26,7 +26,12 @@ pub struct Estimate {
 impl Estimate {
     /// An exact value: both bounds equal it and the confidence is 1.
     pub fn exact(value: f64) -> Self {
-        Self { value, lower: value, upper: value, confidence: 1.0 }
+        Self {
+            value,
+            lower: value,
+            upper: value,
+            confidence: 1.0,
+        }
     }
 
     /// A count estimate with a symmetric normal interval of `z` standard
@@ -35,7 +40,12 @@ impl Estimate {
         assert!(standard_error >= 0.0, "standard error must not be negative");
         let lower = (value - Z_95 * standard_error).max(floor);
         let upper = value + Z_95 * standard_error;
-        Self { value, lower, upper, confidence: CONFIDENCE_DEFAULT }
+        Self {
+            value,
+            lower,
+            upper,
+            confidence: CONFIDENCE_DEFAULT,
+        }
     }
 
     /// Whether the answer is exact (no sampling or hashing error).
@@ -62,7 +72,11 @@ impl std::fmt::Display for Estimate {
                 self.lower, self.upper
             )
         } else {
-            write!(f, "{:.0} (95% interval {:.0}..{:.0})", self.value, self.lower, self.upper)
+            write!(
+                f,
+                "{:.0} (95% interval {:.0}..{:.0})",
+                self.value, self.lower, self.upper
+            )
         }
     }
 }
