@@ -302,13 +302,6 @@ impl Rates {
     fn to_array(self) -> [f64; 3] {
         [self.a_only, self.b_only, self.shared]
     }
-
-    fn from_array(rates: [f64; 3]) -> Self {
-        Self {
-            a_only: rates[A],
-            b_only: rates[B],
-            shared: rates[X],
-        }
     }
 }
 
@@ -878,7 +871,7 @@ fn profile_upper(terms: &Terms, best: Fit, i: usize, rate_max: f64) -> f64 {
     let mut fixed = [false; 3];
     fixed[i] = true;
     let mut warm = best.rates;
-    let mut drop_at = |u: f64, warm: &mut [f64; 3]| -> f64 {
+    let drop_at = |u: f64, warm: &mut [f64; 3]| -> f64 {
         let mut start = *warm;
         start[i] = u;
         let profile = fit(terms, start, fixed, rate_max);
