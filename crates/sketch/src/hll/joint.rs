@@ -302,7 +302,6 @@ impl Rates {
     fn to_array(self) -> [f64; 3] {
         [self.a_only, self.b_only, self.shared]
     }
-    }
 }
 
 /// The joint answer for two sketches.
