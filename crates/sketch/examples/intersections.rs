@@ -54,7 +54,13 @@ impl Registers {
     }
 
     fn union(&self, other: &Registers) -> Registers {
-        Registers(self.0.iter().zip(&other.0).map(|(a, b)| *a.max(b)).collect())
+        Registers(
+            self.0
+                .iter()
+                .zip(&other.0)
+                .map(|(a, b)| *a.max(b))
+                .collect(),
+        )
     }
 }
 
@@ -80,7 +86,12 @@ struct Options {
 }
 
 fn parse_options() -> Options {
-    let mut options = Options { trials: 1000, trials_ratio_100: 0, b_size: 1_000_000, threads: 2 };
+    let mut options = Options {
+        trials: 1000,
+        trials_ratio_100: 0,
+        b_size: 1_000_000,
+        threads: 2,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || -> usize {
@@ -149,7 +160,11 @@ fn trial(ratio: u64, b_size: u64, index: usize, joint_time: &mut Duration) -> [O
         let b = b_only[cell].union(&shared_snapshots[cell]);
         let truth = shared_sizes[cell] as f64;
         let started = Instant::now();
-        let overlap = joint::estimate(&RegisterPair { a: &a.0, b: &b.0, value_max: (1 << REGWIDTH) - 1 });
+        let overlap = joint::estimate(&RegisterPair {
+            a: &a.0,
+            b: &b.0,
+            value_max: (1 << REGWIDTH) - 1,
+        });
         *joint_time += started.elapsed();
         let x = overlap.intersection;
         Outcome {
@@ -179,13 +194,19 @@ fn main() {
         options.threads
     );
     println!();
-    println!("| ratio | overlap | trials | incl-excl median / p95 % | joint median / p95 % | joint coverage % | below detection % |");
+    println!(
+        "| ratio | overlap | trials | incl-excl median / p95 % | joint median / p95 % | joint coverage % | below detection % |"
+    );
     println!("|---|---|---|---|---|---|---|");
     let mut results = Vec::new();
     let mut joint_time = Duration::ZERO;
     let mut joint_calls = 0u32;
     for ratio in RATIOS {
-        let trials = if ratio == 100 { options.trials_ratio_100 } else { options.trials };
+        let trials = if ratio == 100 {
+            options.trials_ratio_100
+        } else {
+            options.trials
+        };
         let next = std::sync::atomic::AtomicUsize::new(0);
         let per_thread: Vec<(Vec<[Outcome; 4]>, Duration)> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..options.threads)
@@ -204,7 +225,10 @@ fn main() {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().expect("trial thread panicked")).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("trial thread panicked"))
+                .collect()
         });
         let mut outcomes = Vec::new();
         for (list, time) in per_thread {
@@ -213,7 +237,9 @@ fn main() {
         }
         joint_calls += 4 * outcomes.len() as u32;
         for (cell, &overlap) in OVERLAPS.iter().enumerate() {
-            let column = |f: fn(&Outcome) -> f64| -> Vec<f64> { outcomes.iter().map(|o| f(&o[cell])).collect() };
+            let column = |f: fn(&Outcome) -> f64| -> Vec<f64> {
+                outcomes.iter().map(|o| f(&o[cell])).collect()
+            };
             let mut ie = column(|o| o.error_inclusion_exclusion);
             let mut jm = column(|o| o.error_joint);
             let n = outcomes.len() as f64;
@@ -225,7 +251,12 @@ fn main() {
                 joint_median: 100.0 * quantile(&mut jm, 0.5),
                 joint_p95: 100.0 * quantile(&mut jm, 0.95),
                 coverage: 100.0 * outcomes.iter().filter(|o| o[cell].covered).count() as f64 / n,
-                below: 100.0 * outcomes.iter().filter(|o| o[cell].below_detection_limit).count() as f64 / n,
+                below: 100.0
+                    * outcomes
+                        .iter()
+                        .filter(|o| o[cell].below_detection_limit)
+                        .count() as f64
+                    / n,
             };
             println!(
                 "| {} | {} | {} | {:.1} / {:.1} | {:.1} / {:.1} | {:.1} | {:.1} |",
@@ -266,7 +297,11 @@ struct Row {
 }
 
 fn report_goals(results: &[Row]) {
-    let cell = |ratio: u64, overlap: f64| results.iter().find(|r| r.ratio == ratio && r.overlap == overlap);
+    let cell = |ratio: u64, overlap: f64| {
+        results
+            .iter()
+            .find(|r| r.ratio == ratio && r.overlap == overlap)
+    };
     let verdict = |met: bool| if met { "met" } else { "NOT met" };
     println!("Goals (specs/intersections.md):");
     if let Some(r) = cell(10, 0.05) {
@@ -282,7 +317,11 @@ fn report_goals(results: &[Row]) {
             verdict(met)
         );
     }
-    for (ratio, overlap, median_max, p95_max) in [(1, 0.05, 10.0, 30.0), (10, 0.1, 16.0, 45.0), (100, 0.5, 11.0, 32.0)] {
+    for (ratio, overlap, median_max, p95_max) in [
+        (1, 0.05, 10.0, 30.0),
+        (10, 0.1, 16.0, 45.0),
+        (100, 0.5, 11.0, 32.0),
+    ] {
         if let Some(r) = cell(ratio, overlap) {
             let met = r.joint_median <= median_max && r.joint_p95 <= p95_max;
             println!(
@@ -301,7 +340,11 @@ fn report_goals(results: &[Row]) {
     println!(
         "- never worse than inclusion-exclusion (median and p95, every cell): {}{}",
         verdict(worse.is_empty()),
-        if worse.is_empty() { String::new() } else { format!(", worse in {}", worse.join(" ")) }
+        if worse.is_empty() {
+            String::new()
+        } else {
+            format!(", worse in {}", worse.join(" "))
+        }
     );
     let low: Vec<String> = results
         .iter()
@@ -311,6 +354,10 @@ fn report_goals(results: &[Row]) {
     println!(
         "- 95% interval coverage >= 92% in every cell: {}{}",
         verdict(low.is_empty()),
-        if low.is_empty() { String::new() } else { format!(", below in {}", low.join(" ")) }
+        if low.is_empty() {
+            String::new()
+        } else {
+            format!(", below in {}", low.join(" "))
+        }
     );
 }

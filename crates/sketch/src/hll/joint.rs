@@ -132,7 +132,8 @@
 //   to one of the five vectors changes both, and `log_likelihood_reference`
 //   in the tests.
 
-use crate::{CONFIDENCE_DEFAULT, Estimate, Z_95};
+use super::{Hll, Kind};
+use crate::{CONFIDENCE_DEFAULT, Error, Estimate, Result, Sketch, Z_95};
 
 /// Rates below this many elements are the boundary `λ = 0`: the fit never
 /// goes lower, and a coordinate held here is reported as 0. One thousandth
@@ -688,66 +689,24 @@ fn fit(terms: &Terms, start: [f64; 3], fixed: [bool; 3], rate_max: f64) -> Fit {
     }
 }
 
-/// Ertl's improved raw estimator for one sketch from its register-value
-/// histogram (arXiv:1702.01284, section 4, equation (13)): no bias tables,
-/// accurate over the whole range. `q = top - 1` geometric levels.
+/// Ertl's improved raw estimator (arXiv:1702.01284, section 4) for one
+/// sketch from its register-value histogram: the same estimator as
+/// `Hll::estimate`, so inclusion-exclusion here matches the sketches' own
+/// numbers.
 pub fn improved_estimate(histogram: &[u32], m: u32) -> f64 {
     assert!(
         histogram.len() >= 2,
         "a register has at least the values 0 and 1"
     );
-    let total: u64 = histogram.iter().map(|&c| u64::from(c)).sum();
+    assert!(m.is_power_of_two(), "m = {m} must be a power of two");
+    let histogram: Vec<u64> = histogram.iter().map(|&c| u64::from(c)).collect();
     assert_eq!(
-        total,
+        histogram.iter().sum::<u64>(),
         u64::from(m),
         "the histogram must count all m registers"
     );
-    let m = f64::from(m);
-    let q = histogram.len() - 2;
-    let mut denominator = m * sigma(f64::from(histogram[0]) / m);
-    for (k, &count) in histogram.iter().enumerate().take(q + 1).skip(1) {
-        denominator += f64::from(count) * (-(k as f64)).exp2();
-    }
-    denominator += m * tau(1.0 - f64::from(histogram[q + 1]) / m) * (-(q as f64)).exp2();
-    let alpha_infinity = 1.0 / (2.0 * std::f64::consts::LN_2);
-    alpha_infinity * m * m / denominator
-}
-
-/// Ertl's σ(x) = x + Σ_{k>=1} x^{2^k} 2^{k-1} (section 4, equation (12)).
-fn sigma(x: f64) -> f64 {
-    assert!((0.0..=1.0).contains(&x));
-    if x == 1.0 {
-        return f64::INFINITY;
-    }
-    let (mut x, mut y, mut z) = (x, 1.0, x);
-    loop {
-        x *= x;
-        let previous = z;
-        z += x * y;
-        y += y;
-        if z == previous {
-            return z;
-        }
-    }
-}
-
-/// Ertl's τ(x) = (1 - x - Σ_{k>=1} (1 - x^{2^-k})² 2^-k) / 3 (section 4,
-/// equation (12)).
-fn tau(x: f64) -> f64 {
-    assert!((0.0..=1.0).contains(&x));
-    if x == 0.0 || x == 1.0 {
-        return 0.0;
-    }
-    let (mut x, mut y, mut z) = (x, 1.0, 1.0 - x);
-    loop {
-        x = x.sqrt();
-        let previous = z;
-        y *= 0.5;
-        z -= (1.0 - x) * (1.0 - x) * y;
-        if z == previous {
-            return z / 3.0;
-        }
-    }
+    let log2m = u8::try_from(m.trailing_zeros()).expect("log2m < 32");
+    super::estimator::ertl_estimate(&histogram, log2m).value
 }
 
 /// The inclusion-exclusion estimate `|A| + |B| - |A ∪ B|` from Ertl's
@@ -900,6 +859,103 @@ fn profile_upper(terms: &Terms, best: Fit, i: usize, rate_max: f64) -> f64 {
     }
     assert!(high.is_finite() && high > 0.0);
     high
+}
+
+impl Hll {
+    /// The size of `self ∩ other` by joint maximum likelihood, with |A \ B|,
+    /// |B \ A| and |A ∪ B| from the same fit, each with its 95% interval
+    /// (`self` is A). See the [module doc](self) for the method.
+    ///
+    /// - Two EXPLICIT sketches answer exactly, by intersecting their sorted
+    ///   hash lists.
+    /// - An EMPTY side makes the intersection exactly 0.
+    /// - Otherwise EXPLICIT and SPARSE sketches are read as registers.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Incompatible`] if the settings differ (as for a merge) or
+    /// either sketch is UNDEFINED.
+    pub fn intersection(&self, other: &Hll) -> Result<Overlap> {
+        self.check_intersectable(other)?;
+        if let (Some(a), Some(b)) = (self.explicit_values(), other.explicit_values()) {
+            let shared = sorted_intersection_len(a, b);
+            let exact = |count: usize| Estimate::exact(count as f64);
+            let union = a.len() + b.len() - shared;
+            return Ok(Overlap {
+                intersection: exact(shared),
+                a_only: exact(a.len() - shared),
+                b_only: exact(b.len() - shared),
+                union: exact(union),
+                inclusion_exclusion: shared as f64,
+            });
+        }
+        if self.kind() == Kind::Empty || other.kind() == Kind::Empty {
+            // Nothing can be shared.
+            let (size_a, size_b) = (self.estimate(), other.estimate());
+            let mut union = self.clone();
+            union.merge(other)?;
+            return Ok(Overlap {
+                intersection: Estimate::exact(0.0),
+                a_only: size_a,
+                b_only: size_b,
+                union: union.estimate(),
+                inclusion_exclusion: 0.0,
+            });
+        }
+        let registers = |h: &Hll| h.registers().expect("checked: not UNDEFINED");
+        let (a, b) = (registers(self), registers(other));
+        Ok(estimate(&RegisterPair {
+            a: &a,
+            b: &b,
+            value_max: self.register_value_max(),
+        }))
+    }
+
+    /// The inclusion-exclusion estimate `|A| + |B| - |A ∪ B|` from three
+    /// single-sketch estimates, the method [`Hll::intersection`] replaces.
+    /// Kept for comparison: its error follows the union, not the
+    /// intersection, and it can be negative.
+    ///
+    /// # Errors
+    ///
+    /// As [`Hll::intersection`].
+    pub fn inclusion_exclusion(&self, other: &Hll) -> Result<f64> {
+        self.check_intersectable(other)?;
+        let mut union = self.clone();
+        union.merge(other)?;
+        Ok(self.estimate().value + other.estimate().value - union.estimate().value)
+    }
+
+    fn check_intersectable(&self, other: &Hll) -> Result<()> {
+        self.settings().check_compatible(other.settings())?;
+        if self.kind() == Kind::Undefined || other.kind() == Kind::Undefined {
+            return Err(Error::Incompatible {
+                sketch: "hll",
+                reason: "an UNDEFINED sketch has no intersection".to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The number of values two ascending, duplicate-free slices share.
+fn sorted_intersection_len(a: &[i64], b: &[i64]) -> usize {
+    debug_assert!(a.windows(2).all(|w| w[0] < w[1]));
+    debug_assert!(b.windows(2).all(|w| w[0] < w[1]));
+    let (mut i, mut j, mut shared) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                shared += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    assert!(shared <= a.len().min(b.len()));
+    shared
 }
 
 #[cfg(test)]
@@ -1307,6 +1363,78 @@ mod tests {
             forward.intersection.upper,
             backward.intersection.upper
         ));
+    }
+
+    fn hll(log2m: u8, regwidth: u8, keys: std::ops::Range<u64>) -> Hll {
+        let mut h = Hll::new(crate::hll::Settings::new(log2m, regwidth).expect("valid settings"))
+            .expect("valid settings");
+        for key in keys {
+            h.insert(crate::hash::user_id(key));
+        }
+        h
+    }
+
+    #[test]
+    fn explicit_sketches_answer_exactly() {
+        let (a, b) = (hll(11, 5, 0..100), hll(11, 5, 60..130));
+        assert!(a.explicit_values().is_some() && b.explicit_values().is_some());
+        let overlap = a.intersection(&b).expect("compatible");
+        assert_eq!(overlap.intersection, Estimate::exact(40.0));
+        assert_eq!(overlap.a_only, Estimate::exact(60.0));
+        assert_eq!(overlap.b_only, Estimate::exact(30.0));
+        assert_eq!(overlap.union, Estimate::exact(130.0));
+    }
+
+    #[test]
+    fn explicit_against_registers_uses_the_model() {
+        let (a, b) = (hll(11, 5, 0..100), hll(11, 5, 0..50_000));
+        assert!(a.explicit_values().is_some() && b.explicit_values().is_none());
+        let x = a.intersection(&b).expect("compatible").intersection;
+        assert!(!x.is_exact());
+        assert!(x.lower <= 100.0 && 100.0 <= x.upper, "{x:?}");
+    }
+
+    #[test]
+    fn empty_side_shares_nothing() {
+        let (a, empty) = (hll(11, 5, 0..5000), hll(11, 5, 0..0));
+        let overlap = a.intersection(&empty).expect("compatible");
+        assert_eq!(overlap.intersection, Estimate::exact(0.0));
+        assert_eq!(overlap.b_only, Estimate::exact(0.0));
+        assert_eq!(overlap.union, a.estimate());
+    }
+
+    #[test]
+    fn mismatched_or_undefined_sketches_are_errors() {
+        let a = hll(11, 5, 0..5000);
+        let other = hll(12, 5, 0..5000);
+        assert!(matches!(
+            a.intersection(&other),
+            Err(Error::Incompatible { .. })
+        ));
+        assert!(matches!(
+            a.inclusion_exclusion(&other),
+            Err(Error::Incompatible { .. })
+        ));
+        let undefined = Hll::undefined(*a.settings()).expect("valid settings");
+        assert!(matches!(
+            a.intersection(&undefined),
+            Err(Error::Incompatible { .. })
+        ));
+        assert!(matches!(
+            undefined.intersection(&a),
+            Err(Error::Incompatible { .. })
+        ));
+    }
+
+    #[test]
+    fn inclusion_exclusion_matches_the_field() {
+        let (a, b) = (hll(12, 6, 0..300_000), hll(12, 6, 200_000..400_000));
+        let overlap = a.intersection(&b).expect("compatible");
+        let direct = a.inclusion_exclusion(&b).expect("compatible");
+        assert!(
+            (overlap.inclusion_exclusion - direct).abs() < 1e-6 * direct.abs(),
+            "{direct}"
+        );
     }
 
     #[test]
