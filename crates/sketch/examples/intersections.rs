@@ -21,47 +21,25 @@
 
 use std::time::{Duration, Instant};
 
+use cardinal_sketch::Sketch;
 use cardinal_sketch::hash;
-use cardinal_sketch::hll::joint::{self, RegisterPair};
+use cardinal_sketch::hll::{Hll, Settings};
 
-const LOG2M: u32 = 13;
-const REGWIDTH: u32 = 6;
+const LOG2M: u8 = 13;
+const REGWIDTH: u8 = 6;
 const RATIOS: [u64; 3] = [1, 10, 100];
 const OVERLAPS: [f64; 4] = [0.01, 0.05, 0.1, 0.5];
 const SEED: u64 = 0x5EED_2026_1121;
 
-/// Plain register array with the AK register rule; stands in for
-/// `hll::Hll` in FULL mode.
-#[derive(Clone)]
-struct Registers(Vec<u8>);
+fn new_sketch() -> Hll {
+    Hll::new(Settings::new(LOG2M, REGWIDTH).expect("valid settings")).expect("valid settings")
+}
 
-impl Registers {
-    fn new() -> Self {
-        Registers(vec![0; 1 << LOG2M])
-    }
-
-    #[inline]
-    fn insert(&mut self, hash: u64) {
-        let index = (hash & ((1 << LOG2M) - 1)) as usize;
-        let w = hash >> LOG2M;
-        if w == 0 {
-            return;
-        }
-        let value = ((w.trailing_zeros() + 1).min((1 << REGWIDTH) - 1)) as u8;
-        if self.0[index] < value {
-            self.0[index] = value;
-        }
-    }
-
-    fn union(&self, other: &Registers) -> Registers {
-        Registers(
-            self.0
-                .iter()
-                .zip(&other.0)
-                .map(|(a, b)| *a.max(b))
-                .collect(),
-        )
-    }
+/// A ∪ B by register-wise maximum.
+fn union(a: &Hll, b: &Hll) -> Hll {
+    let mut union = a.clone();
+    union.merge(b).expect("same settings");
+    union
 }
 
 /// SplitMix64 (Steele, Lea and Flood 2014).
@@ -127,14 +105,14 @@ fn trial(ratio: u64, b_size: u64, index: usize, joint_time: &mut Duration) -> [O
     let mut keys = SplitMix(SEED ^ (ratio << 40) ^ (index as u64).wrapping_mul(0x9E37_79B9));
     let smaller = b_size; // ratio >= 1, so |B| is the smaller set
     let shared_sizes = OVERLAPS.map(|o| (o * smaller as f64).round() as u64);
-    let mut insert_to = |registers: &mut Registers, inserted: &mut u64, target: u64| {
+    let mut insert_to = |registers: &mut Hll, inserted: &mut u64, target: u64| {
         while *inserted < target {
             registers.insert(hash::user_id(keys.next()));
             *inserted += 1;
         }
     };
     // A ∩ B grows with the overlap: snapshot in increasing order.
-    let mut shared = Registers::new();
+    let mut shared = new_sketch();
     let mut count = 0;
     let mut shared_snapshots = Vec::with_capacity(4);
     for &size in &shared_sizes {
@@ -143,10 +121,10 @@ fn trial(ratio: u64, b_size: u64, index: usize, joint_time: &mut Duration) -> [O
     }
     // A \ B and B \ A shrink as the overlap grows: snapshot from the largest
     // overlap down.
-    let mut only = |total: u64| -> Vec<Registers> {
-        let mut registers = Registers::new();
+    let mut only = |total: u64| -> Vec<Hll> {
+        let mut registers = new_sketch();
         let mut count = 0;
-        let mut snapshots = vec![Registers::new(); 4];
+        let mut snapshots = vec![new_sketch(); 4];
         for cell in (0..4).rev() {
             insert_to(&mut registers, &mut count, total - shared_sizes[cell]);
             snapshots[cell] = registers.clone();
@@ -156,15 +134,11 @@ fn trial(ratio: u64, b_size: u64, index: usize, joint_time: &mut Duration) -> [O
     let a_only = only(ratio * b_size);
     let b_only = only(b_size);
     std::array::from_fn(|cell| {
-        let a = a_only[cell].union(&shared_snapshots[cell]);
-        let b = b_only[cell].union(&shared_snapshots[cell]);
+        let a = union(&a_only[cell], &shared_snapshots[cell]);
+        let b = union(&b_only[cell], &shared_snapshots[cell]);
         let truth = shared_sizes[cell] as f64;
         let started = Instant::now();
-        let overlap = joint::estimate(&RegisterPair {
-            a: &a.0,
-            b: &b.0,
-            value_max: (1 << REGWIDTH) - 1,
-        });
+        let overlap = a.intersection(&b).expect("same settings");
         *joint_time += started.elapsed();
         let x = overlap.intersection;
         Outcome {
@@ -282,7 +256,41 @@ fn main() {
         joint_calls,
         1 << LOG2M
     );
+    time_single_calls(options.b_size);
     println!("runtime: {:.0} s", started.elapsed().as_secs_f64());
+}
+
+/// Times `Hll::intersection` on one thread, after the grid (so the other
+/// thread is idle): an interior fit, and a disjoint pair whose interval
+/// needs the profile-likelihood bound.
+fn time_single_calls(b_size: u64) {
+    let mut keys = SplitMix(SEED ^ 0xA11CE);
+    let mut sketch = |count: u64| {
+        let mut h = new_sketch();
+        for _ in 0..count {
+            h.insert(hash::user_id(keys.next()));
+        }
+        h
+    };
+    let shared = sketch(b_size / 10);
+    let a = union(&sketch(b_size - b_size / 10), &shared);
+    let b = union(&sketch(b_size - b_size / 10), &shared);
+    let disjoint = sketch(b_size);
+    for (name, other) in [
+        ("overlap 0.1, ratio 1", &b),
+        ("disjoint, ratio 1", &disjoint),
+    ] {
+        let calls = 200;
+        let started = Instant::now();
+        for _ in 0..calls {
+            std::hint::black_box(a.intersection(other).expect("same settings"));
+        }
+        let per_call = started.elapsed().as_secs_f64() / f64::from(calls);
+        println!(
+            "Hll::intersection, {name}: {:.0} us per call (one thread)",
+            per_call * 1e6
+        );
+    }
 }
 
 struct Row {
