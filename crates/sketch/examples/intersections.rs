@@ -19,6 +19,10 @@
 //! and each sketch is snapshotted (cloned) at every cell's size. Each cell
 //! still sees sets of exactly the sizes it names.
 
+// Sizes, ranks and call counts here are at most ~10^8, far inside every
+// integer type they are cast to.
+#![allow(clippy::cast_possible_truncation)]
+
 use std::time::{Duration, Instant};
 
 use cardinal_sketch::Sketch;

@@ -4,7 +4,8 @@
 //! estimates) carries the error of the union, so a small overlap drowns in
 //! it. This module instead fits one model to both register arrays at once,
 //! following O. Ertl, "New cardinality estimation algorithms for HyperLogLog
-//! sketches", arXiv:1702.01284 (2017), section 6 ("Joint estimation").
+//! sketches", arXiv:1702.01284 (2017), the section on joint estimation of two
+//! sketches built with the same parameters and hash.
 //!
 //! # Notation
 //!
@@ -25,7 +26,7 @@
 //! `top`", and only `q = top - 1` levels are geometric (Ertl's `q`).
 //!
 //! Let the number of elements be Poisson with mean `λ` (Poissonization:
-//! Ertl, section 2.2; the error it adds is negligible for `λ >> 1`). Each
+//! Ertl's statistical model; the error it adds is negligible for `λ >> 1`). Each
 //! register then receives an independent Poisson(`λ/m`) number of elements,
 //! and the number of those that offer a value `> k` is Poisson with mean
 //! `λ/m · P(p > k)`. The register is `<= k` exactly when there are none:
@@ -87,7 +88,8 @@
 //! # Fitting and intervals
 //!
 //! The maximum over `λ >= 0` is found by Newton's method on `θ = ln λ`
-//! (where the single-sketch likelihood is concave: Ertl, section 3), with a
+//! (where each single-rate term `-λα + ln(1 - e^{-λβ})` is concave:
+//! its `θ`-derivative `-λα + λβ / expm1(λβ)` decreases in `λ`), with a
 //! backtracking line search, steps capped at `e^3` per iteration, and a box
 //! `RATE_MIN <= λ`: a coordinate that the gradient pushes into the floor is
 //! held there and reported as exactly 0. The first start is the
@@ -532,6 +534,8 @@ fn derivatives(terms: &Terms, rates: [f64; 3]) -> Derivatives {
 /// Solves `matrix · solution = rhs` for a symmetric positive definite
 /// `matrix` restricted to the coordinates in `free` (Cholesky). `None` if
 /// the restricted matrix is not positive definite.
+// The textbook index form of Cholesky reads better than iterator chains here.
+#[allow(clippy::needless_range_loop)]
 fn solve_positive_definite(
     matrix: &[[f64; 3]; 3],
     rhs: [f64; 3],
@@ -547,7 +551,8 @@ fn solve_positive_definite(
                 sum -= lower[i][k] * lower[j][k];
             }
             if i == j {
-                if !(sum > 0.0) || !sum.is_finite() {
+                // Not positive definite (or NaN): no Newton step here.
+                if sum.is_nan() || sum <= 0.0 || sum.is_infinite() {
                     return None;
                 }
                 lower[i][i] = sum.sqrt();
@@ -625,9 +630,9 @@ fn fit(terms: &Terms, start: [f64; 3], fixed: [bool; 3], rate_max: f64) -> Fit {
         }
         // A coordinate on a bound whose gradient points outwards stays there.
         let free: [bool; 3] = std::array::from_fn(|i| {
-            !fixed[i]
-                && !(theta[i] <= theta_min && gradient[i] <= 0.0)
-                && !(theta[i] >= theta_max && gradient[i] >= 0.0)
+            let held_low = theta[i] <= theta_min && gradient[i] <= 0.0;
+            let held_high = theta[i] >= theta_max && gradient[i] >= 0.0;
+            !fixed[i] && !held_low && !held_high
         });
         if !free.iter().any(|&f| f) {
             break;
@@ -689,7 +694,7 @@ fn fit(terms: &Terms, start: [f64; 3], fixed: [bool; 3], rate_max: f64) -> Fit {
     }
 }
 
-/// Ertl's improved raw estimator (arXiv:1702.01284, section 4) for one
+/// Ertl's improved raw estimator (arXiv:1702.01284) for one
 /// sketch from its register-value histogram: the same estimator as
 /// `Hll::estimate`, so inclusion-exclusion here matches the sketches' own
 /// numbers.
@@ -986,7 +991,9 @@ mod tests {
         registers[index] = registers[index].max(value);
     }
 
-    /// Registers for A and B with the given part sizes.
+    /// Registers for A and B with the given part sizes (small whole numbers,
+    /// so the casts below are exact).
+    #[allow(clippy::cast_possible_truncation)]
     fn sketches(log2m: u32, value_max: u8, sizes: Rates, seed: u64) -> (Vec<u8>, Vec<u8>) {
         let m = 1usize << log2m;
         let (mut a, mut b) = (vec![0u8; m], vec![0u8; m]);
