@@ -23,6 +23,14 @@ pub enum Command {
         #[arg(required = true, num_args = 2..)]
         values: Vec<String>,
     },
+    /// Estimate |A ∩ B|, |A \ B|, |B \ A| and |A ∪ B| by joint maximum
+    /// likelihood, with 95% intervals (and inclusion-exclusion beside it).
+    Overlap {
+        /// Audience A as hex.
+        a: String,
+        /// Audience B as hex.
+        b: String,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -70,6 +78,21 @@ pub fn run(command: Command) -> Result<()> {
                 union.merge(&parse(value)?).context("union")?;
             }
             writeln!(out, "{}", union.to_hex())?;
+        }
+        Command::Overlap { a, b } => {
+            let (a, b) = (parse(&a)?, parse(&b)?);
+            let overlap = a.intersection(&b).context("intersection")?;
+            writeln!(out, "|A|       {}", a.estimate())?;
+            writeln!(out, "|B|       {}", b.estimate())?;
+            writeln!(out, "|A ∩ B|   {}", overlap.intersection)?;
+            writeln!(out, "|A \\ B|   {}", overlap.a_only)?;
+            writeln!(out, "|B \\ A|   {}", overlap.b_only)?;
+            writeln!(out, "|A ∪ B|   {}", overlap.union)?;
+            writeln!(
+                out,
+                "inclusion-exclusion |A ∩ B| = {:.0} (no interval)",
+                overlap.inclusion_exclusion
+            )?;
         }
     }
     Ok(())

@@ -18,7 +18,7 @@ use clap::{Parser, Subcommand};
   cardinal demo                       run the sketch demo on generated audiences
   seq 1 100000 | cardinal hll build   count 100,000 ids; print postgresql-hll hex
   cardinal hll inspect '\\x128B7F004403B7FB05C44A'
-")]
+  cardinal hll overlap A_HEX B_HEX    joint-likelihood intersection with its interval")]
 struct Cli {
     #[command(subcommand)]
     command: Command,

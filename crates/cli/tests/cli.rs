@@ -104,3 +104,43 @@ fn mismatched_parameters_refuse_to_union() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("log2m 12 vs 11"));
 }
+
+#[test]
+fn demo_answers_every_question_next_to_the_truth() {
+    let out = stdout(&cardinal(&["demo", "--users", "20000"], ""));
+    for section in [
+        "REACH",
+        "OVERLAP",
+        "EXPRESSIONS",
+        "REVENUE QUANTILES",
+        "TOP SITES",
+        "SPEED",
+    ] {
+        assert!(out.contains(section), "missing {section}:\n{out}");
+    }
+    // The reach rows: truth, then an estimate whose 95% interval holds it
+    // (three audiences; with fixed seeds this is deterministic).
+    let mut rows = 0;
+    for line in out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("provider"))
+    {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let truth: f64 = fields[2].parse().expect("truth");
+        let bounds = fields[4].trim_matches(|c| c == '(' || c == ')');
+        let (lower, upper) = bounds.split_once("..").expect("interval");
+        let (lower, upper): (f64, f64) =
+            (lower.parse().expect("lower"), upper.parse().expect("upper"));
+        assert!(lower <= truth && truth <= upper, "{line}");
+        rows += 1;
+    }
+    assert_eq!(rows, 3, "{out}");
+    assert!(out.contains("SELECT hll_cardinality('\\x128B7F"), "{out}");
+}
+
+#[test]
+fn demo_refuses_a_tiny_population() {
+    let output = cardinal(&["demo", "--users", "10"], "");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("--users must be at least 1000"));
+}

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | [`hll::Hll`] | distinct count, union, intersection (joint MLE) | ~1.04/sqrt(m) relative |
 //! | [`quantiles::Quantiles`] | ranks and quantiles (KLL) | normalized rank error |
-//! | [`countmin::CountMin`] | frequencies, range counts, quantiles, heavy hitters | eps * total, w.p. 1 - delta |
+//! | [`countmin::CountMin`], [`countmin::DyadicCountMin`], [`countmin::HeavyHitters`] | frequencies, range counts, quantiles, heavy hitters | eps * total, w.p. 1 - delta |
 //! | [`theta::Theta`] | distinct count of set expressions over many audiences | binomial bounds |
 //! | [`exact::ExactSet`] | exact distinct count and set algebra (Roaring) | none |
 //!
@@ -54,7 +54,9 @@ pub use estimate::{CONFIDENCE_DEFAULT, Estimate, Z_95};
 /// Laws every implementation keeps (checked by the property tests in
 /// `tests/`):
 /// - `merge` is commutative and associative, and merging an empty sketch
-///   changes nothing;
+///   changes nothing (one documented exception: the candidate list of
+///   [`countmin::HeavyHitters`] is associative only while every key fits in
+///   it, because a key dropped by an inner merge cannot come back);
 /// - `decode(encode(s))` gives a sketch that encodes to the same bytes;
 /// - `decode` never panics and never allocates more than a small multiple of
 ///   the input length plus the memory the sketch's parameters imply, and the
