@@ -657,7 +657,9 @@ const _: () = assert!(usize::BITS == 64, "cardinal targets 64-bit platforms");
 )]
 fn dense_insert(registers: &mut [u8], log2m: u8, top: u8, hash: u64) {
     debug_assert_eq!(registers.len() as u64, 1u64 << log2m);
-    let index = (hash & ((1u64 << log2m) - 1)) as usize;
+    // Masking with len - 1 (m is a power of two) shows the compiler that the
+    // index is in bounds, so the hot loop carries no bounds check.
+    let index = (hash as usize) & (registers.len() - 1);
     let w = hash >> log2m;
     // w == 0 leaves every register alone: value 0 never raises a register.
     let value = if w == 0 {
