@@ -265,8 +265,8 @@ fn main() {
 }
 
 /// Times `Hll::intersection` on one thread, after the grid (so the other
-/// thread is idle): an interior fit, and a disjoint pair whose interval
-/// needs the profile-likelihood bound.
+/// thread is idle): an interior fit (profile-likelihood interval, both
+/// ends), and a disjoint pair (fit on the boundary, upper end only).
 fn time_single_calls(b_size: u64) {
     let mut keys = SplitMix(SEED ^ 0xA11CE);
     let mut sketch = |count: u64| {
