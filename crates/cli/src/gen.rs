@@ -90,9 +90,7 @@ pub fn run(command: Command) -> Result<()> {
                 rows: args.rows,
                 seed: args.seed,
             };
-            let bytes = with_output(&args.output, |out| {
-                Ok(bdb::write_uservisits(config, out)?)
-            })?;
+            let bytes = with_output(&args.output, |out| Ok(bdb::write_uservisits(config, out)?))?;
             (bytes, args.output)
         }
         Command::Rankings(args) => {

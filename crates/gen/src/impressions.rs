@@ -326,7 +326,7 @@ impl Impressions {
     pub fn user(&self, index: u64) -> User {
         debug_assert!(index < self.config.users);
         let bits = mix(index ^ self.user_seed);
-        let position = (bits & 0xffff_ffff) * 1000 >> 32;
+        let position = ((bits & 0xffff_ffff) * 1000) >> 32;
         User {
             id: id63_of(index, self.config.seed),
             state: self.states.index_of(bits),
@@ -680,7 +680,10 @@ impl Truth {
                 )
             })
             .collect();
-        s += &format!("  \"provider_overlaps\": [\n    {}\n  ],\n", overlaps.join(",\n    "));
+        s += &format!(
+            "  \"provider_overlaps\": [\n    {}\n  ],\n",
+            overlaps.join(",\n    ")
+        );
         let days: Vec<String> = self
             .by_state_by_day
             .iter()

@@ -59,7 +59,10 @@ pub fn is_unit_fast(x: f32) -> bool {
 ///
 /// If `!is_unit_fast(x)`.
 pub fn java_float_reference(x: f32) -> String {
-    assert!(is_unit_fast(x), "the reference covers the fast path's domain");
+    assert!(
+        is_unit_fast(x),
+        "the reference covers the fast path's domain"
+    );
     if x == 0.0 {
         return "0.0".to_owned();
     }
@@ -83,7 +86,7 @@ pub fn java_float_reference(x: f32) -> String {
             None => first,
             Some(_) if remainder * 2 < unit => below,
             Some(_) if remainder * 2 > unit => below + 1,
-            Some(_) if below % 2 == 0 => below,
+            Some(_) if below.is_multiple_of(2) => below,
             Some(_) => below + 1,
         };
         let mut out = [0u8; UNIT_FLOAT_BYTES_MAX];
@@ -173,7 +176,7 @@ pub fn write_unit_float(x: f32, out: &mut [u8; UNIT_FLOAT_BYTES_MAX]) -> usize {
 /// Writes `d * 10^-places` (0 < value < 10) in Java's layout.
 fn write_java_decimal(mut d: u128, mut places: u32, out: &mut [u8; UNIT_FLOAT_BYTES_MAX]) -> usize {
     debug_assert!(d > 0);
-    while d % 10 == 0 && places > 0 {
+    while d.is_multiple_of(10) && places > 0 {
         d /= 10;
         places -= 1;
     }
@@ -236,10 +239,10 @@ mod tests {
         (1e-4, "1.0E-4"),
         (5.960_464_5e-8, "5.9604645E-8"),
         (0.999_999_94, "0.99999994"),
-        // Exact ties: Java keeps the even digit.
-        (2.441_406_25e-4, "2.4414062E-4"),
-        (0.002_441_406_25, "0.0024414062"),
-        (0.016_601_562_5, "0.016601562"),
+        // Exact ties (k / 2^24 with few bits): Java keeps the even digit.
+        (4_096.0 / 16_777_216.0, "2.4414062E-4"),
+        (40_960.0 / 16_777_216.0, "0.0024414062"),
+        (278_528.0 / 16_777_216.0, "0.016601562"),
     ];
 
     #[test]

@@ -93,10 +93,6 @@ pub fn unit_of(bits: u64) -> f64 {
 }
 
 /// The high 64 bits of `a * b`: uniform in `0..b` when `a` is uniform.
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "the high half of a 128-bit product fits in 64 bits"
-)]
 pub fn high_product(a: u64, b: u64) -> u64 {
     ((u128::from(a) * u128::from(b)) >> 64) as u64
 }
@@ -261,7 +257,10 @@ impl Cumulative {
     reason = "the approximation is clamped to [0, 2^53]"
 )]
 pub fn poisson(rng: &mut SplitMix64, mean: f64) -> u64 {
-    assert!(mean >= 0.0 && mean.is_finite(), "Poisson mean must be finite");
+    assert!(
+        mean >= 0.0 && mean.is_finite(),
+        "Poisson mean must be finite"
+    );
     if mean > POISSON_INVERSION_MEAN_MAX {
         let draw = (mean + mean.sqrt() * rng.normal()).round();
         return draw.clamp(0.0, (1u64 << 53) as f64) as u64;
@@ -323,7 +322,10 @@ mod tests {
             let harmonic: f64 = (1..=1_000).map(|k| f64::from(k).powf(-exponent)).sum();
             let expected = 1.0 / harmonic;
             let share = f64::from(ones) / f64::from(draws);
-            assert!((share - expected).abs() < 0.004, "{exponent}: {share} vs {expected}");
+            assert!(
+                (share - expected).abs() < 0.004,
+                "{exponent}: {share} vs {expected}"
+            );
         }
     }
 

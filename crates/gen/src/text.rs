@@ -265,8 +265,17 @@ mod tests {
             let (y, m, d) = date.civil();
             assert_eq!(Date::new(y, m, d), date);
         }
-        assert_eq!(Date::parse("2024-02-29").expect("leap day"), Date::new(2024, 2, 29));
-        for bad in ["2023-02-29", "2026-13-01", "2026-1-01", "tomorrow", "2026-11-01-"] {
+        assert_eq!(
+            Date::parse("2024-02-29").expect("leap day"),
+            Date::new(2024, 2, 29)
+        );
+        for bad in [
+            "2023-02-29",
+            "2026-13-01",
+            "2026-1-01",
+            "tomorrow",
+            "2026-11-01-",
+        ] {
             assert!(Date::parse(bad).is_err(), "{bad}");
         }
     }

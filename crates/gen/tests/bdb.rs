@@ -29,7 +29,10 @@ fn samples_dir() -> Option<PathBuf> {
         "BDB samples required but {} is missing",
         dir.display()
     );
-    eprintln!("warning: {} is missing; sample checks skipped", dir.display());
+    eprintln!(
+        "warning: {} is missing; sample checks skipped",
+        dir.display()
+    );
     None
 }
 
@@ -64,7 +67,10 @@ fn check_uservisit(line: &str) -> Vec<&str> {
         })
         .collect();
     assert_eq!(octets.len(), 4, "{line}");
-    assert!((1..=254).contains(&octets[0]) && (1..=254).contains(&octets[3]), "{line}");
+    assert!(
+        (1..=254).contains(&octets[0]) && (1..=254).contains(&octets[3]),
+        "{line}"
+    );
     assert!(octets[1] <= 254 && octets[2] <= 254, "{line}");
     check_url(fields[1]);
     let date = fields[2].as_bytes();
@@ -74,9 +80,15 @@ fn check_uservisit(line: &str) -> Vec<&str> {
     check_java_float(fields[3]);
     assert!(!fields[4].is_empty(), "{line}");
     let (country, language) = (fields[5], fields[6]);
-    assert!(country.len() == 3 && country.bytes().all(|b| b.is_ascii_uppercase()), "{line}");
+    assert!(
+        country.len() == 3 && country.bytes().all(|b| b.is_ascii_uppercase()),
+        "{line}"
+    );
     assert_eq!(language.len(), 6, "{line}");
-    assert!(language.starts_with(country) && &language[3..4] == "-", "{line}");
+    assert!(
+        language.starts_with(country) && &language[3..4] == "-",
+        "{line}"
+    );
     assert!(!fields[7].is_empty(), "{line}");
     let duration: u32 = fields[8].parse().expect("duration");
     assert!((1..=10).contains(&duration), "{line}");
@@ -123,7 +135,11 @@ fn sample_rows_have_the_shape_we_check() {
         let rows: Vec<Vec<&str>> = text.lines().map(check_uservisit).collect();
         assert_eq!(rows.len(), 1000);
         let runs = url_runs(rows.iter().map(|f| f[1]));
-        assert!((100..140).contains(&runs.len()), "{name}: {} URLs", runs.len());
+        assert!(
+            (100..140).contains(&runs.len()),
+            "{name}: {} URLs",
+            runs.len()
+        );
     }
     for name in ["rankings1", "rankings2"] {
         let Some(text) = sample(name) else { return };
@@ -195,7 +211,10 @@ fn generated_uservisits_match_the_sample_shape() {
 #[test]
 fn rankings_urls_are_the_pages_uservisits_visits() {
     let ranking = rankings(5_000, 9);
-    let urls: Vec<&str> = ranking.lines().map(|l| l.split(',').next().expect("url")).collect();
+    let urls: Vec<&str> = ranking
+        .lines()
+        .map(|l| l.split(',').next().expect("url"))
+        .collect();
     for line in ranking.lines() {
         let fields: Vec<&str> = line.split(',').collect();
         assert_eq!(fields.len(), 3);
@@ -204,18 +223,32 @@ fn rankings_urls_are_the_pages_uservisits_visits() {
         assert!((1..=99).contains(&duration));
     }
     // Page 1's rank is Poisson(20 * sqrt(5000)) ~ 1414 +- 38.
-    let first_rank: f64 = ranking.lines().next().expect("row").split(',').nth(1).expect("rank").parse().expect("int");
+    let first_rank: f64 = ranking
+        .lines()
+        .next()
+        .expect("row")
+        .split(',')
+        .nth(1)
+        .expect("rank")
+        .parse()
+        .expect("int");
     assert!((1_250.0..1_600.0).contains(&first_rank), "{first_rank}");
     // uservisits with the same seed visits pages 1, 2, ... in order.
     let visits = uservisits(2_000, 9);
-    let visited: Vec<&str> = visits.lines().map(|l| l.split(',').nth(1).expect("url")).collect();
+    let visited: Vec<&str> = visits
+        .lines()
+        .map(|l| l.split(',').nth(1).expect("url"))
+        .collect();
     let mut distinct = visited.clone();
     distinct.dedup();
     let position: Vec<usize> = distinct
         .iter()
         .map(|u| urls.iter().position(|r| r == u).expect("a rankings page"))
         .collect();
-    assert!(position.windows(2).all(|w| w[0] < w[1]), "pages in ascending order");
+    assert!(
+        position.windows(2).all(|w| w[0] < w[1]),
+        "pages in ascending order"
+    );
 }
 
 #[test]

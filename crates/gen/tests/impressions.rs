@@ -54,7 +54,10 @@ fn micros(text: &str) -> u64 {
 fn check_ts(ts: &str, start: Date, days: i64) -> i64 {
     let b = ts.as_bytes();
     assert_eq!(b.len(), 20, "{ts}");
-    assert!(b[10] == b'T' && b[13] == b':' && b[16] == b':' && b[19] == b'Z', "{ts}");
+    assert!(
+        b[10] == b'T' && b[13] == b':' && b[16] == b':' && b[19] == b'Z',
+        "{ts}"
+    );
     let date = Date::parse(&ts[..10]).expect("a date");
     let hour: u32 = ts[11..13].parse().expect("hour");
     let minute: u32 = ts[14..16].parse().expect("minute");
@@ -111,8 +114,16 @@ fn csv_is_well_formed_and_realistic() {
         *kinds.entry(&row.kind).or_default() += 1;
         assert!(states.contains(row.state.as_str()), "{row:?}");
         assert!(providers.contains(row.provider.as_str()), "{row:?}");
-        assert!(row.site.strip_prefix("site").is_some_and(|n| n.parse::<u32>().is_ok()));
-        assert!(row.campaign.strip_prefix("campaign").is_some_and(|n| n.parse::<u32>().is_ok()));
+        assert!(
+            row.site
+                .strip_prefix("site")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        );
+        assert!(
+            row.campaign
+                .strip_prefix("campaign")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        );
         assert!(row.revenue_micros > 0);
         // A user's home state never changes.
         assert_eq!(*home.entry(row.user_id).or_insert(&row.state), row.state);
@@ -191,7 +202,12 @@ mod json {
                 }
             }
             b'"' => {
-                let end = *at + 1 + b[*at + 1..].iter().position(|&c| c == b'"').expect("closed");
+                let end = *at
+                    + 1
+                    + b[*at + 1..]
+                        .iter()
+                        .position(|&c| c == b'"')
+                        .expect("closed");
                 let s = std::str::from_utf8(&b[*at + 1..end]).expect("utf-8");
                 assert!(!s.contains('\\'), "no escapes expected");
                 *at = end + 1;
@@ -199,7 +215,9 @@ mod json {
             }
             b'-' | b'0'..=b'9' => {
                 let start = *at;
-                while *at < b.len() && matches!(b[*at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') {
+                while *at < b.len()
+                    && matches!(b[*at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
                     *at += 1;
                 }
                 let n = std::str::from_utf8(&b[start..*at]).expect("ascii");
@@ -220,7 +238,9 @@ fn json_is_well_formed_and_says_what_the_csv_says() {
     assert_eq!(lines.len(), csv.len());
     for (line, row) in lines.iter().zip(&csv) {
         let v = json::parse(line);
-        let Some(json::Value::Object(top)) = Some(&v) else { panic!("an object") };
+        let Some(json::Value::Object(top)) = Some(&v) else {
+            panic!("an object")
+        };
         let keys: Vec<&str> = top.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["ts", "kind", "user", "ad", "revenue"]);
         let from_json = Row {
@@ -266,8 +286,14 @@ fn truth_agrees_with_a_recount_of_the_csv() {
         }
         let day = check_ts(&row.ts, start, 3);
         users.insert(row.user_id);
-        by_provider.entry(&row.provider).or_default().insert(row.user_id);
-        by_day_state.entry((day, &row.state)).or_default().insert(row.user_id);
+        by_provider
+            .entry(&row.provider)
+            .or_default()
+            .insert(row.user_id);
+        by_day_state
+            .entry((day, &row.state))
+            .or_default()
+            .insert(row.user_id);
     }
     assert_eq!(truth.events_by_kind, events_by_kind);
     assert_eq!(truth.revenue_micros_by_kind, revenue_by_kind);
