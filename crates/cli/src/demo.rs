@@ -10,6 +10,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use anyhow::{Context, Result, ensure};
+use cardinal_gen::rng::{SplitMix64, id_of};
 use cardinal_sketch::countmin::{DyadicCountMin, DyadicParams, HeavyHitters, Params};
 use cardinal_sketch::exact::ExactSet;
 use cardinal_sketch::hll::{Hll, Settings};
@@ -95,7 +96,7 @@ pub fn run(args: &Args) -> Result<()> {
         "cardinal demo: {ids_total} users over three audiences, seed {}",
         args.seed
     );
-    let mut rng = SplitMix64(args.seed);
+    let mut rng = SplitMix64::new(args.seed);
     let started = Instant::now();
     let mut events = 0u64;
     for index in 0..ids_total {
@@ -346,13 +347,6 @@ fn rank_index(len: usize, rank: f64) -> usize {
     ((len as f64 * rank) as usize).min(len - 1)
 }
 
-/// The `index`-th id of the demo's id stream: the `index`-th output of a
-/// SplitMix64 sequence, so distinct indexes give distinct ids (the state
-/// steps by an odd constant and the finaliser is a bijection).
-fn id_of(index: u64, seed: u64) -> u64 {
-    SplitMix64(seed.wrapping_add(index.wrapping_mul(SPLITMIX_GAMMA))).next()
-}
-
 /// Cumulative Zipf weights over `n` items, normalised to end at 1.
 fn zipf_cdf(n: usize, exponent: f64) -> Vec<f64> {
     let mut cdf: Vec<f64> = (1..=n).map(|rank| (rank as f64).powf(-exponent)).collect();
@@ -365,32 +359,4 @@ fn zipf_cdf(n: usize, exponent: f64) -> Vec<f64> {
         *p /= sum;
     }
     cdf
-}
-
-/// SplitMix64's state increment, the golden ratio in 64 bits.
-const SPLITMIX_GAMMA: u64 = 0x9e37_79b9_7f4a_7c15;
-
-/// SplitMix64 (Steele, Lea, Flood 2014): a tiny, fast, seedable generator.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(SPLITMIX_GAMMA);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Standard normal by Box-Muller.
-    fn normal(&mut self) -> f64 {
-        let u = self.unit().max(f64::MIN_POSITIVE);
-        let v = self.unit();
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
 }

@@ -3,6 +3,9 @@
 //! values, calls them, and prints.
 
 mod demo;
+// `gen` is a reserved word in Rust 2024; the file keeps the verb's name.
+#[path = "gen.rs"]
+mod generate;
 mod hll;
 
 use clap::{Parser, Subcommand};
@@ -16,6 +19,8 @@ use clap::{Parser, Subcommand};
 #[command(name = "cardinal", version, propagate_version = true)]
 #[command(after_help = "Examples:
   cardinal demo                       run the sketch demo on generated audiences
+  cardinal gen impressions -o events.csv --truth truth.json
+                                      10M ad events and their exact answers
   seq 1 100000 | cardinal hll build   count 100,000 ids; print postgresql-hll hex
   cardinal hll inspect '\\x128B7F004403B7FB05C44A'
   cardinal hll overlap A_HEX B_HEX    joint-likelihood intersection with its interval")]
@@ -29,6 +34,10 @@ enum Command {
     /// Generate overlapping audiences and answer reach, overlap, quantile and
     /// heavy-hitter questions with every sketch, next to the exact truth.
     Demo(demo::Args),
+    /// Generate synthetic data, deterministic for a seed: ad impressions with
+    /// their exact answers, or the AMPLab uservisits and rankings tables.
+    #[command(subcommand)]
+    Gen(generate::Command),
     /// Build, inspect, union and intersect HyperLogLogs in the postgresql-hll
     /// format (`\x...` hex, as `SELECT hll_cardinality('\x...'::hll)` reads).
     #[command(subcommand)]
@@ -39,6 +48,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
+        Command::Gen(command) => generate::run(command),
         Command::Hll(command) => hll::run(command),
     };
     if let Err(error) = result {
