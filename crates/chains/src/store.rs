@@ -339,7 +339,9 @@ impl ShardGroup {
             Probe::Found(i, handle) => {
                 let class = arena.class_of(handle);
                 let used = used_of(arena.slot(handle));
-                if HEADER_BYTES + used + n <= CLASS_BYTES[class] as usize {
+                if HEADER_BYTES + used + n <= CLASS_BYTES[class] as usize
+                    && used + n <= CHAIN_BYTES_MAX
+                {
                     let slot = arena.slot_mut(handle);
                     slot[HEADER_BYTES + used..HEADER_BYTES + used + n].copy_from_slice(bytes);
                     set_used(slot, used + n);
