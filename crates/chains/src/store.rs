@@ -43,7 +43,7 @@ pub const SHARD_SLOTS_INITIAL_MIN: u32 = 4;
 /// Keys per shard that [`Config::for_keys`] aims at: growing a shard of this
 /// many keys rehashes them in well under the 1 ms goal (measured ~10-20 ns
 /// per key on the 2026-11-21 benchmark machine, see bench/README.md).
-pub const SHARD_KEYS_TARGET: u64 = 32 * 1024;
+pub const SHARD_KEYS_TARGET: u64 = 16 * 1024;
 
 /// A user id: the key of a chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
