@@ -1,0 +1,73 @@
+//! The in-memory store of per-user event chains for cardinal.
+//!
+//! `cardinal-chains` keeps, for hundreds of millions of 64-bit user ids, each
+//! user's append-only chain of events (impressions, clicks, visits), and on a
+//! conversion hands the chain over for attribution and frees it. It sits
+//! beside the rollups in the summarize stage of the data path (`sources ->
+//! decode -> route -> summarize -> store -> query`): the route stage sends
+//! each event to the owner of its user's shard group.
+//!
+//! The design answers issue 4 and the seed's "Big Memory" series: no
+//! operation may stall the way a whole-table resize does.
+//!
+//! - [`Store`] holds [`ShardGroup`]s; a group owns a fixed set of shards
+//!   and has one writer. [`Router`] says which group owns a user.
+//! - Each shard is a compact open-addressing table (12 bytes per slot,
+//!   14-18 bytes per key) that grows by 5/4 on its own, with staggered
+//!   sizes (`index.rs`).
+//! - Chains live in size-class slabs of 256 KiB pages addressed by 4-byte
+//!   handles (`arena.rs`); a [`Record`] encodes in 16-64 bytes (`record.rs`).
+//! - [`ShardGroup::trim_slice`] drops records older than the lookback window
+//!   a bounded number of slots at a time.
+//! - [`Store::write_snapshot_file`] and [`Store::read_snapshot_file`] save
+//!   and restore the whole store in a checksummed format (`snapshot.rs`).
+//! - [`attribution::attribute`] credits touch points by model.
+//!
+//! Every limit is a named constant: [`CHAIN_BYTES_MAX`] (oldest records
+//! evicted), [`RECORD_BYTES_MAX`], [`ATTRS_BYTES_MAX`] and [`TIME_MS_MAX`]
+//! (rejected), [`ARENA_BYTES_MAX`] and [`SHARD_SLOTS_MAX`] (the append fails
+//! and changes nothing), [`SHARD_BITS_MAX`] (config rejected).
+//!
+//! ```
+//! use cardinal_chains::attribution::{self, Conversion, Model};
+//! use cardinal_chains::{CampaignId, Config, Kind, Record, SiteId, Store, UserId};
+//!
+//! let mut store = Store::new(Config::default())?;
+//! let user = UserId(42);
+//! for (t, campaign) in [(1_000, 1), (2_000, 2), (3_000, 1)] {
+//!     store.append(user, &Record::new(t, Kind::CLICK, CampaignId(campaign), SiteId(7))?)?;
+//! }
+//! // A conversion: take the chain (freeing it) and credit its touch points.
+//! let mut chain = Vec::new();
+//! assert!(store.take(user, &mut chain)?);
+//! let conversion = Conversion { user, time_ms: 4_000, revenue_micros: 30_000_000 };
+//! let mut rows = Vec::new();
+//! attribution::attribute(&conversion, &chain, 10_000, Model::Linear, |r| r.kind == Kind::CLICK, &mut rows);
+//! assert_eq!(rows.len(), 3);
+//! assert!((rows[0].revenue_micros - 10_000_000.0).abs() < 1e-6);
+//! assert_eq!(store.keys(), 0);
+//! # Ok::<(), cardinal_chains::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod arena;
+pub mod attribution;
+mod error;
+mod index;
+mod record;
+mod snapshot;
+mod store;
+
+pub use arena::{ARENA_BYTES_MAX, CHAIN_BYTES_MAX, CLASS_COUNT, PAGE_BYTES};
+pub use error::{Error, Result};
+pub use index::{SHARD_SLOTS_MAX, mix};
+pub use record::{
+    ATTRS_BYTES_MAX, CampaignId, Kind, RECORD_BYTES_MAX, RECORD_BYTES_MIN, Record, SiteId,
+    TIME_MS_MAX,
+};
+pub use snapshot::{SNAPSHOT_VERSION, SnapshotStats};
+pub use store::{
+    AppendOutcome, Config, MemoryStats, Router, SHARD_BITS_MAX, SHARD_KEYS_TARGET,
+    SHARD_SLOTS_INITIAL_MIN, ShardGroup, Store, TrimOutcome, UserId,
+};

@@ -1,0 +1,789 @@
+//! The store: shards grouped under single writers, each group with its own
+//! arena.
+//!
+//! ```text
+//!  user id --mix--> h (64 bits)
+//!                   | top shard_bits         | rest
+//!                   | top group_bits |       |
+//!                   v                v       v
+//!  Store ─ groups[g] ─ shards[s] (Table, index.rs) ─ slot ─> Handle ─> Arena (arena.rs)
+//!          one writer    ~1/2^shard_bits of keys      12 B      u32    pages of slots
+//! ```
+//!
+//! A [`ShardGroup`] owns the shards whose top `group_bits` hash bits equal
+//! its number, and one arena for their chains. Groups share nothing, so a
+//! caller moves each to its own thread and routes appends with
+//! [`Router::group_of`]; there are no locks. [`Store`] is the convenience of
+//! holding all groups in one place (tests, single-threaded tools,
+//! snapshots).
+//!
+//! Cost of every operation, which is what keeps the worst case bounded:
+//! - append: one probe, one record write; sometimes a chain move (a copy of
+//!   at most `CHAIN_BYTES_MAX`); sometimes a shard growth (a rehash of one
+//!   shard, ~keys/shards entries);
+//! - take: one probe, a walk of one chain, one backward shift;
+//! - trim slice: `budget` index slots and their chains.
+
+use crate::arena::{
+    Arena, CHAIN_BYTES_MAX, CLASS_BYTES, HEADER_BYTES, class_for, set_used, used_of,
+};
+use crate::error::{Error, Result};
+use crate::index::{
+    GROWTH_DEN, GROWTH_NUM, LOAD_DEN, LOAD_NUM, Probe, SHARD_SLOTS_MAX, Table, mix,
+};
+use crate::record::{RECORD_BYTES_MAX, Record, encoded_len_at, time_ms_at};
+
+/// Largest `shard_bits`: 2^20 shards. Each shard costs ~40 bytes of
+/// bookkeeping and at least `SHARD_SLOTS_INITIAL_MIN` slots, so a million
+/// shards are 40 MiB before the first key; past that the bookkeeping, not
+/// the growth pause, dominates. [`Config::validate`] rejects more.
+pub const SHARD_BITS_MAX: u8 = 20;
+/// Smallest first capacity of a shard.
+pub const SHARD_SLOTS_INITIAL_MIN: u32 = 4;
+/// Keys per shard that [`Config::for_keys`] aims at: growing a shard of this
+/// many keys rehashes them in well under the 1 ms goal (measured ~10-20 ns
+/// per key on the 2026-11-21 benchmark machine, see bench/README.md).
+pub const SHARD_KEYS_TARGET: u64 = 16 * 1024;
+
+/// A user id: the key of a chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct UserId(pub u64);
+
+/// How the store is laid out. Checked by [`Config::validate`], which every
+/// constructor calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// The store has `2^shard_bits` shards, `0..=SHARD_BITS_MAX`.
+    pub shard_bits: u8,
+    /// The store has `2^group_bits` shard groups (writers), at most
+    /// `shard_bits`.
+    pub group_bits: u8,
+    /// Records older than `now - lookback_ms` are dropped by trimming.
+    pub lookback_ms: u64,
+    /// First capacity of a shard, before staggering, at least
+    /// [`SHARD_SLOTS_INITIAL_MIN`].
+    pub shard_slots_initial: u32,
+}
+
+impl Default for Config {
+    /// 256 shards in 1 group, a 30-day lookback, 64 slots per shard.
+    fn default() -> Config {
+        Config {
+            shard_bits: 8,
+            group_bits: 0,
+            lookback_ms: 30 * 24 * 3600 * 1000,
+            shard_slots_initial: 64,
+        }
+    }
+}
+
+impl Config {
+    /// A layout for up to `keys_max` keys in `2^group_bits` groups: enough
+    /// shards that each holds about [`SHARD_KEYS_TARGET`] keys at
+    /// `keys_max`, so that no shard growth passes the 1 ms goal.
+    pub fn for_keys(keys_max: u64, group_bits: u8, lookback_ms: u64) -> Config {
+        let shards = keys_max.div_ceil(SHARD_KEYS_TARGET).max(1);
+        let shard_bits = u8::try_from(64 - (shards - 1).leading_zeros())
+            .expect("at most 64")
+            .clamp(group_bits, SHARD_BITS_MAX);
+        Config {
+            shard_bits,
+            group_bits,
+            lookback_ms,
+            shard_slots_initial: 16,
+        }
+    }
+
+    /// Checks every field's range.
+    pub fn validate(&self) -> Result<()> {
+        if self.shard_bits > SHARD_BITS_MAX {
+            return Err(invalid(
+                "shard_bits",
+                self.shard_bits.into(),
+                "0..=SHARD_BITS_MAX (20)",
+            ));
+        }
+        if self.group_bits > self.shard_bits {
+            return Err(invalid(
+                "group_bits",
+                self.group_bits.into(),
+                "0..=shard_bits",
+            ));
+        }
+        if !(SHARD_SLOTS_INITIAL_MIN..=SHARD_SLOTS_MAX / 2).contains(&self.shard_slots_initial) {
+            return Err(invalid(
+                "shard_slots_initial",
+                self.shard_slots_initial.into(),
+                "SHARD_SLOTS_INITIAL_MIN..=SHARD_SLOTS_MAX / 2",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The router for this layout.
+    pub fn router(&self) -> Router {
+        Router {
+            shard_bits: self.shard_bits,
+            group_bits: self.group_bits,
+        }
+    }
+
+    pub(crate) fn shard_count(&self) -> u32 {
+        1 << self.shard_bits
+    }
+
+    pub(crate) fn shards_per_group(&self) -> u32 {
+        1 << (self.shard_bits - self.group_bits)
+    }
+}
+
+fn invalid(name: &'static str, value: u64, reason: &'static str) -> Error {
+    Error::InvalidConfig {
+        name,
+        value,
+        reason,
+    }
+}
+
+/// Routes user ids to shards and shard groups. `Copy`, so the ingest stage
+/// keeps one and sends each event to its group's owner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Router {
+    shard_bits: u8,
+    group_bits: u8,
+}
+
+impl Router {
+    /// The shard (`0..2^shard_bits`) that holds `user`'s chain.
+    #[inline]
+    pub fn shard_of(&self, user: UserId) -> u32 {
+        top_bits(mix(user.0), self.shard_bits)
+    }
+
+    /// The shard group (`0..2^group_bits`) that owns `user`'s chain.
+    #[inline]
+    pub fn group_of(&self, user: UserId) -> u32 {
+        top_bits(mix(user.0), self.group_bits)
+    }
+}
+
+#[inline]
+fn top_bits(h: u64, bits: u8) -> u32 {
+    if bits == 0 {
+        0
+    } else {
+        u32::try_from(h >> (64 - u32::from(bits))).expect("bits <= 20")
+    }
+}
+
+/// What an append did besides writing the record; the benchmark tags slow
+/// operations by these causes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AppendOutcome {
+    /// The user had no chain before.
+    pub new_key: bool,
+    /// The chain outgrew its slot and moved to the next size class.
+    pub chain_moved: bool,
+    /// The user's shard grew (rehashed its keys into a 5/4 larger table).
+    pub shard_grew: bool,
+    /// Oldest records dropped because the chain reached [`CHAIN_BYTES_MAX`].
+    pub records_evicted: u32,
+}
+
+/// What one trim slice did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TrimOutcome {
+    /// Index slots examined (the slice's budget unless a pass ended).
+    pub slots_scanned: u64,
+    /// Records older than the lookback window that were dropped.
+    pub records_dropped: u64,
+    /// Chains that became empty and were removed with their key.
+    pub chains_removed: u64,
+    /// Chains moved to a smaller size class after shrinking.
+    pub chains_moved: u64,
+    /// The slice finished a pass over every shard of the group.
+    pub pass_done: bool,
+}
+
+impl TrimOutcome {
+    fn add(&mut self, other: &TrimOutcome) {
+        self.slots_scanned += other.slots_scanned;
+        self.records_dropped += other.records_dropped;
+        self.chains_removed += other.chains_removed;
+        self.chains_moved += other.chains_moved;
+        self.pass_done |= other.pass_done;
+    }
+}
+
+/// The store's own byte counts. `heap_bytes` is every byte the store holds
+/// on the heap (tests/memory.rs checks it against a counting allocator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MemoryStats {
+    /// Users with a chain.
+    pub keys: u64,
+    /// Bytes of encoded records in all chains.
+    pub record_bytes: u64,
+    /// Bytes of index slots (12 per slot).
+    pub index_bytes: u64,
+    /// Bytes of arena slots in use (headers, records and slack).
+    pub slot_bytes: u64,
+    /// Bytes of arena pages (slots in use, free slots, uncarved space).
+    pub arena_bytes: u64,
+    /// Every heap byte: index, arena pages and all bookkeeping.
+    pub heap_bytes: u64,
+}
+
+impl MemoryStats {
+    fn add(&mut self, other: &MemoryStats) {
+        self.keys += other.keys;
+        self.record_bytes += other.record_bytes;
+        self.index_bytes += other.index_bytes;
+        self.slot_bytes += other.slot_bytes;
+        self.arena_bytes += other.arena_bytes;
+        self.heap_bytes += other.heap_bytes;
+    }
+}
+
+/// Shards with one writer: the unit a caller moves to a thread.
+#[derive(Debug)]
+pub struct ShardGroup {
+    group: u32,
+    config: Config,
+    shards: Vec<Table>,
+    arena: Arena,
+    /// A slot's worth of bytes for moving chains between slots of one arena.
+    scratch: Vec<u8>,
+    keys: u64,
+    record_bytes: u64,
+    cursor_shard: usize,
+    cursor_slot: usize,
+}
+
+impl ShardGroup {
+    /// An empty group number `group` of the layout `config`, its shards'
+    /// capacities staggered over one growth step (index.rs).
+    pub fn new(config: Config, group: u32) -> Result<ShardGroup> {
+        config.validate()?;
+        if group >= 1 << config.group_bits {
+            return Err(invalid("group", group.into(), "0..2^group_bits"));
+        }
+        let per_group = config.shards_per_group();
+        let shards = (0..per_group)
+            .map(|local| {
+                let global = group * per_group + local;
+                Table::with_capacity(
+                    staggered(config.shard_slots_initial, global, config.shard_count()),
+                    u32::from(config.shard_bits),
+                )
+            })
+            .collect();
+        Ok(ShardGroup {
+            group,
+            config,
+            shards,
+            arena: Arena::new(),
+            scratch: vec![0; CHAIN_BYTES_MAX + RECORD_BYTES_MAX],
+            keys: 0,
+            record_bytes: 0,
+            cursor_shard: 0,
+            cursor_slot: 0,
+        })
+    }
+
+    /// This group's number.
+    pub fn group(&self) -> u32 {
+        self.group
+    }
+
+    /// The layout this group belongs to.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Users with a chain in this group.
+    pub fn keys(&self) -> u64 {
+        self.keys
+    }
+
+    fn locate(&self, user: UserId) -> Result<(usize, u64)> {
+        let h = mix(user.0);
+        let shard = top_bits(h, self.config.shard_bits);
+        let per_group = self.config.shards_per_group();
+        let owner = shard / per_group;
+        if owner != self.group {
+            return Err(Error::WrongGroup {
+                user_id: user.0,
+                group: self.group,
+                owner,
+            });
+        }
+        Ok(((shard % per_group) as usize, h))
+    }
+
+    /// Appends `record` to `user`'s chain, creating the chain if needed.
+    ///
+    /// Limits: a chain past [`CHAIN_BYTES_MAX`] drops its oldest records
+    /// (counted in the outcome); a full arena ([`crate::ARENA_BYTES_MAX`])
+    /// or shard ([`SHARD_SLOTS_MAX`]) fails with [`Error::LimitExceeded`]
+    /// and changes nothing. A user of another group fails with
+    /// [`Error::WrongGroup`].
+    pub fn append(&mut self, user: UserId, record: &Record) -> Result<AppendOutcome> {
+        let (shard, h) = self.locate(user)?;
+        let mut bytes = [0u8; RECORD_BYTES_MAX];
+        let n = record.encode_into(&mut bytes);
+        let bytes = &bytes[..n];
+        let mut outcome = AppendOutcome::default();
+        let table = &mut self.shards[shard];
+        let arena = &mut self.arena;
+        match table.probe(user.0, h) {
+            Probe::Found(i, handle) => {
+                let class = arena.class_of(handle);
+                let used = used_of(arena.slot(handle));
+                if HEADER_BYTES + used + n <= CLASS_BYTES[class] as usize
+                    && used + n <= CHAIN_BYTES_MAX
+                {
+                    let slot = arena.slot_mut(handle);
+                    slot[HEADER_BYTES + used..HEADER_BYTES + used + n].copy_from_slice(bytes);
+                    set_used(slot, used + n);
+                    self.record_bytes += n as u64;
+                } else {
+                    let evict_bytes = evict_prefix(arena.chain(handle), n, &mut outcome);
+                    let kept = used - evict_bytes;
+                    let new_class = class_for(HEADER_BYTES + kept + n);
+                    if new_class == class {
+                        let slot = arena.slot_mut(handle);
+                        slot.copy_within(
+                            HEADER_BYTES + evict_bytes..HEADER_BYTES + used,
+                            HEADER_BYTES,
+                        );
+                        slot[HEADER_BYTES + kept..HEADER_BYTES + kept + n].copy_from_slice(bytes);
+                        set_used(slot, kept + n);
+                    } else {
+                        let moved = arena.alloc(new_class)?;
+                        self.scratch[..kept].copy_from_slice(&arena.chain(handle)[evict_bytes..]);
+                        self.scratch[kept..kept + n].copy_from_slice(bytes);
+                        let slot = arena.slot_mut(moved);
+                        slot[HEADER_BYTES..HEADER_BYTES + kept + n]
+                            .copy_from_slice(&self.scratch[..kept + n]);
+                        set_used(slot, kept + n);
+                        arena.free(handle);
+                        table.set_handle(i, moved);
+                        outcome.chain_moved = true;
+                    }
+                    self.record_bytes = self.record_bytes + n as u64 - evict_bytes as u64;
+                }
+            }
+            Probe::Vacant(mut i) => {
+                let handle = arena.alloc(class_for(HEADER_BYTES + n))?;
+                if table.needs_growth() {
+                    let Some(capacity) = table.grown_capacity() else {
+                        arena.free(handle);
+                        return Err(Error::LimitExceeded {
+                            limit: "SHARD_SLOTS_MAX",
+                            max: SHARD_SLOTS_MAX.into(),
+                            found: u64::from(table.capacity()) * GROWTH_NUM / GROWTH_DEN,
+                        });
+                    };
+                    table.resize(capacity);
+                    outcome.shard_grew = true;
+                    i = match table.probe(user.0, h) {
+                        Probe::Vacant(i) => i,
+                        Probe::Found(..) => unreachable!("the key was absent before growing"),
+                    };
+                }
+                let slot = arena.slot_mut(handle);
+                slot[HEADER_BYTES..HEADER_BYTES + n].copy_from_slice(bytes);
+                set_used(slot, n);
+                table.put(i, user.0, handle);
+                self.keys += 1;
+                self.record_bytes += n as u64;
+                outcome.new_key = true;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Appends `user`'s records, oldest first, to `out`; `false` if the user
+    /// has no chain.
+    pub fn chain(&self, user: UserId, out: &mut Vec<Record>) -> Result<bool> {
+        let (shard, h) = self.locate(user)?;
+        match self.shards[shard].probe(user.0, h) {
+            Probe::Found(_, handle) => {
+                decode_chain(self.arena.chain(handle), out);
+                Ok(true)
+            }
+            Probe::Vacant(_) => Ok(false),
+        }
+    }
+
+    /// A conversion: appends `user`'s records, oldest first, to `out`, then
+    /// frees the chain and forgets the user. `false` if there was no chain.
+    pub fn take(&mut self, user: UserId, out: &mut Vec<Record>) -> Result<bool> {
+        let (shard, h) = self.locate(user)?;
+        let table = &mut self.shards[shard];
+        match table.probe(user.0, h) {
+            Probe::Found(i, handle) => {
+                let chain = self.arena.chain(handle);
+                decode_chain(chain, out);
+                self.record_bytes -= chain.len() as u64;
+                self.arena.free(handle);
+                table.remove_at(i);
+                self.keys -= 1;
+                Ok(true)
+            }
+            Probe::Vacant(_) => Ok(false),
+        }
+    }
+
+    /// Drops records older than `now_ms - lookback_ms` from the chains in
+    /// the next `slots_budget` index slots, continuing where the previous
+    /// slice stopped. A chain left empty is removed with its key; one that
+    /// fits a smaller class moves there. The cost of a slice is bounded by
+    /// its budget (and `CHAIN_BYTES_MAX` per slot), never by the store's
+    /// size: trimming is never a stop-the-world sweep.
+    ///
+    /// A pass visits every chain once, except that chains of a shard that
+    /// grows during the pass may be skipped or visited twice; the next pass
+    /// catches them.
+    pub fn trim_slice(&mut self, now_ms: u64, slots_budget: u64) -> TrimOutcome {
+        let cutoff = now_ms.saturating_sub(self.config.lookback_ms);
+        let mut outcome = TrimOutcome::default();
+        while outcome.slots_scanned < slots_budget {
+            if self.cursor_slot >= self.shards[self.cursor_shard].capacity() as usize {
+                self.cursor_slot = 0;
+                self.cursor_shard += 1;
+                if self.cursor_shard == self.shards.len() {
+                    self.cursor_shard = 0;
+                    outcome.pass_done = true;
+                    break;
+                }
+            }
+            outcome.slots_scanned += 1;
+            let table = &mut self.shards[self.cursor_shard];
+            let Some((_, handle)) = table.entry(self.cursor_slot) else {
+                self.cursor_slot += 1;
+                continue;
+            };
+            let slot = self.arena.slot_mut(handle);
+            let used = used_of(slot);
+            let (kept, dropped) =
+                retain_recent(&mut slot[HEADER_BYTES..HEADER_BYTES + used], cutoff);
+            if dropped == 0 {
+                self.cursor_slot += 1;
+                continue;
+            }
+            outcome.records_dropped += dropped;
+            self.record_bytes -= (used - kept) as u64;
+            if kept == 0 {
+                self.arena.free(handle);
+                // The backward shift may pull a later entry into this slot:
+                // the cursor stays to examine it.
+                table.remove_at(self.cursor_slot);
+                self.keys -= 1;
+                outcome.chains_removed += 1;
+                continue;
+            }
+            set_used(slot, kept);
+            let class = class_for(HEADER_BYTES + kept);
+            if class < self.arena.class_of(handle)
+                && let Ok(moved) = self.arena.alloc(class)
+            {
+                self.scratch[..kept].copy_from_slice(self.arena.chain(handle));
+                let slot = self.arena.slot_mut(moved);
+                slot[HEADER_BYTES..HEADER_BYTES + kept].copy_from_slice(&self.scratch[..kept]);
+                set_used(slot, kept);
+                self.arena.free(handle);
+                table.set_handle(self.cursor_slot, moved);
+                outcome.chains_moved += 1;
+            }
+            self.cursor_slot += 1;
+        }
+        outcome
+    }
+
+    /// Runs one whole trim pass from the first shard, in slices. For tests
+    /// and for a caller that wants a trim boundary (before a snapshot).
+    pub fn trim_all(&mut self, now_ms: u64) -> TrimOutcome {
+        self.cursor_shard = 0;
+        self.cursor_slot = 0;
+        let mut total = TrimOutcome::default();
+        loop {
+            let slice = self.trim_slice(now_ms, 4096);
+            total.add(&slice);
+            if slice.pass_done {
+                return total;
+            }
+        }
+    }
+
+    /// This group's byte counts.
+    pub fn memory(&self) -> MemoryStats {
+        let index_bytes: u64 = self.shards.iter().map(Table::heap_bytes).sum();
+        let slot_bytes = self
+            .arena
+            .slots_live()
+            .iter()
+            .zip(CLASS_BYTES)
+            .map(|(&count, bytes)| count * u64::from(bytes))
+            .sum();
+        let own = self.shards.capacity() * size_of::<Table>() + self.scratch.capacity();
+        MemoryStats {
+            keys: self.keys,
+            record_bytes: self.record_bytes,
+            index_bytes,
+            slot_bytes,
+            arena_bytes: self.arena.page_bytes(),
+            heap_bytes: index_bytes + self.arena.heap_bytes() + own as u64,
+        }
+    }
+
+    /// Calls `f(user, chain bytes)` for every chain of local shard `shard`
+    /// (snapshot writing).
+    pub(crate) fn for_each_chain(&self, shard: usize, mut f: impl FnMut(u64, &[u8])) {
+        let table = &self.shards[shard];
+        for i in 0..table.capacity() as usize {
+            if let Some((key, handle)) = table.entry(i) {
+                f(key, self.arena.chain(handle));
+            }
+        }
+    }
+
+    pub(crate) fn shard_len(&self, shard: usize) -> u32 {
+        self.shards[shard].len()
+    }
+
+    pub(crate) fn shard_count_local(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Sizes local shard `shard`, still empty, for `keys` keys, keeping the
+    /// stagger (snapshot restore: no shard grows while restoring).
+    pub(crate) fn presize(&mut self, shard: usize, keys: u64) -> Result<()> {
+        assert_eq!(self.shards[shard].len(), 0);
+        let global =
+            self.group * self.config.shards_per_group() + u32::try_from(shard).expect("< 2^20");
+        // The load right after growing (0.68) times the stagger, so restored
+        // shards again reach their thresholds at spread-out moments.
+        let base = keys * LOAD_DEN * GROWTH_NUM / (LOAD_NUM * GROWTH_DEN) + 1;
+        let base = u32::try_from(base)
+            .ok()
+            .filter(|&b| b <= SHARD_SLOTS_MAX / 2)
+            .ok_or(Error::LimitExceeded {
+                limit: "SHARD_SLOTS_MAX",
+                max: SHARD_SLOTS_MAX.into(),
+                found: base,
+            })?;
+        let capacity = staggered(
+            base.max(self.config.shard_slots_initial),
+            global,
+            self.config.shard_count(),
+        );
+        self.shards[shard] = Table::with_capacity(capacity, u32::from(self.config.shard_bits));
+        Ok(())
+    }
+
+    /// Inserts a chain read from a snapshot into local shard `shard`, whose
+    /// bytes the caller has validated record by record. Fails if the key is
+    /// already present or belongs to another shard.
+    pub(crate) fn restore_chain(&mut self, shard: usize, key: u64, chain: &[u8]) -> Result<()> {
+        let (local, h) = self
+            .locate(UserId(key))
+            .map_err(|_| malformed(format!("user {key} is not in shard group {}", self.group)))?;
+        if local != shard {
+            return Err(malformed(format!(
+                "user {key} is not in the section of its shard"
+            )));
+        }
+        assert!(!chain.is_empty() && chain.len() <= CHAIN_BYTES_MAX);
+        let table = &mut self.shards[shard];
+        let Probe::Vacant(i) = table.probe(key, h) else {
+            return Err(malformed(format!("user {key} appears twice")));
+        };
+        if table.needs_growth() {
+            return Err(malformed(
+                "a shard holds more keys than its section said".to_string(),
+            ));
+        }
+        let handle = self.arena.alloc(class_for(HEADER_BYTES + chain.len()))?;
+        let slot = self.arena.slot_mut(handle);
+        slot[HEADER_BYTES..HEADER_BYTES + chain.len()].copy_from_slice(chain);
+        set_used(slot, chain.len());
+        table.put(i, key, handle);
+        self.keys += 1;
+        self.record_bytes += chain.len() as u64;
+        Ok(())
+    }
+}
+
+pub(crate) fn malformed(reason: String) -> Error {
+    Error::SnapshotMalformed { reason }
+}
+
+/// `base * (5/4)^(index / count)`: capacities spread evenly over one growth
+/// step, so shards that fill at the same rate grow at different times.
+fn staggered(base: u32, index: u32, count: u32) -> u32 {
+    let step = GROWTH_NUM as f64 / GROWTH_DEN as f64;
+    let capacity = f64::from(base) * step.powf(f64::from(index) / f64::from(count));
+    // The product is at most base * 1.25 <= SHARD_SLOTS_MAX / 2 * 1.25.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let capacity = capacity.round() as u32;
+    capacity.clamp(base, SHARD_SLOTS_MAX)
+}
+
+/// Bytes of the oldest records to drop from `chain` so that a record of
+/// `n` more bytes fits [`CHAIN_BYTES_MAX`]; counts them in `outcome`.
+fn evict_prefix(chain: &[u8], n: usize, outcome: &mut AppendOutcome) -> usize {
+    let mut drop = 0;
+    while chain.len() - drop + n > CHAIN_BYTES_MAX {
+        drop += encoded_len_at(&chain[drop..]).expect("the arena holds valid records");
+        outcome.records_evicted += 1;
+    }
+    debug_assert!(drop <= chain.len());
+    drop
+}
+
+/// Keeps the records of `chain` with `time_ms >= cutoff`, in order,
+/// compacted to the front; returns (bytes kept, records dropped).
+fn retain_recent(chain: &mut [u8], cutoff: u64) -> (usize, u64) {
+    let mut read = 0;
+    let mut write = 0;
+    let mut dropped = 0;
+    while read < chain.len() {
+        let len = encoded_len_at(&chain[read..]).expect("the arena holds valid records");
+        if time_ms_at(&chain[read..]) >= cutoff {
+            if write != read {
+                chain.copy_within(read..read + len, write);
+            }
+            write += len;
+        } else {
+            dropped += 1;
+        }
+        read += len;
+    }
+    assert_eq!(read, chain.len(), "a chain ends on a record boundary");
+    (write, dropped)
+}
+
+fn decode_chain(chain: &[u8], out: &mut Vec<Record>) {
+    let mut at = 0;
+    while at < chain.len() {
+        let (record, len) = Record::decode(&chain[at..]).expect("the arena holds valid records");
+        out.push(record);
+        at += len;
+    }
+}
+
+/// Every shard group of a layout in one value.
+#[derive(Debug)]
+pub struct Store {
+    config: Config,
+    groups: Vec<ShardGroup>,
+}
+
+impl Store {
+    /// An empty store.
+    pub fn new(config: Config) -> Result<Store> {
+        config.validate()?;
+        let groups = (0..1u32 << config.group_bits)
+            .map(|g| ShardGroup::new(config, g))
+            .collect::<Result<_>>()?;
+        Ok(Store { config, groups })
+    }
+
+    /// Reassembles a store from all its groups, in any order.
+    pub fn from_groups(config: Config, mut groups: Vec<ShardGroup>) -> Result<Store> {
+        config.validate()?;
+        groups.sort_by_key(ShardGroup::group);
+        let complete = groups.len() == 1 << config.group_bits
+            && groups
+                .iter()
+                .enumerate()
+                .all(|(i, g)| g.group as usize == i && g.config == config);
+        if !complete {
+            return Err(invalid(
+                "groups",
+                groups.len() as u64,
+                "one group per number 0..2^group_bits, all of this config",
+            ));
+        }
+        Ok(Store { config, groups })
+    }
+
+    /// Splits the store into its groups, to move each to its writer thread.
+    pub fn into_groups(self) -> Vec<ShardGroup> {
+        self.groups
+    }
+
+    /// The layout.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The router of the layout.
+    pub fn router(&self) -> Router {
+        self.config.router()
+    }
+
+    /// The groups, in order.
+    pub fn groups(&self) -> &[ShardGroup] {
+        &self.groups
+    }
+
+    /// The groups, in order, to drive one group at a time.
+    pub fn groups_mut(&mut self) -> &mut [ShardGroup] {
+        &mut self.groups
+    }
+
+    fn group_mut(&mut self, user: UserId) -> &mut ShardGroup {
+        let g = self.router().group_of(user) as usize;
+        &mut self.groups[g]
+    }
+
+    /// [`ShardGroup::append`] on the owning group.
+    pub fn append(&mut self, user: UserId, record: &Record) -> Result<AppendOutcome> {
+        self.group_mut(user).append(user, record)
+    }
+
+    /// [`ShardGroup::chain`] on the owning group.
+    pub fn chain(&self, user: UserId, out: &mut Vec<Record>) -> Result<bool> {
+        self.groups[self.router().group_of(user) as usize].chain(user, out)
+    }
+
+    /// [`ShardGroup::take`] on the owning group.
+    pub fn take(&mut self, user: UserId, out: &mut Vec<Record>) -> Result<bool> {
+        self.group_mut(user).take(user, out)
+    }
+
+    /// One [`ShardGroup::trim_slice`] of `slots_budget` on every group.
+    pub fn trim_slice(&mut self, now_ms: u64, slots_budget: u64) -> TrimOutcome {
+        let mut total = TrimOutcome::default();
+        for group in &mut self.groups {
+            total.add(&group.trim_slice(now_ms, slots_budget));
+        }
+        total
+    }
+
+    /// [`ShardGroup::trim_all`] on every group.
+    pub fn trim_all(&mut self, now_ms: u64) -> TrimOutcome {
+        let mut total = TrimOutcome::default();
+        for group in &mut self.groups {
+            total.add(&group.trim_all(now_ms));
+        }
+        total
+    }
+
+    /// Users with a chain.
+    pub fn keys(&self) -> u64 {
+        self.groups.iter().map(ShardGroup::keys).sum()
+    }
+
+    /// The store's byte counts, over all groups.
+    pub fn memory(&self) -> MemoryStats {
+        let mut total = MemoryStats::default();
+        for group in &self.groups {
+            total.add(&group.memory());
+        }
+        total.heap_bytes += (self.groups.capacity() * size_of::<ShardGroup>()) as u64;
+        total
+    }
+}

@@ -1,0 +1,129 @@
+//! Memory accounting (issue 4): the store's own byte counts match what it
+//! allocated, measured by a counting global allocator, through growth,
+//! chain moves, conversions, trims and a restore.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use cardinal_chains::{CampaignId, Config, Kind, Record, SiteId, Store, UserId};
+
+struct Counting;
+
+static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
+
+// SAFETY: every method forwards to `System` with the caller's arguments,
+// so `System`'s guarantees hold; the counter is a side effect only.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(
+            i64::try_from(layout.size()).expect("fits"),
+            Ordering::SeqCst,
+        );
+        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        LIVE_BYTES.fetch_add(
+            i64::try_from(layout.size()).expect("fits"),
+            Ordering::SeqCst,
+        );
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE_BYTES.fetch_sub(
+            i64::try_from(layout.size()).expect("fits"),
+            Ordering::SeqCst,
+        );
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let delta =
+            i64::try_from(new_size).expect("fits") - i64::try_from(layout.size()).expect("fits");
+        LIVE_BYTES.fetch_add(delta, Ordering::SeqCst);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live() -> i64 {
+    LIVE_BYTES.load(Ordering::SeqCst)
+}
+
+/// Heap bytes the store holds, as the allocator saw them: measured around
+/// the construction of a `Box<Store>` so the store's own struct is part of
+/// it, which `memory()` also counts (`size_of::<Store>()` is added here).
+fn assert_accounted(store: &Store, baseline: i64, what: &str) {
+    let allocated = live() - baseline - i64::try_from(size_of::<Store>()).expect("small");
+    let reported = i64::try_from(store.memory().heap_bytes).expect("fits");
+    assert_eq!(allocated, reported, "after {what}");
+}
+
+#[test]
+fn heap_bytes_match_the_allocator() {
+    // One test function: the counter is process-wide, and tests in one
+    // binary run on parallel threads.
+    let config = Config {
+        shard_bits: 6,
+        group_bits: 1,
+        lookback_ms: 50_000,
+        shard_slots_initial: 8,
+    };
+    let baseline = live();
+    let mut store = Box::new(Store::new(config).expect("valid"));
+    assert_accounted(&store, baseline, "new");
+
+    let mut out = Vec::with_capacity(1024);
+    let out_bytes = i64::try_from(out.capacity() * size_of::<Record>()).expect("fits");
+    let baseline = baseline + out_bytes;
+    let mut moves = 0;
+    let mut growths = 0;
+    for i in 0..60_000u64 {
+        let user = UserId(i.wrapping_mul(0x9e37_79b9) % 5_000);
+        let mut r = Record::new(i, Kind::CLICK, CampaignId(1), SiteId(2)).expect("time");
+        r.revenue_micros = i64::try_from(i % 3).expect("small");
+        let outcome = store.append(user, &r).expect("room");
+        moves += u32::from(outcome.chain_moved);
+        growths += u32::from(outcome.shard_grew);
+        if i % 97 == 0 {
+            out.clear();
+            store.take(UserId(i % 5_000), &mut out).expect("own group");
+        }
+    }
+    assert!(
+        moves > 1_000 && growths > 50,
+        "moves {moves}, growths {growths}"
+    );
+    assert_accounted(&store, baseline, "appends, moves, growth and conversions");
+
+    store.trim_all(80_000);
+    assert_accounted(&store, baseline, "trimming");
+
+    let memory = store.memory();
+    assert!(memory.keys > 1_000);
+    assert!(
+        memory.index_bytes <= 18 * memory.keys + 12 * 64 * 16,
+        "{memory:?}"
+    );
+
+    let mut snapshot = Vec::new();
+    store.snapshot(&mut snapshot).expect("in memory");
+    drop(store);
+    let snapshot_bytes = i64::try_from(snapshot.capacity()).expect("fits");
+    let baseline = live();
+    let restored = Box::new(Store::restore(snapshot.as_slice()).expect("own snapshot"));
+    assert_accounted(&restored, baseline, "restore");
+    assert_eq!(restored.memory().keys, memory.keys);
+    assert_eq!(restored.memory().record_bytes, memory.record_bytes);
+    drop(restored);
+    drop(snapshot);
+    drop(out);
+    assert_eq!(live(), baseline - snapshot_bytes - out_bytes);
+}

@@ -1,0 +1,188 @@
+//! The store against a plain `BTreeMap<u64, Vec<Record>>` oracle (issue 4):
+//! random appends, conversions, trims and restarts (snapshot and restore),
+//! on a layout small enough that shards grow, chains change classes and
+//! reach `CHAIN_BYTES_MAX` within a few hundred operations.
+
+use std::collections::BTreeMap;
+
+use cardinal_chains::{CHAIN_BYTES_MAX, CampaignId, Config, Kind, Record, SiteId, Store, UserId};
+use proptest::prelude::*;
+
+const USERS: u64 = 48;
+const LOOKBACK_MS: u64 = 5_000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Append `count` records to a user, at times up to `skew_ms` before now.
+    Append {
+        user: u64,
+        count: u16,
+        skew_ms: u64,
+        revenue: i64,
+        attrs: u8,
+    },
+    /// A conversion: take the chain.
+    Take { user: u64 },
+    /// Advance the clock, then run a full trim pass.
+    Trim { advance_ms: u64 },
+    /// Advance the clock, then run one bounded trim slice.
+    TrimSlice { advance_ms: u64, budget: u64 },
+    /// Snapshot to bytes and restore from them.
+    Restart,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0..USERS, 1u16..4, 0u64..8_000, prop_oneof![Just(0i64), any::<i64>()], 0u8..=40)
+            .prop_map(|(user, count, skew_ms, revenue, attrs)| Op::Append { user, count, skew_ms, revenue, attrs }),
+        1 => (0..USERS, 200u16..400, 0u64..100, Just(7i64), 40u8..=40)
+            .prop_map(|(user, count, skew_ms, revenue, attrs)| Op::Append { user, count, skew_ms, revenue, attrs }),
+        2 => (0..USERS).prop_map(|user| Op::Take { user }),
+        1 => (0u64..4_000).prop_map(|advance_ms| Op::Trim { advance_ms }),
+        1 => (0u64..4_000, 1u64..64).prop_map(|(advance_ms, budget)| Op::TrimSlice { advance_ms, budget }),
+        1 => Just(Op::Restart),
+    ]
+}
+
+fn record(time_ms: u64, i: u64, revenue: i64, attrs: u8) -> Record {
+    let mut r = Record::new(
+        time_ms,
+        Kind(u8::try_from(i % 4).expect("small")),
+        CampaignId(u32::try_from(i % 1000).expect("small")),
+        SiteId(7),
+    )
+    .expect("time in range");
+    r.revenue_micros = revenue;
+    let bytes: Vec<u8> = (0..attrs).map(|b| b.wrapping_mul(31)).collect();
+    r.set_attrs(&bytes).expect("at most 40 bytes");
+    r
+}
+
+fn chain_bytes(chain: &[Record]) -> usize {
+    chain.iter().map(Record::encoded_len).sum()
+}
+
+fn check(store: &Store, oracle: &BTreeMap<u64, Vec<Record>>) -> Result<(), TestCaseError> {
+    prop_assert_eq!(store.keys(), oracle.len() as u64);
+    let mut out = Vec::new();
+    for user in 0..USERS {
+        out.clear();
+        let found = store.chain(UserId(user), &mut out).expect("own group");
+        match oracle.get(&user) {
+            Some(expected) => {
+                prop_assert!(found);
+                prop_assert_eq!(&out, expected);
+            }
+            None => prop_assert!(!found),
+        }
+    }
+    let record_bytes: usize = oracle.values().map(|c| chain_bytes(c)).sum();
+    let memory = store.memory();
+    prop_assert_eq!(memory.record_bytes, record_bytes as u64);
+    prop_assert!(memory.slot_bytes >= memory.record_bytes + 2 * memory.keys);
+    prop_assert!(memory.arena_bytes >= memory.slot_bytes);
+    Ok(())
+}
+
+fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
+    let mut store = Store::new(config).expect("valid config");
+    let mut oracle: BTreeMap<u64, Vec<Record>> = BTreeMap::new();
+    let mut now = 10_000u64;
+    let mut serial = 0u64;
+    let mut out = Vec::new();
+    for op in ops {
+        match *op {
+            Op::Append {
+                user,
+                count,
+                skew_ms,
+                revenue,
+                attrs,
+            } => {
+                for _ in 0..count {
+                    serial += 1;
+                    now += 1;
+                    let r = record(now - skew_ms.min(now), serial, revenue, attrs);
+                    let outcome = store.append(UserId(user), &r).expect("room");
+                    let chain = oracle.entry(user).or_default();
+                    prop_assert_eq!(outcome.new_key, chain.is_empty());
+                    let mut evicted = 0;
+                    while chain_bytes(chain) + r.encoded_len() > CHAIN_BYTES_MAX {
+                        chain.remove(0);
+                        evicted += 1;
+                    }
+                    prop_assert_eq!(outcome.records_evicted, evicted);
+                    chain.push(r);
+                }
+            }
+            Op::Take { user } => {
+                out.clear();
+                let found = store.take(UserId(user), &mut out).expect("own group");
+                match oracle.remove(&user) {
+                    Some(expected) => {
+                        prop_assert!(found);
+                        prop_assert_eq!(&out, &expected);
+                    }
+                    None => prop_assert!(!found),
+                }
+            }
+            Op::Trim { advance_ms } => {
+                now += advance_ms;
+                store.trim_all(now);
+                let cutoff = now.saturating_sub(LOOKBACK_MS);
+                for chain in oracle.values_mut() {
+                    chain.retain(|r| r.time_ms() >= cutoff);
+                }
+                oracle.retain(|_, c| !c.is_empty());
+            }
+            Op::TrimSlice { advance_ms, budget } => {
+                // A slice trims an unknown subset of chains: every chain is
+                // either untouched or trimmed, and nothing else changes.
+                now += advance_ms;
+                let outcome = store.trim_slice(now, budget);
+                prop_assert!(outcome.slots_scanned <= budget * 2);
+                let cutoff = now.saturating_sub(LOOKBACK_MS);
+                for user in 0..USERS {
+                    out.clear();
+                    let found = store.chain(UserId(user), &mut out).expect("own group");
+                    let Some(chain) = oracle.get_mut(&user) else {
+                        prop_assert!(!found);
+                        continue;
+                    };
+                    let mut trimmed = chain.clone();
+                    trimmed.retain(|r| r.time_ms() >= cutoff);
+                    if !found {
+                        prop_assert!(trimmed.is_empty());
+                        oracle.remove(&user);
+                    } else if out != *chain {
+                        prop_assert_eq!(&out, &trimmed);
+                        *chain = trimmed;
+                    }
+                }
+            }
+            Op::Restart => {
+                let mut bytes = Vec::new();
+                let stats = store.snapshot(&mut bytes).expect("in memory");
+                prop_assert_eq!(stats.bytes, bytes.len() as u64);
+                store = Store::restore(bytes.as_slice()).expect("own snapshot");
+                prop_assert_eq!(*store.config(), config);
+            }
+        }
+        check(&store, &oracle)?;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn store_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..120)) {
+        run(&ops, Config { shard_bits: 3, group_bits: 1, lookback_ms: LOOKBACK_MS, shard_slots_initial: 4 })?;
+    }
+
+    #[test]
+    fn one_shard_one_group_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..80)) {
+        run(&ops, Config { shard_bits: 0, group_bits: 0, lookback_ms: LOOKBACK_MS, shard_slots_initial: 4 })?;
+    }
+}

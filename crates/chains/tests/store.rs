@@ -1,0 +1,176 @@
+//! The store's API contracts: routing to shard groups (and groups on their
+//! own threads), bounded trim slices, limits, and the index's bytes per key.
+
+use cardinal_chains::{
+    CHAIN_BYTES_MAX, CampaignId, Config, Error, Kind, Record, SHARD_BITS_MAX, SiteId, Store, UserId,
+};
+
+fn click(time_ms: u64) -> Record {
+    Record::new(time_ms, Kind::CLICK, CampaignId(1), SiteId(1)).expect("time in range")
+}
+
+#[test]
+fn groups_move_to_threads_and_come_back() {
+    let config = Config {
+        shard_bits: 6,
+        group_bits: 1,
+        ..Config::default()
+    };
+    let store = Store::new(config).expect("valid");
+    let router = store.router();
+    let mut groups = store.into_groups();
+    std::thread::scope(|scope| {
+        for group in &mut groups {
+            scope.spawn(move || {
+                for user in (0..10_000u64).map(UserId) {
+                    if router.group_of(user) == group.group() {
+                        group.append(user, &click(user.0)).expect("room");
+                    } else {
+                        // The wrong owner refuses, naming the right one.
+                        let err = group.append(user, &click(0)).expect_err("not the owner");
+                        assert!(matches!(err, Error::WrongGroup { owner, .. } if owner == router.group_of(user)));
+                    }
+                }
+            });
+        }
+    });
+    assert!(groups.iter().all(|g| g.keys() > 4_000));
+    groups.reverse();
+    let store = Store::from_groups(config, groups).expect("all groups");
+    assert_eq!(store.keys(), 10_000);
+    let mut out = Vec::new();
+    assert!(store.chain(UserId(1234), &mut out).expect("routed"));
+    assert_eq!(out, vec![click(1234)]);
+    assert!(Store::from_groups(config, Vec::new()).is_err());
+}
+
+#[test]
+fn shard_of_and_group_of_agree() {
+    let config = Config {
+        shard_bits: 10,
+        group_bits: 3,
+        ..Config::default()
+    };
+    let router = config.router();
+    for user in (0..5_000u64).map(UserId) {
+        let shard = router.shard_of(user);
+        assert!(shard < 1024);
+        assert_eq!(router.group_of(user), shard >> 7);
+    }
+}
+
+#[test]
+fn trim_slices_are_bounded_and_a_pass_trims_everything() {
+    let config = Config {
+        shard_bits: 4,
+        group_bits: 0,
+        lookback_ms: 100,
+        shard_slots_initial: 16,
+    };
+    let mut store = Store::new(config).expect("valid");
+    for user in 0..2_000u64 {
+        store.append(UserId(user), &click(user % 50)).expect("room");
+        store.append(UserId(user), &click(1_000)).expect("room");
+    }
+    let before = store.memory().record_bytes;
+    let mut passes = 0;
+    let mut dropped = 0;
+    let mut slices = 0;
+    while passes < 1 {
+        let slice = store.trim_slice(1_000, 32);
+        assert!(slice.slots_scanned <= 32);
+        dropped += slice.records_dropped;
+        passes += u32::from(slice.pass_done);
+        slices += 1;
+    }
+    assert!(slices > 50, "a pass takes many slices ({slices})");
+    assert_eq!(dropped, 2_000);
+    assert_eq!(store.keys(), 2_000);
+    assert_eq!(store.memory().record_bytes, before / 2);
+    // A later cutoff empties every chain; the keys go with them.
+    let all = store.trim_all(2_000);
+    assert_eq!(all.chains_removed, 2_000);
+    assert_eq!(store.keys(), 0);
+    assert_eq!(store.memory().record_bytes, 0);
+}
+
+#[test]
+fn a_full_chain_evicts_its_oldest_records() {
+    let mut store = Store::new(Config::default()).expect("valid");
+    let user = UserId(5);
+    let per_chain = CHAIN_BYTES_MAX / 16;
+    let mut evicted = 0;
+    for t in 0..(per_chain as u64 + 10) {
+        evicted += store.append(user, &click(t)).expect("room").records_evicted;
+    }
+    assert_eq!(evicted, 10);
+    let mut out = Vec::new();
+    store.take(user, &mut out).expect("own group");
+    assert_eq!(out.len(), per_chain);
+    assert_eq!(out[0], click(10));
+    // A big record may evict several small ones.
+    for t in 0..per_chain as u64 {
+        store.append(user, &click(t)).expect("room");
+    }
+    let mut big = click(99_999);
+    big.revenue_micros = 1;
+    big.set_attrs(&[7; 40]).expect("fits");
+    assert_eq!(store.append(user, &big).expect("room").records_evicted, 4);
+}
+
+#[test]
+fn configs_out_of_range_are_rejected() {
+    let bad = [
+        Config {
+            shard_bits: SHARD_BITS_MAX + 1,
+            ..Config::default()
+        },
+        Config {
+            shard_bits: 2,
+            group_bits: 3,
+            ..Config::default()
+        },
+        Config {
+            shard_slots_initial: 3,
+            ..Config::default()
+        },
+    ];
+    for config in bad {
+        assert!(
+            matches!(Store::new(config), Err(Error::InvalidConfig { .. })),
+            "{config:?}"
+        );
+    }
+    let sized = Config::for_keys(500_000_000, 1, 1);
+    assert_eq!(sized.shard_bits, 15);
+    assert!(Store::new(Config::for_keys(0, 0, 1)).is_ok());
+}
+
+#[test]
+fn the_index_stays_under_18_bytes_per_key_while_growing() {
+    let config = Config {
+        shard_bits: 6,
+        group_bits: 0,
+        lookback_ms: 1,
+        shard_slots_initial: 16,
+    };
+    let mut store = Store::new(config).expect("valid");
+    let mut growths = 0;
+    for user in 0..200_000u64 {
+        growths += u32::from(
+            store
+                .append(UserId(user), &click(0))
+                .expect("room")
+                .shard_grew,
+        );
+        if user % 1_000 == 999 {
+            let m = store.memory();
+            let per_key = m.index_bytes as f64 / m.keys as f64;
+            assert!(per_key <= 18.0, "{per_key} B/key at {} keys", m.keys);
+        }
+    }
+    // Each shard grows on its own, by 5/4 at a time: 64 shards from 16 to
+    // ~4,100 slots (200k keys at a load of ~0.76) take about
+    // 64 * log_1.25(256) ~ 1,590 growths.
+    assert!((1_400..1_700).contains(&growths), "{growths}");
+}
