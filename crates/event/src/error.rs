@@ -1,0 +1,32 @@
+//! The one error type of `cardinal-event`.
+
+/// What went wrong reading a value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Text that is not a timestamp in a supported form.
+    #[error(
+        "not a timestamp: {text:?} ({reason}); expected YYYY-MM-DD, YYYY-MM-DD HH:MM:SS or ISO-8601 with T, fraction and Z or ±HH:MM"
+    )]
+    Timestamp {
+        /// The offending text, truncated to 64 bytes.
+        text: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// A time unit `date_trunc` does not know.
+    #[error("unknown time unit {unit:?}: expected minute, hour, day, week or month")]
+    TimeUnit {
+        /// The unit as written.
+        unit: String,
+    },
+    /// A column type name the dialect does not know.
+    #[error("unknown column type {name:?}: expected TIMESTAMP, BIGINT, DOUBLE, TEXT or BOOLEAN")]
+    ColumnType {
+        /// The type as written.
+        name: String,
+    },
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,308 @@
+//! Event time: UTC milliseconds since the Unix epoch, parsed from text
+//! without allocation and truncated to buckets.
+//!
+//! Calendar arithmetic uses Howard Hinnant's `days_from_civil` and
+//! `civil_from_days` ("chrono-Compatible Low-Level Date Algorithms"), exact
+//! for the proleptic Gregorian calendar over the whole `i64` range we accept
+//! (years 0000..=9999).
+
+use crate::{Error, Result};
+
+const MS_PER_SECOND: i64 = 1_000;
+const MS_PER_MINUTE: i64 = 60 * MS_PER_SECOND;
+const MS_PER_HOUR: i64 = 60 * MS_PER_MINUTE;
+const MS_PER_DAY: i64 = 24 * MS_PER_HOUR;
+
+/// A point in time: milliseconds since 1970-01-01T00:00:00Z.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(pub i64);
+
+/// The buckets `date_trunc` knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeUnit {
+    /// 60 seconds.
+    Minute,
+    /// 60 minutes.
+    Hour,
+    /// A UTC calendar day.
+    Day,
+    /// An ISO week, starting on Monday.
+    Week,
+    /// A calendar month.
+    Month,
+}
+
+impl TimeUnit {
+    /// Reads `minute`, `hour`, `day`, `week` or `month` (any case).
+    pub fn parse(unit: &str) -> Result<Self> {
+        match unit.to_ascii_lowercase().as_str() {
+            "minute" => Ok(Self::Minute),
+            "hour" => Ok(Self::Hour),
+            "day" => Ok(Self::Day),
+            "week" => Ok(Self::Week),
+            "month" => Ok(Self::Month),
+            _ => Err(Error::TimeUnit {
+                unit: unit.to_owned(),
+            }),
+        }
+    }
+}
+
+impl Timestamp {
+    /// Parses `YYYY-MM-DD`, `YYYY-MM-DD HH:MM:SS` or ISO-8601
+    /// `YYYY-MM-DDTHH:MM:SS[.fff...][Z|±HH:MM]`. A missing offset means UTC.
+    /// Fractions beyond milliseconds are truncated.
+    ///
+    /// ```
+    /// use cardinal_event::Timestamp;
+    /// let t = Timestamp::parse(b"2026-11-01T00:00:07Z").unwrap();
+    /// assert_eq!(t.0, 1_793_491_207_000);
+    /// assert_eq!(Timestamp::parse(b"2026-11-01 01:00:07+01:00").unwrap(), t);
+    /// ```
+    pub fn parse(text: &[u8]) -> Result<Self> {
+        let fail = |reason| Error::Timestamp {
+            text: String::from_utf8_lossy(&text[..text.len().min(64)]).into_owned(),
+            reason,
+        };
+        if text.len() < 10 {
+            return Err(fail("shorter than YYYY-MM-DD"));
+        }
+        let year = digits(&text[0..4]).ok_or_else(|| fail("year is not 4 digits"))?;
+        let month = digits(&text[5..7]).ok_or_else(|| fail("month is not 2 digits"))?;
+        let day = digits(&text[8..10]).ok_or_else(|| fail("day is not 2 digits"))?;
+        if text[4] != b'-' || text[7] != b'-' {
+            return Err(fail("date separators must be '-'"));
+        }
+        if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+            return Err(fail("no such date"));
+        }
+        let mut ms = days_from_civil(year, month, day) * MS_PER_DAY;
+        let rest = &text[10..];
+        if rest.is_empty() {
+            return Ok(Self(ms));
+        }
+        if rest.len() < 9 || !(rest[0] == b'T' || rest[0] == b' ') {
+            return Err(fail(
+                "time must follow the date as THH:MM:SS or ' HH:MM:SS'",
+            ));
+        }
+        let hour = digits(&rest[1..3]).ok_or_else(|| fail("hour is not 2 digits"))?;
+        let minute = digits(&rest[4..6]).ok_or_else(|| fail("minute is not 2 digits"))?;
+        let second = digits(&rest[7..9]).ok_or_else(|| fail("second is not 2 digits"))?;
+        if rest[3] != b':' || rest[6] != b':' {
+            return Err(fail("time separators must be ':'"));
+        }
+        if hour > 23 || minute > 59 || second > 60 {
+            return Err(fail("no such time of day"));
+        }
+        ms += hour * MS_PER_HOUR + minute * MS_PER_MINUTE + second * MS_PER_SECOND;
+        let mut rest = &rest[9..];
+        if let [b'.', tail @ ..] = rest {
+            let count = tail.iter().take_while(|b| b.is_ascii_digit()).count();
+            if count == 0 {
+                return Err(fail("a '.' must be followed by digits"));
+            }
+            let mut fraction_ms = 0;
+            for (i, &d) in tail[..count].iter().take(3).enumerate() {
+                fraction_ms += i64::from(d - b'0') * [100, 10, 1][i];
+            }
+            ms += fraction_ms;
+            rest = &tail[count..];
+        }
+        match rest {
+            [] | [b'Z'] => Ok(Self(ms)),
+            [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+                let hours = digits(&[*h1, *h2]).ok_or_else(|| fail("offset hour"))?;
+                let minutes = digits(&[*m1, *m2]).ok_or_else(|| fail("offset minute"))?;
+                if hours > 23 || minutes > 59 {
+                    return Err(fail("offset out of range"));
+                }
+                let offset = hours * MS_PER_HOUR + minutes * MS_PER_MINUTE;
+                Ok(Self(if *sign == b'+' {
+                    ms - offset
+                } else {
+                    ms + offset
+                }))
+            }
+            _ => Err(fail("unexpected text after the time")),
+        }
+    }
+
+    /// The start of the bucket of `unit` that holds this instant.
+    pub fn truncate(self, unit: TimeUnit) -> Self {
+        let ms = self.0;
+        match unit {
+            TimeUnit::Minute => Self(ms - ms.rem_euclid(MS_PER_MINUTE)),
+            TimeUnit::Hour => Self(ms - ms.rem_euclid(MS_PER_HOUR)),
+            TimeUnit::Day => Self(ms - ms.rem_euclid(MS_PER_DAY)),
+            TimeUnit::Week => {
+                // 1970-01-01 was a Thursday; ISO weeks start on Monday,
+                // three days later in the cycle.
+                let days = ms.div_euclid(MS_PER_DAY);
+                let monday = days - (days + 3).rem_euclid(7);
+                Self(monday * MS_PER_DAY)
+            }
+            TimeUnit::Month => {
+                let (year, month, _) = civil_from_days(ms.div_euclid(MS_PER_DAY));
+                Self(days_from_civil(year, month, 1) * MS_PER_DAY)
+            }
+        }
+    }
+
+    /// The UTC calendar date, `(year, month, day)`.
+    pub fn date(self) -> (i64, i64, i64) {
+        civil_from_days(self.0.div_euclid(MS_PER_DAY))
+    }
+}
+
+impl std::fmt::Display for Timestamp {
+    /// ISO-8601 in UTC: `2026-11-01T00:00:07Z`, with `.fff` when the
+    /// milliseconds are not zero.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (year, month, day) = self.date();
+        let in_day = self.0.rem_euclid(MS_PER_DAY);
+        let (hour, minute) = (in_day / MS_PER_HOUR, in_day % MS_PER_HOUR / MS_PER_MINUTE);
+        let (second, ms) = (
+            in_day % MS_PER_MINUTE / MS_PER_SECOND,
+            in_day % MS_PER_SECOND,
+        );
+        write!(
+            f,
+            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}"
+        )?;
+        if ms != 0 {
+            write!(f, ".{ms:03}")?;
+        }
+        write!(f, "Z")
+    }
+}
+
+fn digits(text: &[u8]) -> Option<i64> {
+    text.iter().try_fold(0i64, |acc, &b| {
+        b.is_ascii_digit().then(|| acc * 10 + i64::from(b - b'0'))
+    })
+}
+
+fn is_leap(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let month_index = (month + 9) % 12; // March = 0
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The date of a day number since 1970-01-01 (Hinnant).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(text: &str) -> Timestamp {
+        Timestamp::parse(text.as_bytes()).expect(text)
+    }
+
+    #[test]
+    fn forms_agree() {
+        let base = t("2026-11-01T00:00:07Z");
+        assert_eq!(t("2026-11-01 00:00:07"), base);
+        assert_eq!(t("2026-11-01T00:00:07"), base);
+        assert_eq!(t("2026-10-31T19:00:07-05:00"), base);
+        assert_eq!(t("2026-11-01T00:00:07.250Z").0, base.0 + 250);
+        assert_eq!(t("2026-11-01T00:00:07.2509Z").0, base.0 + 250);
+        assert_eq!(t("2026-11-01").0, base.0 - 7_000);
+        assert_eq!(t("1970-01-01").0, 0);
+        assert_eq!(t("1969-12-31T23:59:59Z").0, -1_000);
+    }
+
+    #[test]
+    fn rejects_malformed() {
+        for bad in [
+            "",
+            "2026-11",
+            "2026/11/01",
+            "2026-13-01",
+            "2026-02-29",
+            "2026-11-01T25:00:00",
+            "2026-11-01T00:00:00.Z",
+            "2026-11-01T00:00:00+0100",
+            "2026-11-01T00:00:00ZZ",
+            "20x6-11-01",
+        ] {
+            assert!(Timestamp::parse(bad.as_bytes()).is_err(), "{bad}");
+        }
+        assert!(Timestamp::parse(b"2024-02-29").is_ok());
+    }
+
+    #[test]
+    fn truncation() {
+        let x = t("2026-11-04T13:45:59.999Z"); // a Wednesday
+        assert_eq!(x.truncate(TimeUnit::Minute), t("2026-11-04T13:45:00Z"));
+        assert_eq!(x.truncate(TimeUnit::Hour), t("2026-11-04T13:00:00Z"));
+        assert_eq!(x.truncate(TimeUnit::Day), t("2026-11-04"));
+        assert_eq!(x.truncate(TimeUnit::Week), t("2026-11-02"));
+        assert_eq!(x.truncate(TimeUnit::Month), t("2026-11-01"));
+        assert_eq!(
+            t("1969-12-31T12:00:00Z").truncate(TimeUnit::Day),
+            t("1969-12-31")
+        );
+        assert_eq!(t("1970-01-01").truncate(TimeUnit::Week), t("1969-12-29"));
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for text in [
+            "2026-11-01T00:00:07Z",
+            "1969-07-20T20:17:40.123Z",
+            "2000-02-29T23:59:59Z",
+        ] {
+            assert_eq!(t(text).to_string(), text);
+        }
+    }
+
+    #[test]
+    fn civil_round_trip_over_four_centuries() {
+        for days in -146_097 * 2..146_097 * 2 {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+
+    #[test]
+    fn units_parse() {
+        assert_eq!(TimeUnit::parse("DAY"), Ok(TimeUnit::Day));
+        assert!(TimeUnit::parse("fortnight").is_err());
+    }
+}

@@ -1,0 +1,31 @@
+//! Properties of event time: parsing what we print gives the same instant,
+//! and a bucket start is in its own bucket and not after the instant.
+
+use cardinal_event::{TimeUnit, Timestamp};
+use proptest::prelude::*;
+
+/// Years 0000..=9999 in milliseconds.
+const MS_MIN: i64 = -62_167_219_200_000;
+const MS_MAX: i64 = 253_402_300_799_999;
+
+proptest! {
+    #[test]
+    fn display_then_parse_is_identity(ms in MS_MIN..=MS_MAX) {
+        let t = Timestamp(ms);
+        prop_assert_eq!(Timestamp::parse(t.to_string().as_bytes()).expect("own output parses"), t);
+    }
+
+    #[test]
+    fn truncation_is_idempotent_and_not_later(ms in MS_MIN + 40 * 86_400_000..=MS_MAX, unit in 0usize..5) {
+        let unit = [TimeUnit::Minute, TimeUnit::Hour, TimeUnit::Day, TimeUnit::Week, TimeUnit::Month][unit];
+        let t = Timestamp(ms);
+        let start = t.truncate(unit);
+        prop_assert!(start <= t);
+        prop_assert_eq!(start.truncate(unit), start);
+    }
+
+    #[test]
+    fn parse_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
+        let _ = Timestamp::parse(&bytes);
+    }
+}
