@@ -8,7 +8,9 @@
 //!   allocation, truncated to [`TimeUnit`] buckets (`date_trunc`);
 //! - [`UserId`]: the 64-bit id journeys and unique counts key on;
 //! - [`ColumnType`], [`Column`], [`Schema`]: what a declared stream holds;
-//! - [`Value`]: one typed field, borrowing text from the record's buffer.
+//! - [`Value`]: one typed field, borrowing text from the record's buffer,
+//!   read from raw bytes by [`Value::parse`] with a [`ValueError`] reason;
+//! - [`Record`]: raw field access, implemented by each input format.
 //!
 //! ```
 //! use cardinal_event::{ColumnType, Timestamp, TimeUnit, Value};
@@ -91,6 +93,23 @@ impl Schema {
     }
 }
 
+/// Read access to one record's raw fields, as a parser laid them out.
+///
+/// Implemented by each input format's record view (delimited text, NDJSON,
+/// Parquet rows) and by test rows, so that expression evaluation in `route`
+/// is written once and monomorphised per format.
+pub trait Record {
+    /// The raw bytes of column `column` (unescaped; for JSON the string's
+    /// content or the number's text), or `None` when the field is absent.
+    fn field(&self, column: usize) -> Option<&[u8]>;
+}
+
+impl<T: AsRef<[u8]>> Record for [T] {
+    fn field(&self, column: usize) -> Option<&[u8]> {
+        self.get(column).map(AsRef::as_ref)
+    }
+}
+
 /// One typed field. Text borrows from the record's buffer.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value<'a> {
@@ -109,6 +128,39 @@ pub enum Value<'a> {
 }
 
 impl<'a> Value<'a> {
+    /// Reads raw field bytes as a value of type `ty`. Empty bytes are
+    /// [`Value::Null`] for every type but text. Floats accept Java's forms
+    /// (`1.1885166E-4`, `NaN`, `Infinity`); booleans `true`/`false`/`1`/`0`
+    /// (any case).
+    ///
+    /// ```
+    /// use cardinal_event::{ColumnType, Value};
+    /// assert_eq!(Value::parse(b"-42", ColumnType::BigInt), Ok(Value::Int(-42)));
+    /// assert_eq!(Value::parse(b"1.1885166E-4", ColumnType::Double), Ok(Value::Float(1.1885166E-4)));
+    /// assert_eq!(Value::parse(b"", ColumnType::Double), Ok(Value::Null));
+    /// assert!(Value::parse(b"12x", ColumnType::BigInt).is_err());
+    /// ```
+    pub fn parse(bytes: &'a [u8], ty: ColumnType) -> Result<Self, ValueError> {
+        if bytes.is_empty() && ty != ColumnType::Text {
+            return Ok(Value::Null);
+        }
+        match ty {
+            ColumnType::Text => Ok(Value::Text(bytes)),
+            ColumnType::BigInt => parse_i64(bytes).map(Value::Int).ok_or(ValueError::BigInt),
+            ColumnType::Double => parse_f64(bytes).map(Value::Float).ok_or(ValueError::Double),
+            ColumnType::Bool => match bytes {
+                b"1" => Ok(Value::Bool(true)),
+                b"0" => Ok(Value::Bool(false)),
+                _ if bytes.eq_ignore_ascii_case(b"true") => Ok(Value::Bool(true)),
+                _ if bytes.eq_ignore_ascii_case(b"false") => Ok(Value::Bool(false)),
+                _ => Err(ValueError::Bool),
+            },
+            ColumnType::Timestamp => Timestamp::parse(bytes)
+                .map(Value::Time)
+                .map_err(|_| ValueError::Timestamp),
+        }
+    }
+
     /// The text, if this is text.
     pub fn as_text(&self) -> Option<&'a [u8]> {
         match *self {
@@ -134,9 +186,106 @@ impl<'a> Value<'a> {
     }
 }
 
+/// Why raw bytes are not a value of the declared type. Small and `Copy`, so
+/// the ingest loop can count rejects by reason without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValueError {
+    /// Not a 64-bit signed integer.
+    #[error("not a BIGINT")]
+    BigInt,
+    /// Not a floating-point number.
+    #[error("not a DOUBLE")]
+    Double,
+    /// Not a boolean.
+    #[error("not a BOOLEAN (true, false, 1 or 0)")]
+    Bool,
+    /// Not a timestamp in a supported form.
+    #[error("not a TIMESTAMP (YYYY-MM-DD[ HH:MM:SS] or ISO-8601)")]
+    Timestamp,
+}
+
+/// Decimal i64 with an optional sign; `None` on any other byte or overflow.
+fn parse_i64(bytes: &[u8]) -> Option<i64> {
+    let (negative, digits) = match bytes {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for &b in digits {
+        if !b.is_ascii_digit() {
+            return None;
+        }
+        // Accumulate negatively so that i64::MIN parses.
+        value = value.checked_mul(10)?.checked_sub(i64::from(b - b'0'))?;
+    }
+    if negative {
+        Some(value)
+    } else {
+        value.checked_neg()
+    }
+}
+
+/// A float in Rust's or Java's text forms.
+fn parse_f64(bytes: &[u8]) -> Option<f64> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    match text {
+        "Infinity" | "+Infinity" => Some(f64::INFINITY),
+        "-Infinity" => Some(f64::NEG_INFINITY),
+        _ => text.parse().ok(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers() {
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"+7"), Some(7));
+        for bad in [&b"-"[..], b"", b"1 ", b"0x1", b"1.0"] {
+            assert_eq!(parse_i64(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn typed_values() {
+        assert_eq!(
+            Value::parse(b"NaN", ColumnType::Double).map(|v| v.as_f64().map(f64::is_nan)),
+            Ok(Some(true))
+        );
+        assert_eq!(
+            Value::parse(b"-Infinity", ColumnType::Double),
+            Ok(Value::Float(f64::NEG_INFINITY))
+        );
+        assert_eq!(
+            Value::parse(b"TRUE", ColumnType::Bool),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(Value::parse(b"", ColumnType::Text), Ok(Value::Text(b"")));
+        assert_eq!(
+            Value::parse(b"2026-11-01", ColumnType::Timestamp),
+            Ok(Value::Time(Timestamp(1_793_491_200_000)))
+        );
+        assert_eq!(
+            Value::parse(b"yes", ColumnType::Bool),
+            Err(ValueError::Bool)
+        );
+    }
+
+    #[test]
+    fn slices_are_records() {
+        let row: &[&str] = &["a", "1"];
+        assert_eq!(row.field(1), Some(&b"1"[..]));
+        assert_eq!(row.field(2), None);
+    }
 
     #[test]
     fn schema_lookup_ignores_case() {
