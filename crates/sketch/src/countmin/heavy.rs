@@ -161,6 +161,11 @@ impl HeavyHitters {
         assert!(self.candidates.len() <= self.capacity as usize);
     }
 
+    /// Whether `key` is currently one of the candidates `top` chooses from.
+    pub fn is_candidate(&self, key: u64) -> bool {
+        self.slots.contains_key(&key)
+    }
+
     /// The weight of any key, from the table.
     pub fn frequency(&self, key: u64) -> Estimate {
         self.sketch.frequency(key)

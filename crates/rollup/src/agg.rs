@@ -1,0 +1,452 @@
+//! Aggregate states: what one group of a summary keeps per aggregate, how a
+//! record's argument folds into it, how two partial states merge, and what
+//! it answers.
+//!
+//! Every state merges, and merging is order-independent, so workers can fold
+//! their own records and the merged result does not depend on how input was
+//! split:
+//!
+//! | aggregate | state | merge | answer |
+//! |---|---|---|---|
+//! | `count(*)`, `count(x)` | u64 | add | exact |
+//! | `sum(x)`, `avg(x)` | i128 fixed point (2^-40) + count | add | exact to 2^-41 per value |
+//! | `min(x)`, `max(x)` | f64 | min / max | exact |
+//! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval |
+//! | `exact_distinct(x)` | [`ExactSet`] | set union | exact |
+//! | `quantiles(x)` | [`Quantiles`] (KLL) | KLL merge | rank error bound |
+//! | `topk(x, k)` | [`HeavyHitters`] + candidate names | counter add | upper bound, eps·N |
+//! | `theta(x)` | [`Theta`] | union | estimate, ~95% bounds |
+//!
+//! Sums are kept in fixed point because floating-point addition is not
+//! associative: summed as f64, the same records split differently across
+//! workers give results that differ in the last bits. Each value is rounded
+//! once to a multiple of 2^-40 (an error of at most 2^-41 ≈ 4.5e-13 per
+//! value) and the integer sum is exact for any order. The i128 holds 2^87
+//! before scaling, far beyond any count of values a summary sees.
+
+use std::collections::HashMap;
+
+use cardinal_sketch::countmin::{HeavyHitters, Params};
+use cardinal_sketch::exact::ExactSet;
+use cardinal_sketch::hll::{Hll, Settings};
+use cardinal_sketch::quantiles::Quantiles;
+use cardinal_sketch::theta::Theta;
+use cardinal_sketch::{Estimate, Sketch};
+
+use crate::Result;
+
+/// Fraction bits of the fixed-point sum.
+const SUM_FRACTION_BITS: i32 = 40;
+
+/// Largest `k` of `topk(x, k)`: the candidate list is bounded (and so is the
+/// memory of names kept for it).
+pub const TOPK_K_MAX: u32 = 1_000;
+
+/// What a summary computes per group, with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AggKind {
+    /// `count(*)`: every record.
+    CountAll,
+    /// `count(x)`: records whose argument is not null.
+    Count,
+    /// `sum(x)`.
+    Sum,
+    /// `avg(x)`.
+    Avg,
+    /// `min(x)`.
+    Min,
+    /// `max(x)`.
+    Max,
+    /// `hll(x [, log2m, regwidth])`.
+    Hll {
+        /// log2 of the register count.
+        log2m: u8,
+        /// Bits per register.
+        regwidth: u8,
+    },
+    /// `exact_distinct(x)`.
+    ExactDistinct,
+    /// `quantiles(x)`: a KLL sketch with this `k`.
+    Quantiles {
+        /// KLL's accuracy parameter.
+        k: u16,
+    },
+    /// `topk(x, k)`.
+    TopK {
+        /// How many items to report.
+        k: u32,
+    },
+    /// `theta(x)` with `2^lg_k` retained hashes.
+    Theta {
+        /// log2 of the nominal entries.
+        lg_k: u8,
+    },
+}
+
+/// One record's evaluated argument for one aggregate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Input<'a> {
+    /// The argument is null (or the aggregate is `count(*)`, which ignores
+    /// it): only `count(*)` counts the record.
+    Null,
+    /// A number, for sum, avg, min, max and quantiles.
+    Number(f64),
+    /// A distinct-count argument: its 64-bit hash (computed once per record
+    /// and argument by the caller, see `cardinal_sketch::hash`) and, for
+    /// exact sets, the integer id itself when the argument is an integer.
+    Key {
+        /// The postgresql-hll-compatible hash of the value.
+        hash: u64,
+        /// The value as a u64 id, for `exact_distinct` (None for text,
+        /// which then uses the hash).
+        id: Option<u64>,
+        /// The value's bytes, for `topk` names.
+        text: &'a [u8],
+    },
+}
+
+/// The state of one aggregate in one group.
+#[derive(Debug, Clone)]
+pub enum AggState {
+    /// `count(*)` and `count(x)`.
+    Count(u64),
+    /// `sum(x)` and `avg(x)`: fixed-point sum and the count of values.
+    Sum {
+        /// Sum of the values, each rounded to a multiple of 2^-40.
+        fixed: i128,
+        /// Values summed.
+        count: u64,
+    },
+    /// `min(x)`; `None` until a value arrives.
+    Min(Option<f64>),
+    /// `max(x)`; `None` until a value arrives.
+    Max(Option<f64>),
+    /// `hll(x)`.
+    Hll(Hll),
+    /// `exact_distinct(x)`.
+    Exact(ExactSet),
+    /// `quantiles(x)`.
+    Quantiles(Box<Quantiles>),
+    /// `topk(x, k)`: counts and the names of the current candidates.
+    TopK {
+        /// Frequencies and candidate keys.
+        sketch: Box<HeavyHitters>,
+        /// Text of candidate keys, by key hash; pruned to the current
+        /// candidates whenever it reaches twice the candidate capacity and
+        /// after merges, so it stays bounded.
+        names: HashMap<u64, Box<[u8]>>,
+        /// How many to report.
+        k: u32,
+    },
+    /// `theta(x)`.
+    Theta(Box<Theta>),
+}
+
+/// What one aggregate answers for one group.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// An exact integer (counts).
+    Count(u64),
+    /// An exact number (sum, avg, min, max); `None` when no value arrived.
+    Number(Option<f64>),
+    /// An approximate count with its interval.
+    Estimate(Estimate),
+    /// Quantiles at ranks 0.5, 0.9, 0.99 with the sketch's rank error.
+    Quantiles {
+        /// `(rank, value)` pairs.
+        values: Vec<(f64, f64)>,
+        /// Normalized rank error of the sketch.
+        rank_error: f64,
+    },
+    /// The top items with their estimated counts.
+    TopK(Vec<(Vec<u8>, Estimate)>),
+}
+
+impl AggKind {
+    /// A fresh state for this aggregate.
+    pub fn state(&self) -> Result<AggState> {
+        Ok(match *self {
+            AggKind::CountAll | AggKind::Count => AggState::Count(0),
+            AggKind::Sum | AggKind::Avg => AggState::Sum { fixed: 0, count: 0 },
+            AggKind::Min => AggState::Min(None),
+            AggKind::Max => AggState::Max(None),
+            AggKind::Hll { log2m, regwidth } => {
+                AggState::Hll(Hll::new(Settings::new(log2m, regwidth)?)?)
+            }
+            AggKind::ExactDistinct => AggState::Exact(ExactSet::new()),
+            AggKind::Quantiles { k } => AggState::Quantiles(Box::new(Quantiles::new(k)?)),
+            AggKind::TopK { k } => {
+                if k == 0 || k > TOPK_K_MAX {
+                    return Err(crate::Error::Limit {
+                        name: "topk k",
+                        value: u64::from(k),
+                        reason: "must be in 1..=TOPK_K_MAX (1000)",
+                    });
+                }
+                // Four candidates per reported item keep the reported top k
+                // stable under merges (the candidate list is what merges).
+                let capacity = (k * 4).max(16);
+                AggState::TopK {
+                    sketch: Box::new(HeavyHitters::new(Params::default(), capacity)?),
+                    names: HashMap::new(),
+                    k,
+                }
+            }
+            AggKind::Theta { lg_k } => AggState::Theta(Box::new(Theta::new(lg_k)?)),
+        })
+    }
+}
+
+impl AggState {
+    /// Folds one record's argument into the state. `count(*)` states count
+    /// every call; every other state ignores [`Input::Null`] and inputs of a
+    /// kind it does not take (the planner type-checks, so those do not
+    /// happen in a compiled summary).
+    #[inline]
+    pub fn fold(&mut self, kind: &AggKind, input: Input<'_>) {
+        match (self, input) {
+            (AggState::Count(n), _) if *kind == AggKind::CountAll => *n += 1,
+            (AggState::Count(n), Input::Null) => {
+                let _ = n;
+            }
+            (AggState::Count(n), _) => *n += 1,
+            (AggState::Sum { fixed, count }, Input::Number(v)) if v.is_finite() => {
+                *fixed += to_fixed(v);
+                *count += 1;
+            }
+            (AggState::Min(m), Input::Number(v)) if !v.is_nan() => {
+                *m = Some(m.map_or(v, |m| m.min(v)));
+            }
+            (AggState::Max(m), Input::Number(v)) if !v.is_nan() => {
+                *m = Some(m.map_or(v, |m| m.max(v)));
+            }
+            (AggState::Hll(h), Input::Key { hash, .. }) => h.insert(hash),
+            (AggState::Exact(set), Input::Key { hash, id, .. }) => {
+                set.insert(id.unwrap_or(hash));
+            }
+            (AggState::Quantiles(q), Input::Number(v)) => q.insert(v),
+            (AggState::TopK { sketch, names, .. }, Input::Key { hash, text, .. }) => {
+                sketch.insert(hash, 1);
+                if !names.contains_key(&hash) && sketch.is_candidate(hash) {
+                    if names.len() >= 2 * sketch.capacity() as usize {
+                        names.retain(|key, _| sketch.is_candidate(*key));
+                    }
+                    names.insert(hash, text.into());
+                }
+            }
+            (AggState::Theta(t), Input::Key { hash, .. }) => t.insert(hash),
+            _ => {}
+        }
+    }
+
+    /// Folds another partial state of the same aggregate into this one.
+    pub fn merge(&mut self, other: &AggState) -> Result<()> {
+        match (self, other) {
+            (AggState::Count(a), AggState::Count(b)) => *a += b,
+            (AggState::Sum { fixed, count }, AggState::Sum { fixed: f, count: c }) => {
+                *fixed += f;
+                *count += c;
+            }
+            (AggState::Min(a), AggState::Min(b)) => *a = pick(*a, *b, f64::min),
+            (AggState::Max(a), AggState::Max(b)) => *a = pick(*a, *b, f64::max),
+            (AggState::Hll(a), AggState::Hll(b)) => a.merge(b)?,
+            (AggState::Exact(a), AggState::Exact(b)) => a.merge(b)?,
+            (AggState::Quantiles(a), AggState::Quantiles(b)) => a.merge(b)?,
+            (
+                AggState::TopK { sketch, names, .. },
+                AggState::TopK {
+                    sketch: s,
+                    names: n,
+                    ..
+                },
+            ) => {
+                sketch.merge(s)?;
+                for (hash, name) in n {
+                    names.entry(*hash).or_insert_with(|| name.clone());
+                }
+                names.retain(|hash, _| sketch.is_candidate(*hash));
+            }
+            (AggState::Theta(a), AggState::Theta(b)) => a.merge(b)?,
+            (a, b) => {
+                return Err(crate::Error::Shape {
+                    reason: format!("aggregate states differ: {} and {}", a.name(), b.name()),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The aggregate's answer.
+    pub fn output(&self, kind: &AggKind) -> Output {
+        match self {
+            AggState::Count(n) => Output::Count(*n),
+            AggState::Sum { fixed, count } => {
+                let sum = from_fixed(*fixed);
+                match kind {
+                    AggKind::Avg => Output::Number((*count > 0).then(|| sum / *count as f64)),
+                    _ => Output::Number(Some(sum)),
+                }
+            }
+            AggState::Min(m) | AggState::Max(m) => Output::Number(*m),
+            AggState::Hll(h) => Output::Estimate(h.estimate()),
+            AggState::Exact(set) => Output::Estimate(set.estimate()),
+            AggState::Quantiles(q) => Output::Quantiles {
+                values: [0.5, 0.9, 0.99]
+                    .iter()
+                    .filter_map(|&rank| q.quantile(rank).map(|v| (rank, v)))
+                    .collect(),
+                rank_error: q.rank_error(),
+            },
+            AggState::TopK { sketch, names, k } => Output::TopK(
+                sketch
+                    .top(usize::try_from(*k).unwrap_or(usize::MAX))
+                    .into_iter()
+                    .map(|hit| {
+                        let name = names.get(&hit.key).map_or_else(Vec::new, |n| n.to_vec());
+                        (name, hit.estimate)
+                    })
+                    .collect(),
+            ),
+            AggState::Theta(t) => Output::Estimate(t.estimate()),
+        }
+    }
+
+    /// Bytes of heap memory the state holds, roughly (sketch payloads).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            AggState::Hll(h) => h.heap_bytes(),
+            AggState::Exact(set) => usize::try_from(set.len()).unwrap_or(usize::MAX) * 2,
+            AggState::Quantiles(q) => q.encode().len(),
+            AggState::TopK { sketch, names, .. } => {
+                sketch.encode().len() + names.values().map(|n| n.len() + 32).sum::<usize>()
+            }
+            AggState::Theta(t) => t.retained() * 8,
+            _ => 0,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            AggState::Count(_) => "count",
+            AggState::Sum { .. } => "sum",
+            AggState::Min(_) => "min",
+            AggState::Max(_) => "max",
+            AggState::Hll(_) => "hll",
+            AggState::Exact(_) => "exact_distinct",
+            AggState::Quantiles(_) => "quantiles",
+            AggState::TopK { .. } => "topk",
+            AggState::Theta(_) => "theta",
+        }
+    }
+}
+
+fn pick(a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(f(x, y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// Rounds `v` to the nearest multiple of 2^-40, as an integer count of them.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "saturating float-to-int by design"
+)]
+fn to_fixed(v: f64) -> i128 {
+    (v * f64::from(SUM_FRACTION_BITS).exp2()).round() as i128
+}
+
+#[expect(clippy::cast_precision_loss, reason = "the answer is an f64")]
+fn from_fixed(fixed: i128) -> f64 {
+    fixed as f64 / f64::from(SUM_FRACTION_BITS).exp2()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fold_all(kind: AggKind, inputs: &[Input<'_>]) -> AggState {
+        let mut state = kind.state().expect("valid");
+        for &input in inputs {
+            state.fold(&kind, input);
+        }
+        state
+    }
+
+    #[test]
+    fn sums_do_not_depend_on_order() {
+        let values = [0.1, 0.2, 0.3, 1e15, -1e15, 1.1885166e-4, 7.0];
+        let forward: Vec<Input<'_>> = values.iter().map(|&v| Input::Number(v)).collect();
+        let mut backward = forward.clone();
+        backward.reverse();
+        let (a, b) = (
+            fold_all(AggKind::Sum, &forward),
+            fold_all(AggKind::Sum, &backward),
+        );
+        assert_eq!(a.output(&AggKind::Sum), b.output(&AggKind::Sum));
+        let Output::Number(Some(sum)) = a.output(&AggKind::Sum) else {
+            panic!("a sum")
+        };
+        assert!((sum - 7.600_118_851_66).abs() < 1e-9, "{sum}");
+    }
+
+    #[test]
+    fn counts_and_nulls() {
+        let inputs = [Input::Null, Input::Number(1.0), Input::Null];
+        assert_eq!(
+            fold_all(AggKind::CountAll, &inputs).output(&AggKind::CountAll),
+            Output::Count(3)
+        );
+        assert_eq!(
+            fold_all(AggKind::Count, &inputs).output(&AggKind::Count),
+            Output::Count(1)
+        );
+        assert_eq!(
+            fold_all(AggKind::Avg, &inputs).output(&AggKind::Avg),
+            Output::Number(Some(1.0))
+        );
+        assert_eq!(
+            fold_all(AggKind::Min, &[Input::Null]).output(&AggKind::Min),
+            Output::Number(None)
+        );
+    }
+
+    #[test]
+    fn merge_refuses_other_shapes() {
+        let mut a = AggKind::Sum.state().expect("valid");
+        let b = AggKind::Min.state().expect("valid");
+        assert!(a.merge(&b).is_err());
+    }
+
+    #[test]
+    fn topk_keeps_names_of_candidates_only() {
+        let kind = AggKind::TopK { k: 2 };
+        let mut state = kind.state().expect("valid");
+        for i in 0..2_000u64 {
+            let name = if i % 3 == 0 {
+                "hot".to_string()
+            } else {
+                format!("cold{i}")
+            };
+            let hash = cardinal_sketch::hash::bytes(name.as_bytes(), 0);
+            state.fold(
+                &kind,
+                Input::Key {
+                    hash,
+                    id: None,
+                    text: name.as_bytes(),
+                },
+            );
+        }
+        let Output::TopK(top) = state.output(&kind) else {
+            panic!("top k")
+        };
+        assert_eq!(top[0].0, b"hot");
+        let AggState::TopK { names, .. } = &state else {
+            unreachable!()
+        };
+        // Pruned to the candidates whenever it reaches twice their capacity (16).
+        assert!(names.len() <= 2 * 16, "{}", names.len());
+    }
+}

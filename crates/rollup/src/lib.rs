@@ -1,0 +1,34 @@
+//! The summarize stage: per-worker partial rollups, merged on read.
+//!
+//! A summary (`CREATE SUMMARY ... GROUP BY day, state`) becomes one
+//! [`Rollup`] per worker: a table from (time bucket, dimension values) to
+//! aggregate states ([`AggState`]). Workers fold their own records with no
+//! lock and no shared summary; a query or snapshot merges the partials.
+//! Every aggregate merges order-independently (sums are kept in fixed point
+//! for that reason), so the merged answer does not depend on how the input
+//! was split across workers or files.
+//!
+//! ```
+//! use cardinal_event::Timestamp;
+//! use cardinal_rollup::{AggKind, Input, Limits, Output, Rollup, Shape};
+//!
+//! let shape = Shape { aggs: vec![AggKind::CountAll, AggKind::Sum], dims: 1 };
+//! let mut a = Rollup::new(shape.clone(), Limits::default()).unwrap();
+//! let mut b = Rollup::new(shape, Limits::default()).unwrap();
+//! let day = Timestamp(0);
+//! a.fold(day, &[Some(b"CA")], &[Input::Null, Input::Number(1.5)]);
+//! b.fold(day, &[Some(b"CA")], &[Input::Null, Input::Number(2.5)]);
+//! a.merge(&b).unwrap();
+//! let rows = a.rows();
+//! assert_eq!(rows[0].outputs, vec![Output::Count(2), Output::Number(Some(4.0))]);
+//! ```
+
+#![deny(missing_docs)]
+
+mod agg;
+mod error;
+mod table;
+
+pub use agg::{AggKind, AggState, Input, Output, TOPK_K_MAX};
+pub use error::{Error, Result};
+pub use table::{DIMS_MAX, Folded, GROUPS_MAX_DEFAULT, GroupKey, Limits, Rollup, Row, Shape};

@@ -1,0 +1,207 @@
+//! Partial rollups merged in any split equal one rollup over everything:
+//! counts, sums, min, max, avg and exact sets exactly, HyperLogLog and Theta
+//! byte for byte. (KLL is randomised and heavy hitters keep a bounded
+//! candidate list; their laws are tested in cardinal-sketch.)
+
+use cardinal_event::Timestamp;
+use cardinal_rollup::{AggKind, AggState, Folded, Input, Limits, Output, Rollup, Shape};
+use cardinal_sketch::{Sketch, hash};
+use proptest::prelude::*;
+
+fn shape() -> Shape {
+    Shape {
+        aggs: vec![
+            AggKind::CountAll,
+            AggKind::Count,
+            AggKind::Sum,
+            AggKind::Avg,
+            AggKind::Min,
+            AggKind::Max,
+            AggKind::Hll {
+                log2m: 11,
+                regwidth: 5,
+            },
+            AggKind::ExactDistinct,
+            AggKind::Theta { lg_k: 5 },
+        ],
+        dims: 2,
+    }
+}
+
+/// (day, state, site, user, revenue) records.
+type Event = (i64, u8, Option<u8>, u64, Option<f64>);
+
+fn fold(rollup: &mut Rollup, event: &Event) -> Folded {
+    let (day, state, site, user, revenue) = *event;
+    let state_text = [b'A' + state % 4];
+    let site_text = site.map(|s| [b'a' + s % 3]);
+    let key = Input::Key {
+        hash: hash::user_id(user),
+        id: Some(user),
+        text: &[],
+    };
+    let number = revenue.map_or(Input::Null, Input::Number);
+    rollup.fold(
+        Timestamp(day * 86_400_000),
+        &[Some(&state_text[..]), site_text.as_ref().map(|t| &t[..])],
+        &[
+            Input::Null,
+            number,
+            number,
+            number,
+            number,
+            number,
+            key,
+            key,
+            key,
+        ],
+    )
+}
+
+/// Everything comparable about a rollup: outputs, and sketch bytes.
+fn fingerprint(rollup: &Rollup) -> Vec<String> {
+    let mut rows: Vec<String> = rollup
+        .groups()
+        .map(|(bucket, dims, states)| {
+            let bytes: Vec<Vec<u8>> = states
+                .iter()
+                .map(|s| match s {
+                    AggState::Hll(h) => h.encode(),
+                    AggState::Theta(t) => t.encode(),
+                    AggState::Exact(e) => e.encode(),
+                    _ => Vec::new(),
+                })
+                .collect();
+            format!("{bucket:?} {dims:?} {bytes:?}")
+        })
+        .collect();
+    rows.sort();
+    rows.extend(rollup.rows().iter().map(|r| format!("{r:?}")));
+    rows
+}
+
+fn events() -> impl Strategy<Value = Vec<Event>> {
+    prop::collection::vec(
+        (
+            0i64..3,
+            any::<u8>(),
+            prop::option::of(any::<u8>()),
+            0u64..500,
+            prop::option::of(-1e6f64..1e6),
+        ),
+        0..400,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn any_split_merges_to_the_single_rollup(events in events(), workers in 1usize..5, seed in any::<u64>()) {
+        let mut single = Rollup::new(shape(), Limits::default()).expect("valid");
+        for e in &events {
+            fold(&mut single, e);
+        }
+        let mut partials: Vec<Rollup> =
+            (0..workers).map(|_| Rollup::new(shape(), Limits::default()).expect("valid")).collect();
+        let mut x = seed | 1;
+        for e in &events {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            fold(&mut partials[usize::try_from(x % workers as u64).expect("< workers")], e);
+        }
+        // Merge in a rotated order, so that the merge order differs too.
+        let first = usize::try_from(seed % workers as u64).expect("< workers");
+        let mut merged = partials[first].clone();
+        for (i, p) in partials.iter().enumerate() {
+            if i != first {
+                merged.merge(p).expect("same shape");
+            }
+        }
+        prop_assert_eq!(fingerprint(&merged), fingerprint(&single));
+    }
+}
+
+#[test]
+fn group_limit_drops_and_counts() {
+    let limits = Limits {
+        groups_max: 2,
+        retention_ms: None,
+    };
+    let mut rollup = Rollup::new(
+        Shape {
+            aggs: vec![AggKind::CountAll],
+            dims: 1,
+        },
+        limits,
+    )
+    .expect("valid");
+    let day = Timestamp(0);
+    assert_eq!(rollup.fold(day, &[Some(b"a")], &[Input::Null]), Folded::Ok);
+    assert_eq!(rollup.fold(day, &[Some(b"b")], &[Input::Null]), Folded::Ok);
+    assert_eq!(
+        rollup.fold(day, &[Some(b"c")], &[Input::Null]),
+        Folded::DroppedGroupLimit
+    );
+    assert_eq!(rollup.fold(day, &[Some(b"a")], &[Input::Null]), Folded::Ok);
+    assert_eq!(rollup.dropped_group_limit(), 1);
+    assert_eq!(rollup.rows()[0].outputs, vec![Output::Count(2)]);
+}
+
+#[test]
+fn retention_drops_old_buckets_and_evicts_their_groups() {
+    const DAY: i64 = 86_400_000;
+    let limits = Limits {
+        groups_max: 100,
+        retention_ms: Some(2 * DAY),
+    };
+    let mut rollup = Rollup::new(
+        Shape {
+            aggs: vec![AggKind::CountAll],
+            dims: 0,
+        },
+        limits,
+    )
+    .expect("valid");
+    for day in [0, 1, 2, 3, 4] {
+        assert_eq!(
+            rollup.fold(Timestamp(day * DAY), &[], &[Input::Null]),
+            Folded::Ok
+        );
+    }
+    // Day 1 is older than 4 - 2: dropped. Day 2 is still in the window.
+    assert_eq!(
+        rollup.fold(Timestamp(DAY), &[], &[Input::Null]),
+        Folded::DroppedExpired
+    );
+    assert_eq!(
+        rollup.fold(Timestamp(2 * DAY), &[], &[Input::Null]),
+        Folded::Ok
+    );
+    assert_eq!(rollup.evict_expired(), 2);
+    let buckets: Vec<i64> = rollup.rows().iter().map(|r| r.bucket.0 / DAY).collect();
+    assert_eq!(buckets, vec![2, 3, 4]);
+    assert_eq!(rollup.rows()[0].outputs, vec![Output::Count(2)]);
+}
+
+#[test]
+fn merge_refuses_another_shape() {
+    let mut a = Rollup::new(
+        Shape {
+            aggs: vec![AggKind::CountAll],
+            dims: 0,
+        },
+        Limits::default(),
+    )
+    .expect("valid");
+    let b = Rollup::new(
+        Shape {
+            aggs: vec![AggKind::Sum],
+            dims: 0,
+        },
+        Limits::default(),
+    )
+    .expect("valid");
+    assert!(a.merge(&b).is_err());
+}
