@@ -1,0 +1,433 @@
+//! Results out: a summary's merged rows as people and tools want them.
+//!
+//! - [`table`]: an aligned text table; approximate columns show the value
+//!   and its 95% interval, and "below detection" where the interval holds 0.
+//! - [`write_daily_csv`]: `OUT/<summary>/YYYY-MM-DD.csv`, one file per day,
+//!   each written once and atomically (a temp file in the same directory,
+//!   synced, then renamed), so a day's rows are in exactly one file and a
+//!   crash never leaves half a file under the final name (the seed's Hadoop
+//!   lesson: parallel writers clobbering each other's per-day files).
+//! - [`write_json_lines`]: one JSON object per row.
+//! - HyperLogLog columns can be added as postgresql-hll hex
+//!   (`\x...`, [`Options::hll_hex`]), so `COPY` into a table with an `hll`
+//!   column works and analysts keep using `hll_union_agg`.
+//!
+//! CSV columns: `bucket` (ISO-8601), the dimensions, then per aggregate its
+//! value; approximate aggregates add `<name>_lower` and `<name>_upper`;
+//! quantiles add one column per rank (`<name>_p50`...); top-k writes
+//! `item:count` pairs separated by `|`.
+//!
+//! ```
+//! use cardinal_event::Timestamp;
+//! use cardinal_rollup::{AggKind, Input, Limits, Rollup, Shape};
+//! let mut r = Rollup::new(Shape { aggs: vec![AggKind::CountAll], dims: 1 }, Limits::default()).unwrap();
+//! r.fold(Timestamp(0), &[Some(b"CA")], &[Input::Null]);
+//! let columns = cardinal_export::Columns { bucket: "day".into(), dims: vec!["state".into()], aggs: vec!["events".into()] };
+//! let text = cardinal_export::table(&columns, &r);
+//! assert!(text.contains("1970-01-01") && text.contains("CA"));
+//! ```
+
+#![deny(missing_docs)]
+
+mod error;
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use cardinal_event::Timestamp;
+use cardinal_rollup::{AggState, Output, Rollup};
+use cardinal_sketch::Estimate;
+
+pub use error::{Error, Result};
+
+/// The names of a summary's output columns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Columns {
+    /// The bucket column (e.g. `day`).
+    pub bucket: String,
+    /// One name per dimension.
+    pub dims: Vec<String>,
+    /// One name per aggregate.
+    pub aggs: Vec<String>,
+}
+
+/// What to add to file outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Options {
+    /// Add `<name>_hll` with each HyperLogLog as postgresql-hll hex.
+    pub hll_hex: bool,
+}
+
+/// The rows as an aligned text table, ordered by bucket and dimensions.
+pub fn table(columns: &Columns, rollup: &Rollup) -> String {
+    let mut header: Vec<String> = vec![columns.bucket.clone()];
+    header.extend(columns.dims.iter().cloned());
+    header.extend(columns.aggs.iter().cloned());
+    let mut cells: Vec<Vec<String>> = vec![header];
+    for row in rollup.rows() {
+        let mut line = vec![day_or_instant(row.bucket)];
+        line.extend(row.dims.iter().map(|d| text(*d)));
+        line.extend(row.outputs.iter().map(human));
+        cells.push(line);
+    }
+    let widths: Vec<usize> = (0..cells[0].len())
+        .map(|c| {
+            cells
+                .iter()
+                .map(|line| line[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for (i, line) in cells.iter().enumerate() {
+        for (c, cell) in line.iter().enumerate() {
+            let pad = widths[c] - cell.chars().count();
+            // Text left, numbers right, as people read tables.
+            if c == 0 || c <= columns.dims.len() {
+                let _ = write!(out, "{cell}{:pad$}  ", "");
+            } else {
+                let _ = write!(out, "{:pad$}{cell}  ", "");
+            }
+        }
+        out.truncate(out.trim_end().len());
+        out.push('\n');
+        if i == 0 {
+            let rule: usize = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+            out.push_str(&"-".repeat(rule));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Writes `dir/<summary>/YYYY-MM-DD.csv`, one file per UTC day of the rows'
+/// buckets, each once and atomically. Returns the files written.
+pub fn write_daily_csv(
+    dir: &Path,
+    summary: &str,
+    columns: &Columns,
+    rollup: &Rollup,
+    options: Options,
+) -> Result<Vec<PathBuf>> {
+    check_columns(columns, rollup)?;
+    let folder = dir.join(summary);
+    std::fs::create_dir_all(&folder).map_err(|source| io(&folder, source))?;
+    let header = csv_header(columns, rollup, options);
+    let mut rows: Vec<SortedLine<'_>> = rollup
+        .groups()
+        .map(|(bucket, dims, states)| {
+            let line = csv_line(bucket, &dims, states, rollup, options);
+            (bucket, dims, line)
+        })
+        .collect();
+    // The order of `Rollup::rows`: bucket, then dimension values.
+    rows.sort();
+    let mut written = Vec::new();
+    let mut start = 0;
+    while start < rows.len() {
+        let day = rows[start].0.date();
+        let end = start
+            + rows[start..]
+                .iter()
+                .take_while(|(b, _, _)| b.date() == day)
+                .count();
+        let name = format!("{:04}-{:02}-{:02}.csv", day.0, day.1, day.2);
+        let path = folder.join(name);
+        let mut body = header.clone();
+        for (_, _, line) in &rows[start..end] {
+            body.push_str(line);
+        }
+        write_atomically(&path, body.as_bytes())?;
+        written.push(path);
+        start = end;
+    }
+    Ok(written)
+}
+
+/// Writes one JSON object per row to `out`.
+pub fn write_json_lines(
+    out: &mut impl Write,
+    summary: &str,
+    columns: &Columns,
+    rollup: &Rollup,
+    options: Options,
+) -> Result<()> {
+    check_columns(columns, rollup)?;
+    let mut lines: Vec<SortedLine<'_>> = Vec::new();
+    for (bucket, dims, states) in rollup.groups() {
+        let mut line = format!(
+            "{{\"summary\":{},\"{}\":\"{}\"",
+            json_string(summary.as_bytes()),
+            json_escape(&columns.bucket),
+            bucket
+        );
+        for (name, value) in columns.dims.iter().zip(&dims) {
+            let value = value.map_or_else(|| "null".to_string(), json_string);
+            let _ = write!(line, ",{}:{value}", json_string(name.as_bytes()));
+        }
+        for ((name, state), kind) in columns.aggs.iter().zip(states).zip(&rollup.shape().aggs) {
+            let _ = write!(
+                line,
+                ",{}:{}",
+                json_string(name.as_bytes()),
+                json_output(&state.output(kind))
+            );
+            if let (true, AggState::Hll(h)) = (options.hll_hex, state) {
+                let _ = write!(
+                    line,
+                    ",{}:{}",
+                    json_string(format!("{name}_hll").as_bytes()),
+                    json_string(h.to_hex().as_bytes())
+                );
+            }
+        }
+        line.push_str("}\n");
+        lines.push((bucket, dims, line));
+    }
+    lines.sort();
+    for (_, _, line) in lines {
+        out.write_all(line.as_bytes())
+            .map_err(|source| io(Path::new("-"), source))?;
+    }
+    Ok(())
+}
+
+/// A rendered line with the key it sorts by: bucket, then dimension values.
+type SortedLine<'a> = (Timestamp, Vec<Option<&'a [u8]>>, String);
+
+fn check_columns(columns: &Columns, rollup: &Rollup) -> Result<()> {
+    let shape = rollup.shape();
+    if columns.dims.len() != shape.dims || columns.aggs.len() != shape.aggs.len() {
+        return Err(Error::Columns {
+            names: columns.dims.len() + columns.aggs.len(),
+            columns: shape.dims + shape.aggs.len(),
+        });
+    }
+    Ok(())
+}
+
+fn csv_header(columns: &Columns, rollup: &Rollup, options: Options) -> String {
+    let mut fields = vec![columns.bucket.clone()];
+    fields.extend(columns.dims.iter().cloned());
+    let first = rollup.groups().next();
+    for (i, name) in columns.aggs.iter().enumerate() {
+        let sample = first
+            .as_ref()
+            .map(|(_, _, states)| states[i].output(&rollup.shape().aggs[i]));
+        match sample {
+            Some(Output::Estimate(_)) => {
+                fields.extend([
+                    name.clone(),
+                    format!("{name}_lower"),
+                    format!("{name}_upper"),
+                ]);
+            }
+            Some(Output::Quantiles { values, .. }) => {
+                fields.extend(
+                    values
+                        .iter()
+                        .map(|(rank, _)| format!("{name}_p{}", rank * 100.0)),
+                );
+                fields.push(format!("{name}_rank_error"));
+            }
+            _ => fields.push(name.clone()),
+        }
+        if options.hll_hex && matches!(rollup.shape().aggs[i], cardinal_rollup::AggKind::Hll { .. })
+        {
+            fields.push(format!("{name}_hll"));
+        }
+    }
+    let mut line = fields
+        .iter()
+        .map(|f| csv_field(f.as_bytes()))
+        .collect::<Vec<_>>()
+        .join(",");
+    line.push('\n');
+    line
+}
+
+fn csv_line(
+    bucket: Timestamp,
+    dims: &[Option<&[u8]>],
+    states: &[AggState],
+    rollup: &Rollup,
+    options: Options,
+) -> String {
+    let mut fields = vec![bucket.to_string()];
+    fields.extend(dims.iter().map(|d| d.map_or_else(String::new, csv_field)));
+    for (state, kind) in states.iter().zip(&rollup.shape().aggs) {
+        match state.output(kind) {
+            Output::Count(n) => fields.push(n.to_string()),
+            Output::Number(v) => fields.push(v.map_or_else(String::new, |v| v.to_string())),
+            Output::Estimate(e) => {
+                fields.extend([round(e.value), round(e.lower), round(e.upper)]);
+            }
+            Output::Quantiles { values, rank_error } => {
+                fields.extend(values.iter().map(|(_, v)| v.to_string()));
+                fields.push(rank_error.to_string());
+            }
+            Output::TopK(items) => {
+                let pairs: Vec<String> = items
+                    .iter()
+                    .map(|(name, e)| {
+                        format!("{}:{}", String::from_utf8_lossy(name), round(e.value))
+                    })
+                    .collect();
+                fields.push(csv_field(pairs.join("|").as_bytes()));
+            }
+        }
+        if let (true, AggState::Hll(h)) = (options.hll_hex, state) {
+            fields.push(h.to_hex());
+        }
+    }
+    let mut line = fields.join(",");
+    line.push('\n');
+    line
+}
+
+/// Writes `bytes` to `path` through a synced temp file and a rename.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let temp = path.with_extension(format!("csv.tmp{}", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::File::create(&temp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if let Err(source) = result {
+        let _ = std::fs::remove_file(&temp);
+        return Err(io(path, source));
+    }
+    Ok(())
+}
+
+fn io(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn day_or_instant(t: Timestamp) -> String {
+    let text = t.to_string();
+    match text.strip_suffix("T00:00:00Z") {
+        Some(day) => day.to_string(),
+        None => text,
+    }
+}
+
+fn text(value: Option<&[u8]>) -> String {
+    value.map_or_else(
+        || "NULL".to_string(),
+        |v| String::from_utf8_lossy(v).into_owned(),
+    )
+}
+
+fn human(output: &Output) -> String {
+    match output {
+        Output::Count(n) => n.to_string(),
+        Output::Number(None) => "NULL".to_string(),
+        Output::Number(Some(v)) => format!("{v:.2}"),
+        Output::Estimate(e) => estimate(e),
+        Output::Quantiles { values, rank_error } => {
+            let parts: Vec<String> = values
+                .iter()
+                .map(|(rank, v)| format!("p{}={v:.4}", rank * 100.0))
+                .collect();
+            format!("{} (rank ±{:.2}%)", parts.join(" "), rank_error * 100.0)
+        }
+        Output::TopK(items) => items
+            .iter()
+            .map(|(name, e)| format!("{}:{}", String::from_utf8_lossy(name), round(e.value)))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn estimate(e: &Estimate) -> String {
+    if e.is_exact() {
+        round(e.value)
+    } else if e.below_detection_limit() {
+        format!("below detection (<= {})", round(e.upper))
+    } else {
+        format!("{} ±{}", round(e.value), round((e.upper - e.lower) / 2.0))
+    }
+}
+
+fn round(v: f64) -> String {
+    format!("{v:.0}")
+}
+
+fn csv_field(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.into_owned()
+    }
+}
+
+fn json_output(output: &Output) -> String {
+    match output {
+        Output::Count(n) => n.to_string(),
+        Output::Number(None) => "null".to_string(),
+        Output::Number(Some(v)) => json_number(*v),
+        Output::Estimate(e) => format!(
+            "{{\"value\":{},\"lower\":{},\"upper\":{},\"confidence\":{}}}",
+            json_number(e.value),
+            json_number(e.lower),
+            json_number(e.upper),
+            json_number(e.confidence)
+        ),
+        Output::Quantiles { values, rank_error } => {
+            let parts: Vec<String> = values
+                .iter()
+                .map(|(rank, v)| format!("\"p{}\":{}", rank * 100.0, json_number(*v)))
+                .collect();
+            format!(
+                "{{{},\"rank_error\":{}}}",
+                parts.join(","),
+                json_number(*rank_error)
+            )
+        }
+        Output::TopK(items) => {
+            let parts: Vec<String> = items
+                .iter()
+                .map(|(name, e)| format!("[{},{}]", json_string(name), json_number(e.value)))
+                .collect();
+            format!("[{}]", parts.join(","))
+        }
+    }
+}
+
+fn json_number(v: f64) -> String {
+    if v.is_finite() {
+        v.to_string()
+    } else {
+        "null".to_string()
+    }
+}
+
+fn json_string(bytes: &[u8]) -> String {
+    format!("\"{}\"", json_escape(&String::from_utf8_lossy(bytes)))
+}
+
+fn json_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
