@@ -158,20 +158,22 @@ pub(crate) struct Arena {
 }
 
 impl Arena {
+    /// An empty arena. It allocates nothing until its first slot: a
+    /// snapshot restore creates one per shard group as the group's sections
+    /// arrive, and an empty group must cost next to nothing.
     pub(crate) fn new() -> Arena {
-        Arena {
-            pages: Vec::new(),
-            page_class: Vec::new(),
-            free_head: vec![FREE_NONE; CLASS_COUNT],
-            bump: vec![(FREE_NONE, 0); CLASS_COUNT],
-            slots_live: vec![0; CLASS_COUNT],
-        }
+        Arena::default()
     }
 
     /// A slot of `class`. Fails with [`Error::LimitExceeded`] when a new
     /// page would pass [`ARENA_BYTES_MAX`]; nothing changes then.
     pub(crate) fn alloc(&mut self, class: usize) -> Result<Handle> {
         assert!(class < CLASS_COUNT);
+        if self.free_head.is_empty() {
+            self.free_head = vec![FREE_NONE; CLASS_COUNT];
+            self.bump = vec![(FREE_NONE, 0); CLASS_COUNT];
+            self.slots_live = vec![0; CLASS_COUNT];
+        }
         let head = self.free_head[class];
         if head != FREE_NONE {
             let (page, byte) = locate(head);
@@ -247,7 +249,8 @@ impl Arena {
         &slot[HEADER_BYTES..HEADER_BYTES + used]
     }
 
-    /// Slots handed out and not freed, per class.
+    /// Slots handed out and not freed, per class (empty before the first
+    /// allocation).
     pub(crate) fn slots_live(&self) -> &[u64] {
         &self.slots_live
     }

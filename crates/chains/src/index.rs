@@ -96,6 +96,18 @@ pub(crate) struct Table {
 }
 
 impl Table {
+    /// A table of no slots, which allocates nothing: a snapshot's empty
+    /// shard. Lookups find nothing and the first insert grows it
+    /// ([`Table::needs_growth`] is true at capacity 0).
+    pub(crate) fn empty(shard_bits: u32) -> Table {
+        assert!(shard_bits < 64);
+        Table {
+            slots: Vec::new(),
+            len: 0,
+            shard_bits,
+        }
+    }
+
     pub(crate) fn with_capacity(capacity: u32, shard_bits: u32) -> Table {
         assert!(capacity >= 4, "a shard has at least 4 slots");
         assert!(capacity <= SHARD_SLOTS_MAX);
@@ -134,7 +146,7 @@ impl Table {
         let [lo, hi] = split(key);
         let mut i = self.home(h);
         // The table is never full (load <= 0.85), so the loop ends at an
-        // empty slot within `capacity` steps.
+        // empty slot within `capacity` steps, unless there are no slots.
         for _ in 0..capacity {
             let slot = self.slots[i];
             if slot[2] == EMPTY {
@@ -148,7 +160,9 @@ impl Table {
                 i = 0;
             }
         }
-        unreachable!("a shard table has no empty slot");
+        assert_eq!(capacity, 0, "a shard table has no empty slot");
+        // Not a slot to `put` into: an empty table needs growth first.
+        Probe::Vacant(0)
     }
 
     /// Whether one more key would pass the load limit.
@@ -279,6 +293,17 @@ mod tests {
             assert_eq!(found, n % 2 == 1, "key {k}");
         }
         assert_eq!(t.len(), 2500);
+    }
+
+    #[test]
+    fn an_empty_table_finds_nothing_and_grows_on_insert() {
+        let mut t = Table::empty(3);
+        assert_eq!((t.capacity(), t.heap_bytes()), (0, 0));
+        assert_eq!(t.probe(7, mix(7)), Probe::Vacant(0));
+        assert!(t.needs_growth());
+        t.resize(4);
+        insert(&mut t, 7);
+        assert!(matches!(t.probe(7, mix(7)), Probe::Found(..)));
     }
 
     #[test]

@@ -16,10 +16,16 @@
 //! classes or page size. Restoring presizes each shard from its
 //! `key_count`, so no shard grows while loading.
 //!
-//! The decoder never panics and never allocates more than the input backs:
-//! a section body is read through `Read::take`, which grows the buffer only
-//! as bytes arrive; `key_count` must fit in the body at 26 bytes per key
-//! (8 + 2 + a 16-byte record) before a shard is presized.
+//! The decoder never panics and never allocates more than a small multiple
+//! of the bytes it has read. Nothing is sized from the header, which a crc
+//! does not protect against forgery: a group (and its arena) is created at
+//! its first section and each shard's table at its own section, sized from
+//! `key_count` alone; a shard without keys gets a table of no slots, and
+//! `shard_slots_initial` only sets what shards grow to later. A section
+//! body is read through `Read::take`, which grows the buffer only as bytes
+//! arrive; `key_count` must fit in the body at 26 bytes per key (8 + 2 + a
+//! 16-byte record) before a shard is presized. So a section of 20 bytes
+//! costs at most a table entry and a group, and a key at most ~2 slots.
 //!
 //! Files are written to `<path>.tmp`, synced, renamed over `<path>` and the
 //! directory synced, so a crash leaves either the old or the new snapshot.
@@ -167,45 +173,53 @@ impl Store {
         }
         config.validate()?;
 
-        let mut groups = Vec::new();
+        // Nothing is sized from the header: a group and its arena come into
+        // being with its first section, each shard's table with its own
+        // section, sized from its key count.
+        let mut groups: Vec<ShardGroup> = Vec::new();
         let mut crcs = crc32fast::Hasher::new();
         let mut body = Vec::new();
         let mut keys = 0u64;
-        for g in 0..1u32 << config.group_bits {
-            let mut group = ShardGroup::new(config, g)?;
-            for shard in 0..group.shard_count_local() {
-                let index = u64::from(g) * group.shard_count_local() as u64 + shard as u64;
-                let mut head = [0u8; 16];
-                read_exact(&mut input, &mut head, "section")?;
-                let count = u64_at(&head, 0);
-                let body_bytes = u64_at(&head, 8);
-                if count > body_bytes / ENTRY_BYTES_MIN {
-                    return Err(malformed(format!(
-                        "shard {index}: {count} keys cannot fit in {body_bytes} bytes"
-                    )));
-                }
-                body.clear();
-                body.extend_from_slice(&head);
-                let read = input
-                    .by_ref()
-                    .take(body_bytes.saturating_add(4))
-                    .read_to_end(&mut body)?;
-                if read as u64 != body_bytes.saturating_add(4) {
-                    return Err(Error::SnapshotTruncated {
-                        part: "section",
-                        expected: body_bytes.saturating_add(4),
-                        found: read as u64,
-                    });
-                }
-                check_crc(&body, "shard", index)?;
-                let crc_at = body.len() - 4;
-                crcs.update(&body[crc_at..]);
-                group.presize(shard, count)?;
-                restore_section(&mut group, shard, &body[16..crc_at], count, index)?;
-                keys += count;
+        let per_group = config.shards_per_group();
+        for global in 0..config.shard_count() {
+            let index = u64::from(global);
+            let mut head = [0u8; 16];
+            read_exact(&mut input, &mut head, "section")?;
+            let count = u64_at(&head, 0);
+            let body_bytes = u64_at(&head, 8);
+            if count > body_bytes / ENTRY_BYTES_MIN {
+                return Err(malformed(format!(
+                    "shard {index}: {count} keys cannot fit in {body_bytes} bytes"
+                )));
             }
-            groups.push(group);
+            body.clear();
+            body.extend_from_slice(&head);
+            let read = input
+                .by_ref()
+                .take(body_bytes.saturating_add(4))
+                .read_to_end(&mut body)?;
+            if read as u64 != body_bytes.saturating_add(4) {
+                return Err(Error::SnapshotTruncated {
+                    part: "section",
+                    expected: body_bytes.saturating_add(4),
+                    found: read as u64,
+                });
+            }
+            check_crc(&body, "shard", index)?;
+            let crc_at = body.len() - 4;
+            crcs.update(&body[crc_at..]);
+            if global % per_group == 0 {
+                groups.push(ShardGroup::without_shards(config, global / per_group)?);
+            }
+            let group = groups.last_mut().expect("pushed at its first section");
+            let shard = group.restore_shard(count)?;
+            restore_section(group, shard, &body[16..crc_at], count, index)?;
+            keys += count;
+            if group.shards_complete() {
+                group.finish_restore();
+            }
         }
+        groups.shrink_to_fit();
         let mut trailer = [0u8; TRAILER_BYTES];
         read_exact(&mut input, &mut trailer, "trailer")?;
         if &trailer[..8] != TRAILER_MAGIC {

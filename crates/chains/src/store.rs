@@ -251,7 +251,8 @@ pub struct ShardGroup {
     config: Config,
     shards: Vec<Table>,
     arena: Arena,
-    /// A slot's worth of bytes for moving chains between slots of one arena.
+    /// A slot's worth of bytes for moving chains between slots of one arena,
+    /// allocated by the first move ([`ShardGroup::scratch`]).
     scratch: Vec<u8>,
     keys: u64,
     record_bytes: u64,
@@ -263,31 +264,47 @@ impl ShardGroup {
     /// An empty group number `group` of the layout `config`, its shards'
     /// capacities staggered over one growth step (index.rs).
     pub fn new(config: Config, group: u32) -> Result<ShardGroup> {
-        config.validate()?;
-        if group >= 1 << config.group_bits {
-            return Err(invalid("group", group.into(), "0..2^group_bits"));
-        }
-        let per_group = config.shards_per_group();
-        let shards = (0..per_group)
+        let mut new = ShardGroup::without_shards(config, group)?;
+        new.shards = (0..config.shards_per_group())
             .map(|local| {
-                let global = group * per_group + local;
                 Table::with_capacity(
-                    staggered(config.shard_slots_initial, global, config.shard_count()),
+                    initial_capacity(&config, group, local as usize),
                     u32::from(config.shard_bits),
                 )
             })
             .collect();
+        Ok(new)
+    }
+
+    /// Group `group` of `config` with no shard tables yet, which allocates
+    /// nothing: [`ShardGroup::new`] adds every table at once, a snapshot
+    /// restore one per section as the section arrives
+    /// ([`ShardGroup::restore_shard`]).
+    pub(crate) fn without_shards(config: Config, group: u32) -> Result<ShardGroup> {
+        config.validate()?;
+        if group >= 1 << config.group_bits {
+            return Err(invalid("group", group.into(), "0..2^group_bits"));
+        }
         Ok(ShardGroup {
             group,
             config,
-            shards,
+            shards: Vec::new(),
             arena: Arena::new(),
-            scratch: vec![0; CHAIN_BYTES_MAX + RECORD_BYTES_MAX],
+            scratch: Vec::new(),
             keys: 0,
             record_bytes: 0,
             cursor_shard: 0,
             cursor_slot: 0,
         })
+    }
+
+    /// The buffer for chain moves, allocated on first use: a group that
+    /// never moves a chain (one fresh from a snapshot) does not pay for it.
+    fn scratch(scratch: &mut Vec<u8>) -> &mut [u8] {
+        if scratch.is_empty() {
+            *scratch = vec![0; CHAIN_BYTES_MAX + RECORD_BYTES_MAX];
+        }
+        scratch
     }
 
     /// This group's number.
@@ -360,11 +377,12 @@ impl ShardGroup {
                         set_used(slot, kept + n);
                     } else {
                         let moved = arena.alloc(new_class)?;
-                        self.scratch[..kept].copy_from_slice(&arena.chain(handle)[evict_bytes..]);
-                        self.scratch[kept..kept + n].copy_from_slice(bytes);
+                        let scratch = ShardGroup::scratch(&mut self.scratch);
+                        scratch[..kept].copy_from_slice(&arena.chain(handle)[evict_bytes..]);
+                        scratch[kept..kept + n].copy_from_slice(bytes);
                         let slot = arena.slot_mut(moved);
                         slot[HEADER_BYTES..HEADER_BYTES + kept + n]
-                            .copy_from_slice(&self.scratch[..kept + n]);
+                            .copy_from_slice(&scratch[..kept + n]);
                         set_used(slot, kept + n);
                         arena.free(handle);
                         table.set_handle(i, moved);
@@ -376,7 +394,10 @@ impl ShardGroup {
             Probe::Vacant(mut i) => {
                 let handle = arena.alloc(class_for(HEADER_BYTES + n))?;
                 if table.needs_growth() {
-                    let Some(capacity) = table.grown_capacity() else {
+                    // A shard restored smaller than a new one (or empty)
+                    // grows straight to the staggered first capacity.
+                    let initial = initial_capacity(&self.config, self.group, shard);
+                    let Some(capacity) = table.grown_capacity().map(|c| c.max(initial)) else {
                         arena.free(handle);
                         return Err(Error::LimitExceeded {
                             limit: "SHARD_SLOTS_MAX",
@@ -448,14 +469,15 @@ impl ShardGroup {
     pub fn trim_slice(&mut self, now_ms: u64, slots_budget: u64) -> TrimOutcome {
         let cutoff = now_ms.saturating_sub(self.config.lookback_ms);
         let mut outcome = TrimOutcome::default();
-        while outcome.slots_scanned < slots_budget {
-            if self.cursor_slot >= self.shards[self.cursor_shard].capacity() as usize {
+        'slots: while outcome.slots_scanned < slots_budget {
+            // A shard restored without keys has no slots: skip it.
+            while self.cursor_slot >= self.shards[self.cursor_shard].capacity() as usize {
                 self.cursor_slot = 0;
                 self.cursor_shard += 1;
                 if self.cursor_shard == self.shards.len() {
                     self.cursor_shard = 0;
                     outcome.pass_done = true;
-                    break;
+                    break 'slots;
                 }
             }
             outcome.slots_scanned += 1;
@@ -488,9 +510,10 @@ impl ShardGroup {
             if class < self.arena.class_of(handle)
                 && let Ok(moved) = self.arena.alloc(class)
             {
-                self.scratch[..kept].copy_from_slice(self.arena.chain(handle));
+                let scratch = ShardGroup::scratch(&mut self.scratch);
+                scratch[..kept].copy_from_slice(self.arena.chain(handle));
                 let slot = self.arena.slot_mut(moved);
-                slot[HEADER_BYTES..HEADER_BYTES + kept].copy_from_slice(&self.scratch[..kept]);
+                slot[HEADER_BYTES..HEADER_BYTES + kept].copy_from_slice(&scratch[..kept]);
                 set_used(slot, kept);
                 self.arena.free(handle);
                 table.set_handle(self.cursor_slot, moved);
@@ -556,12 +579,24 @@ impl ShardGroup {
         self.shards.len()
     }
 
-    /// Sizes local shard `shard`, still empty, for `keys` keys, keeping the
-    /// stagger (snapshot restore: no shard grows while restoring).
-    pub(crate) fn presize(&mut self, shard: usize, keys: u64) -> Result<()> {
-        assert_eq!(self.shards[shard].len(), 0);
-        let global =
-            self.group * self.config.shards_per_group() + u32::try_from(shard).expect("< 2^20");
+    /// Adds the group's next shard table, sized for the `keys` keys its
+    /// snapshot section holds, and returns its local number (snapshot
+    /// restore: no shard grows while restoring).
+    ///
+    /// The size comes from `keys` alone, which the caller has checked
+    /// against the section's bytes, never from `shard_slots_initial`: a
+    /// header could ask for 2^27 slots in each of 2^20 shards, and a
+    /// decoder allocates only what the bytes it has read back. A shard
+    /// without keys gets a table of no slots; shards grow to at least
+    /// their staggered `shard_slots_initial` later, as in a new store.
+    pub(crate) fn restore_shard(&mut self, keys: u64) -> Result<usize> {
+        let shard = self.shards.len();
+        assert!(shard < self.config.shards_per_group() as usize);
+        let shard_bits = u32::from(self.config.shard_bits);
+        if keys == 0 {
+            self.shards.push(Table::empty(shard_bits));
+            return Ok(shard);
+        }
         // The load right after growing (0.68) times the stagger, so restored
         // shards again reach their thresholds at spread-out moments.
         let base = keys * LOAD_DEN * GROWTH_NUM / (LOAD_NUM * GROWTH_DEN) + 1;
@@ -574,12 +609,23 @@ impl ShardGroup {
                 found: base,
             })?;
         let capacity = staggered(
-            base.max(self.config.shard_slots_initial),
-            global,
+            base.max(SHARD_SLOTS_INITIAL_MIN),
+            global_shard(&self.config, self.group, shard),
             self.config.shard_count(),
         );
-        self.shards[shard] = Table::with_capacity(capacity, u32::from(self.config.shard_bits));
-        Ok(())
+        self.shards.push(Table::with_capacity(capacity, shard_bits));
+        Ok(shard)
+    }
+
+    /// Whether every shard of the group has its table (snapshot restore).
+    pub(crate) fn shards_complete(&self) -> bool {
+        self.shards.len() == self.config.shards_per_group() as usize
+    }
+
+    /// Gives back the spare capacity of the shard list, once complete.
+    pub(crate) fn finish_restore(&mut self) {
+        assert!(self.shards_complete());
+        self.shards.shrink_to_fit();
     }
 
     /// Inserts a chain read from a snapshot into local shard `shard`, whose
@@ -617,6 +663,22 @@ impl ShardGroup {
 
 pub(crate) fn malformed(reason: String) -> Error {
     Error::SnapshotMalformed { reason }
+}
+
+/// Local shard `shard` of group `group`'s number in the whole store.
+fn global_shard(config: &Config, group: u32, shard: usize) -> u32 {
+    group * config.shards_per_group() + u32::try_from(shard).expect("< 2^20")
+}
+
+/// The capacity a new store gives a shard: the configured first capacity,
+/// staggered. A shard never grows to less, so one restored smaller (or
+/// empty) grows straight to it.
+fn initial_capacity(config: &Config, group: u32, shard: usize) -> u32 {
+    staggered(
+        config.shard_slots_initial,
+        global_shard(config, group, shard),
+        config.shard_count(),
+    )
 }
 
 /// `base * (5/4)^(index / count)`: capacities spread evenly over one growth

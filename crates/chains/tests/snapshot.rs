@@ -230,3 +230,64 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+/// A restore sizes shards for their keys, not for `shard_slots_initial`,
+/// and gives shards without keys no slots; the restored store behaves as the
+/// original, and each shard grows straight to the original's staggered
+/// first capacity, so that after enough appends both have the same index.
+#[test]
+fn restored_shards_are_sized_for_their_keys_and_grow_to_the_initial() {
+    let config = Config {
+        shard_bits: 3,
+        group_bits: 1,
+        lookback_ms: 1_000_000,
+        shard_slots_initial: 64,
+    };
+    let mut store = Store::new(config).expect("valid");
+    let r = |t: u64| Record::new(t, Kind::CLICK, CampaignId(1), SiteId(2)).expect("time");
+    // Three keys: most of the eight shards are empty.
+    for user in 0..3 {
+        store.append(UserId(user), &r(user)).expect("room");
+    }
+    let mut bytes = Vec::new();
+    store.snapshot(&mut bytes).expect("in memory");
+    let mut restored = Store::restore(bytes.as_slice()).expect("own snapshot");
+    assert_eq!(restored.config(), store.config());
+    assert_eq!(contents(&restored, 3), contents(&store, 3));
+    assert!(
+        restored.memory().index_bytes < store.memory().index_bytes / 8,
+        "{:?} vs {:?}",
+        restored.memory(),
+        store.memory()
+    );
+    // Empty shards answer lookups, conversions and trims.
+    let mut out = Vec::new();
+    for user in 3..40 {
+        assert!(!restored.chain(UserId(user), &mut out).expect("own group"));
+        assert!(!restored.take(UserId(user), &mut out).expect("own group"));
+    }
+    assert!(restored.trim_slice(0, 1_000).pass_done);
+    assert_eq!(restored.trim_all(0).records_dropped, 0);
+    // 200 keys over 8 shards stay under the original's first capacity
+    // (0.85 x 64), so it never grows; every restored shard must grow once,
+    // to exactly that capacity.
+    let mut grew = 0;
+    for user in 3..200 {
+        store.append(UserId(user), &r(user)).expect("room");
+        grew += u32::from(
+            restored
+                .append(UserId(user), &r(user))
+                .expect("room")
+                .shard_grew,
+        );
+    }
+    assert!(grew >= 8, "{grew} growths");
+    assert_eq!(contents(&restored, 200), contents(&store, 200));
+    assert_eq!(restored.memory().index_bytes, store.memory().index_bytes);
+    assert_eq!(restored.memory().keys, store.memory().keys);
+    for user in (0..200).step_by(3) {
+        out.clear();
+        assert!(restored.take(UserId(user), &mut out).expect("own group"));
+        assert_eq!(out, vec![r(user)]);
+    }
+}
