@@ -3,40 +3,41 @@
 //! chain moves, conversions, trims and a restore.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::cell::Cell;
 
 use cardinal_chains::{CampaignId, Config, Kind, Record, SiteId, Store, UserId};
 
 struct Counting;
 
-static LIVE_BYTES: AtomicI64 = AtomicI64::new(0);
+// Counted per thread: the test harness's other threads allocate too (output
+// capture, result reporting), and a process-wide counter picked up their
+// bytes now and then. The store lives and dies on the test's own thread.
+thread_local! {
+    static LIVE_BYTES: Cell<i64> = const { Cell::new(0) };
+}
+
+fn add_live(delta: i64) {
+    // `try_with`: a thread being torn down may still free memory.
+    let _ = LIVE_BYTES.try_with(|live| live.set(live.get() + delta));
+}
 
 // SAFETY: every method forwards to `System` with the caller's arguments,
 // so `System`'s guarantees hold; the counter is a side effect only.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(
-            i64::try_from(layout.size()).expect("fits"),
-            Ordering::SeqCst,
-        );
+        add_live(i64::try_from(layout.size()).expect("fits"));
         // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
         unsafe { System.alloc(layout) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        LIVE_BYTES.fetch_add(
-            i64::try_from(layout.size()).expect("fits"),
-            Ordering::SeqCst,
-        );
+        add_live(i64::try_from(layout.size()).expect("fits"));
         // SAFETY: as above.
         unsafe { System.alloc_zeroed(layout) }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE_BYTES.fetch_sub(
-            i64::try_from(layout.size()).expect("fits"),
-            Ordering::SeqCst,
-        );
+        add_live(-i64::try_from(layout.size()).expect("fits"));
         // SAFETY: as above.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -44,7 +45,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let delta =
             i64::try_from(new_size).expect("fits") - i64::try_from(layout.size()).expect("fits");
-        LIVE_BYTES.fetch_add(delta, Ordering::SeqCst);
+        add_live(delta);
         // SAFETY: as above.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -54,7 +55,7 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 fn live() -> i64 {
-    LIVE_BYTES.load(Ordering::SeqCst)
+    LIVE_BYTES.with(Cell::get)
 }
 
 /// Heap bytes the store holds, as the allocator saw them: measured around
