@@ -17,13 +17,26 @@
 //! quantiles add one column per rank (`<name>_p50`...); top-k writes
 //! `item:count` pairs separated by `|`.
 //!
+//! The caller decodes each group's dimension key into display values (the
+//! engine uses `cardinal-route`'s key encoding) and hands [`Results`] over:
+//!
 //! ```
 //! use cardinal_event::Timestamp;
+//! use cardinal_export::{Columns, ResultRow, Results};
 //! use cardinal_rollup::{AggKind, Input, Limits, Rollup, Shape};
-//! let mut r = Rollup::new(Shape { aggs: vec![AggKind::CountAll], dims: 1 }, Limits::default()).unwrap();
-//! r.fold(Timestamp(0), &[Some(b"CA")], &[Input::Null]);
-//! let columns = cardinal_export::Columns { bucket: "day".into(), dims: vec!["state".into()], aggs: vec!["events".into()] };
-//! let text = cardinal_export::table(&columns, &r);
+//! let mut r = Rollup::new(Shape { aggs: vec![AggKind::CountAll] }, Limits::default()).unwrap();
+//! r.fold(Timestamp(0), b"CA", &[Input::Null]);
+//! let rows = r
+//!     .groups()
+//!     .map(|(bucket, key, states)| ResultRow {
+//!         bucket,
+//!         dims: vec![Some(String::from_utf8_lossy(key).into_owned())],
+//!         states,
+//!     })
+//!     .collect();
+//! let columns = Columns { bucket: "day".into(), dims: vec!["state".into()], aggs: vec!["events".into()] };
+//! let results = Results::new(columns, &r.shape().aggs, rows).unwrap();
+//! let text = cardinal_export::table(&results);
 //! assert!(text.contains("1970-01-01") && text.contains("CA"));
 //! ```
 
@@ -36,7 +49,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cardinal_event::Timestamp;
-use cardinal_rollup::{AggState, Output, Rollup};
+use cardinal_rollup::{AggKind, AggState, Output};
 use cardinal_sketch::Estimate;
 
 pub use error::{Error, Result};
@@ -52,6 +65,57 @@ pub struct Columns {
     pub aggs: Vec<String>,
 }
 
+/// One group's result: bucket, dimension values for display (`None` is
+/// NULL) and its aggregate states.
+#[derive(Debug, Clone)]
+pub struct ResultRow<'a> {
+    /// Bucket start.
+    pub bucket: Timestamp,
+    /// Dimension values as text.
+    pub dims: Vec<Option<String>>,
+    /// One state per aggregate.
+    pub states: &'a [AggState],
+}
+
+/// A summary's merged results, ready to export: rows ordered by bucket then
+/// dimension values.
+#[derive(Debug, Clone)]
+pub struct Results<'a> {
+    columns: Columns,
+    kinds: &'a [AggKind],
+    rows: Vec<ResultRow<'a>>,
+}
+
+impl<'a> Results<'a> {
+    /// Checks the names against the rows and sorts the rows.
+    pub fn new(
+        columns: Columns,
+        kinds: &'a [AggKind],
+        mut rows: Vec<ResultRow<'a>>,
+    ) -> Result<Self> {
+        let bad = rows
+            .iter()
+            .find(|r| r.dims.len() != columns.dims.len() || r.states.len() != kinds.len());
+        if columns.aggs.len() != kinds.len() || bad.is_some() {
+            return Err(Error::Columns {
+                names: columns.dims.len() + columns.aggs.len(),
+                columns: bad.map_or(kinds.len(), |r| r.dims.len() + r.states.len()),
+            });
+        }
+        rows.sort_by(|a, b| a.bucket.cmp(&b.bucket).then_with(|| a.dims.cmp(&b.dims)));
+        Ok(Self {
+            columns,
+            kinds,
+            rows,
+        })
+    }
+
+    /// The rows, ordered.
+    pub fn rows(&self) -> &[ResultRow<'a>] {
+        &self.rows
+    }
+}
+
 /// What to add to file outputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Options {
@@ -60,15 +124,25 @@ pub struct Options {
 }
 
 /// The rows as an aligned text table, ordered by bucket and dimensions.
-pub fn table(columns: &Columns, rollup: &Rollup) -> String {
+pub fn table(results: &Results<'_>) -> String {
+    let columns = &results.columns;
     let mut header: Vec<String> = vec![columns.bucket.clone()];
     header.extend(columns.dims.iter().cloned());
     header.extend(columns.aggs.iter().cloned());
     let mut cells: Vec<Vec<String>> = vec![header];
-    for row in rollup.rows() {
+    for row in &results.rows {
         let mut line = vec![day_or_instant(row.bucket)];
-        line.extend(row.dims.iter().map(|d| text(*d)));
-        line.extend(row.outputs.iter().map(human));
+        line.extend(
+            row.dims
+                .iter()
+                .map(|d| d.clone().unwrap_or_else(|| "NULL".to_string())),
+        );
+        line.extend(
+            row.states
+                .iter()
+                .zip(results.kinds)
+                .map(|(s, k)| human(&s.output(k))),
+        );
         cells.push(line);
     }
     let widths: Vec<usize> = (0..cells[0].len())
@@ -107,37 +181,27 @@ pub fn table(columns: &Columns, rollup: &Rollup) -> String {
 pub fn write_daily_csv(
     dir: &Path,
     summary: &str,
-    columns: &Columns,
-    rollup: &Rollup,
+    results: &Results<'_>,
     options: Options,
 ) -> Result<Vec<PathBuf>> {
-    check_columns(columns, rollup)?;
     let folder = dir.join(summary);
     std::fs::create_dir_all(&folder).map_err(|source| io(&folder, source))?;
-    let header = csv_header(columns, rollup, options);
-    let mut rows: Vec<SortedLine<'_>> = rollup
-        .groups()
-        .map(|(bucket, dims, states)| {
-            let line = csv_line(bucket, &dims, states, rollup, options);
-            (bucket, dims, line)
-        })
-        .collect();
-    // The order of `Rollup::rows`: bucket, then dimension values.
-    rows.sort();
+    let header = csv_header(results, options);
+    let rows = &results.rows;
     let mut written = Vec::new();
     let mut start = 0;
     while start < rows.len() {
-        let day = rows[start].0.date();
+        let day = rows[start].bucket.date();
         let end = start
             + rows[start..]
                 .iter()
-                .take_while(|(b, _, _)| b.date() == day)
+                .take_while(|r| r.bucket.date() == day)
                 .count();
         let name = format!("{:04}-{:02}-{:02}.csv", day.0, day.1, day.2);
         let path = folder.join(name);
         let mut body = header.clone();
-        for (_, _, line) in &rows[start..end] {
-            body.push_str(line);
+        for row in &rows[start..end] {
+            body.push_str(&csv_line(row, results.kinds, options));
         }
         write_atomically(&path, body.as_bytes())?;
         written.push(path);
@@ -150,24 +214,24 @@ pub fn write_daily_csv(
 pub fn write_json_lines(
     out: &mut impl Write,
     summary: &str,
-    columns: &Columns,
-    rollup: &Rollup,
+    results: &Results<'_>,
     options: Options,
 ) -> Result<()> {
-    check_columns(columns, rollup)?;
-    let mut lines: Vec<SortedLine<'_>> = Vec::new();
-    for (bucket, dims, states) in rollup.groups() {
+    let columns = &results.columns;
+    for row in &results.rows {
         let mut line = format!(
-            "{{\"summary\":{},\"{}\":\"{}\"",
+            "{{\"summary\":{},{}:\"{}\"",
             json_string(summary.as_bytes()),
-            json_escape(&columns.bucket),
-            bucket
+            json_string(columns.bucket.as_bytes()),
+            row.bucket
         );
-        for (name, value) in columns.dims.iter().zip(&dims) {
-            let value = value.map_or_else(|| "null".to_string(), json_string);
+        for (name, value) in columns.dims.iter().zip(&row.dims) {
+            let value = value
+                .as_ref()
+                .map_or_else(|| "null".to_string(), |v| json_string(v.as_bytes()));
             let _ = write!(line, ",{}:{value}", json_string(name.as_bytes()));
         }
-        for ((name, state), kind) in columns.aggs.iter().zip(states).zip(&rollup.shape().aggs) {
+        for ((name, state), kind) in columns.aggs.iter().zip(row.states).zip(results.kinds) {
             let _ = write!(
                 line,
                 ",{}:{}",
@@ -184,38 +248,19 @@ pub fn write_json_lines(
             }
         }
         line.push_str("}\n");
-        lines.push((bucket, dims, line));
-    }
-    lines.sort();
-    for (_, _, line) in lines {
         out.write_all(line.as_bytes())
             .map_err(|source| io(Path::new("-"), source))?;
     }
     Ok(())
 }
 
-/// A rendered line with the key it sorts by: bucket, then dimension values.
-type SortedLine<'a> = (Timestamp, Vec<Option<&'a [u8]>>, String);
-
-fn check_columns(columns: &Columns, rollup: &Rollup) -> Result<()> {
-    let shape = rollup.shape();
-    if columns.dims.len() != shape.dims || columns.aggs.len() != shape.aggs.len() {
-        return Err(Error::Columns {
-            names: columns.dims.len() + columns.aggs.len(),
-            columns: shape.dims + shape.aggs.len(),
-        });
-    }
-    Ok(())
-}
-
-fn csv_header(columns: &Columns, rollup: &Rollup, options: Options) -> String {
+fn csv_header(results: &Results<'_>, options: Options) -> String {
+    let columns = &results.columns;
     let mut fields = vec![columns.bucket.clone()];
     fields.extend(columns.dims.iter().cloned());
-    let first = rollup.groups().next();
+    let first = results.rows.first();
     for (i, name) in columns.aggs.iter().enumerate() {
-        let sample = first
-            .as_ref()
-            .map(|(_, _, states)| states[i].output(&rollup.shape().aggs[i]));
+        let sample = first.map(|row| row.states[i].output(&results.kinds[i]));
         match sample {
             Some(Output::Estimate(_)) => {
                 fields.extend([
@@ -234,8 +279,7 @@ fn csv_header(columns: &Columns, rollup: &Rollup, options: Options) -> String {
             }
             _ => fields.push(name.clone()),
         }
-        if options.hll_hex && matches!(rollup.shape().aggs[i], cardinal_rollup::AggKind::Hll { .. })
-        {
+        if options.hll_hex && matches!(results.kinds[i], AggKind::Hll { .. }) {
             fields.push(format!("{name}_hll"));
         }
     }
@@ -248,16 +292,13 @@ fn csv_header(columns: &Columns, rollup: &Rollup, options: Options) -> String {
     line
 }
 
-fn csv_line(
-    bucket: Timestamp,
-    dims: &[Option<&[u8]>],
-    states: &[AggState],
-    rollup: &Rollup,
-    options: Options,
-) -> String {
-    let mut fields = vec![bucket.to_string()];
-    fields.extend(dims.iter().map(|d| d.map_or_else(String::new, csv_field)));
-    for (state, kind) in states.iter().zip(&rollup.shape().aggs) {
+fn csv_line(row: &ResultRow<'_>, kinds: &[AggKind], options: Options) -> String {
+    let mut fields = vec![row.bucket.to_string()];
+    fields.extend(row.dims.iter().map(|d| {
+        d.as_deref()
+            .map_or_else(String::new, |d| csv_field(d.as_bytes()))
+    }));
+    for (state, kind) in row.states.iter().zip(kinds) {
         match state.output(kind) {
             Output::Count(n) => fields.push(n.to_string()),
             Output::Number(v) => fields.push(v.map_or_else(String::new, |v| v.to_string())),
@@ -316,13 +357,6 @@ fn day_or_instant(t: Timestamp) -> String {
         Some(day) => day.to_string(),
         None => text,
     }
-}
-
-fn text(value: Option<&[u8]>) -> String {
-    value.map_or_else(
-        || "NULL".to_string(),
-        |v| String::from_utf8_lossy(v).into_owned(),
-    )
 }
 
 fn human(output: &Output) -> String {

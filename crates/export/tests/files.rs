@@ -1,11 +1,26 @@
 //! Per-day files, JSON lines and tables from a small rollup.
 
 use cardinal_event::Timestamp;
-use cardinal_export::{Columns, Options, table, write_daily_csv, write_json_lines};
+use cardinal_export::{
+    Columns, Options, ResultRow, Results, table, write_daily_csv, write_json_lines,
+};
 use cardinal_rollup::{AggKind, Input, Limits, Rollup, Shape};
 use cardinal_sketch::hash;
 
 const DAY: i64 = 86_400_000;
+
+/// The rollup's groups as results, the key bytes being the state's name.
+fn results<'a>(columns: &Columns, rollup: &'a Rollup) -> Results<'a> {
+    let rows = rollup
+        .groups()
+        .map(|(bucket, key, states)| ResultRow {
+            bucket,
+            dims: vec![Some(String::from_utf8_lossy(key).into_owned())],
+            states,
+        })
+        .collect();
+    Results::new(columns.clone(), &rollup.shape().aggs, rows).expect("matching columns")
+}
 
 fn sample() -> (Columns, Rollup) {
     let shape = Shape {
@@ -17,7 +32,6 @@ fn sample() -> (Columns, Rollup) {
                 regwidth: 5,
             },
         ],
-        dims: 1,
     };
     let mut rollup = Rollup::new(shape, Limits::default()).expect("valid");
     for (day, state, user, revenue) in [
@@ -34,7 +48,7 @@ fn sample() -> (Columns, Rollup) {
         };
         rollup.fold(
             Timestamp(day * DAY + 3_600_000),
-            &[Some(state.as_bytes())],
+            state.as_bytes(),
             &[Input::Null, Input::Number(revenue), key],
         );
     }
@@ -51,8 +65,13 @@ fn one_atomic_file_per_day() {
     let (columns, rollup) = sample();
     let dir = std::env::temp_dir().join(format!("cardinal-export-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let files = write_daily_csv(&dir, "reach", &columns, &rollup, Options { hll_hex: true })
-        .expect("written");
+    let files = write_daily_csv(
+        &dir,
+        "reach",
+        &results(&columns, &rollup),
+        Options { hll_hex: true },
+    )
+    .expect("written");
     let names: Vec<String> = files
         .iter()
         .map(|f| f.file_name().expect("name").to_string_lossy().into_owned())
@@ -69,7 +88,13 @@ fn one_atomic_file_per_day() {
     let leftovers = std::fs::read_dir(dir.join("reach")).expect("dir").count();
     assert_eq!(leftovers, 2);
     // Writing again replaces the files whole.
-    write_daily_csv(&dir, "reach", &columns, &rollup, Options::default()).expect("written");
+    write_daily_csv(
+        &dir,
+        "reach",
+        &results(&columns, &rollup),
+        Options::default(),
+    )
+    .expect("written");
     assert!(
         !std::fs::read_to_string(&files[0])
             .expect("readable")
@@ -82,13 +107,19 @@ fn one_atomic_file_per_day() {
 fn json_lines_and_table() {
     let (columns, rollup) = sample();
     let mut out = Vec::new();
-    write_json_lines(&mut out, "reach", &columns, &rollup, Options::default()).expect("written");
+    write_json_lines(
+        &mut out,
+        "reach",
+        &results(&columns, &rollup),
+        Options::default(),
+    )
+    .expect("written");
     let text = String::from_utf8(out).expect("utf-8");
     assert_eq!(text.lines().count(), 3);
     assert!(text.starts_with("{\"summary\":\"reach\",\"hour\":\"1970-01-01T01:00:00Z\",\"state\":\"CA\",\"events\":2,\"revenue\":3.5,\"users\":{\"value\":2,\"lower\":2,\"upper\":2,\"confidence\":1}}"), "{text}");
     assert!(text.contains("\"state\":\"NY, \\\"upstate\\\"\""), "{text}");
 
-    let rendered = table(&columns, &rollup);
+    let rendered = table(&results(&columns, &rollup));
     let lines: Vec<&str> = rendered.lines().collect();
     assert!(lines[0].starts_with("hour"), "{rendered}");
     assert!(lines[1].starts_with("----"), "{rendered}");
@@ -99,6 +130,13 @@ fn json_lines_and_table() {
 fn mismatched_columns_are_refused() {
     let (mut columns, rollup) = sample();
     columns.aggs.pop();
-    let dir = std::env::temp_dir();
-    assert!(write_daily_csv(&dir, "x", &columns, &rollup, Options::default()).is_err());
+    let rows = rollup
+        .groups()
+        .map(|(bucket, _, states)| ResultRow {
+            bucket,
+            dims: vec![None],
+            states,
+        })
+        .collect();
+    assert!(Results::new(columns, &rollup.shape().aggs, rows).is_err());
 }

@@ -12,12 +12,12 @@
 //! use cardinal_event::Timestamp;
 //! use cardinal_rollup::{AggKind, Input, Limits, Output, Rollup, Shape};
 //!
-//! let shape = Shape { aggs: vec![AggKind::CountAll, AggKind::Sum], dims: 1 };
+//! let shape = Shape { aggs: vec![AggKind::CountAll, AggKind::Sum] };
 //! let mut a = Rollup::new(shape.clone(), Limits::default()).unwrap();
 //! let mut b = Rollup::new(shape, Limits::default()).unwrap();
 //! let day = Timestamp(0);
-//! a.fold(day, &[Some(b"CA")], &[Input::Null, Input::Number(1.5)]);
-//! b.fold(day, &[Some(b"CA")], &[Input::Null, Input::Number(2.5)]);
+//! a.fold(day, b"CA", &[Input::Null, Input::Number(1.5)]);
+//! b.fold(day, b"CA", &[Input::Null, Input::Number(2.5)]);
 //! a.merge(&b).unwrap();
 //! let rows = a.rows();
 //! assert_eq!(rows[0].outputs, vec![Output::Count(2), Output::Number(Some(4.0))]);
@@ -31,4 +31,4 @@ mod table;
 
 pub use agg::{AggKind, AggState, Input, Output, TOPK_K_MAX};
 pub use error::{Error, Result};
-pub use table::{DIMS_MAX, Folded, GROUPS_MAX_DEFAULT, GroupKey, Limits, Rollup, Row, Shape};
+pub use table::{Folded, GROUPS_MAX_DEFAULT, GroupKey, KEY_BYTES_MAX, Limits, Rollup, Row, Shape};

@@ -3,14 +3,16 @@
 //!
 //! ```text
 //!  index: HashMap<GroupKey, row>        keys: Vec<GroupKey>     states: Vec<AggState>
-//!  GroupKey = | bucket i64 | dim ids [u32; DIMS_MAX] |          row r owns states[r*A .. (r+1)*A]
-//!  dim id 0 = NULL; ids index the worker's Interner (dimension strings kept once)
+//!  GroupKey = | bucket i64 | key id u32 |                       row r owns states[r*A .. (r+1)*A]
+//!  key ids index the worker's Interner: each distinct dimension key kept once
 //! ```
 //!
-//! Keys hold interned ids, not strings, so a fold that finds its group
-//! allocates nothing: one interner probe per dimension (by borrowed bytes),
-//! one index probe, then the aggregate folds. Interners are per worker; a
-//! merge translates the other side's ids through their strings.
+//! The dimension key is the record's dimension values encoded back to back
+//! by the caller (`cardinal-route` writes tagged values into one reused
+//! buffer); the rollup treats it as opaque bytes. Keys hold interned ids, so
+//! a fold that finds its group allocates nothing: one interner probe (by
+//! borrowed bytes), one index probe, then the aggregate folds. Interners are
+//! per worker; a merge translates the other side's ids through their bytes.
 //!
 //! Limits: at most `groups_max` groups (a record that would open a group past
 //! it is dropped and counted: a memory guard against a runaway dimension);
@@ -25,8 +27,10 @@ use cardinal_event::Timestamp;
 use crate::agg::{AggKind, AggState, Input, Output};
 use crate::{Error, Result};
 
-/// Most dimensions (non-bucket group keys) a summary may have.
-pub const DIMS_MAX: usize = 8;
+/// Longest encoded dimension key: a record whose key is longer is dropped
+/// and counted (text dimensions are bounded by the line length already;
+/// this bounds the interner's memory per group).
+pub const KEY_BYTES_MAX: usize = 64 * 1024;
 
 /// Default cap on groups per summary per worker: about 10 GB of dense
 /// (11, 5) HyperLogLogs at worst, far less with small groups sparse.
@@ -37,8 +41,6 @@ pub const GROUPS_MAX_DEFAULT: u64 = 5_000_000;
 pub struct Shape {
     /// The aggregates, in output order.
     pub aggs: Vec<AggKind>,
-    /// How many dimensions (0..=DIMS_MAX).
-    pub dims: usize,
 }
 
 /// Limits of one partial rollup.
@@ -69,14 +71,16 @@ pub enum Folded {
     DroppedGroupLimit,
     /// Dropped: its bucket is older than the retention window.
     DroppedExpired,
+    /// Dropped: its dimension key is longer than [`KEY_BYTES_MAX`].
+    DroppedKeyTooLong,
 }
 
-/// The key of a group: its bucket start and interned dimension ids.
+/// The key of a group: its bucket start and interned dimension key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupKey {
     /// Bucket start, UTC milliseconds.
     pub bucket: i64,
-    dims: [u32; DIMS_MAX],
+    key: u32,
 }
 
 /// One output row.
@@ -84,8 +88,8 @@ pub struct GroupKey {
 pub struct Row<'a> {
     /// Bucket start.
     pub bucket: Timestamp,
-    /// Dimension values (`None` for NULL).
-    pub dims: Vec<Option<&'a [u8]>>,
+    /// The encoded dimension key, as given to [`Rollup::fold`].
+    pub key: &'a [u8],
     /// One answer per aggregate.
     pub outputs: Vec<Output>,
 }
@@ -102,18 +106,12 @@ pub struct Rollup {
     newest_bucket: i64,
     dropped_group_limit: u64,
     dropped_expired: u64,
+    dropped_key_too_long: u64,
 }
 
 impl Rollup {
     /// An empty partial rollup.
     pub fn new(shape: Shape, limits: Limits) -> Result<Self> {
-        if shape.dims > DIMS_MAX {
-            return Err(Error::Limit {
-                name: "dimensions",
-                value: shape.dims as u64,
-                reason: "at most DIMS_MAX (8) group keys besides the bucket",
-            });
-        }
         if limits.groups_max == 0 || limits.groups_max > u64::from(u32::MAX) {
             return Err(Error::Limit {
                 name: "groups_max",
@@ -134,18 +132,17 @@ impl Rollup {
             newest_bucket: i64::MIN,
             dropped_group_limit: 0,
             dropped_expired: 0,
+            dropped_key_too_long: 0,
         })
     }
 
-    /// Folds one record: its bucket, its dimension values (`dims.len()` must
-    /// equal the shape's) and one evaluated argument per aggregate.
-    pub fn fold(
-        &mut self,
-        bucket: Timestamp,
-        dims: &[Option<&[u8]>],
-        inputs: &[Input<'_>],
-    ) -> Folded {
-        assert_eq!(dims.len(), self.shape.dims, "one value per dimension");
+    /// Folds one record: its bucket, its encoded dimension key and one
+    /// evaluated argument per aggregate.
+    pub fn fold(&mut self, bucket: Timestamp, key: &[u8], inputs: &[Input<'_>]) -> Folded {
+        if key.len() > KEY_BYTES_MAX {
+            self.dropped_key_too_long += 1;
+            return Folded::DroppedKeyTooLong;
+        }
         assert_eq!(
             inputs.len(),
             self.shape.aggs.len(),
@@ -158,13 +155,10 @@ impl Rollup {
             return Folded::DroppedExpired;
         }
         self.newest_bucket = self.newest_bucket.max(bucket.0);
-        let mut key = GroupKey {
+        let key = GroupKey {
             bucket: bucket.0,
-            dims: [0; DIMS_MAX],
+            key: self.interner.intern(key),
         };
-        for (slot, value) in key.dims.iter_mut().zip(dims) {
-            *slot = value.map_or(0, |v| self.interner.intern(v));
-        }
         let row = match self.index.get(&key) {
             Some(&row) => row,
             None => match self.open(key) {
@@ -210,16 +204,10 @@ impl Rollup {
         }
         let width = self.shape.aggs.len();
         for (row, other_key) in other.keys.iter().enumerate() {
-            let mut key = GroupKey {
+            let key = GroupKey {
                 bucket: other_key.bucket,
-                dims: [0; DIMS_MAX],
+                key: self.interner.intern(other.interner.get(other_key.key)),
             };
-            for (slot, &id) in key.dims.iter_mut().zip(&other_key.dims) {
-                *slot = match other.interner.get(id) {
-                    Some(text) => self.interner.intern(text),
-                    None => 0,
-                };
-            }
             let target = match self.index.get(&key) {
                 Some(&target) => target,
                 None => self.open(key).ok_or(Error::Limit {
@@ -236,6 +224,7 @@ impl Rollup {
         self.newest_bucket = self.newest_bucket.max(other.newest_bucket);
         self.dropped_group_limit += other.dropped_group_limit;
         self.dropped_expired += other.dropped_expired;
+        self.dropped_key_too_long += other.dropped_key_too_long;
         Ok(())
     }
 
@@ -268,8 +257,7 @@ impl Rollup {
         before - keep
     }
 
-    /// The answers, one row per group, ordered by bucket then dimension
-    /// values (NULL first).
+    /// The answers, one row per group, ordered by bucket then key bytes.
     pub fn rows(&self) -> Vec<Row<'_>> {
         let width = self.shape.aggs.len();
         let mut rows: Vec<Row<'_>> = self
@@ -278,10 +266,7 @@ impl Rollup {
             .enumerate()
             .map(|(row, key)| Row {
                 bucket: Timestamp(key.bucket),
-                dims: key.dims[..self.shape.dims]
-                    .iter()
-                    .map(|&id| self.interner.get(id))
-                    .collect(),
+                key: self.interner.get(key.key),
                 outputs: self.states[row * width..(row + 1) * width]
                     .iter()
                     .zip(&self.shape.aggs)
@@ -289,22 +274,18 @@ impl Rollup {
                     .collect(),
             })
             .collect();
-        rows.sort_by(|a, b| a.bucket.cmp(&b.bucket).then_with(|| a.dims.cmp(&b.dims)));
+        rows.sort_by(|a, b| a.bucket.cmp(&b.bucket).then_with(|| a.key.cmp(b.key)));
         rows
     }
 
-    /// The raw states of each group, in the order of [`Rollup::rows`]'
-    /// unsorted table, for exporters that need the sketches themselves (e.g.
-    /// postgresql-hll hex).
-    pub fn groups(&self) -> impl Iterator<Item = (Timestamp, Vec<Option<&[u8]>>, &[AggState])> {
+    /// Each group's bucket, key and raw states, unordered, for exporters
+    /// that need the sketches themselves (e.g. postgresql-hll hex).
+    pub fn groups(&self) -> impl Iterator<Item = (Timestamp, &[u8], &[AggState])> {
         let width = self.shape.aggs.len();
         self.keys.iter().enumerate().map(move |(row, key)| {
             (
                 Timestamp(key.bucket),
-                key.dims[..self.shape.dims]
-                    .iter()
-                    .map(|&id| self.interner.get(id))
-                    .collect(),
+                self.interner.get(key.key),
                 &self.states[row * width..(row + 1) * width],
             )
         })
@@ -325,6 +306,11 @@ impl Rollup {
         self.dropped_expired
     }
 
+    /// Records dropped because their key was longer than [`KEY_BYTES_MAX`].
+    pub fn dropped_key_too_long(&self) -> u64 {
+        self.dropped_key_too_long
+    }
+
     /// The shape.
     pub fn shape(&self) -> &Shape {
         &self.shape
@@ -340,7 +326,7 @@ impl Rollup {
     }
 }
 
-/// Dimension strings, each kept once; id 0 is NULL.
+/// Dimension keys, each kept once; ids index `strings`.
 #[derive(Debug, Clone, Default)]
 struct Interner {
     ids: HashMap<Box<[u8]>, u32, FastBuild>,
@@ -353,14 +339,14 @@ impl Interner {
         if let Some(&id) = self.ids.get(text) {
             return id;
         }
+        let id = u32::try_from(self.strings.len()).expect("fewer than 2^32 distinct keys");
         self.strings.push(text.into());
-        let id = u32::try_from(self.strings.len()).expect("fewer than 2^32 distinct strings");
         self.ids.insert(text.into(), id);
         id
     }
 
-    fn get(&self, id: u32) -> Option<&[u8]> {
-        (id != 0).then(|| &*self.strings[id as usize - 1])
+    fn get(&self, id: u32) -> &[u8] {
+        &self.strings[id as usize]
     }
 
     fn heap_bytes(&self) -> usize {

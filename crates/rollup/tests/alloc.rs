@@ -59,12 +59,11 @@ fn folding_into_existing_groups_allocates_nothing() {
                 regwidth: 5,
             },
         ],
-        dims: 2,
     };
     let mut rollup = Rollup::new(shape, Limits::default()).expect("valid");
-    let states: Vec<String> = (0..50).map(|i| format!("state{i}")).collect();
+    let keys: Vec<String> = (0..50).map(|i| format!("state{i}|site")).collect();
     let fold = |rollup: &mut Rollup, i: u64| {
-        let state = states[usize::try_from(i % 50).expect("< 50")].as_bytes();
+        let key = keys[usize::try_from(i % 50).expect("< 50")].as_bytes();
         let user = Input::Key {
             hash: hash::user_id(i),
             id: Some(i),
@@ -73,7 +72,7 @@ fn folding_into_existing_groups_allocates_nothing() {
         let revenue = Input::Number(i as f64 * 0.01);
         rollup.fold(
             Timestamp(i64::try_from(i % 3).expect("< 3") * 86_400_000),
-            &[Some(state), Some(b"site")],
+            key,
             &[Input::Null, revenue, revenue, revenue, user],
         );
     };

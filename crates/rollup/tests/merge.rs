@@ -24,7 +24,6 @@ fn shape() -> Shape {
             AggKind::ExactDistinct,
             AggKind::Theta { lg_k: 5 },
         ],
-        dims: 2,
     }
 }
 
@@ -33,8 +32,8 @@ type Event = (i64, u8, Option<u8>, u64, Option<f64>);
 
 fn fold(rollup: &mut Rollup, event: &Event) -> Folded {
     let (day, state, site, user, revenue) = *event;
-    let state_text = [b'A' + state % 4];
-    let site_text = site.map(|s| [b'a' + s % 3]);
+    // Two dimensions encoded back to back; 0xFF stands for a NULL site.
+    let dims = [b'A' + state % 4, site.map_or(0xFF, |s| b'a' + s % 3)];
     let key = Input::Key {
         hash: hash::user_id(user),
         id: Some(user),
@@ -43,7 +42,7 @@ fn fold(rollup: &mut Rollup, event: &Event) -> Folded {
     let number = revenue.map_or(Input::Null, Input::Number);
     rollup.fold(
         Timestamp(day * 86_400_000),
-        &[Some(&state_text[..]), site_text.as_ref().map(|t| &t[..])],
+        &dims,
         &[
             Input::Null,
             number,
@@ -62,7 +61,7 @@ fn fold(rollup: &mut Rollup, event: &Event) -> Folded {
 fn fingerprint(rollup: &Rollup) -> Vec<String> {
     let mut rows: Vec<String> = rollup
         .groups()
-        .map(|(bucket, dims, states)| {
+        .map(|(bucket, key, states)| {
             let bytes: Vec<Vec<u8>> = states
                 .iter()
                 .map(|s| match s {
@@ -72,7 +71,7 @@ fn fingerprint(rollup: &Rollup) -> Vec<String> {
                     _ => Vec::new(),
                 })
                 .collect();
-            format!("{bucket:?} {dims:?} {bytes:?}")
+            format!("{bucket:?} {key:?} {bytes:?}")
         })
         .collect();
     rows.sort();
@@ -132,19 +131,18 @@ fn group_limit_drops_and_counts() {
     let mut rollup = Rollup::new(
         Shape {
             aggs: vec![AggKind::CountAll],
-            dims: 1,
         },
         limits,
     )
     .expect("valid");
     let day = Timestamp(0);
-    assert_eq!(rollup.fold(day, &[Some(b"a")], &[Input::Null]), Folded::Ok);
-    assert_eq!(rollup.fold(day, &[Some(b"b")], &[Input::Null]), Folded::Ok);
+    assert_eq!(rollup.fold(day, b"a", &[Input::Null]), Folded::Ok);
+    assert_eq!(rollup.fold(day, b"b", &[Input::Null]), Folded::Ok);
     assert_eq!(
-        rollup.fold(day, &[Some(b"c")], &[Input::Null]),
+        rollup.fold(day, b"c", &[Input::Null]),
         Folded::DroppedGroupLimit
     );
-    assert_eq!(rollup.fold(day, &[Some(b"a")], &[Input::Null]), Folded::Ok);
+    assert_eq!(rollup.fold(day, b"a", &[Input::Null]), Folded::Ok);
     assert_eq!(rollup.dropped_group_limit(), 1);
     assert_eq!(rollup.rows()[0].outputs, vec![Output::Count(2)]);
 }
@@ -159,24 +157,23 @@ fn retention_drops_old_buckets_and_evicts_their_groups() {
     let mut rollup = Rollup::new(
         Shape {
             aggs: vec![AggKind::CountAll],
-            dims: 0,
         },
         limits,
     )
     .expect("valid");
     for day in [0, 1, 2, 3, 4] {
         assert_eq!(
-            rollup.fold(Timestamp(day * DAY), &[], &[Input::Null]),
+            rollup.fold(Timestamp(day * DAY), b"", &[Input::Null]),
             Folded::Ok
         );
     }
     // Day 1 is older than 4 - 2: dropped. Day 2 is still in the window.
     assert_eq!(
-        rollup.fold(Timestamp(DAY), &[], &[Input::Null]),
+        rollup.fold(Timestamp(DAY), b"", &[Input::Null]),
         Folded::DroppedExpired
     );
     assert_eq!(
-        rollup.fold(Timestamp(2 * DAY), &[], &[Input::Null]),
+        rollup.fold(Timestamp(2 * DAY), b"", &[Input::Null]),
         Folded::Ok
     );
     assert_eq!(rollup.evict_expired(), 2);
@@ -190,7 +187,6 @@ fn merge_refuses_another_shape() {
     let mut a = Rollup::new(
         Shape {
             aggs: vec![AggKind::CountAll],
-            dims: 0,
         },
         Limits::default(),
     )
@@ -198,7 +194,6 @@ fn merge_refuses_another_shape() {
     let b = Rollup::new(
         Shape {
             aggs: vec![AggKind::Sum],
-            dims: 0,
         },
         Limits::default(),
     )
