@@ -62,7 +62,16 @@ struct Typed {
 
 impl Compiler<'_> {
     fn fail<T>(&self, span: Span, message: impl Into<String>) -> Result<T> {
-        Err(at_span(self.source, span, message.into()))
+        Err(at_span(
+            self.source,
+            widen(self.source, span),
+            message.into(),
+        ))
+    }
+
+    /// The source text under `span`, as written.
+    fn text(&self, span: Span) -> String {
+        source_text(self.source, span)
     }
 
     fn check_new_name(&self, name: &Ident) -> Result<()> {
@@ -285,7 +294,7 @@ impl Compiler<'_> {
             Key(Typed),
         }
         let mut items = Vec::new();
-        for item in &decl.items {
+        for (item, item_span) in &decl.items {
             let (expr, alias) = match item {
                 SelectItem::UnnamedExpr(e) => (e, None),
                 SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias)),
@@ -296,7 +305,7 @@ impl Compiler<'_> {
                     );
                 }
             };
-            let name = alias.map_or_else(|| expr.to_string(), |a| a.value.clone());
+            let name = alias.map_or_else(|| self.text(*item_span), |a| a.value.clone());
             let item = match scope.aggregate(expr)? {
                 Some(aggregate) => Item::Aggregate(aggregate),
                 None => Item::Key(scope.expr(expr, Context::Select)?),
@@ -315,8 +324,8 @@ impl Compiler<'_> {
             }
         }
 
-        // GROUP BY entries name select items (by alias, ordinal or equal
-        // text); every non-aggregate select item must be one of them.
+        // GROUP BY entries name select items: by ordinal, by alias, or by
+        // an expression that compiles to the same tree as the item's.
         let mut grouped = vec![false; items.len()];
         for entry in &decl.group_by {
             let span = span_of(entry, decl.name.span);
@@ -337,18 +346,27 @@ impl Compiler<'_> {
                     }
                     _ => None,
                 },
-                ast::Expr::Identifier(ident) => items
-                    .iter()
-                    .position(|(_, alias, ..)| {
-                        alias.is_some_and(|a| a.value.eq_ignore_ascii_case(&ident.value))
-                    })
-                    .or_else(|| items.iter().position(|(_, _, expr, _)| *expr == entry)),
-                _ => items.iter().position(|(_, _, expr, _)| *expr == entry),
+                ast::Expr::Identifier(ident) => items.iter().position(|(_, alias, ..)| {
+                    alias.is_some_and(|a| a.value.eq_ignore_ascii_case(&ident.value))
+                }),
+                _ => None,
+            };
+            let target = match target {
+                Some(target) => Some(target),
+                None => {
+                    let compiled = scope.expr(entry, Context::Group)?.expr;
+                    items.iter().position(
+                        |(.., item)| matches!(item, Item::Key(typed) if typed.expr == compiled),
+                    )
+                }
             };
             let Some(target) = target else {
                 return self.fail(
                     span,
-                    format!("GROUP BY {entry} is not in the select list; group by select items, by name or ordinal"),
+                    format!(
+                        "GROUP BY {} is not in the select list; group by select items, by name or ordinal",
+                        self.text(span)
+                    ),
                 );
             };
             if let Item::Aggregate(_) = items[target].3 {
@@ -380,7 +398,7 @@ impl Compiler<'_> {
                             typed.span,
                             format!(
                                 "{} must appear in GROUP BY or be used in an aggregate; {SUPPORTED_AGGREGATES}",
-                                expr
+                                self.text(typed.span)
                             ),
                         );
                     }
@@ -527,6 +545,80 @@ impl Compiler<'_> {
     }
 }
 
+/// Extends a span over the closing parentheses it leaves open: sqlparser's
+/// spans of calls end at the last argument.
+fn widen(source: &str, span: Span) -> Span {
+    if span.start.line == 0 || span.start.line != span.end.line {
+        return span;
+    }
+    let Some(line) = usize::try_from(span.start.line - 1)
+        .ok()
+        .and_then(|index| source.lines().nth(index))
+    else {
+        return span;
+    };
+    let mut open: i64 = 0;
+    let mut quoted = false;
+    let mut end = span.end;
+    for (i, c) in line.chars().enumerate() {
+        let column = u64::try_from(i + 1).unwrap_or(u64::MAX);
+        if column < span.start.column {
+            continue;
+        }
+        if column >= span.end.column && (open <= 0 || quoted) {
+            break;
+        }
+        match c {
+            '\'' => quoted = !quoted,
+            '(' if !quoted => open += 1,
+            ')' if !quoted => {
+                open -= 1;
+                if column >= span.end.column {
+                    end.column = column + 1;
+                }
+            }
+            _ if column >= span.end.column && !c.is_whitespace() => break,
+            _ => {}
+        }
+    }
+    Span::new(span.start, end)
+}
+
+/// The text between a span's start and end (1-based lines and character
+/// columns, end exclusive); the whole first line if the span is empty.
+fn source_text(source: &str, span: Span) -> String {
+    let mut out = String::new();
+    for (number, line) in source.lines().enumerate() {
+        let number = u64::try_from(number + 1).unwrap_or(u64::MAX);
+        if number < span.start.line || number > span.end.line {
+            continue;
+        }
+        let from = if number == span.start.line {
+            span.start.column
+        } else {
+            1
+        };
+        let to = if number == span.end.line {
+            span.end.column
+        } else {
+            u64::MAX
+        };
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        let taken = line
+            .chars()
+            .enumerate()
+            .filter(|(i, _)| {
+                let column = u64::try_from(i + 1).unwrap_or(u64::MAX);
+                column >= from && column < to
+            })
+            .map(|(_, c)| c);
+        out.extend(taken);
+    }
+    out.trim().to_owned()
+}
+
 fn split_path(path: &str) -> Option<Vec<String>> {
     let keys: Vec<String> = path.split('.').map(str::to_owned).collect();
     (!keys.iter().any(String::is_empty)).then_some(keys)
@@ -536,6 +628,7 @@ fn split_path(path: &str) -> Option<Vec<String>> {
 enum Context {
     Where,
     Select,
+    Group,
 }
 
 /// Names resolve against one stream.
@@ -612,8 +705,8 @@ impl Scope<'_> {
         let args = self.function_args(f, span, true)?;
         let usage = match name.as_str() {
             "count" => "count(*) or count(x)",
-            "sum" | "avg" => "sum(x) and avg(x) over a number",
-            "min" | "max" => "min(x) and max(x) over a number or timestamp",
+            "sum" | "avg" => "sum(x) or avg(x) over a number",
+            "min" | "max" => "min(x) or max(x) over a number or timestamp",
             "hll" => "hll(x [, log2m, regwidth]) over a BIGINT or TEXT",
             "exact_distinct" => "exact_distinct(x) over a BIGINT or TEXT",
             "quantiles" => "quantiles(x [, k]) over a number",
@@ -1032,6 +1125,10 @@ impl Scope<'_> {
                 self.substr(&args, span, context)
             }
             ast::Expr::Function(f) => self.function(f, span, context),
+            ast::Expr::CompoundFieldAccess { .. } => self.fail(
+                span,
+                "a nested name whose first key is a SQL keyword (such as user) must be quoted whole: \"user.id\"",
+            ),
             _ => self.fail(
                 span,
                 format!("{e} is not supported; {SUPPORTED_EXPRESSIONS}"),
@@ -1153,6 +1250,7 @@ impl Scope<'_> {
                 match context {
                     Context::Where => format!("aggregate {name} is not allowed in WHERE, which filters records before they are summarized"),
                     Context::Select => format!("aggregate {name} must be a whole select item, not part of an expression"),
+                    Context::Group => format!("cannot group by the aggregate {name}"),
                 },
             );
         }

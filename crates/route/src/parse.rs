@@ -59,7 +59,9 @@ pub(crate) struct ColumnDecl {
 #[derive(Debug, Clone)]
 pub(crate) struct SummaryDecl {
     pub name: Ident,
-    pub items: Vec<SelectItem>,
+    /// Each select item with the span of all its tokens (sqlparser's
+    /// spans of calls stop before the closing parenthesis).
+    pub items: Vec<(SelectItem, Span)>,
     pub stream: Ident,
     pub filter: Option<ast::Expr>,
     pub group_by: Vec<ast::Expr>,
@@ -87,10 +89,7 @@ impl Declarations {
         let dialect = GenericDialect {};
         let tokens = Tokenizer::new(&dialect, sql)
             .tokenize_with_location()
-            .map_err(|e| {
-                let message = format!("{}; {SUPPORTED_STATEMENTS}", e.message);
-                at(sql, e.location, 1, message)
-            })?;
+            .map_err(|e| at(sql, e.location, 1, e.message.to_lowercase()))?;
         let mut reader = Reader {
             source: sql,
             parser: Parser::new(&dialect)
@@ -149,6 +148,17 @@ impl Reader<'_> {
         self.parser.peek_token()
     }
 
+    /// The end of the last token consumed that is not whitespace.
+    fn previous_end(&self) -> Option<Location> {
+        let index = self.parser.index();
+        self.tokens
+            .get(..index)?
+            .iter()
+            .rev()
+            .find(|t| !matches!(t.token, Token::Whitespace(_)))
+            .map(|t| t.span.end)
+    }
+
     fn fail<T>(&self, token: &TokenWithSpan, message: String) -> Result<T> {
         Err(at_span(self.source, token.span, message))
     }
@@ -171,8 +181,18 @@ impl Reader<'_> {
             .find(|t| t.span.start == location)
             .filter(|t| t.span.start.line == t.span.end.line)
             .map_or(1, |t| t.span.end.column.saturating_sub(t.span.start.column));
-        let text = text.replace("Expected: ", "expected ");
+        let text = text
+            .replace("Expected: ", "expected ")
+            .replace(", found: ", ", found ");
         at(self.source, location, width, format!("{text}; {context}"))
+    }
+
+    /// A token as messages quote it.
+    fn quote(token: &Token) -> String {
+        match token {
+            Token::EOF => "the end of the input".to_owned(),
+            other => format!("'{other}'"),
+        }
     }
 
     fn word_is(token: &TokenWithSpan, word: &str) -> bool {
@@ -197,7 +217,10 @@ impl Reader<'_> {
         } else {
             self.fail(
                 &token,
-                format!("expected {word}, found {}; {context}", token.token),
+                format!(
+                    "expected {word}, found {}; {context}",
+                    Self::quote(&token.token)
+                ),
             )
         }
     }
@@ -210,7 +233,10 @@ impl Reader<'_> {
         } else {
             self.fail(
                 &token,
-                format!("expected {expected}, found {}; {context}", token.token),
+                format!(
+                    "expected '{expected}', found {}; {context}",
+                    Self::quote(&token.token)
+                ),
             )
         }
     }
@@ -232,7 +258,10 @@ impl Reader<'_> {
                 .parser
                 .parse_identifier()
                 .map_err(|e| self.sql_error(e, context)),
-            other => self.fail(&token, format!("expected {what}, found {other}; {context}")),
+            other => self.fail(
+                &token,
+                format!("expected {what}, found {}; {context}", Self::quote(other)),
+            ),
         }
     }
 
@@ -246,7 +275,10 @@ impl Reader<'_> {
                 }
                 Err(_) => self.fail(&token, format!("{what} must be a whole number of days")),
             },
-            other => self.fail(&token, format!("expected {what}, found {other}; {context}")),
+            other => self.fail(
+                &token,
+                format!("expected {what}, found {}; {context}", Self::quote(other)),
+            ),
         }
     }
 
@@ -260,7 +292,10 @@ impl Reader<'_> {
             Token::EOF => Ok(()),
             ref other => self.fail(
                 &token,
-                format!("unexpected {other} where the statement should end with ';'; {context}"),
+                format!(
+                    "unexpected {} where the statement should end with ';'; {context}",
+                    Self::quote(other)
+                ),
             ),
         }
     }
@@ -305,7 +340,7 @@ impl Reader<'_> {
                     &ty,
                     format!(
                         "expected a column type, found {}; types are TIMESTAMP, BIGINT, DOUBLE, TEXT, BOOLEAN",
-                        ty.token
+                        Self::quote(&ty.token)
                     ),
                 );
             };
@@ -340,7 +375,10 @@ impl Reader<'_> {
                 ref other => {
                     return self.fail(
                         &token,
-                        format!("expected ',' or ')' after a column, found {other}; {FORM}"),
+                        format!(
+                            "expected ',' or ')' after a column, found {}; {FORM}",
+                            Self::quote(other)
+                        ),
                     );
                 }
             }
@@ -366,7 +404,10 @@ impl Reader<'_> {
                     ref other => {
                         return self.fail(
                             &token,
-                            format!("expected ',' or ')' after an option, found {other}; {FORM}"),
+                            format!(
+                                "expected ',' or ')' after an option, found {}; {FORM}",
+                                Self::quote(other)
+                            ),
                         );
                     }
                 }
@@ -387,11 +428,13 @@ impl Reader<'_> {
         self.expect_word("SELECT", FORM)?;
         let mut items = Vec::new();
         loop {
+            let start = self.peek().span.start;
             let item = self
                 .parser
                 .parse_select_item()
                 .map_err(|e| self.sql_error(e, FORM))?;
-            items.push(item);
+            let end = self.previous_end().unwrap_or(start);
+            items.push((item, Span::new(start, end)));
             if !self.parser.consume_token(&Token::Comma) {
                 break;
             }
@@ -425,7 +468,7 @@ impl Reader<'_> {
                 &group,
                 format!(
                     "unexpected {}: a summary takes only WHERE and GROUP BY after FROM; {FORM}",
-                    group.token
+                    Self::quote(&group.token)
                 ),
             );
         }
@@ -448,7 +491,12 @@ impl Reader<'_> {
         let token = self.peek();
         let model = match &token.token {
             Token::Word(w) => (w.value.clone(), token.span),
-            other => return self.fail(&token, format!("expected a model, found {other}; {FORM}")),
+            other => {
+                return self.fail(
+                    &token,
+                    format!("expected a model, found {}; {FORM}", Self::quote(other)),
+                );
+            }
         };
         self.parser.advance_token();
         let mut half_life_days = None;
