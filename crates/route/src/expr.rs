@@ -422,18 +422,21 @@ impl Expr {
                 start,
                 length,
             } => {
-                let Held::Text(text) = text.eval_held(record, scratch)? else {
-                    return Ok(Held::Null);
+                // Every operand is evaluated (and may fail) before NULLs
+                // decide, as for the other operators.
+                let text = text.eval_held(record, scratch)?;
+                let start = start.eval_held(record, scratch)?;
+                let length = match length {
+                    None => None,
+                    Some(length) => Some(length.eval_held(record, scratch)?),
                 };
-                let Held::Int(start) = start.eval_held(record, scratch)? else {
+                let (Held::Text(text), Held::Int(start)) = (text, start) else {
                     return Ok(Held::Null);
                 };
                 let length = match length {
                     None => None,
-                    Some(length) => match length.eval_held(record, scratch)? {
-                        Held::Int(length) => Some(length),
-                        _ => return Ok(Held::Null),
-                    },
+                    Some(Held::Int(length)) => Some(length),
+                    Some(_) => return Ok(Held::Null),
                 };
                 let bytes = text_bytes(text, scratch);
                 let (from, to) = substr_range(bytes, start, length);
