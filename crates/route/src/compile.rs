@@ -386,7 +386,7 @@ impl Compiler<'_> {
         let mut dimensions = Vec::new();
         let mut aggregates = Vec::new();
         let mut outputs = Vec::new();
-        for (i, (name, _, expr, item)) in items.into_iter().enumerate() {
+        for (i, (name, _, _, item)) in items.into_iter().enumerate() {
             let source = match item {
                 Item::Aggregate(aggregate) => {
                     aggregates.push(aggregate);
@@ -736,19 +736,17 @@ impl Scope<'_> {
             let Some(arg) = arg else {
                 return wrong(span).map(Some);
             };
-            params.push((literal_number(arg), span_of(*arg, span)));
+            params.push((
+                literal_number(arg),
+                literal_integer(arg),
+                span_of(*arg, span),
+            ));
         }
         let hashable = matches!(typed.ty, Type::Int | Type::Text);
         let integer = |index: usize, what: &str, min: u64, max: u64| -> Result<u64> {
-            let (value, span) = &params[index];
+            let (_, value, span) = &params[index];
             match value {
-                Some(ast_number)
-                    if ast_number.fract() == 0.0
-                        && *ast_number >= min as f64
-                        && *ast_number <= max as f64 =>
-                {
-                    Ok(*ast_number as u64)
-                }
+                Some(value) if (min..=max).contains(value) => Ok(*value),
                 _ => self.fail(
                     *span,
                     format!("{name}: {what} must be a whole number from {min} to {max}"),
@@ -842,7 +840,7 @@ impl Scope<'_> {
                     .map(Some);
                 }
                 let mut ranks = Vec::new();
-                for (value, span) in &params {
+                for (value, _, span) in &params {
                     match value {
                         Some(q) if (0.0..=1.0).contains(q) => ranks.push(*q),
                         _ => {
@@ -1366,6 +1364,17 @@ fn function_name(f: &ast::Function) -> String {
         })
         .collect();
     parts.join(".")
+}
+
+/// A whole-number literal parameter (`12`), if the argument is one.
+fn literal_integer(e: &ast::Expr) -> Option<u64> {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(text, _) => text.parse().ok(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A numeric literal parameter (`0.99`, `12`), if the argument is one.

@@ -14,7 +14,7 @@
 //
 // ADVICE FOR HACKERS: a new statement needs a branch in `statement`, a
 // variant in `Declaration`, its compile step in `compile.rs`, and rows in
-// `tests/cases.toml`-style tables (`tests/declarations.rs`) and `docs/sql.md`.
+// `tests/cases/*.txt` (read by `tests/declarations.rs`) and `docs/sql.md`.
 
 use sqlparser::ast::{self, Ident, SelectItem, Spanned};
 use sqlparser::dialect::GenericDialect;

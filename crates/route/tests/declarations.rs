@@ -116,7 +116,6 @@ fn expr(e: &Expr, schema: &Schema) -> String {
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
-        other => format!("{other:?}"),
     }
 }
 

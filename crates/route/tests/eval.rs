@@ -340,7 +340,8 @@ impl Gen {
     }
 
     fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len() as u64) as usize]
+        let len = u64::try_from(items.len()).expect("small");
+        items[usize::try_from(self.below(len)).expect("below len")]
     }
 
     fn expr(&mut self, ty: Ty, depth: u32) -> T {
