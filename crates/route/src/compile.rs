@@ -455,6 +455,13 @@ impl Compiler<'_> {
             add(b.column);
         }
         reads.sort_unstable();
+        assert!(reads.iter().all(|&c| c < stream.schema.columns.len()));
+        assert!(
+            aggregates_compiled
+                .iter()
+                .all(|a| a.argument.is_none_or(|i| i < arguments.len()))
+        );
+        assert_eq!(outputs.len(), decl.items.len());
         let summary = Summary {
             name: decl.name.value.clone(),
             stream: stream_index,
@@ -603,20 +610,25 @@ fn source_text(source: &str, span: Span) -> String {
         } else {
             u64::MAX
         };
-        if !out.is_empty() {
-            out.push(' ');
-        }
-        let taken = line
+        let piece: String = line
             .chars()
             .enumerate()
             .filter(|(i, _)| {
                 let column = u64::try_from(i + 1).unwrap_or(u64::MAX);
                 column >= from && column < to
             })
-            .map(|(_, c)| c);
-        out.extend(taken);
+            .map(|(_, c)| c)
+            .collect();
+        // An item written over several lines is named on one.
+        let piece = piece.trim();
+        if !piece.is_empty() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(piece);
+        }
     }
-    out.trim().to_owned()
+    out
 }
 
 fn split_path(path: &str) -> Option<Vec<String>> {
@@ -1385,5 +1397,45 @@ fn literal_number(e: &ast::Expr) -> Option<f64> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlparser::tokenizer::Location;
+
+    fn span(line: u64, from: u64, to: u64) -> Span {
+        Span::new(Location::new(line, from), Location::new(line, to))
+    }
+
+    #[test]
+    fn widen_closes_calls() {
+        let source = "SELECT upper(lower(x)) , 'a(' FROM s";
+        // sqlparser's span of the call ends after `x`.
+        assert_eq!(widen(source, span(1, 8, 21)), span(1, 8, 23));
+        // A span with nothing open stays as it is.
+        assert_eq!(widen(source, span(1, 20, 21)), span(1, 20, 21));
+        // Parentheses inside quotes do not count.
+        assert_eq!(widen(source, span(1, 26, 30)), span(1, 26, 30));
+    }
+
+    #[test]
+    fn source_text_spans_lines() {
+        let source = "SELECT a,\n  sum(b)\nFROM s";
+        assert_eq!(source_text(source, span(2, 3, 9)), "sum(b)");
+        let across = Span::new(Location::new(1, 8), Location::new(2, 9));
+        assert_eq!(source_text(source, across), "a, sum(b)");
+    }
+
+    #[test]
+    fn paths_split_on_dots() {
+        assert_eq!(
+            split_path("user.id"),
+            Some(vec!["user".to_owned(), "id".to_owned()])
+        );
+        assert_eq!(split_path("plain"), Some(vec!["plain".to_owned()]));
+        assert_eq!(split_path("a..b"), None);
+        assert_eq!(split_path(".a"), None);
     }
 }
