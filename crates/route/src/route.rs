@@ -231,6 +231,70 @@ impl<'a> Iterator for KeyValues<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Plan;
+    use cardinal_event::ValueError;
+
+    #[test]
+    fn records_route_or_are_rejected_with_a_reason() {
+        let plan = Plan::compile(
+            "CREATE STREAM s (ts TIMESTAMP, n BIGINT, site TEXT) WITH (time = 'ts');
+             CREATE SUMMARY x AS SELECT date_trunc('hour', ts) AS h, lower(site) AS site,
+               hll(n), theta(n), exact_distinct(site), sum(n / 2) FROM s WHERE n > 0 GROUP BY h, site;",
+        )
+        .expect("compiles");
+        let summary = &plan.summaries[0];
+        // hll(n) and theta(n) share one argument.
+        assert_eq!(summary.arguments.len(), 3);
+        let mut scratch = Scratch::new();
+        let mut out = Routed::default();
+        let mut route = |row: &[&str]| summary.route(row, &mut scratch, &mut out);
+        assert_eq!(
+            route(&["2026-11-04T13:45:59Z", "7", "Example.COM"]),
+            Ok(true)
+        );
+        assert_eq!(route(&["2026-11-04T13:45:59Z", "-1", "a"]), Ok(false));
+        assert_eq!(route(&["2026-11-04T13:45:59Z", "", "a"]), Ok(false)); // NULL > 0
+        assert_eq!(
+            route(&["2026-11-04T13:45:59Z", "7x", "a"]),
+            Err(EvalError::Field {
+                column: 1,
+                reason: ValueError::BigInt
+            })
+        );
+        assert_eq!(
+            route(&["", "7", "a"]),
+            Err(EvalError::MissingTime { column: 0 })
+        );
+        assert_eq!(
+            route(&["yesterday", "7", "a"]),
+            Err(EvalError::Field {
+                column: 0,
+                reason: ValueError::Timestamp
+            })
+        );
+        assert_eq!(route(&["2026-11-04T13:45:59Z", "9"]), Ok(true)); // absent site: NULL key
+        assert_eq!(
+            route(&["2026-11-04T13:45:59Z", "8", "Example.COM"]),
+            Ok(true)
+        );
+        assert_eq!(
+            out.bucket,
+            Some(Timestamp::parse(b"2026-11-04T13:00:00Z").expect("valid"))
+        );
+        assert_eq!(
+            key_values(&out.key).collect::<Vec<_>>(),
+            [Value::Text(b"example.com")]
+        );
+        assert_eq!(out.args[0], Arg::Int(8));
+        assert_eq!(out.args[0].hash(), Some(hash::user_id(8)));
+        assert_eq!(
+            out.args[1],
+            Arg::Text {
+                hash: hash::bytes(b"Example.COM", hash::SEED_DEFAULT)
+            }
+        );
+        assert_eq!(out.args[2], Arg::Int(4));
+    }
 
     #[test]
     fn key_round_trip() {
