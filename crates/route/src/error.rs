@@ -1,0 +1,159 @@
+//! The errors of `cardinal-route`: declarations that do not compile, and
+//! records an expression cannot evaluate.
+//!
+//! A declaration error points at the offending text:
+//!
+//! ```text
+//! line 2, column 30: unknown column "sate" in stream impressions (it has ts, user_id, state)
+//!   |
+//! 2 | CREATE SUMMARY s AS SELECT sate, count(*) FROM impressions GROUP BY 1;
+//!   |                            ^^^^
+//! ```
+//!
+//! Lines and columns count from 1, columns in characters (as sqlparser's
+//! tokenizer counts them), so the caret lines up under the text in any
+//! UTF-8 terminal.
+
+use cardinal_event::ValueError;
+
+/// A declaration that does not compile.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The text at `line`, `column` is outside the dialect or does not
+    /// type-check. `message` says what is wrong and what is supported;
+    /// `snippet` quotes the line with a caret under the offending text.
+    #[error("line {line}, column {column}: {message}\n{snippet}")]
+    At {
+        /// 1-based line.
+        line: u64,
+        /// 1-based column, in characters.
+        column: u64,
+        /// What is wrong, and what would be accepted.
+        message: String,
+        /// The quoted line and the caret.
+        snippet: String,
+    },
+    /// The declarations are longer than [`crate::DECLARATION_BYTES_MAX`].
+    #[error("declarations are {bytes} bytes long; the limit is {max} bytes")]
+    TooLong {
+        /// Their length.
+        bytes: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+impl Error {
+    /// The message without position or snippet.
+    pub fn message(&self) -> String {
+        match self {
+            Error::At { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// Why an expression could not be evaluated over one record. Small and
+/// `Copy` so that the ingest loop can count records by reason (see
+/// [`EvalError::kind_index`]) without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// The field's bytes are not its declared type.
+    #[error("column {column}: {reason}")]
+    Field {
+        /// The column index in the stream schema.
+        column: usize,
+        /// What the bytes are not.
+        reason: ValueError,
+    },
+    /// The record has no event time, so it has no bucket.
+    #[error("column {column}: no event time")]
+    MissingTime {
+        /// The time column.
+        column: usize,
+    },
+    /// Integer arithmetic overflowed 64 bits.
+    #[error("integer overflow")]
+    Overflow,
+    /// An integer was divided by zero.
+    #[error("integer division by zero")]
+    DivisionByZero,
+}
+
+impl EvalError {
+    /// How many distinct [`EvalError::kind_index`] values there are.
+    pub const KIND_COUNT: usize = 4;
+
+    /// A dense index per kind, for an array of counters.
+    pub fn kind_index(&self) -> usize {
+        match self {
+            EvalError::Field { .. } => 0,
+            EvalError::MissingTime { .. } => 1,
+            EvalError::Overflow => 2,
+            EvalError::DivisionByZero => 3,
+        }
+    }
+}
+
+/// The result type of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Renders `line | text` and a caret line under characters
+/// `column..column + width` (1-based, in characters).
+pub(crate) fn snippet(source: &str, line: u64, column: u64, width: u64) -> String {
+    let index = usize::try_from(line.saturating_sub(1)).unwrap_or(usize::MAX);
+    let text = source.lines().nth(index).unwrap_or("");
+    let number = line.to_string();
+    let gutter = " ".repeat(number.len());
+    let skip = usize::try_from(column.saturating_sub(1)).unwrap_or(usize::MAX);
+    // Tabs stay tabs under the caret so that it lines up however they
+    // render; every other character becomes a space.
+    let pad: String = text
+        .chars()
+        .take(skip)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    let available = text.chars().count().saturating_sub(skip).max(1);
+    let width = usize::try_from(width.max(1))
+        .unwrap_or(usize::MAX)
+        .min(available);
+    format!(
+        "{gutter} |\n{number} | {text}\n{gutter} | {pad}{}",
+        "^".repeat(width)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caret_under_the_text() {
+        let source = "first\nSELECT\tsate FROM t";
+        assert_eq!(
+            snippet(source, 2, 8, 4),
+            "  |\n2 | SELECT\tsate FROM t\n  |       \t^^^^"
+        );
+        // Past the end of the line: one caret after the last character.
+        assert_eq!(snippet("ab", 1, 3, 9), "  |\n1 | ab\n  |   ^");
+    }
+
+    #[test]
+    fn eval_kinds_are_dense() {
+        let kinds = [
+            EvalError::Field {
+                column: 0,
+                reason: ValueError::BigInt,
+            },
+            EvalError::MissingTime { column: 0 },
+            EvalError::Overflow,
+            EvalError::DivisionByZero,
+        ];
+        for (i, kind) in kinds.iter().enumerate() {
+            assert_eq!(kind.kind_index(), i);
+        }
+        assert_eq!(kinds.len(), EvalError::KIND_COUNT);
+    }
+}

@@ -1,0 +1,676 @@
+//! Compiled expressions: a small typed tree, evaluated per record.
+//!
+//! A tree, not bytecode: the trees the dialect produces are a handful of
+//! nodes (a comparison, a `date_trunc`, a column), so walking boxes costs
+//! little next to parsing the field text, and a tree keeps the evaluator a
+//! plain `match` that the naive interpreter in the tests can mirror line by
+//! line. Depth is bounded by the parser's recursion limit
+//! ([`crate::EXPR_DEPTH_MAX`]), so the recursive walk cannot overflow.
+//!
+//! Values borrow: a column's text is a slice of the record, `substr` of it
+//! a narrower slice, and only `lower`/`upper` write new bytes, into the
+//! caller's [`Scratch`] buffer. While evaluating, text that lives in the
+//! scratch buffer is held as a byte range (`Text::Scratch`), because the
+//! buffer may still grow; the range becomes a slice once the whole tree is
+//! done and the buffer is only read. After the buffer has grown to the
+//! largest record seen, evaluation allocates nothing.
+//!
+//! Semantics follow SQL's three-valued logic: a comparison, arithmetic or
+//! function with a NULL operand is NULL (except `coalesce`, `IS NULL`, and
+//! `AND`/`OR` where the other side decides); a filter keeps a record only
+//! when it evaluates to TRUE. Integers are checked (overflow and division by
+//! zero are [`EvalError`]s); floats follow IEEE 754, and a comparison with
+//! NaN is false (`<>` true). An integer compared with a float is compared as
+//! `f64`.
+
+use std::cmp::Ordering;
+
+use cardinal_event::{ColumnType, Record, TimeUnit, Timestamp, Value};
+
+use crate::error::EvalError;
+
+/// The static type of an expression, checked when a declaration compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Type {
+    /// Only the literal `NULL` has this type; it fits anywhere.
+    Null,
+    /// `TRUE` / `FALSE`.
+    Bool,
+    /// A signed 64-bit integer.
+    Int,
+    /// A 64-bit float.
+    Float,
+    /// Bytes, usually UTF-8.
+    Text,
+    /// A point in time.
+    Time,
+}
+
+impl Type {
+    /// The type of a declared column.
+    pub fn of_column(ty: ColumnType) -> Self {
+        match ty {
+            ColumnType::Timestamp => Type::Time,
+            ColumnType::BigInt => Type::Int,
+            ColumnType::Double => Type::Float,
+            ColumnType::Text => Type::Text,
+            ColumnType::Bool => Type::Bool,
+        }
+    }
+
+    /// Whether this is `Int` or `Float` (or `Null`, which fits).
+    pub fn is_numeric(self) -> bool {
+        matches!(self, Type::Int | Type::Float | Type::Null)
+    }
+
+    /// The SQL name, for error messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Type::Null => "NULL",
+            Type::Bool => "BOOLEAN",
+            Type::Int => "BIGINT",
+            Type::Float => "DOUBLE",
+            Type::Text => "TEXT",
+            Type::Time => "TIMESTAMP",
+        }
+    }
+}
+
+/// A constant, owned by the plan.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Literal {
+    /// `NULL`.
+    Null,
+    /// `TRUE` / `FALSE`.
+    Bool(bool),
+    /// An integer literal.
+    Int(i64),
+    /// A literal with a fraction or exponent.
+    Float(f64),
+    /// A quoted string.
+    Text(Box<[u8]>),
+    /// A quoted string compared with a timestamp, read as one at compile
+    /// time.
+    Time(Timestamp),
+}
+
+impl Literal {
+    fn value(&self) -> Value<'_> {
+        match self {
+            Literal::Null => Value::Null,
+            Literal::Bool(b) => Value::Bool(*b),
+            Literal::Int(i) => Value::Int(*i),
+            Literal::Float(f) => Value::Float(*f),
+            Literal::Text(t) => Value::Text(t),
+            Literal::Time(t) => Value::Time(*t),
+        }
+    }
+}
+
+/// Comparison operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    /// `=`
+    Eq,
+    /// `<>` or `!=`
+    NotEq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+}
+
+/// Arithmetic operators.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArithOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (integer division truncates toward zero, as in PostgreSQL)
+    Div,
+    /// `%`
+    Rem,
+}
+
+/// `lower` or `upper`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CaseOp {
+    /// ASCII lower case.
+    Lower,
+    /// ASCII upper case.
+    Upper,
+}
+
+/// A compiled, type-checked expression.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    /// Field `index` of the record, read as `ty`.
+    Column {
+        /// The column's index in the stream schema.
+        index: usize,
+        /// Its declared type.
+        ty: ColumnType,
+    },
+    /// A constant.
+    Literal(Literal),
+    /// `NOT e`.
+    Not(Box<Expr>),
+    /// `a AND b`.
+    And(Box<Expr>, Box<Expr>),
+    /// `a OR b`.
+    Or(Box<Expr>, Box<Expr>),
+    /// `a op b`, giving a boolean.
+    Compare(CompareOp, Box<Expr>, Box<Expr>),
+    /// `a op b` over numbers.
+    Arith(ArithOp, Box<Expr>, Box<Expr>),
+    /// `-e`.
+    Neg(Box<Expr>),
+    /// `e IS NULL` (`negated`: `IS NOT NULL`).
+    IsNull {
+        /// The tested expression.
+        expr: Box<Expr>,
+        /// `IS NOT NULL`.
+        negated: bool,
+    },
+    /// `e [NOT] IN (list)`.
+    InList {
+        /// The tested expression.
+        expr: Box<Expr>,
+        /// The candidates.
+        list: Vec<Expr>,
+        /// `NOT IN`.
+        negated: bool,
+    },
+    /// `substr(text, start [, length])`, counting characters from 1.
+    Substr {
+        /// The text.
+        text: Box<Expr>,
+        /// The first character, 1-based; may be below 1 as in PostgreSQL.
+        start: Box<Expr>,
+        /// How many characters, or to the end.
+        length: Option<Box<Expr>>,
+    },
+    /// `lower(text)` / `upper(text)` (ASCII letters only).
+    Case(CaseOp, Box<Expr>),
+    /// `date_trunc('unit', time)`.
+    DateTrunc(TimeUnit, Box<Expr>),
+    /// `coalesce(a, b, ...)`: the first operand that is not NULL.
+    Coalesce(Vec<Expr>),
+}
+
+/// The per-record buffer that `lower` and `upper` write into. Reuse one per
+/// worker: it keeps its capacity, so evaluation stops allocating once it
+/// has seen the longest text.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    bytes: Vec<u8>,
+}
+
+impl Scratch {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The bytes it currently holds (capacity, not contents, is what
+    /// matters between records).
+    pub fn capacity(&self) -> usize {
+        self.bytes.capacity()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+    }
+
+    pub(crate) fn buffer(&mut self) -> &mut Vec<u8> {
+        &mut self.bytes
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// Text while a tree is being evaluated: borrowed from the record or the
+/// plan, or a range of the scratch buffer (which may still grow).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Text<'a> {
+    Borrowed(&'a [u8]),
+    Scratch(u32, u32),
+}
+
+/// A value during evaluation. See [`Text`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Held<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(Text<'a>),
+    Time(Timestamp),
+}
+
+impl<'a> Held<'a> {
+    fn from_value(value: Value<'a>) -> Self {
+        match value {
+            Value::Null => Held::Null,
+            Value::Bool(b) => Held::Bool(b),
+            Value::Int(i) => Held::Int(i),
+            Value::Float(f) => Held::Float(f),
+            Value::Text(t) => Held::Text(Text::Borrowed(t)),
+            Value::Time(t) => Held::Time(t),
+        }
+    }
+
+    /// The value, reading scratch ranges from `scratch`.
+    pub(crate) fn resolve<'s>(self, scratch: &'s [u8]) -> Value<'s>
+    where
+        'a: 's,
+    {
+        match self {
+            Held::Null => Value::Null,
+            Held::Bool(b) => Value::Bool(b),
+            Held::Int(i) => Value::Int(i),
+            Held::Float(f) => Value::Float(f),
+            Held::Text(t) => Value::Text(text_bytes(t, scratch)),
+            Held::Time(t) => Value::Time(t),
+        }
+    }
+}
+
+fn text_bytes<'s>(text: Text<'s>, scratch: &'s [u8]) -> &'s [u8] {
+    match text {
+        Text::Borrowed(bytes) => bytes,
+        Text::Scratch(start, end) => &scratch[start as usize..end as usize],
+    }
+}
+
+impl Expr {
+    /// Evaluates this expression over `record`. Text results borrow from
+    /// the record, the plan, or `scratch` (which is cleared first).
+    ///
+    /// A field whose bytes are not its declared type is an
+    /// [`EvalError::Field`], never a panic; so are integer overflow and
+    /// integer division by zero.
+    ///
+    /// ```
+    /// use cardinal_event::Value;
+    /// use cardinal_route::{Plan, Scratch};
+    ///
+    /// let plan = Plan::compile(
+    ///     "CREATE STREAM s (name TEXT, n BIGINT) WITH (format = 'csv');
+    ///      CREATE SUMMARY t AS SELECT upper(substr(name, 1, 2)) AS k, count(*) FROM s GROUP BY k;",
+    /// )
+    /// .unwrap();
+    /// let key = &plan.summaries[0].dimensions[0];
+    /// let mut scratch = Scratch::new();
+    /// let row: &[&str] = &["oakland", "3"];
+    /// assert_eq!(key.eval(row, &mut scratch), Ok(Value::Text(b"OA")));
+    /// ```
+    pub fn eval<'a, R: Record + ?Sized>(
+        &'a self,
+        record: &'a R,
+        scratch: &'a mut Scratch,
+    ) -> Result<Value<'a>, EvalError> {
+        scratch.clear();
+        let held = self.eval_held(record, &mut scratch.bytes)?;
+        Ok(held.resolve(&scratch.bytes))
+    }
+
+    /// Evaluates without clearing `scratch`: several results may hold
+    /// ranges of the same buffer until the caller clears it.
+    pub(crate) fn eval_held<'a, R: Record + ?Sized>(
+        &'a self,
+        record: &'a R,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Held<'a>, EvalError> {
+        match self {
+            Expr::Column { index, ty } => match record.field(*index) {
+                None => Ok(Held::Null),
+                Some(bytes) => Value::parse(bytes, *ty)
+                    .map(Held::from_value)
+                    .map_err(|reason| EvalError::Field {
+                        column: *index,
+                        reason,
+                    }),
+            },
+            Expr::Literal(literal) => Ok(Held::from_value(literal.value())),
+            Expr::Not(e) => Ok(match e.eval_held(record, scratch)? {
+                Held::Bool(b) => Held::Bool(!b),
+                _ => Held::Null,
+            }),
+            Expr::And(a, b) => {
+                let left = truth(a.eval_held(record, scratch)?);
+                if left == Some(false) {
+                    return Ok(Held::Bool(false));
+                }
+                let right = truth(b.eval_held(record, scratch)?);
+                Ok(match (left, right) {
+                    (_, Some(false)) => Held::Bool(false),
+                    (Some(true), Some(true)) => Held::Bool(true),
+                    _ => Held::Null,
+                })
+            }
+            Expr::Or(a, b) => {
+                let left = truth(a.eval_held(record, scratch)?);
+                if left == Some(true) {
+                    return Ok(Held::Bool(true));
+                }
+                let right = truth(b.eval_held(record, scratch)?);
+                Ok(match (left, right) {
+                    (_, Some(true)) => Held::Bool(true),
+                    (Some(false), Some(false)) => Held::Bool(false),
+                    _ => Held::Null,
+                })
+            }
+            Expr::Compare(op, a, b) => {
+                let left = a.eval_held(record, scratch)?;
+                let right = b.eval_held(record, scratch)?;
+                Ok(match compare(left, right, scratch) {
+                    Compared::Null => Held::Null,
+                    Compared::Unordered => Held::Bool(*op == CompareOp::NotEq),
+                    Compared::Order(order) => Held::Bool(op.holds(order)),
+                })
+            }
+            Expr::Arith(op, a, b) => {
+                let left = a.eval_held(record, scratch)?;
+                let right = b.eval_held(record, scratch)?;
+                arith(*op, left, right)
+            }
+            Expr::Neg(e) => match e.eval_held(record, scratch)? {
+                Held::Int(i) => i.checked_neg().map(Held::Int).ok_or(EvalError::Overflow),
+                Held::Float(f) => Ok(Held::Float(-f)),
+                _ => Ok(Held::Null),
+            },
+            Expr::IsNull { expr, negated } => {
+                let is_null = matches!(expr.eval_held(record, scratch)?, Held::Null);
+                Ok(Held::Bool(is_null != *negated))
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } => {
+                let needle = expr.eval_held(record, scratch)?;
+                if matches!(needle, Held::Null) {
+                    return Ok(Held::Null);
+                }
+                let mut saw_null = false;
+                for candidate in list {
+                    let candidate = candidate.eval_held(record, scratch)?;
+                    match compare(needle, candidate, scratch) {
+                        Compared::Order(Ordering::Equal) => return Ok(Held::Bool(!*negated)),
+                        Compared::Null => saw_null = true,
+                        _ => {}
+                    }
+                }
+                Ok(if saw_null {
+                    Held::Null
+                } else {
+                    Held::Bool(*negated)
+                })
+            }
+            Expr::Substr {
+                text,
+                start,
+                length,
+            } => {
+                // Every operand is evaluated (and may fail) before NULLs
+                // decide, as for the other operators.
+                let text = text.eval_held(record, scratch)?;
+                let start = start.eval_held(record, scratch)?;
+                let length = match length {
+                    None => None,
+                    Some(length) => Some(length.eval_held(record, scratch)?),
+                };
+                let (Held::Text(text), Held::Int(start)) = (text, start) else {
+                    return Ok(Held::Null);
+                };
+                let length = match length {
+                    None => None,
+                    Some(Held::Int(length)) => Some(length),
+                    Some(_) => return Ok(Held::Null),
+                };
+                let bytes = text_bytes(text, scratch);
+                let (from, to) = substr_range(bytes, start, length);
+                Ok(Held::Text(match text {
+                    Text::Borrowed(bytes) => Text::Borrowed(&bytes[from..to]),
+                    Text::Scratch(base, _) => Text::Scratch(offset(base, from), offset(base, to)),
+                }))
+            }
+            Expr::Case(op, e) => {
+                let Held::Text(text) = e.eval_held(record, scratch)? else {
+                    return Ok(Held::Null);
+                };
+                let start = scratch.len();
+                match text {
+                    Text::Borrowed(bytes) => scratch.extend_from_slice(bytes),
+                    Text::Scratch(from, to) => {
+                        scratch.extend_from_within(from as usize..to as usize);
+                    }
+                }
+                let written = &mut scratch[start..];
+                match op {
+                    CaseOp::Lower => written.make_ascii_lowercase(),
+                    CaseOp::Upper => written.make_ascii_uppercase(),
+                }
+                Ok(Held::Text(Text::Scratch(
+                    scratch_offset(start),
+                    scratch_offset(scratch.len()),
+                )))
+            }
+            Expr::DateTrunc(unit, e) => Ok(match e.eval_held(record, scratch)? {
+                Held::Time(t) => Held::Time(t.truncate(*unit)),
+                _ => Held::Null,
+            }),
+            Expr::Coalesce(list) => {
+                for e in list {
+                    let value = e.eval_held(record, scratch)?;
+                    if !matches!(value, Held::Null) {
+                        return Ok(value);
+                    }
+                }
+                Ok(Held::Null)
+            }
+        }
+    }
+
+    /// Calls `visit` on every column index this expression reads.
+    pub fn columns(&self, visit: &mut impl FnMut(usize)) {
+        match self {
+            Expr::Column { index, .. } => visit(*index),
+            Expr::Literal(_) => {}
+            Expr::Not(e) | Expr::Neg(e) | Expr::Case(_, e) | Expr::DateTrunc(_, e) => {
+                e.columns(visit);
+            }
+            Expr::IsNull { expr, .. } => expr.columns(visit),
+            Expr::And(a, b) | Expr::Or(a, b) | Expr::Compare(_, a, b) | Expr::Arith(_, a, b) => {
+                a.columns(visit);
+                b.columns(visit);
+            }
+            Expr::InList { expr, list, .. } => {
+                expr.columns(visit);
+                list.iter().for_each(|e| e.columns(visit));
+            }
+            Expr::Substr {
+                text,
+                start,
+                length,
+            } => {
+                text.columns(visit);
+                start.columns(visit);
+                if let Some(length) = length {
+                    length.columns(visit);
+                }
+            }
+            Expr::Coalesce(list) => list.iter().for_each(|e| e.columns(visit)),
+        }
+    }
+}
+
+impl CompareOp {
+    fn holds(self, order: Ordering) -> bool {
+        match self {
+            CompareOp::Eq => order == Ordering::Equal,
+            CompareOp::NotEq => order != Ordering::Equal,
+            CompareOp::Lt => order == Ordering::Less,
+            CompareOp::LtEq => order != Ordering::Greater,
+            CompareOp::Gt => order == Ordering::Greater,
+            CompareOp::GtEq => order != Ordering::Less,
+        }
+    }
+}
+
+fn truth(value: Held<'_>) -> Option<bool> {
+    match value {
+        Held::Bool(b) => Some(b),
+        _ => None,
+    }
+}
+
+enum Compared {
+    Null,
+    Unordered,
+    Order(Ordering),
+}
+
+/// Orders two values of comparable types (the compiler has checked them).
+fn compare(left: Held<'_>, right: Held<'_>, scratch: &[u8]) -> Compared {
+    let order = match (left, right) {
+        (Held::Null, _) | (_, Held::Null) => return Compared::Null,
+        (Held::Int(a), Held::Int(b)) => Some(a.cmp(&b)),
+        (Held::Int(a), Held::Float(b)) => (a as f64).partial_cmp(&b),
+        (Held::Float(a), Held::Int(b)) => a.partial_cmp(&(b as f64)),
+        (Held::Float(a), Held::Float(b)) => a.partial_cmp(&b),
+        (Held::Text(a), Held::Text(b)) => Some(text_bytes(a, scratch).cmp(text_bytes(b, scratch))),
+        (Held::Bool(a), Held::Bool(b)) => Some(a.cmp(&b)),
+        (Held::Time(a), Held::Time(b)) => Some(a.cmp(&b)),
+        // Types the compiler refuses to compare; treated as unequal.
+        _ => None,
+    };
+    order.map_or(Compared::Unordered, Compared::Order)
+}
+
+fn arith<'a>(op: ArithOp, left: Held<'a>, right: Held<'a>) -> Result<Held<'a>, EvalError> {
+    match (left, right) {
+        (Held::Int(a), Held::Int(b)) => {
+            let result = match op {
+                ArithOp::Add => a.checked_add(b),
+                ArithOp::Sub => a.checked_sub(b),
+                ArithOp::Mul => a.checked_mul(b),
+                ArithOp::Div | ArithOp::Rem if b == 0 => return Err(EvalError::DivisionByZero),
+                ArithOp::Div => a.checked_div(b),
+                ArithOp::Rem => a.checked_rem(b),
+            };
+            result.map(Held::Int).ok_or(EvalError::Overflow)
+        }
+        (Held::Int(a), Held::Float(b)) => Ok(Held::Float(float_arith(op, a as f64, b))),
+        (Held::Float(a), Held::Int(b)) => Ok(Held::Float(float_arith(op, a, b as f64))),
+        (Held::Float(a), Held::Float(b)) => Ok(Held::Float(float_arith(op, a, b))),
+        _ => Ok(Held::Null),
+    }
+}
+
+fn float_arith(op: ArithOp, a: f64, b: f64) -> f64 {
+    match op {
+        ArithOp::Add => a + b,
+        ArithOp::Sub => a - b,
+        ArithOp::Mul => a * b,
+        ArithOp::Div => a / b,
+        ArithOp::Rem => a % b,
+    }
+}
+
+/// The byte range of SQL `substr(text, start, length)`, counting UTF-8
+/// characters (any byte that is not a continuation byte starts one). As in
+/// PostgreSQL, the window `[start, start + length)` is clipped to the text,
+/// so `substr('abc', 0, 2)` is `'a'`; a negative length gives `''`.
+pub(crate) fn substr_range(bytes: &[u8], start: i64, length: Option<i64>) -> (usize, usize) {
+    let first = start.max(1);
+    let end = match length {
+        None => i64::MAX,
+        Some(length) if length < 0 => return (0, 0),
+        Some(length) => start.saturating_add(length),
+    };
+    if end <= first {
+        return (0, 0);
+    }
+    let mut from = bytes.len();
+    let mut to = bytes.len();
+    let mut position: i64 = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if b & 0xC0 == 0x80 {
+            continue;
+        }
+        position += 1;
+        if position == first {
+            from = i;
+        }
+        if position == end {
+            to = i;
+            break;
+        }
+    }
+    if from > to {
+        from = to;
+    }
+    (from, to)
+}
+
+fn offset(base: u32, by: usize) -> u32 {
+    base + scratch_offset(by)
+}
+
+/// Scratch offsets fit in `u32`: the buffer holds copies of at most a few
+/// fields of one record, and records are bounded far below 4 GiB by the
+/// parsers' line limit.
+fn scratch_offset(at: usize) -> u32 {
+    u32::try_from(at).expect("scratch buffer stays below 4 GiB: it holds copies of one record")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn substr_follows_postgres() {
+        fn cut(text: &str, start: i64, length: Option<i64>) -> &str {
+            let (from, to) = substr_range(text.as_bytes(), start, length);
+            &text[from..to]
+        }
+        assert_eq!(cut("abcdef", 1, Some(3)), "abc");
+        assert_eq!(cut("abcdef", 0, Some(3)), "ab");
+        assert_eq!(cut("abcdef", -5, Some(3)), "");
+        assert_eq!(cut("abcdef", 4, None), "def");
+        assert_eq!(cut("abcdef", 7, None), "");
+        assert_eq!(cut("abcdef", 2, Some(-1)), "");
+        assert_eq!(cut("héllo", 2, Some(2)), "él");
+        assert_eq!(cut("", 1, Some(8)), "");
+        assert_eq!(cut("abc", i64::MAX, Some(i64::MAX)), "");
+        assert_eq!(cut("abc", i64::MIN, Some(i64::MAX)), "");
+    }
+
+    #[test]
+    fn three_valued_logic() {
+        let null = || Box::new(Expr::Literal(Literal::Null));
+        let yes = || Box::new(Expr::Literal(Literal::Bool(true)));
+        let no = || Box::new(Expr::Literal(Literal::Bool(false)));
+        let row: &[&str] = &[];
+        let mut scratch = Scratch::new();
+        let mut check = |e: Expr, want: Value<'static>| {
+            assert_eq!(e.eval(row, &mut scratch), Ok(want), "{e:?}");
+        };
+        check(Expr::And(null(), no()), Value::Bool(false));
+        check(Expr::And(null(), yes()), Value::Null);
+        check(Expr::Or(null(), yes()), Value::Bool(true));
+        check(Expr::Or(null(), no()), Value::Null);
+        check(Expr::Not(null()), Value::Null);
+    }
+}

@@ -1,0 +1,277 @@
+//! cardinal's SQL dialect, compiled to plans that route records to
+//! summaries.
+//!
+//! `sources -> decode -> route -> summarize -> store -> query`: this crate
+//! is the route stage. It reads the declarations (`CREATE STREAM`, `CREATE
+//! SUMMARY`, `CREATE ATTRIBUTION`; see `docs/sql.md`) with the `sqlparser`
+//! crate, resolves and type-checks them into a [`Plan`], and evaluates each
+//! [`Summary`]'s filter, time bucket, dimension keys and aggregate arguments
+//! over a [`Record`] without allocating.
+//!
+//! - [`Plan::compile`] (or [`Declarations::parse`] then
+//!   [`Declarations::compile`]): text to plan; every mistake is an
+//!   [`Error`] that quotes the text with line, column and a caret.
+//! - [`Stream`]: a declared input: [`Schema`], [`Format`], time column.
+//! - [`Summary`]: what one summary reads, keeps and aggregates;
+//!   [`Summary::route`] evaluates it over one record into a reused
+//!   [`Routed`].
+//! - [`Expr`]: a compiled expression; [`Expr::eval`] gives a borrowed
+//!   [`Value`], with [`Scratch`] holding the bytes `lower`/`upper` make.
+//! - [`Attribution`]: a typed attribution declaration (executed by the
+//!   journeys stage, not here).
+//!
+//! ```
+//! use cardinal_route::{AggregateKind, OutputSource, Plan, Routed, Scratch};
+//! use cardinal_event::{TimeUnit, Timestamp};
+//!
+//! let plan = Plan::compile(
+//!     "CREATE STREAM impressions (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
+//!        site TEXT, provider TEXT, campaign TEXT, revenue DOUBLE)
+//!        WITH (format = 'csv', header = true, time = 'ts');
+//!
+//!      CREATE SUMMARY reach AS
+//!        SELECT date_trunc('day', ts) AS day, state,
+//!               count(*) AS events, sum(revenue) AS revenue, hll(user_id) AS users
+//!        FROM impressions WHERE kind = 'impression'
+//!        GROUP BY day, state;",
+//! )?;
+//! let reach = &plan.summaries[0];
+//! assert_eq!(reach.bucket.map(|b| b.unit), Some(TimeUnit::Day));
+//! assert_eq!(reach.dimensions.len(), 1);
+//! assert_eq!(reach.reads, [0, 1, 2, 3, 7]); // site, provider, campaign are skipped
+//! assert!(matches!(reach.aggregates[2].kind, AggregateKind::Hll { log2m: 11, regwidth: 5 }));
+//! assert_eq!(reach.outputs[0].source, OutputSource::Bucket);
+//!
+//! let row: &[&str] = &["2026-11-04T13:45:59Z", "42", "impression", "CA", "s", "p", "c", "0.25"];
+//! let mut scratch = Scratch::new();
+//! let mut routed = Routed::default();
+//! assert_eq!(reach.route(row, &mut scratch, &mut routed), Ok(true));
+//! assert_eq!(routed.bucket, Some(Timestamp::parse(b"2026-11-04")?));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod compile;
+mod error;
+mod expr;
+mod parse;
+mod route;
+
+pub use cardinal_event::{Record, Schema, TimeUnit, Value};
+pub use error::{Error, EvalError, Result};
+pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Scratch, Type};
+pub use parse::Declarations;
+pub use route::{Arg, KeyValues, Routed, key_values};
+
+/// The longest declaration script accepted. Declarations are written by
+/// people; 1 MiB is far beyond any real one, and bounds what the parser and
+/// the compiled plan can hold.
+pub const DECLARATION_BYTES_MAX: usize = 1 << 20;
+
+/// How deeply expressions may nest (sqlparser's recursion limit). It bounds
+/// every recursive walk over an expression: parsing, compiling, evaluating
+/// and dropping.
+pub const EXPR_DEPTH_MAX: usize = 48;
+
+/// Every declaration in a script, compiled.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// `CREATE STREAM`s, in order.
+    pub streams: Vec<Stream>,
+    /// `CREATE SUMMARY`s, in order.
+    pub summaries: Vec<Summary>,
+    /// `CREATE ATTRIBUTION`s, in order.
+    pub attributions: Vec<Attribution>,
+}
+
+impl Plan {
+    /// Parses and compiles a script of declarations.
+    pub fn compile(sql: &str) -> Result<Self> {
+        Declarations::parse(sql)?.compile()
+    }
+}
+
+/// How a stream's records are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// Delimited text (the v1 CSV).
+    Csv,
+    /// Newline-delimited JSON objects, possibly nested (v2).
+    Json,
+    /// The AMPLab benchmark tables: comma-separated, no header, Java floats.
+    Amplab,
+}
+
+/// A declared input stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stream {
+    /// Its name.
+    pub name: String,
+    /// Its columns; for JSON each carries its key path.
+    pub schema: Schema,
+    /// How its records are written.
+    pub format: Format,
+    /// Whether delimited input starts with a header line.
+    pub header: bool,
+    /// The event-time column (a TIMESTAMP), if declared.
+    pub time: Option<usize>,
+    /// The field separator of delimited input (`,` unless declared).
+    pub delimiter: u8,
+}
+
+/// A summary's time bucket: `date_trunc(unit, time column)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Bucket {
+    /// The bucket width.
+    pub unit: TimeUnit,
+    /// The stream's time column.
+    pub column: usize,
+}
+
+/// What an aggregate computes, with its parameters (already validated
+/// against the sketch crate's limits).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AggregateKind {
+    /// `count(*)`: records.
+    CountAll,
+    /// `count(x)`: records where `x` is not NULL.
+    Count,
+    /// `sum(x)`.
+    Sum,
+    /// `min(x)`.
+    Min,
+    /// `max(x)`.
+    Max,
+    /// `avg(x)`.
+    Avg,
+    /// `hll(x [, log2m, regwidth])`: HyperLogLog distinct count.
+    Hll {
+        /// log2 of the register count.
+        log2m: u8,
+        /// Bits per register.
+        regwidth: u8,
+    },
+    /// `exact_distinct(x)`: a Roaring set (text is hashed to 64 bits).
+    ExactDistinct,
+    /// `quantiles(x [, k])` or `approx_quantile(x, q, ...)`: KLL.
+    Quantiles {
+        /// KLL accuracy parameter.
+        k: u16,
+        /// The ranks to report (`approx_quantile`); empty for the sketch.
+        ranks: Vec<f64>,
+    },
+    /// `topk(x, k)`: heavy hitters.
+    TopK {
+        /// How many items to report.
+        k: u32,
+    },
+    /// `theta(x [, lg_k])`: Theta sketch.
+    Theta {
+        /// log2 of the nominal entries.
+        lg_k: u8,
+    },
+}
+
+impl AggregateKind {
+    /// Whether the aggregate consumes a 64-bit hash of its argument (see
+    /// [`Arg::hash`]) rather than its value.
+    pub fn takes_hash(&self) -> bool {
+        matches!(
+            self,
+            AggregateKind::Hll { .. } | AggregateKind::Theta { .. } | AggregateKind::TopK { .. }
+        )
+    }
+}
+
+/// One aggregate of a summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Aggregate {
+    /// What it computes.
+    pub kind: AggregateKind,
+    /// Its argument: an index into [`Summary::arguments`] (shared by
+    /// aggregates over the same expression, so `hll(user_id)` and
+    /// `theta(user_id)` read and hash the id once), or `None` for
+    /// `count(*)`.
+    pub argument: Option<usize>,
+}
+
+/// Where an output column's values come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutputSource {
+    /// The time bucket's start.
+    Bucket,
+    /// [`Summary::dimensions`]`[i]`.
+    Dimension(usize),
+    /// [`Summary::aggregates`]`[i]`.
+    Aggregate(usize),
+}
+
+/// One column of a summary's result, in select-list order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// The `AS` name, or the expression's text.
+    pub name: String,
+    /// Its source.
+    pub source: OutputSource,
+}
+
+/// A compiled `CREATE SUMMARY`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// Its name.
+    pub name: String,
+    /// Index of its stream in [`Plan::streams`].
+    pub stream: usize,
+    /// The stream's schema.
+    pub schema: Schema,
+    /// The columns it reads, ascending, so that parsers can skip others.
+    pub reads: Vec<usize>,
+    /// The `WHERE` condition.
+    pub filter: Option<Expr>,
+    /// The time bucket, if a group key is `date_trunc` over the stream's
+    /// time column.
+    pub bucket: Option<Bucket>,
+    /// The other group keys.
+    pub dimensions: Vec<Expr>,
+    /// The distinct aggregate argument expressions.
+    pub arguments: Vec<Expr>,
+    /// The aggregates.
+    pub aggregates: Vec<Aggregate>,
+    /// The result columns, in select-list order.
+    pub outputs: Vec<Output>,
+}
+
+/// An attribution model (issue 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Model {
+    /// All credit to the last touch point.
+    LastTouch,
+    /// All credit to the first touch point.
+    FirstTouch,
+    /// Equal credit to every touch point.
+    Linear,
+    /// Credit halving every `half_life_days` before the conversion.
+    TimeDecay {
+        /// The half-life (7 days unless declared).
+        half_life_days: u32,
+    },
+    /// 40% first, 40% last, 20% shared by the middle.
+    PositionBased,
+}
+
+/// A compiled `CREATE ATTRIBUTION`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attribution {
+    /// Its name.
+    pub name: String,
+    /// Index of its stream in [`Plan::streams`].
+    pub stream: usize,
+    /// How credit is shared.
+    pub model: Model,
+    /// Touch points older than this before a conversion get no credit.
+    pub lookback_days: u32,
+    /// Which records are conversions; `None` when the stream carries only
+    /// conversions' touch points and the caller decides.
+    pub conversion: Option<Expr>,
+}

@@ -1,0 +1,324 @@
+//! One record through one summary: filter, bucket, group key, arguments.
+//!
+//! The group key is the dimension values encoded back to back in a reused
+//! byte buffer, so that the rollup can hash and intern it as one slice:
+//!
+//! ```text
+//!   | tag u8 | payload | tag u8 | payload | ...      one entry per dimension
+//!
+//!   tag 0 NULL       no payload
+//!   tag 1 BOOLEAN    1 byte, 0 or 1
+//!   tag 2 BIGINT     8 bytes, little-endian i64
+//!   tag 3 DOUBLE     8 bytes, little-endian IEEE 754 bits
+//!   tag 4 TEXT       u32 little-endian length, then the bytes
+//!   tag 5 TIMESTAMP  8 bytes, little-endian ms since the epoch
+//! ```
+//!
+//! `'CA'` then `42` encodes as `04 02000000 43 41 02 2a00000000000000`.
+//! [`key_values`] reads it back.
+
+use cardinal_event::{Record, Timestamp, Value};
+use cardinal_sketch::hash;
+
+use crate::Summary;
+use crate::error::EvalError;
+use crate::expr::{Held, Scratch};
+
+const TAG_NULL: u8 = 0;
+const TAG_BOOL: u8 = 1;
+const TAG_INT: u8 = 2;
+const TAG_FLOAT: u8 = 3;
+const TAG_TEXT: u8 = 4;
+const TAG_TIME: u8 = 5;
+
+/// An aggregate argument's value for one record. Text is kept only as its
+/// hash: every aggregate over text counts distinct values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arg {
+    /// NULL: aggregates skip it.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A timestamp.
+    Time(Timestamp),
+    /// Text, hashed once with [`hash::bytes`] (seed 0, postgresql-hll's
+    /// `hll_hash_text`).
+    Text {
+        /// The 64-bit hash.
+        hash: u64,
+    },
+}
+
+impl Arg {
+    /// The 64-bit hash sketches take: [`hash::user_id`] for integers (equal
+    /// to postgresql-hll's `hll_hash_bigint`), the text hash for text.
+    pub fn hash(&self) -> Option<u64> {
+        match *self {
+            Arg::Int(i) => Some(hash::user_id(u64::from_ne_bytes(i.to_ne_bytes()))),
+            Arg::Text { hash } => Some(hash),
+            _ => None,
+        }
+    }
+}
+
+/// One record's route through a summary. Reuse one per worker: its buffers
+/// keep their capacity, so routing stops allocating once warm.
+#[derive(Debug, Default, Clone)]
+pub struct Routed {
+    /// The start of the record's time bucket, if the summary has one.
+    pub bucket: Option<Timestamp>,
+    /// The encoded dimension values (see the module doc).
+    pub key: Vec<u8>,
+    /// One value per [`Summary::arguments`] entry.
+    pub args: Vec<Arg>,
+}
+
+impl Summary {
+    /// Routes `record`: `Ok(false)` when the filter drops it; `Ok(true)`
+    /// with `out` filled when it belongs to the summary; an [`EvalError`]
+    /// when a field it reads is not its declared type (the caller counts
+    /// and rejects the record).
+    pub fn route<R: Record + ?Sized>(
+        &self,
+        record: &R,
+        scratch: &mut Scratch,
+        out: &mut Routed,
+    ) -> Result<bool, EvalError> {
+        if let Some(filter) = &self.filter {
+            scratch.clear();
+            let pass = filter.eval_held(record, scratch.buffer())?;
+            if !matches!(pass, Held::Bool(true)) {
+                return Ok(false);
+            }
+        }
+        out.bucket = None;
+        if let Some(bucket) = &self.bucket {
+            let bytes = record.field(bucket.column).unwrap_or_default();
+            match Value::parse(bytes, cardinal_event::ColumnType::Timestamp) {
+                Ok(Value::Time(t)) => out.bucket = Some(t.truncate(bucket.unit)),
+                Ok(_) => {
+                    return Err(EvalError::MissingTime {
+                        column: bucket.column,
+                    });
+                }
+                Err(reason) => {
+                    return Err(EvalError::Field {
+                        column: bucket.column,
+                        reason,
+                    });
+                }
+            }
+        }
+        out.key.clear();
+        scratch.clear();
+        for dimension in &self.dimensions {
+            let held = dimension.eval_held(record, scratch.buffer())?;
+            encode(held.resolve(scratch.bytes()), &mut out.key);
+        }
+        out.args.clear();
+        for argument in &self.arguments {
+            let held = argument.eval_held(record, scratch.buffer())?;
+            let arg = match held.resolve(scratch.bytes()) {
+                Value::Null => Arg::Null,
+                Value::Bool(b) => Arg::Bool(b),
+                Value::Int(i) => Arg::Int(i),
+                Value::Float(f) => Arg::Float(f),
+                Value::Time(t) => Arg::Time(t),
+                Value::Text(t) => Arg::Text {
+                    hash: hash::bytes(t, hash::SEED_DEFAULT),
+                },
+            };
+            out.args.push(arg);
+        }
+        debug_assert_eq!(out.args.len(), self.arguments.len());
+        Ok(true)
+    }
+}
+
+fn encode(value: Value<'_>, key: &mut Vec<u8>) {
+    match value {
+        Value::Null => key.push(TAG_NULL),
+        Value::Bool(b) => key.extend_from_slice(&[TAG_BOOL, u8::from(b)]),
+        Value::Int(i) => {
+            key.push(TAG_INT);
+            key.extend_from_slice(&i.to_le_bytes());
+        }
+        Value::Float(f) => {
+            key.push(TAG_FLOAT);
+            key.extend_from_slice(&f.to_bits().to_le_bytes());
+        }
+        Value::Text(t) => {
+            key.push(TAG_TEXT);
+            // Fields are bounded by the parsers' line limit, far below
+            // 4 GiB; a longer one is cut rather than mis-encoded.
+            let length = u32::try_from(t.len()).unwrap_or(u32::MAX);
+            key.extend_from_slice(&length.to_le_bytes());
+            key.extend_from_slice(&t[..length as usize]);
+        }
+        Value::Time(t) => {
+            key.push(TAG_TIME);
+            key.extend_from_slice(&t.0.to_le_bytes());
+        }
+    }
+}
+
+/// Reads the values of an encoded group key (see the module doc).
+pub fn key_values(key: &[u8]) -> KeyValues<'_> {
+    KeyValues { rest: key }
+}
+
+/// The iterator of [`key_values`]. Stops at the end of the key, or at the
+/// first entry that is not well formed.
+#[derive(Debug, Clone)]
+pub struct KeyValues<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for KeyValues<'a> {
+    type Item = Value<'a>;
+
+    fn next(&mut self) -> Option<Value<'a>> {
+        let (&tag, rest) = self.rest.split_first()?;
+        let eight = |rest: &'a [u8]| -> Option<([u8; 8], &'a [u8])> {
+            let (head, tail) = rest.split_first_chunk::<8>()?;
+            Some((*head, tail))
+        };
+        let (value, rest) = match tag {
+            TAG_NULL => (Value::Null, rest),
+            TAG_BOOL => {
+                let (&b, rest) = rest.split_first()?;
+                (Value::Bool(b != 0), rest)
+            }
+            TAG_INT => {
+                let (bytes, rest) = eight(rest)?;
+                (Value::Int(i64::from_le_bytes(bytes)), rest)
+            }
+            TAG_FLOAT => {
+                let (bytes, rest) = eight(rest)?;
+                (
+                    Value::Float(f64::from_bits(u64::from_le_bytes(bytes))),
+                    rest,
+                )
+            }
+            TAG_TIME => {
+                let (bytes, rest) = eight(rest)?;
+                (Value::Time(Timestamp(i64::from_le_bytes(bytes))), rest)
+            }
+            TAG_TEXT => {
+                let (length, rest) = rest.split_first_chunk::<4>()?;
+                let length = usize::try_from(u32::from_le_bytes(*length)).ok()?;
+                if rest.len() < length {
+                    self.rest = &[];
+                    return None;
+                }
+                let (text, rest) = rest.split_at(length);
+                (Value::Text(text), rest)
+            }
+            _ => {
+                self.rest = &[];
+                return None;
+            }
+        };
+        self.rest = rest;
+        Some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Plan;
+    use cardinal_event::ValueError;
+
+    #[test]
+    fn records_route_or_are_rejected_with_a_reason() {
+        let plan = Plan::compile(
+            "CREATE STREAM s (ts TIMESTAMP, n BIGINT, site TEXT) WITH (time = 'ts');
+             CREATE SUMMARY x AS SELECT date_trunc('hour', ts) AS h, lower(site) AS site,
+               hll(n), theta(n), exact_distinct(site), sum(n / 2) FROM s WHERE n > 0 GROUP BY h, site;",
+        )
+        .expect("compiles");
+        let summary = &plan.summaries[0];
+        // hll(n) and theta(n) share one argument.
+        assert_eq!(summary.arguments.len(), 3);
+        let mut scratch = Scratch::new();
+        let mut out = Routed::default();
+        let mut route = |row: &[&str]| summary.route(row, &mut scratch, &mut out);
+        assert_eq!(
+            route(&["2026-11-04T13:45:59Z", "7", "Example.COM"]),
+            Ok(true)
+        );
+        assert_eq!(route(&["2026-11-04T13:45:59Z", "-1", "a"]), Ok(false));
+        assert_eq!(route(&["2026-11-04T13:45:59Z", "", "a"]), Ok(false)); // NULL > 0
+        assert_eq!(
+            route(&["2026-11-04T13:45:59Z", "7x", "a"]),
+            Err(EvalError::Field {
+                column: 1,
+                reason: ValueError::BigInt
+            })
+        );
+        assert_eq!(
+            route(&["", "7", "a"]),
+            Err(EvalError::MissingTime { column: 0 })
+        );
+        assert_eq!(
+            route(&["yesterday", "7", "a"]),
+            Err(EvalError::Field {
+                column: 0,
+                reason: ValueError::Timestamp
+            })
+        );
+        assert_eq!(route(&["2026-11-04T13:45:59Z", "9"]), Ok(true)); // absent site: NULL key
+        assert_eq!(
+            route(&["2026-11-04T13:45:59Z", "8", "Example.COM"]),
+            Ok(true)
+        );
+        assert_eq!(
+            out.bucket,
+            Some(Timestamp::parse(b"2026-11-04T13:00:00Z").expect("valid"))
+        );
+        assert_eq!(
+            key_values(&out.key).collect::<Vec<_>>(),
+            [Value::Text(b"example.com")]
+        );
+        assert_eq!(out.args[0], Arg::Int(8));
+        assert_eq!(out.args[0].hash(), Some(hash::user_id(8)));
+        assert_eq!(
+            out.args[1],
+            Arg::Text {
+                hash: hash::bytes(b"Example.COM", hash::SEED_DEFAULT)
+            }
+        );
+        assert_eq!(out.args[2], Arg::Int(4));
+    }
+
+    #[test]
+    fn key_round_trip() {
+        let values = [
+            Value::Text(b"CA"),
+            Value::Int(42),
+            Value::Null,
+            Value::Bool(true),
+            Value::Float(-0.5),
+            Value::Time(Timestamp(1_793_491_200_000)),
+            Value::Text(b""),
+        ];
+        let mut key = Vec::new();
+        for v in values {
+            encode(v, &mut key);
+        }
+        assert_eq!(
+            &key[..16],
+            b"\x04\x02\x00\x00\x00CA\x02\x2a\x00\x00\x00\x00\x00\x00\x00"
+        );
+        assert_eq!(key_values(&key).collect::<Vec<_>>(), values);
+        // Truncated keys end the iteration instead of panicking.
+        for cut in 0..key.len() {
+            assert!(key_values(&key[..cut]).count() <= values.len());
+        }
+    }
+}

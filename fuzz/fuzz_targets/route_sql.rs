@@ -1,0 +1,40 @@
+//! Declarations from arbitrary bytes: compiling must return a plan or an
+//! error, never panic; a plan that compiles must route records of any
+//! shape without panicking. Crash inputs go to
+//! `crates/route/tests/fuzz/route_sql/`, replayed by `tests/robust.rs`.
+
+#![no_main]
+
+use cardinal_route::{Plan, Routed, Scratch};
+use libfuzzer_sys::fuzz_target;
+
+/// Field texts that are valid for some column type and malformed for the
+/// others.
+const FIELDS: &[&str] = &[
+    "",
+    "0",
+    "-9223372036854775808",
+    "2.5",
+    "NaN",
+    "true",
+    "2026-11-04T13:45:59Z",
+    "héllo",
+];
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(sql) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(plan) = Plan::compile(sql) else {
+        return;
+    };
+    let mut scratch = Scratch::new();
+    let mut routed = Routed::default();
+    for summary in &plan.summaries {
+        let width = summary.schema.columns.len();
+        for shift in 0..FIELDS.len() {
+            let row: Vec<&str> = (0..width).map(|i| FIELDS[(i + shift) % FIELDS.len()]).collect();
+            let _ = summary.route(row.as_slice(), &mut scratch, &mut routed);
+        }
+    }
+});
