@@ -12,7 +12,7 @@
 //!   (`\x...`, [`Options::hll_hex`]), so `COPY` into a table with an `hll`
 //!   column works and analysts keep using `hll_union_agg`.
 //!
-//! CSV columns: `bucket` (ISO-8601), the dimensions, then per aggregate its
+//! CSV columns: the bucket (ISO-8601, if the summary has one), the dimensions, then per aggregate its
 //! value; approximate aggregates add `<name>_lower` and `<name>_upper`;
 //! quantiles add one column per rank (`<name>_p50`...); top-k writes
 //! `item:count` pairs separated by `|`.
@@ -34,7 +34,7 @@
 //!         states,
 //!     })
 //!     .collect();
-//! let columns = Columns { bucket: "day".into(), dims: vec!["state".into()], aggs: vec!["events".into()] };
+//! let columns = Columns { bucket: Some("day".into()), dims: vec!["state".into()], aggs: vec!["events".into()] };
 //! let results = Results::new(columns, &r.shape().aggs, rows).unwrap();
 //! let text = cardinal_export::table(&results);
 //! assert!(text.contains("1970-01-01") && text.contains("CA"));
@@ -57,8 +57,10 @@ pub use error::{Error, Result};
 /// The names of a summary's output columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Columns {
-    /// The bucket column (e.g. `day`).
-    pub bucket: String,
+    /// The bucket column (e.g. `day`), or `None` for a summary without a
+    /// time bucket: no bucket column, and one file `all.csv` instead of one
+    /// per day.
+    pub bucket: Option<String>,
     /// One name per dimension.
     pub dims: Vec<String>,
     /// One name per aggregate.
@@ -126,12 +128,16 @@ pub struct Options {
 /// The rows as an aligned text table, ordered by bucket and dimensions.
 pub fn table(results: &Results<'_>) -> String {
     let columns = &results.columns;
-    let mut header: Vec<String> = vec![columns.bucket.clone()];
+    let mut header: Vec<String> = columns.bucket.iter().cloned().collect();
     header.extend(columns.dims.iter().cloned());
     header.extend(columns.aggs.iter().cloned());
     let mut cells: Vec<Vec<String>> = vec![header];
     for row in &results.rows {
-        let mut line = vec![day_or_instant(row.bucket)];
+        let mut line: Vec<String> = columns
+            .bucket
+            .iter()
+            .map(|_| day_or_instant(row.bucket))
+            .collect();
         line.extend(
             row.dims
                 .iter()
@@ -159,7 +165,7 @@ pub fn table(results: &Results<'_>) -> String {
         for (c, cell) in line.iter().enumerate() {
             let pad = widths[c] - cell.chars().count();
             // Text left, numbers right, as people read tables.
-            if c == 0 || c <= columns.dims.len() {
+            if c < columns.dims.len() + usize::from(columns.bucket.is_some()) {
                 let _ = write!(out, "{cell}{:pad$}  ", "");
             } else {
                 let _ = write!(out, "{:pad$}{cell}  ", "");
@@ -192,16 +198,27 @@ pub fn write_daily_csv(
     let mut start = 0;
     while start < rows.len() {
         let day = rows[start].bucket.date();
-        let end = start
-            + rows[start..]
+        let (end, name) = if results.columns.bucket.is_some() {
+            let same_day = rows[start..]
                 .iter()
                 .take_while(|r| r.bucket.date() == day)
                 .count();
-        let name = format!("{:04}-{:02}-{:02}.csv", day.0, day.1, day.2);
+            (
+                start + same_day,
+                format!("{:04}-{:02}-{:02}.csv", day.0, day.1, day.2),
+            )
+        } else {
+            (rows.len(), "all.csv".to_string())
+        };
         let path = folder.join(name);
         let mut body = header.clone();
         for row in &rows[start..end] {
-            body.push_str(&csv_line(row, results.kinds, options));
+            body.push_str(&csv_line(
+                row,
+                results.columns.bucket.is_some(),
+                results.kinds,
+                options,
+            ));
         }
         write_atomically(&path, body.as_bytes())?;
         written.push(path);
@@ -219,12 +236,15 @@ pub fn write_json_lines(
 ) -> Result<()> {
     let columns = &results.columns;
     for row in &results.rows {
-        let mut line = format!(
-            "{{\"summary\":{},{}:\"{}\"",
-            json_string(summary.as_bytes()),
-            json_string(columns.bucket.as_bytes()),
-            row.bucket
-        );
+        let mut line = format!("{{\"summary\":{}", json_string(summary.as_bytes()));
+        if let Some(bucket) = &columns.bucket {
+            let _ = write!(
+                line,
+                ",{}:\"{}\"",
+                json_string(bucket.as_bytes()),
+                row.bucket
+            );
+        }
         for (name, value) in columns.dims.iter().zip(&row.dims) {
             let value = value
                 .as_ref()
@@ -256,7 +276,7 @@ pub fn write_json_lines(
 
 fn csv_header(results: &Results<'_>, options: Options) -> String {
     let columns = &results.columns;
-    let mut fields = vec![columns.bucket.clone()];
+    let mut fields: Vec<String> = columns.bucket.iter().cloned().collect();
     fields.extend(columns.dims.iter().cloned());
     let first = results.rows.first();
     for (i, name) in columns.aggs.iter().enumerate() {
@@ -292,8 +312,12 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
     line
 }
 
-fn csv_line(row: &ResultRow<'_>, kinds: &[AggKind], options: Options) -> String {
-    let mut fields = vec![row.bucket.to_string()];
+fn csv_line(row: &ResultRow<'_>, bucket: bool, kinds: &[AggKind], options: Options) -> String {
+    let mut fields: Vec<String> = if bucket {
+        vec![row.bucket.to_string()]
+    } else {
+        Vec::new()
+    };
     fields.extend(row.dims.iter().map(|d| {
         d.as_deref()
             .map_or_else(String::new, |d| csv_field(d.as_bytes()))

@@ -53,7 +53,7 @@ fn sample() -> (Columns, Rollup) {
         );
     }
     let columns = Columns {
-        bucket: "hour".into(),
+        bucket: Some("hour".into()),
         dims: vec!["state".into()],
         aggs: vec!["events".into(), "revenue".into(), "users".into()],
     };
