@@ -163,6 +163,6 @@ mod tests {
         let ranges =
             split_ranges(text.len() as u64, 8, |o| Ok(line_start_in(text, o))).expect("ok");
         assert_eq!(ranges, vec![0..23, 23..25]);
-        assert!(split_ranges(0, 4, |o| Ok(o)).expect("ok").is_empty());
+        assert!(split_ranges(0, 4, Ok).expect("ok").is_empty());
     }
 }

@@ -34,8 +34,11 @@ fn compress(codec: Compression, plain: &[u8]) -> Vec<u8> {
     }
 }
 
+/// A chunk's bytes, first line and offset.
+type Tagged = (Vec<u8>, Option<u64>, u64);
+
 /// Every chunk of `bytes` read through a [`LineReader`], with its tags.
-fn read_all(bytes: Vec<u8>, chunk_bytes: usize) -> (Vec<(Vec<u8>, Option<u64>, u64)>, Vec<Error>) {
+fn read_all(bytes: Vec<u8>, chunk_bytes: usize) -> (Vec<Tagged>, Vec<Error>) {
     let input = Input::from_reader("mem", std::io::Cursor::new(bytes)).expect("in memory");
     let mut reader = LineReader::with_chunk_bytes(input, chunk_bytes);
     let mut chunk = Chunk::default();
@@ -161,7 +164,7 @@ trait ConcatBytes {
     fn concat_bytes(&self) -> Vec<u8>;
 }
 
-impl ConcatBytes for Vec<(Vec<u8>, Option<u64>, u64)> {
+impl ConcatBytes for Vec<Tagged> {
     fn concat_bytes(&self) -> Vec<u8> {
         self.iter().flat_map(|c| c.0.iter().copied()).collect()
     }
