@@ -66,7 +66,7 @@ fn read(reader: &mut LineReader, chunk: &mut Chunk) -> bool {
     reader.read_chunk(chunk).expect("readable")
 }
 
-fn text<'a>(record: &'a dyn Record, column: usize) -> &'a str {
+fn text(record: &dyn Record, column: usize) -> &str {
     std::str::from_utf8(record.field(column).expect("present")).expect("ascii")
 }
 

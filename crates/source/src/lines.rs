@@ -236,9 +236,20 @@ impl LineReader {
     }
 }
 
-/// The number of `\n` bytes (a loop the compiler vectorizes: tens of GB/s).
+/// The number of `\n` bytes. Counting in `u8` lanes over blocks of 255
+/// bytes (so no lane overflows) lets the compiler vectorize the compare
+/// and add 16 or 32 bytes at a time; a `u64` accumulator per byte ran at a
+/// quarter of the speed (measured with `parse_speed`, 2026-11-21).
 fn newlines(bytes: &[u8]) -> u64 {
-    bytes.iter().map(|&b| u64::from(b == b'\n')).sum()
+    bytes
+        .chunks(255)
+        .map(|block| {
+            let count = block
+                .iter()
+                .fold(0u8, |count, &b| count.wrapping_add(u8::from(b == b'\n')));
+            u64::from(count)
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -284,5 +295,6 @@ mod tests {
         assert_eq!(newlines(b""), 0);
         assert_eq!(newlines(&[b'\n'; 1000]), 1000);
         assert_eq!(newlines(b"a\r\nb\n"), 2);
+        assert_eq!(newlines(&[b'\n'; 255 * 3 + 7]), 255 * 3 + 7);
     }
 }
