@@ -21,9 +21,9 @@
 //!
 //! Why not `serde_json`: with borrowed `&RawValue` maps it allocates a map
 //! per object and walks every value twice (once to find its end, once to
-//! read it). Measured on 2026-11-21 on the 2-vCPU VM (see the "Parsing"
-//! section of `bench/README.md`), the scanner is several times faster on
-//! the impressions stream. `serde_json` stays as the oracle the scanner is
+//! read it). Measured on 2026-11-21 on the 2-vCPU VM (the "Parsing"
+//! section of `bench/README.md`), on the impressions stream: 0.98 GB/s per
+//! core for the scanner, 0.15 GB/s for `serde_json`. `serde_json` stays as the oracle the scanner is
 //! tested against (`tests/ndjson.rs`).
 //!
 //! [`JsonSyntax`]: crate::RejectReason::JsonSyntax
