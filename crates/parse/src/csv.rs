@@ -1,0 +1,664 @@
+//! Delimited text: the v1 CSV (RFC 4180 quoting) and the AMPLab tables.
+//!
+//! Two paths parse the same grammar:
+//!
+//! - the **general path** ([`CsvParser::parse_without_fast_path`]) reads
+//!   one record at a time: quoted fields per RFC 4180 (`""` inside quotes
+//!   is one quote, delimiters and newlines inside quotes are data), and
+//!   `memchr2` to the next delimiter or newline for unquoted ones;
+//! - the **fast path** runs over stretches of whole lines that contain no
+//!   quote at all (the predicate, checked with one `memchr` per stretch).
+//!   There a field ends at every delimiter and a record at every newline,
+//!   so it finds both with a SWAR scan of 8 bytes per step and writes spans
+//!   with no other branch. Impressions and AMPLab files never quote, so
+//!   they run on the fast path from end to end; a chunk with a few quoted
+//!   lines runs the general path only on those lines.
+//!
+//! The fast path is tested against the general path on arbitrary input
+//! (`tests/csv.rs`), and both share `Out::finish`, which applies the
+//! header mapping and the [`Missing`] / [`Extra`] policies.
+//!
+//! Rules both paths follow:
+//!
+//! - `\n` ends a record; a `\r` just before it is dropped (CRLF files);
+//!   the chunk's end counts as a newline;
+//! - a blank line (empty, or a lone `\r`) is skipped, not a record;
+//! - a quote that does not start a field is data (`5" screen`), as in the
+//!   `csv` crate; text after a closing quote is a [`TextAfterQuote`]
+//!   reject;
+//! - a quoted field may span lines, but not chunks: the source cuts chunks
+//!   at newlines without reading quotes (that is what lets it split files
+//!   into ranges at all). A quoted newline cut by a chunk boundary shows up
+//!   as an [`UnterminatedQuote`] reject. Neither v1 CSV nor the AMPLab
+//!   tables put newlines in fields.
+//! - after a reject parsing resumes on the next line (for an unterminated
+//!   quote, the line after the record's first line).
+//!
+//! [`TextAfterQuote`]: crate::RejectReason::TextAfterQuote
+//! [`UnterminatedQuote`]: crate::RejectReason::UnterminatedQuote
+
+// Maintainer note: the two paths must agree byte for byte; a rule changed
+// in `parse_record` (blank lines, CR handling, the last line without a
+// newline) must change in `scan_plain` too, and `tests/csv.rs`'s
+// `fast_path_equals_general_path` will say so if it does not.
+
+use std::sync::Arc;
+
+use cardinal_event::Schema;
+use cardinal_source::Chunk;
+use memchr::{memchr, memchr2, memrchr};
+
+use crate::batch::{Batch, Reject, RejectReason, Span};
+use crate::{Error, FIELDS_MAX, RECORD_BYTES_MAX, Result};
+
+/// What to do with a record that has fewer fields than the file's columns
+/// (and with a header that lacks a declared column).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// Reject the record ([`RejectReason::TooFewFields`]); a header that
+    /// lacks a declared column is an [`Error::HeaderMissingColumn`].
+    Reject,
+    /// Read the missing fields as absent (SQL NULL).
+    Null,
+}
+
+/// What to do with a record that has more fields than the file's columns
+/// (and with a header column the schema does not declare).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extra {
+    /// Reject the record ([`RejectReason::TooManyFields`]); an unknown
+    /// header column is an [`Error::HeaderUnknownColumn`].
+    Reject,
+    /// Drop the extra fields (and unknown header columns).
+    Ignore,
+}
+
+/// How a delimited file is laid out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CsvConfig {
+    /// The field delimiter: any byte but `"`, `\r` and `\n`.
+    pub delimiter: u8,
+    /// Whether the first line names the columns. Header names are matched
+    /// to the schema's column names (ASCII case-insensitive, surrounding
+    /// spaces and a UTF-8 byte-order mark ignored), in any order. Without a
+    /// header, file column `i` is schema column `i`.
+    pub header: bool,
+    /// Records with fewer fields.
+    pub missing: Missing,
+    /// Records with more fields.
+    pub extra: Extra,
+}
+
+impl Default for CsvConfig {
+    /// Comma-separated, no header, short and long records rejected.
+    fn default() -> Self {
+        Self {
+            delimiter: b',',
+            header: false,
+            missing: Missing::Reject,
+            extra: Extra::Reject,
+        }
+    }
+}
+
+impl CsvConfig {
+    /// The seed's v1 CSV: comma-separated with a header, strict.
+    pub fn v1() -> Self {
+        Self {
+            header: true,
+            ..Self::default()
+        }
+    }
+
+    /// The AMPLab Big Data Benchmark text tables (uservisits, rankings):
+    /// comma-separated, no header, no quoting in practice, strict. Java
+    /// floats such as `1.1885166E-4` are plain field text here and read by
+    /// `cardinal_event::Value::parse`. Schemas: [`crate::amplab`].
+    pub fn amplab() -> Self {
+        Self::default()
+    }
+}
+
+/// File column index -> schema column, for a dropped column.
+const DROPPED: u32 = u32::MAX;
+
+/// Reads delimited text chunks into [`Batch`]es. One parser per input: it
+/// remembers whether the input's header has been read.
+#[derive(Debug, Clone)]
+pub struct CsvParser {
+    config: CsvConfig,
+    names: Vec<String>,
+    width: usize,
+    /// Columns per file record (the header's, or the schema's).
+    file_width: usize,
+    /// File column -> schema column or `DROPPED`.
+    map: Vec<u32>,
+    identity: bool,
+    header_pending: bool,
+    /// The current record's fields in file order (capacity FIELDS_MAX).
+    row: Vec<Span>,
+}
+
+impl CsvParser {
+    /// A parser for records of `schema` laid out as `config` says.
+    pub fn new(schema: &Schema, config: CsvConfig) -> Result<Self> {
+        let width = schema.columns.len();
+        if width == 0 {
+            return Err(Error::EmptySchema);
+        }
+        if width > FIELDS_MAX {
+            return Err(Error::TooManyColumns {
+                columns: width,
+                max: FIELDS_MAX,
+            });
+        }
+        if matches!(config.delimiter, b'"' | b'\r' | b'\n') {
+            return Err(Error::Delimiter {
+                delimiter: char::from(config.delimiter),
+            });
+        }
+        let map = (0..width)
+            .map(|c| u32::try_from(c).expect("width <= FIELDS_MAX"))
+            .collect();
+        Ok(Self {
+            config,
+            names: schema.columns.iter().map(|c| c.name.clone()).collect(),
+            width,
+            file_width: width,
+            map,
+            identity: true,
+            header_pending: config.header,
+            row: Vec::with_capacity(FIELDS_MAX),
+        })
+    }
+
+    /// Parses the batch's chunk, replacing its records and rejects.
+    ///
+    /// With a header configured, the input's first chunk must start the
+    /// input (offset 0); its first line is read as the header. An `Err` is
+    /// a header that does not fit the schema; malformed records are
+    /// [`Reject`]s in the batch.
+    pub fn parse(&mut self, batch: &mut Batch) -> Result<()> {
+        self.parse_chunk(batch, true)
+    }
+
+    /// [`parse`](Self::parse) on the general path only: the reference the
+    /// fast path is tested against.
+    pub fn parse_without_fast_path(&mut self, batch: &mut Batch) -> Result<()> {
+        self.parse_chunk(batch, false)
+    }
+
+    /// Reads the header from `line` (for a reader that starts after it, as
+    /// the readers of later byte ranges of one file do).
+    pub fn read_header(&mut self, input: &Arc<str>, line: &[u8]) -> Result<()> {
+        let mut chunk = Chunk::default();
+        chunk.set(input, Some(1), 0, line);
+        self.header_pending = true;
+        self.take_header(&chunk).map(|_| ())
+    }
+
+    fn parse_chunk(&mut self, batch: &mut Batch, fast: bool) -> Result<()> {
+        batch.begin(self.width);
+        let mut pos = 0;
+        if self.header_pending && !batch.chunk.is_empty() {
+            pos = self.take_header(&batch.chunk)?;
+        }
+        let Batch {
+            chunk,
+            fields,
+            starts,
+            lines,
+            side,
+            rejects,
+            ..
+        } = batch;
+        let data = chunk.bytes();
+        let delimiter = self.config.delimiter;
+        let mut out = Out {
+            chunk,
+            map: &self.map,
+            identity: self.identity,
+            width: self.width,
+            file_width: self.file_width,
+            missing: self.config.missing,
+            extra: self.config.extra,
+            capture: false,
+            captured: false,
+            row: &mut self.row,
+            overflow: false,
+            fields,
+            starts,
+            lines,
+            side,
+            side_mark: 0,
+            rejects,
+            line: 0,
+            line_pos: 0,
+        };
+        out.row.clear();
+        if !fast {
+            parse_records(data, pos, data.len(), delimiter, &mut out);
+            return Ok(());
+        }
+        while pos < data.len() {
+            match memchr(b'"', &data[pos..]) {
+                None => {
+                    out.sync_line(data, pos);
+                    scan_plain(data, pos, data.len(), delimiter, &mut out);
+                    break;
+                }
+                Some(k) => {
+                    let quote = pos + k;
+                    let line_start = memrchr(b'\n', &data[pos..quote]).map_or(pos, |k| pos + k + 1);
+                    out.sync_line(data, pos);
+                    scan_plain(data, pos, line_start, delimiter, &mut out);
+                    pos = parse_records(data, line_start, quote, delimiter, &mut out);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the header line of `chunk`, maps it to the schema, and returns
+    /// where the records start.
+    fn take_header(&mut self, chunk: &Chunk) -> Result<usize> {
+        if chunk.offset != 0 && self.header_pending {
+            return Err(Error::HeaderNotAtStart {
+                input: chunk.input.clone(),
+                offset: chunk.offset,
+            });
+        }
+        let data = chunk.bytes();
+        let (mut fields, mut starts, mut lines, mut side, mut rejects) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut row = Vec::with_capacity(FIELDS_MAX);
+        let mut out = Out {
+            chunk,
+            map: &[],
+            identity: true,
+            width: 0,
+            file_width: 0,
+            missing: Missing::Null,
+            extra: Extra::Ignore,
+            capture: true,
+            captured: false,
+            row: &mut row,
+            overflow: false,
+            fields: &mut fields,
+            starts: &mut starts,
+            lines: &mut lines,
+            side: &mut side,
+            side_mark: 0,
+            rejects: &mut rejects,
+            line: 0,
+            line_pos: 0,
+        };
+        // A UTF-8 byte-order mark before the header is not part of it.
+        let mut pos = if data.starts_with(b"\xEF\xBB\xBF") {
+            3
+        } else {
+            0
+        };
+        while pos < data.len() && !out.captured && out.rejects.is_empty() {
+            pos = parse_record(data, pos, self.config.delimiter, &mut out);
+        }
+        if let Some(reject) = rejects.first() {
+            return Err(Error::HeaderMalformed {
+                input: chunk.input.clone(),
+                reason: reject.reason,
+            });
+        }
+        let names: Vec<String> = row
+            .iter()
+            .map(|span| {
+                let bytes = span.resolve(data, &side).unwrap_or_default();
+                String::from_utf8_lossy(bytes).trim().to_owned()
+            })
+            .collect();
+        self.map_header(&chunk.input, &names)?;
+        self.header_pending = false;
+        Ok(pos)
+    }
+
+    fn map_header(&mut self, input: &Arc<str>, names: &[String]) -> Result<()> {
+        let mut seen = vec![false; self.width];
+        let mut map = Vec::with_capacity(names.len());
+        for name in names {
+            match self.names.iter().position(|n| n.eq_ignore_ascii_case(name)) {
+                Some(column) if seen[column] => {
+                    return Err(Error::HeaderDuplicate {
+                        input: input.clone(),
+                        name: name.clone(),
+                    });
+                }
+                Some(column) => {
+                    seen[column] = true;
+                    map.push(u32::try_from(column).expect("width <= FIELDS_MAX"));
+                }
+                None if self.config.extra == Extra::Reject => {
+                    return Err(Error::HeaderUnknownColumn {
+                        input: input.clone(),
+                        name: name.clone(),
+                    });
+                }
+                None => map.push(DROPPED),
+            }
+        }
+        if self.config.missing == Missing::Reject
+            && let Some(column) = seen.iter().position(|&s| !s)
+        {
+            return Err(Error::HeaderMissingColumn {
+                input: input.clone(),
+                name: self.names[column].clone(),
+            });
+        }
+        self.file_width = names.len();
+        self.identity =
+            self.file_width == self.width && map.iter().enumerate().all(|(i, &c)| c as usize == i);
+        self.map = map;
+        Ok(())
+    }
+}
+
+/// Where finished records go, and the current record's state.
+struct Out<'a> {
+    chunk: &'a Chunk,
+    map: &'a [u32],
+    identity: bool,
+    width: usize,
+    file_width: usize,
+    missing: Missing,
+    extra: Extra,
+    /// Header mode: keep the first record's fields in `row` and stop.
+    capture: bool,
+    captured: bool,
+    row: &'a mut Vec<Span>,
+    /// The record had more than FIELDS_MAX fields.
+    overflow: bool,
+    fields: &'a mut Vec<Span>,
+    starts: &'a mut Vec<u32>,
+    lines: &'a mut Vec<u32>,
+    side: &'a mut Vec<u8>,
+    /// The side buffer's length when the current record began.
+    side_mark: usize,
+    rejects: &'a mut Vec<Reject>,
+    /// The chunk line index of byte `line_pos`.
+    line: u32,
+    line_pos: usize,
+}
+
+impl Out<'_> {
+    #[inline(always)]
+    fn push_field(&mut self, span: Span) {
+        if self.row.len() < FIELDS_MAX {
+            self.row.push(span);
+        } else {
+            self.overflow = true;
+        }
+    }
+
+    /// Advances the line count to byte `pos` (a record start).
+    #[allow(clippy::cast_possible_truncation)]
+    fn sync_line(&mut self, data: &[u8], pos: usize) {
+        debug_assert!(pos >= self.line_pos);
+        // Lines are fewer than bytes, and bytes fit 31 bits (Batch::begin).
+        self.line += data[self.line_pos..pos]
+            .iter()
+            .map(|&b| u32::from(b == b'\n'))
+            .sum::<u32>();
+        self.line_pos = pos;
+    }
+
+    fn reject(&mut self, start: usize, column: Option<usize>, reason: RejectReason) {
+        self.rejects.push(Batch::reject_at(
+            self.chunk, start, self.line, column, reason,
+        ));
+        self.row.clear();
+        self.overflow = false;
+        self.side.truncate(self.side_mark);
+    }
+
+    /// Ends the record spanning `start..end` (`end` at its newline or the
+    /// chunk's end): checks it against the limits and policies, then lays
+    /// its spans out in schema order.
+    #[inline(always)]
+    #[allow(clippy::cast_possible_truncation)]
+    fn finish(&mut self, start: usize, end: usize) {
+        if self.capture {
+            self.captured = true;
+            return;
+        }
+        let count = self.row.len();
+        if self.overflow {
+            return self.reject(start, Some(FIELDS_MAX), RejectReason::FieldsMax);
+        }
+        if end - start > RECORD_BYTES_MAX {
+            return self.reject(start, None, RejectReason::RecordBytesMax);
+        }
+        if count != self.file_width {
+            if count < self.file_width && self.missing == Missing::Reject {
+                return self.reject(start, Some(count), RejectReason::TooFewFields);
+            }
+            if count > self.file_width && self.extra == Extra::Reject {
+                return self.reject(start, Some(self.file_width), RejectReason::TooManyFields);
+            }
+        }
+        let used = count.min(self.file_width);
+        if self.identity {
+            self.fields.extend_from_slice(&self.row[..used]);
+            self.fields
+                .extend(std::iter::repeat_n(Span::ABSENT, self.width - used));
+        } else {
+            let base = self.fields.len();
+            self.fields.resize(base + self.width, Span::ABSENT);
+            for (&column, &span) in self.map.iter().zip(&self.row[..used]) {
+                if column != DROPPED {
+                    self.fields[base + column as usize] = span;
+                }
+            }
+        }
+        // Offsets and line indexes fit 31 bits (Batch::begin).
+        self.starts.push(start as u32);
+        self.lines.push(self.line);
+        self.row.clear();
+    }
+}
+
+/// The general path: parses records from `from` (a line start) until a
+/// record starts after `bound` or the chunk ends, and returns where the
+/// next record starts.
+fn parse_records(data: &[u8], from: usize, bound: usize, delimiter: u8, out: &mut Out) -> usize {
+    let mut pos = from;
+    while pos < data.len() && pos <= bound {
+        out.sync_line(data, pos);
+        pos = parse_record(data, pos, delimiter, out);
+    }
+    pos
+}
+
+/// Parses one record (or blank line) at `start` and returns where the next
+/// one starts.
+fn parse_record(data: &[u8], start: usize, delimiter: u8, out: &mut Out) -> usize {
+    let len = data.len();
+    debug_assert!(start < len);
+    if data[start] == b'\n' {
+        return start + 1;
+    }
+    if data[start] == b'\r' && matches!(data.get(start + 1), Some(b'\n') | None) {
+        return (start + 2).min(len);
+    }
+    out.side_mark = out.side.len();
+    let mut p = start;
+    loop {
+        if p < len && data[p] == b'"' {
+            let content = p + 1;
+            let mut segment = content;
+            let mut escaped = false;
+            let side_start = out.side.len();
+            p = content;
+            loop {
+                let Some(k) = memchr(b'"', &data[p..]) else {
+                    let column = out.row.len();
+                    out.reject(start, Some(column), RejectReason::UnterminatedQuote);
+                    return memchr(b'\n', &data[start..]).map_or(len, |k| start + k + 1);
+                };
+                let quote = p + k;
+                if data.get(quote + 1) == Some(&b'"') {
+                    out.side.extend_from_slice(&data[segment..=quote]);
+                    escaped = true;
+                    segment = quote + 2;
+                    p = quote + 2;
+                    continue;
+                }
+                let span = if escaped {
+                    out.side.extend_from_slice(&data[segment..quote]);
+                    Span::side(side_start, out.side.len())
+                } else {
+                    Span::chunk(content, quote)
+                };
+                out.push_field(span);
+                p = quote + 1;
+                break;
+            }
+            match data.get(p) {
+                None => {
+                    out.finish(start, p);
+                    return p;
+                }
+                Some(&b) if b == delimiter => p += 1,
+                Some(b'\n') => {
+                    out.finish(start, p);
+                    return p + 1;
+                }
+                Some(b'\r') if matches!(data.get(p + 1), Some(b'\n') | None) => {
+                    out.finish(start, p + 1);
+                    return (p + 2).min(len);
+                }
+                Some(_) => {
+                    let column = out.row.len().saturating_sub(1);
+                    out.reject(start, Some(column), RejectReason::TextAfterQuote);
+                    return memchr(b'\n', &data[p..]).map_or(len, |k| p + k + 1);
+                }
+            }
+        } else {
+            let end = memchr2(delimiter, b'\n', &data[p..]).map_or(len, |k| p + k);
+            if end < len && data[end] == delimiter {
+                out.push_field(Span::chunk(p, end));
+                p = end + 1;
+                continue;
+            }
+            let field_end = if end > p && data[end - 1] == b'\r' {
+                end - 1
+            } else {
+                end
+            };
+            out.push_field(Span::chunk(p, field_end));
+            out.finish(start, end);
+            return if end < len { end + 1 } else { end };
+        }
+    }
+}
+
+const LOW_BITS: u64 = 0x0101_0101_0101_0101;
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of every byte of `x` that is zero, and no other bit
+/// (exact, unlike the classic `(x - 0x01..) & !x & 0x80..`, which flags
+/// bytes above a zero: no carry crosses a byte here because
+/// `(x & 0x7f) + 0x7f <= 0xfe`). Hacker's Delight, 2nd ed., §6-1.
+#[inline(always)]
+fn zero_bytes(x: u64) -> u64 {
+    let low7_nonzero = (x & !HIGH_BITS).wrapping_add(!HIGH_BITS);
+    !(low7_nonzero | x | !HIGH_BITS)
+}
+
+/// The fast path over `from..to`: whole lines without a quote byte.
+fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
+    debug_assert!(
+        memchr(b'"', &data[from..to]).is_none(),
+        "fast path needs quote-free lines"
+    );
+    debug_assert!(from == 0 || data[from - 1] == b'\n');
+    debug_assert!(to == from || to == data.len() || data[to - 1] == b'\n');
+    debug_assert!(out.row.is_empty());
+    debug_assert_eq!(out.line_pos, from);
+    let data = &data[..to];
+    let delimiters = LOW_BITS * u64::from(delimiter);
+    let newlines = LOW_BITS * u64::from(b'\n');
+    let mut field_start = from;
+    let mut record_start = from;
+    let mut line = out.line;
+    let mut i = from;
+    out.side_mark = out.side.len();
+    let mut on_byte = |pos: usize, newline: bool, out: &mut Out| {
+        if !newline {
+            out.push_field(Span::chunk(field_start, pos));
+            field_start = pos + 1;
+            return;
+        }
+        let end = if pos > field_start && data[pos - 1] == b'\r' {
+            pos - 1
+        } else {
+            pos
+        };
+        if !(end == record_start && out.row.is_empty() && !out.overflow) {
+            out.push_field(Span::chunk(field_start, end));
+            out.line = line;
+            out.finish(record_start, pos);
+        }
+        line += 1;
+        field_start = pos + 1;
+        record_start = pos + 1;
+    };
+    while i + 8 <= to {
+        let word = u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
+        let at_newline = zero_bytes(word ^ newlines);
+        let mut mask = zero_bytes(word ^ delimiters) | at_newline;
+        while mask != 0 {
+            let bit = mask & mask.wrapping_neg();
+            let pos = i + (bit.trailing_zeros() / 8) as usize;
+            on_byte(pos, at_newline & bit != 0, out);
+            mask ^= bit;
+        }
+        i += 8;
+    }
+    while i < to {
+        if data[i] == b'\n' {
+            on_byte(i, true, out);
+        } else if data[i] == delimiter {
+            on_byte(i, false, out);
+        }
+        i += 1;
+    }
+    if record_start < to {
+        // The input's last line, without a newline: as if it had one.
+        let end = if to > field_start && data[to - 1] == b'\r' {
+            to - 1
+        } else {
+            to
+        };
+        if !(end == record_start && out.row.is_empty() && !out.overflow) {
+            out.push_field(Span::chunk(field_start, end));
+            out.line = line;
+            out.finish(record_start, to);
+        }
+    }
+    out.line = line;
+    out.line_pos = to;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_bytes_is_exact() {
+        for byte in 0..=255u8 {
+            let word = u64::from_le_bytes([byte, 0, 1, 0x80, 0xff, 0, 0x7f, byte]);
+            let mask = zero_bytes(word);
+            for (i, b) in word.to_le_bytes().iter().enumerate() {
+                assert_eq!(mask >> (8 * i) & 0xff, if *b == 0 { 0x80 } else { 0 });
+            }
+        }
+    }
+}

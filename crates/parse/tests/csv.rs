@@ -1,0 +1,445 @@
+//! Delimited text: a table of cases (quoting, escapes, CRLF, empty fields,
+//! header mapping, limits), the fast path against the general path on
+//! arbitrary input, and arbitrary bytes without a panic.
+
+mod common;
+
+use cardinal_parse::{Batch, CsvConfig, CsvParser, Error, Extra, FIELDS_MAX, Missing};
+use common::{load, render_records, render_rejects, schema};
+use proptest::prelude::*;
+
+/// One case: a config, the input, and the records and rejects expected
+/// (rendered by `common`: `line:field|field`, `line:column:Reason`).
+struct Case {
+    name: &'static str,
+    config: CsvConfig,
+    input: &'static str,
+    records: &'static [&'static str],
+    rejects: &'static [&'static str],
+}
+
+const STRICT: CsvConfig = CsvConfig {
+    delimiter: b',',
+    header: false,
+    missing: Missing::Reject,
+    extra: Extra::Reject,
+};
+const LENIENT: CsvConfig = CsvConfig {
+    missing: Missing::Null,
+    extra: Extra::Ignore,
+    ..STRICT
+};
+const HEADER: CsvConfig = CsvConfig {
+    header: true,
+    ..STRICT
+};
+const HEADER_LENIENT: CsvConfig = CsvConfig {
+    header: true,
+    ..LENIENT
+};
+
+const CASES: &[Case] = &[
+    Case {
+        name: "plain",
+        config: STRICT,
+        input: "a,b,c\nd,e,f\n",
+        records: &["1:a|b|c", "2:d|e|f"],
+        rejects: &[],
+    },
+    Case {
+        name: "no final newline",
+        config: STRICT,
+        input: "a,b,c\nd,e,f",
+        records: &["1:a|b|c", "2:d|e|f"],
+        rejects: &[],
+    },
+    Case {
+        name: "empty fields",
+        config: STRICT,
+        input: ",,\na,,\n,,c\n",
+        records: &["1:||", "2:a||", "3:||c"],
+        rejects: &[],
+    },
+    Case {
+        name: "crlf",
+        config: STRICT,
+        input: "a,b,c\r\nd,e,\r\n",
+        records: &["1:a|b|c", "2:d|e|"],
+        rejects: &[],
+    },
+    Case {
+        name: "lone cr is data",
+        config: STRICT,
+        input: "a\r,b,c\n",
+        records: &["1:a\\r|b|c"],
+        rejects: &[],
+    },
+    Case {
+        name: "blank lines skipped",
+        config: STRICT,
+        input: "\na,b,c\n\r\n\nd,e,f\n",
+        records: &["2:a|b|c", "5:d|e|f"],
+        rejects: &[],
+    },
+    Case {
+        name: "quoted",
+        config: STRICT,
+        input: "\"a\",\"b,b\",\"\"\n",
+        records: &["1:a|b,b|"],
+        rejects: &[],
+    },
+    Case {
+        name: "doubled quotes",
+        config: STRICT,
+        input: "\"say \"\"hi\"\"\",x,\"\"\"\"\n",
+        records: &["1:say \\\"hi\\\"|x|\\\""],
+        rejects: &[],
+    },
+    Case {
+        name: "quoted newline",
+        config: STRICT,
+        input: "\"a\nb\",c,d\ne,f,g\n",
+        records: &["1:a\\nb|c|d", "3:e|f|g"],
+        rejects: &[],
+    },
+    Case {
+        name: "quoted crlf end",
+        config: STRICT,
+        input: "a,b,\"c\"\r\nd,e,f\n",
+        records: &["1:a|b|c", "2:d|e|f"],
+        rejects: &[],
+    },
+    Case {
+        name: "quote inside unquoted is data",
+        config: STRICT,
+        input: "5\" screen,b,c\n",
+        records: &["1:5\\\" screen|b|c"],
+        rejects: &[],
+    },
+    Case {
+        name: "text after quote",
+        config: STRICT,
+        input: "\"a\"x,b,c\nd,e,f\n",
+        records: &["2:d|e|f"],
+        rejects: &["1:0:TextAfterQuote"],
+    },
+    Case {
+        name: "unterminated quote",
+        config: STRICT,
+        input: "a,b,c\nd,\"e,f\n",
+        records: &["1:a|b|c"],
+        rejects: &["2:1:UnterminatedQuote"],
+    },
+    Case {
+        name: "unterminated resumes next line",
+        config: STRICT,
+        input: "d,\"e,f\ng,h,i\n",
+        records: &["2:g|h|i"],
+        rejects: &["1:1:UnterminatedQuote"],
+    },
+    Case {
+        name: "too few",
+        config: STRICT,
+        input: "a,b\nc,d,e\n",
+        records: &["2:c|d|e"],
+        rejects: &["1:2:TooFewFields"],
+    },
+    Case {
+        name: "too many",
+        config: STRICT,
+        input: "a,b,c,d\nc,d,e\n",
+        records: &["2:c|d|e"],
+        rejects: &["1:3:TooManyFields"],
+    },
+    Case {
+        name: "too few as null",
+        config: LENIENT,
+        input: "a,b\nc\n",
+        records: &["1:a|b|~", "2:c|~|~"],
+        rejects: &[],
+    },
+    Case {
+        name: "too many ignored",
+        config: LENIENT,
+        input: "a,b,c,d,e\n",
+        records: &["1:a|b|c"],
+        rejects: &[],
+    },
+    Case {
+        name: "tab delimiter",
+        config: CsvConfig {
+            delimiter: b'\t',
+            ..STRICT
+        },
+        input: "a\tb,b\tc\n",
+        records: &["1:a|b,b|c"],
+        rejects: &[],
+    },
+    Case {
+        name: "pipe delimiter, quoted pipe",
+        config: CsvConfig {
+            delimiter: b'|',
+            ..STRICT
+        },
+        input: "a|\"b|b\"|c\n",
+        records: &["1:a|b|b|c"],
+        rejects: &[],
+    },
+    Case {
+        name: "header in order",
+        config: HEADER,
+        input: "a,b,c\n1,2,3\n",
+        records: &["2:1|2|3"],
+        rejects: &[],
+    },
+    Case {
+        name: "header reordered",
+        config: HEADER,
+        input: "c,A,b\n3,1,2\n",
+        records: &["2:1|2|3"],
+        rejects: &[],
+    },
+    Case {
+        name: "header quoted, spaced, bom",
+        config: HEADER,
+        input: "\u{feff}\"a\", b ,c\r\n1,2,3\r\n",
+        records: &["2:1|2|3"],
+        rejects: &[],
+    },
+    Case {
+        name: "header after blank line",
+        config: HEADER,
+        input: "\na,b,c\n1,2,3\n",
+        records: &["3:1|2|3"],
+        rejects: &[],
+    },
+    Case {
+        name: "header missing column as null",
+        config: HEADER_LENIENT,
+        input: "b,a\n2,1\n",
+        records: &["2:1|2|~"],
+        rejects: &[],
+    },
+    Case {
+        name: "header extra column ignored",
+        config: HEADER_LENIENT,
+        input: "a,x,b,c\n1,9,2,3\n",
+        records: &["2:1|2|3"],
+        rejects: &[],
+    },
+    Case {
+        name: "header width rules records",
+        config: HEADER_LENIENT,
+        input: "b,a\n2,1,0\n2\n",
+        records: &["2:1|2|~", "3:~|2|~"],
+        rejects: &[],
+    },
+];
+
+#[test]
+fn table() {
+    let columns = schema(&["a", "b", "c"]);
+    for case in CASES {
+        for fast in [true, false] {
+            let mut parser = CsvParser::new(&columns, case.config).expect(case.name);
+            let mut batch = Batch::new();
+            load(&mut batch, case.input.as_bytes());
+            if fast {
+                parser.parse(&mut batch).expect(case.name);
+            } else {
+                parser.parse_without_fast_path(&mut batch).expect(case.name);
+            }
+            let path = if fast { "fast" } else { "general" };
+            assert_eq!(
+                render_records(&batch),
+                case.records,
+                "{} ({path})",
+                case.name
+            );
+            assert_eq!(
+                render_rejects(&batch),
+                case.rejects,
+                "{} ({path})",
+                case.name
+            );
+        }
+    }
+}
+
+#[test]
+fn header_errors() {
+    let columns = schema(&["a", "b", "c"]);
+    type Check = fn(&Error) -> bool;
+    let cases: &[(&str, CsvConfig, Check)] = &[
+        (
+            "a,b\n",
+            HEADER,
+            |e| matches!(e, Error::HeaderMissingColumn { name, .. } if name == "c"),
+        ),
+        (
+            "a,b,c,d\n",
+            HEADER,
+            |e| matches!(e, Error::HeaderUnknownColumn { name, .. } if name == "d"),
+        ),
+        ("a,b,a\n", HEADER_LENIENT, |e| {
+            matches!(e, Error::HeaderDuplicate { .. })
+        }),
+        ("a,\"b\"x,c\n", HEADER, |e| {
+            matches!(e, Error::HeaderMalformed { .. })
+        }),
+    ];
+    for (input, config, check) in cases {
+        let mut parser = CsvParser::new(&columns, *config).expect("valid");
+        let mut batch = Batch::new();
+        load(&mut batch, input.as_bytes());
+        let error = parser.parse(&mut batch).expect_err(input);
+        assert!(check(&error), "{input}: {error}");
+    }
+    // A later range of a file: the header comes from its first line.
+    let mut parser = CsvParser::new(&columns, HEADER).expect("valid");
+    let mut batch = Batch::new();
+    batch.chunk_mut().set(&"t".into(), None, 100, b"3,1,2\n");
+    assert!(matches!(
+        parser.parse(&mut batch),
+        Err(Error::HeaderNotAtStart { offset: 100, .. })
+    ));
+    parser.read_header(&"t".into(), b"c,a,b\n").expect("fits");
+    parser.parse(&mut batch).expect("header known");
+    assert_eq!(render_records(&batch), ["?:1|2|3"]);
+}
+
+#[test]
+fn config_errors() {
+    let columns = schema(&["a"]);
+    for delimiter in [b'"', b'\n', b'\r'] {
+        let config = CsvConfig {
+            delimiter,
+            ..STRICT
+        };
+        assert!(matches!(
+            CsvParser::new(&columns, config),
+            Err(Error::Delimiter { .. })
+        ));
+    }
+    assert!(matches!(
+        CsvParser::new(&schema(&[]), STRICT),
+        Err(Error::EmptySchema)
+    ));
+}
+
+#[test]
+fn fields_max_is_a_reject() {
+    let columns = schema(&["a", "b", "c"]);
+    let mut line = ",".repeat(FIELDS_MAX);
+    line.push('\n');
+    line.push_str("a,b,c\n");
+    for fast in [true, false] {
+        let mut parser = CsvParser::new(&columns, LENIENT).expect("valid");
+        let mut batch = Batch::new();
+        load(&mut batch, line.as_bytes());
+        if fast {
+            parser.parse(&mut batch).expect("no header");
+        } else {
+            parser
+                .parse_without_fast_path(&mut batch)
+                .expect("no header");
+        }
+        assert_eq!(
+            render_rejects(&batch),
+            [format!("1:{FIELDS_MAX}:FieldsMax")]
+        );
+        assert_eq!(render_records(&batch), ["2:a|b|c"]);
+    }
+}
+
+#[test]
+fn batches_are_reused_across_chunks() {
+    let columns = schema(&["a", "b", "c"]);
+    let mut parser = CsvParser::new(&columns, STRICT).expect("valid");
+    let mut batch = Batch::new();
+    load(&mut batch, "x,\"y\"\"\",z\nbad\n".repeat(100).as_bytes());
+    parser.parse(&mut batch).expect("ok");
+    assert_eq!((batch.len(), batch.rejects().len()), (100, 100));
+    load(&mut batch, b"a,b,c\n");
+    parser.parse(&mut batch).expect("ok");
+    assert_eq!(render_records(&batch), ["1:a|b|c"]);
+    assert!(batch.rejects().is_empty());
+}
+
+/// Text made mostly of the bytes the grammar cares about.
+fn csvish() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(
+        prop_oneof![
+            4 => Just(b','), 3 => Just(b'\n'), 2 => Just(b'"'), 1 => Just(b'\r'),
+            6 => Just(b'a'), 2 => Just(b'b'), 1 => any::<u8>(),
+        ],
+        0..300,
+    )
+}
+
+/// The same, without quotes: lines the fast path takes whole.
+fn plain() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(
+        prop_oneof![4 => Just(b','), 3 => Just(b'\n'), 1 => Just(b'\r'), 6 => Just(b'a'), 1 => Just(b'b')],
+        0..300,
+    )
+}
+
+/// Records and rejects, rendered.
+type Rendered = (Vec<String>, Vec<String>);
+
+fn both_paths(input: &[u8], config: CsvConfig) -> (Rendered, Rendered) {
+    let columns = schema(&["a", "b", "c"]);
+    let mut results = Vec::new();
+    for fast in [true, false] {
+        let mut parser = CsvParser::new(&columns, config).expect("valid");
+        let mut batch = Batch::new();
+        load(&mut batch, input);
+        let parsed = if fast {
+            parser.parse(&mut batch)
+        } else {
+            parser.parse_without_fast_path(&mut batch)
+        };
+        match parsed {
+            Ok(()) => results.push((render_records(&batch), render_rejects(&batch))),
+            Err(e) => results.push((vec![e.to_string()], Vec::new())),
+        }
+    }
+    let general = results.pop().expect("two");
+    let fast = results.pop().expect("two");
+    (fast, general)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn fast_path_equals_general_path(input in csvish(), lenient in any::<bool>(), header in any::<bool>()) {
+        let config = CsvConfig { header, ..if lenient { LENIENT } else { STRICT } };
+        let (fast, general) = both_paths(&input, config);
+        prop_assert_eq!(fast, general);
+    }
+
+    #[test]
+    fn fast_path_equals_general_path_without_quotes(input in plain(), lenient in any::<bool>()) {
+        let (fast, general) = both_paths(&input, if lenient { LENIENT } else { STRICT });
+        prop_assert_eq!(fast, general);
+    }
+
+    #[test]
+    fn any_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..400), header in any::<bool>()) {
+        let _ = both_paths(&input, CsvConfig { header, ..LENIENT });
+    }
+
+    /// Records plus rejects account for every non-blank line when nothing
+    /// is quoted.
+    #[test]
+    fn every_line_is_a_record_or_a_reject(input in plain()) {
+        let (fast, _) = both_paths(&input, STRICT);
+        let lines = input
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.is_empty() && *line != b"\r")
+            .count();
+        prop_assert_eq!(fast.0.len() + fast.1.len(), lines);
+    }
+}

@@ -1,0 +1,82 @@
+//! Replays the inputs kept under `tests/fuzz/<target>/` through the checks
+//! the fuzz targets of the same name make (`fuzz/fuzz_targets/`): crashes
+//! found by `cargo fuzz` and seeds worth keeping (see
+//! `tests/fuzz/README.md`).
+
+mod common;
+
+use std::path::Path;
+
+use cardinal_parse::{Batch, CsvConfig, CsvParser, Extra, Missing, NdjsonParser};
+use common::{load, render_records, render_rejects, schema};
+
+fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fuzz")
+        .join(target);
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("listable").path())
+        .filter(|path| path.extension().is_none_or(|e| e != "md"))
+        .map(|path| {
+            let name = path.display().to_string();
+            (name, std::fs::read(&path).expect("readable"))
+        })
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "{} holds no inputs", dir.display());
+    files
+}
+
+#[test]
+fn parse_csv_inputs_replay() {
+    for (name, data) in inputs("parse_csv") {
+        let Some((&selector, text)) = data.split_first() else {
+            continue;
+        };
+        let config = CsvConfig {
+            delimiter: [b',', b'\t', b'|', b';'][usize::from(selector & 3)],
+            header: selector & 4 != 0,
+            missing: if selector & 8 != 0 {
+                Missing::Null
+            } else {
+                Missing::Reject
+            },
+            extra: if selector & 16 != 0 {
+                Extra::Ignore
+            } else {
+                Extra::Reject
+            },
+        };
+        let mut results = Vec::new();
+        for fast in [true, false] {
+            let mut parser = CsvParser::new(&schema(&["a", "b", "c"]), config).expect("valid");
+            let mut batch = Batch::new();
+            load(&mut batch, text);
+            let parsed = if fast {
+                parser.parse(&mut batch)
+            } else {
+                parser.parse_without_fast_path(&mut batch)
+            };
+            results.push(parsed.map(|()| (render_records(&batch), render_rejects(&batch))));
+        }
+        assert_eq!(results[0], results[1], "{name}");
+    }
+}
+
+#[test]
+fn parse_ndjson_inputs_replay() {
+    for (name, data) in inputs("parse_ndjson") {
+        let columns = schema(&["ts", "user.id", "user.geo.state", "x"]);
+        let mut parser = NdjsonParser::new(&columns).expect("valid");
+        let mut batch = Batch::new();
+        load(&mut batch, &data);
+        parser.parse(&mut batch);
+        let lines = data
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')))
+            .count();
+        assert_eq!(batch.len() + batch.rejects().len(), lines, "{name}");
+        let _ = render_records(&batch);
+    }
+}

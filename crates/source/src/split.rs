@@ -1,0 +1,168 @@
+//! Newline-aligned byte ranges of one plain file, one per reader.
+//!
+//! The file is cut at `len * k / parts` for `k = 1..parts`, and each cut is
+//! moved forward to the start of the next line, so every line belongs to
+//! exactly one range and no reader needs to look at its neighbour's bytes:
+//!
+//! ```text
+//!   nominal cuts       |         ^         ^         |
+//!   file               |aaaa\nbbbbbbbbbb\ncc\ndddd\n|
+//!   aligned ranges     |aaaa\nbbbbbbbbbb\n|cc\ndddd\n|
+//! ```
+//!
+//! A cut that lands in a line longer than the gap to the next cut is moved
+//! past it, so a range may swallow its neighbour; empty ranges are dropped,
+//! and the result may hold fewer than `parts` ranges. Compressed files
+//! cannot be entered in the middle and are refused ([`split_file`]).
+
+use std::io::{Read, Seek, SeekFrom};
+use std::ops::Range;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::{Compression, Error, MAGIC_BYTES_MAX, Result};
+
+/// Bytes read per probe while looking for the next newline.
+const PROBE_BYTES: usize = 64 << 10;
+
+/// Cuts `0..len` into at most `parts` newline-aligned ranges that cover it
+/// exactly once, in order. `line_start(offset)` must return the first line
+/// start at or after `offset` (a position `p` with `p == 0` or a newline at
+/// `p - 1`), or `len` if there is none: [`line_start_in`] over bytes in
+/// memory, [`line_start_at_or_after`] over a file.
+///
+/// ```
+/// use cardinal_source::{line_start_in, split_ranges};
+/// let text = b"aaaa\nbbbbbbbbbb\ncc\ndddd\n";
+/// let ranges = split_ranges(text.len() as u64, 2, |at| Ok(line_start_in(text, at))).unwrap();
+/// assert_eq!(ranges, vec![0..16, 16..24]);
+/// ```
+///
+/// # Panics
+///
+/// If `parts` is 0, or `line_start` returns a position outside
+/// `offset..=len`.
+pub fn split_ranges(
+    len: u64,
+    parts: usize,
+    mut line_start: impl FnMut(u64) -> std::io::Result<u64>,
+) -> std::io::Result<Vec<Range<u64>>> {
+    assert!(parts > 0, "at least one part");
+    let parts = u64::try_from(parts).expect("usize fits u64");
+    let mut starts = vec![0u64];
+    for k in 1..parts {
+        let nominal = u64::try_from(u128::from(len) * u128::from(k) / u128::from(parts))
+            .expect("a fraction of len fits u64");
+        let start = line_start(nominal)?;
+        assert!(start >= nominal, "line start {start} before {nominal}");
+        assert!(start <= len, "line start {start} past the end {len}");
+        let last = *starts.last().expect("starts with 0");
+        if start > last && start < len {
+            starts.push(start);
+        }
+    }
+    if len == 0 {
+        return Ok(Vec::new());
+    }
+    let ranges: Vec<Range<u64>> = starts
+        .iter()
+        .zip(starts.iter().skip(1).chain(std::iter::once(&len)))
+        .map(|(&start, &end)| start..end)
+        .collect();
+    debug_assert!(ranges.iter().all(|r| r.start < r.end));
+    Ok(ranges)
+}
+
+/// The first line start at or after `offset` in `bytes` (`bytes.len()` if
+/// none).
+pub fn line_start_in(bytes: &[u8], offset: u64) -> u64 {
+    let len = bytes.len() as u64;
+    if offset == 0 || offset >= len {
+        return offset.min(len);
+    }
+    let from = usize::try_from(offset - 1).expect("below a slice length");
+    match memchr::memchr(b'\n', &bytes[from..]) {
+        Some(newline) => (from + newline + 1) as u64,
+        None => len,
+    }
+}
+
+/// The first line start at or after `offset` in a file of `len` bytes,
+/// read through `file` in small blocks.
+pub fn line_start_at_or_after<R: Read + Seek>(
+    file: &mut R,
+    len: u64,
+    offset: u64,
+) -> std::io::Result<u64> {
+    if offset == 0 || offset >= len {
+        return Ok(offset.min(len));
+    }
+    let mut at = offset - 1;
+    file.seek(SeekFrom::Start(at))?;
+    let mut block = vec![0u8; PROBE_BYTES];
+    loop {
+        let got = file.read(&mut block)?;
+        if got == 0 {
+            return Ok(len);
+        }
+        if let Some(newline) = memchr::memchr(b'\n', &block[..got]) {
+            return Ok((at + newline as u64 + 1).min(len));
+        }
+        at += got as u64;
+    }
+}
+
+/// Cuts the plain file at `path` into at most `parts` newline-aligned byte
+/// ranges for [`Input::open_range`](crate::Input::open_range). Refuses a
+/// compressed file with [`Error::NotSplittable`].
+pub fn split_file(path: impl AsRef<Path>, parts: usize) -> Result<Vec<Range<u64>>> {
+    let path = path.as_ref();
+    let name: Arc<str> = path.display().to_string().into();
+    let io = |source| Error::Io {
+        input: name.clone(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    let mut magic = [0u8; MAGIC_BYTES_MAX];
+    let filled = crate::read_prefix(&mut file, &mut magic).map_err(io)?;
+    let compression = Compression::detect(&magic[..filled]);
+    if compression != Compression::None {
+        return Err(Error::NotSplittable {
+            input: name,
+            compression,
+        });
+    }
+    split_ranges(len, parts, |offset| {
+        line_start_at_or_after(&mut file, len, offset)
+    })
+    .map_err(io)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_starts() {
+        let text = b"ab\ncd\n";
+        let starts: Vec<u64> = (0..=7).map(|o| line_start_in(text, o)).collect();
+        assert_eq!(starts, vec![0, 3, 3, 3, 6, 6, 6, 6]);
+        let mut cursor = std::io::Cursor::new(&text[..]);
+        for offset in 0..=7 {
+            assert_eq!(
+                line_start_at_or_after(&mut cursor, 6, offset).expect("in memory"),
+                line_start_in(text, offset)
+            );
+        }
+    }
+
+    #[test]
+    fn long_lines_swallow_cuts() {
+        let text = b"a very long first line\nb\n";
+        let ranges =
+            split_ranges(text.len() as u64, 8, |o| Ok(line_start_in(text, o))).expect("ok");
+        assert_eq!(ranges, vec![0..23, 23..25]);
+        assert!(split_ranges(0, 4, Ok).expect("ok").is_empty());
+    }
+}
