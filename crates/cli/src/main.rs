@@ -7,6 +7,7 @@ mod demo;
 #[path = "gen.rs"]
 mod generate;
 mod hll;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -38,6 +39,9 @@ enum Command {
     /// their exact answers, or the AMPLab uservisits and rankings tables.
     #[command(subcommand)]
     Gen(generate::Command),
+    /// Fold input files into the summaries a schema declares, and print or
+    /// write the results with their error bars.
+    Run(run::Args),
     /// Build, inspect, union and intersect HyperLogLogs in the postgresql-hll
     /// format (`\x...` hex, as `SELECT hll_cardinality('\x...'::hll)` reads).
     #[command(subcommand)]
@@ -50,6 +54,11 @@ fn main() {
         Command::Demo(args) => demo::run(&args),
         Command::Gen(command) => generate::run(command),
         Command::Hll(command) => hll::run(command),
+        Command::Run(args) => match run::run(&args) {
+            Ok(0) => Ok(()),
+            Ok(code) => std::process::exit(code),
+            Err(e) => Err(e),
+        },
     };
     if let Err(error) = result {
         // A closed pipe (`cardinal ... | head`) is not a failure.

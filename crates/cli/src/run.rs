@@ -124,11 +124,23 @@ impl Counts {
 pub fn run(args: &Args) -> Result<i32> {
     let sql = std::fs::read_to_string(&args.schema)
         .with_context(|| format!("reading {}", args.schema.display()))?;
-    let plan = Plan::compile(&sql).map_err(|e| anyhow::anyhow!("{}:\n{e}", args.schema.display()))?;
+    let plan =
+        Plan::compile(&sql).map_err(|e| anyhow::anyhow!("{}:\n{e}", args.schema.display()))?;
     let stream = pick_stream(&plan, args.stream.as_deref())?;
-    let summaries: Vec<&Summary> = plan.summaries.iter().filter(|s| s.stream == stream).collect();
-    ensure!(!summaries.is_empty(), "no CREATE SUMMARY reads stream {}", plan.streams[stream].name);
-    let shapes: Vec<Shape> = summaries.iter().map(|s| shape_of(s)).collect::<Result<_>>()?;
+    let summaries: Vec<&Summary> = plan
+        .summaries
+        .iter()
+        .filter(|s| s.stream == stream)
+        .collect();
+    ensure!(
+        !summaries.is_empty(),
+        "no CREATE SUMMARY reads stream {}",
+        plan.streams[stream].name
+    );
+    let shapes: Vec<Shape> = summaries
+        .iter()
+        .map(|s| shape_of(s))
+        .collect::<Result<_>>()?;
     let limits = Limits {
         groups_max: args.groups_max,
         retention_ms: args.retention_days.map(|d| i64::from(d) * 86_400_000),
@@ -152,11 +164,26 @@ pub fn run(args: &Args) -> Result<i32> {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
-                    worker(&plan, stream, &summaries, &shapes, limits, &queue, rejects_file.as_ref(), &shown)
+                    worker(
+                        &plan,
+                        stream,
+                        &summaries,
+                        &shapes,
+                        limits,
+                        &queue,
+                        rejects_file.as_ref(),
+                        &shown,
+                    )
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))).collect()
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
+            })
+            .collect()
     });
     let mut merged: Option<Vec<Rollup>> = None;
     let mut counts = Counts::default();
@@ -175,7 +202,10 @@ pub fn run(args: &Args) -> Result<i32> {
     let rollups = merged.expect("at least one worker");
     let elapsed = started.elapsed().as_secs_f64();
     if let Some(file) = rejects_file {
-        file.into_inner().expect("workers are done").flush().context("writing rejects")?;
+        file.into_inner()
+            .expect("workers are done")
+            .flush()
+            .context("writing rejects")?;
     }
     for rollup in &rollups {
         counts.dropped_group_limit += rollup.dropped_group_limit();
@@ -184,7 +214,9 @@ pub fn run(args: &Args) -> Result<i32> {
 
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    let options = Options { hll_hex: args.hll_hex };
+    let options = Options {
+        hll_hex: args.hll_hex,
+    };
     let mut json: Option<Box<dyn Write>> = match &args.json {
         Some(path) if path.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
         Some(path) => Some(Box::new(BufWriter::new(
@@ -201,7 +233,12 @@ pub fn run(args: &Args) -> Result<i32> {
         }
         if let Some(dir) = &args.out {
             let files = cardinal_export::write_daily_csv(dir, &summary.name, &results, options)?;
-            eprintln!("{}: wrote {} file(s) under {}", summary.name, files.len(), dir.join(&summary.name).display());
+            eprintln!(
+                "{}: wrote {} file(s) under {}",
+                summary.name,
+                files.len(),
+                dir.join(&summary.name).display()
+            );
         }
         if let Some(writer) = json.as_mut() {
             cardinal_export::write_json_lines(writer, &summary.name, &results, options)?;
@@ -223,17 +260,32 @@ pub fn run(args: &Args) -> Result<i32> {
         } else {
             format!(
                 " ({})",
-                counts.rejects_by_reason.iter().map(|(r, n)| format!("{r}: {n}")).collect::<Vec<_>>().join(", ")
+                counts
+                    .rejects_by_reason
+                    .iter()
+                    .map(|(r, n)| format!("{r}: {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )
         }
     );
     if counts.dropped_group_limit > 0 {
-        eprintln!("{} records dropped: a summary reached --groups-max", counts.dropped_group_limit);
+        eprintln!(
+            "{} records dropped: a summary reached --groups-max",
+            counts.dropped_group_limit
+        );
     }
     if counts.dropped_expired > 0 {
-        eprintln!("{} records dropped: older than --retention-days", counts.dropped_expired);
+        eprintln!(
+            "{} records dropped: older than --retention-days",
+            counts.dropped_expired
+        );
     }
-    Ok(if args.strict && counts.rejects > 0 { 3 } else { 0 })
+    Ok(if args.strict && counts.rejects > 0 {
+        3
+    } else {
+        0
+    })
 }
 
 fn pick_stream(plan: &Plan, name: Option<&str>) -> Result<usize> {
@@ -244,7 +296,9 @@ fn pick_stream(plan: &Plan, name: Option<&str>) -> Result<usize> {
             .position(|s| s.name.eq_ignore_ascii_case(name))
             .with_context(|| format!("no stream called {name}")),
         None if plan.streams.len() == 1 => Ok(0),
-        None if plan.streams.is_empty() => bail!("the schema declares no stream (CREATE STREAM ...)"),
+        None if plan.streams.is_empty() => {
+            bail!("the schema declares no stream (CREATE STREAM ...)")
+        }
         None => bail!(
             "the schema declares {} streams; say which one the inputs are with --stream",
             plan.streams.len()
@@ -270,7 +324,10 @@ fn shape_of(summary: &Summary) -> Result<Shape> {
             AggregateKind::Min => AggKind::Min,
             AggregateKind::Max => AggKind::Max,
             AggregateKind::Avg => AggKind::Avg,
-            AggregateKind::Hll { log2m, regwidth } => AggKind::Hll { log2m: *log2m, regwidth: *regwidth },
+            AggregateKind::Hll { log2m, regwidth } => AggKind::Hll {
+                log2m: *log2m,
+                regwidth: *regwidth,
+            },
             AggregateKind::ExactDistinct => AggKind::ExactDistinct,
             AggregateKind::Quantiles { k, .. } => AggKind::Quantiles { k: *k },
             AggregateKind::TopK { k } => AggKind::TopK { k: *k },
@@ -282,20 +339,31 @@ fn shape_of(summary: &Summary) -> Result<Shape> {
 
 /// Splits the inputs into jobs: large plain files into newline-aligned byte
 /// ranges (one per thread), everything else whole.
-fn plan_jobs(inputs: &[PathBuf], threads: usize, stream: &cardinal_route::Stream) -> Result<Vec<Job>> {
+fn plan_jobs(
+    inputs: &[PathBuf],
+    threads: usize,
+    stream: &cardinal_route::Stream,
+) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for path in inputs {
         if path.as_os_str() == "-" {
-            jobs.push(Job { path: None, range: None, header: None });
+            jobs.push(Job {
+                path: None,
+                range: None,
+                header: None,
+            });
             continue;
         }
-        let len = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?.len();
+        let len = std::fs::metadata(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
         let plain = cardinal_source::Input::open(path)
             .with_context(|| format!("opening {}", path.display()))?
             .compression()
             == cardinal_source::Compression::None;
         if threads > 1 && plain && len >= SPLIT_BYTES_MIN {
-            let ranges = split_file(path, threads).with_context(|| format!("splitting {}", path.display()))?;
+            let ranges = split_file(path, threads)
+                .with_context(|| format!("splitting {}", path.display()))?;
             let header = if stream.header && stream.format == Format::Csv {
                 let mut line = Vec::new();
                 std::io::BufReader::new(std::fs::File::open(path)?).read_until(b'\n', &mut line)?;
@@ -305,10 +373,18 @@ fn plan_jobs(inputs: &[PathBuf], threads: usize, stream: &cardinal_route::Stream
             };
             for (i, range) in ranges.into_iter().enumerate() {
                 let header = if i == 0 { None } else { header.clone() };
-                jobs.push(Job { path: Some(path.clone()), range: Some(range), header });
+                jobs.push(Job {
+                    path: Some(path.clone()),
+                    range: Some(range),
+                    header,
+                });
             }
         } else {
-            jobs.push(Job { path: Some(path.clone()), range: None, header: None });
+            jobs.push(Job {
+                path: Some(path.clone()),
+                range: None,
+                header: None,
+            });
         }
     }
     Ok(jobs)
@@ -324,7 +400,11 @@ impl Parser {
         Ok(match stream.format {
             Format::Csv => Parser::Csv(CsvParser::new(
                 &stream.schema,
-                CsvConfig { delimiter: stream.delimiter, header: stream.header, ..CsvConfig::default() },
+                CsvConfig {
+                    delimiter: stream.delimiter,
+                    header: stream.header,
+                    ..CsvConfig::default()
+                },
             )?),
             Format::Amplab => Parser::Csv(CsvParser::new(&stream.schema, CsvConfig::amplab())?),
             Format::Json => Parser::Json(NdjsonParser::new(&stream.schema)?),
@@ -340,7 +420,10 @@ impl Parser {
     }
 }
 
-#[expect(clippy::too_many_arguments, reason = "the worker's whole context, borrowed from run")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the worker's whole context, borrowed from run"
+)]
 fn worker(
     plan: &Plan,
     stream: usize,
@@ -352,8 +435,10 @@ fn worker(
     shown: &std::sync::atomic::AtomicU64,
 ) -> Result<WorkerOutput> {
     let stream_decl = &plan.streams[stream];
-    let mut rollups: Vec<Rollup> =
-        shapes.iter().map(|s| Rollup::new(s.clone(), limits)).collect::<Result<_, _>>()?;
+    let mut rollups: Vec<Rollup> = shapes
+        .iter()
+        .map(|s| Rollup::new(s.clone(), limits))
+        .collect::<Result<_, _>>()?;
     let mut counts = Counts::default();
     let mut batch = Batch::new();
     let mut routed = Routed::default();
@@ -362,7 +447,9 @@ fn worker(
     let mut names: Vec<u8> = Vec::new();
     let mut reject_lines = String::new();
     loop {
-        let Some(job) = queue.lock().expect("queue lock").pop_front() else { break };
+        let Some(job) = queue.lock().expect("queue lock").pop_front() else {
+            break;
+        };
         let input = match (&job.path, &job.range) {
             (None, _) => cardinal_source::Input::stdin()?,
             (Some(path), None) => cardinal_source::Input::open(path)?,
@@ -379,15 +466,29 @@ fn worker(
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) if e.is_recoverable() => {
-                    reject(&mut counts, &mut reject_lines, shown, "line too long", &e.to_string());
+                    reject(
+                        &mut counts,
+                        &mut reject_lines,
+                        shown,
+                        "line too long",
+                        &e.to_string(),
+                    );
                     continue;
                 }
                 Err(e) => return Err(e).with_context(|| format!("reading {name}")),
             }
             counts.bytes += batch.chunk().len() as u64;
-            parser.parse(&mut batch).with_context(|| format!("parsing {name}"))?;
+            parser
+                .parse(&mut batch)
+                .with_context(|| format!("parsing {name}"))?;
             for r in batch.rejects() {
-                reject(&mut counts, &mut reject_lines, shown, &r.reason.to_string(), &r.to_string());
+                reject(
+                    &mut counts,
+                    &mut reject_lines,
+                    shown,
+                    &r.reason.to_string(),
+                    &r.to_string(),
+                );
             }
             for index in 0..batch.len() {
                 let record = batch.record(index);
@@ -400,15 +501,20 @@ fn worker(
                             // text into a reused buffer first, then borrow it.
                             names.clear();
                             let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
-                            for (i, (aggregate, kind)) in summary.aggregates.iter().zip(&shape.aggs).enumerate() {
-                                if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument) {
+                            for (i, (aggregate, kind)) in
+                                summary.aggregates.iter().zip(&shape.aggs).enumerate()
+                            {
+                                if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument)
+                                {
                                     let start = names.len();
                                     match routed.args[a] {
                                         Arg::Int(v) => {
                                             let _ = write!(names, "{v}");
                                         }
                                         Arg::Text { .. } => {
-                                            if let Ok(Value::Text(t)) = summary.arguments[a].eval(&record, &mut name_scratch) {
+                                            if let Ok(Value::Text(t)) = summary.arguments[a]
+                                                .eval(&record, &mut name_scratch)
+                                            {
                                                 names.extend_from_slice(t);
                                             }
                                         }
@@ -418,28 +524,49 @@ fn worker(
                                 }
                             }
                             let mut inputs = [Input::Null; AGGREGATES_MAX];
-                            for (i, (aggregate, kind)) in summary.aggregates.iter().zip(&shape.aggs).enumerate() {
+                            for (i, (aggregate, kind)) in
+                                summary.aggregates.iter().zip(&shape.aggs).enumerate()
+                            {
                                 let name = &names[spans[i].0..spans[i].1];
-                                inputs[i] = input_of(aggregate.argument.map(|a| routed.args[a]), kind, name);
+                                inputs[i] = input_of(
+                                    aggregate.argument.map(|a| routed.args[a]),
+                                    kind,
+                                    name,
+                                );
                             }
                             let bucket = routed.bucket.unwrap_or(Timestamp(0));
                             match rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()]) {
-                                Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {}
+                                Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {
+                                }
                                 Folded::DroppedKeyTooLong => {
-                                    reject(&mut counts, &mut reject_lines, shown, "group key too long", &format!("{name}: {}", where_(&record)));
+                                    reject(
+                                        &mut counts,
+                                        &mut reject_lines,
+                                        shown,
+                                        "group key too long",
+                                        &format!("{name}: {}", where_(&record)),
+                                    );
                                 }
                             }
                         }
                         Err(e) => {
                             let text = format!("{name}:{}: {}: {e}", where_(&record), summary.name);
-                            reject(&mut counts, &mut reject_lines, shown, &eval_reason(&e), &text);
+                            reject(
+                                &mut counts,
+                                &mut reject_lines,
+                                shown,
+                                &eval_reason(&e),
+                                &text,
+                            );
                         }
                     }
                 }
             }
             if !reject_lines.is_empty() {
                 if let Some(file) = rejects_file {
-                    file.lock().expect("rejects lock").write_all(reject_lines.as_bytes())?;
+                    file.lock()
+                        .expect("rejects lock")
+                        .write_all(reject_lines.as_bytes())?;
                 }
                 reject_lines.clear();
             }
@@ -458,12 +585,22 @@ fn where_(record: &cardinal_parse::RecordRef<'_>) -> String {
 fn eval_reason(e: &cardinal_route::EvalError) -> String {
     let text = e.to_string();
     // "column N: reason" -> the reason, so counts group by kind.
-    text.split_once(": ").map_or(text.clone(), |(_, reason)| reason.to_string())
+    text.split_once(": ")
+        .map_or(text.clone(), |(_, reason)| reason.to_string())
 }
 
-fn reject(counts: &mut Counts, lines: &mut String, shown: &std::sync::atomic::AtomicU64, reason: &str, text: &str) {
+fn reject(
+    counts: &mut Counts,
+    lines: &mut String,
+    shown: &std::sync::atomic::AtomicU64,
+    reason: &str,
+    text: &str,
+) {
     counts.rejects += 1;
-    *counts.rejects_by_reason.entry(reason.to_string()).or_default() += 1;
+    *counts
+        .rejects_by_reason
+        .entry(reason.to_string())
+        .or_default() += 1;
     if shown.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < REJECTS_SHOWN_MAX {
         eprintln!("rejected: {text}");
     }
@@ -490,29 +627,37 @@ fn input_of<'a>(arg: Option<Arg>, kind: &AggKind, name: &'a [u8]) -> Input<'a> {
                 Arg::Null | Arg::Text { .. } => Input::Null,
             }
         }
-        AggKind::Hll { .. } | AggKind::Theta { .. } | AggKind::ExactDistinct | AggKind::TopK { .. } => {
-            match arg.hash() {
-                Some(hash) => Input::Key {
-                    hash,
-                    id: match arg {
-                        Arg::Int(i) => Some(u64::from_ne_bytes(i.to_ne_bytes())),
-                        _ => None,
-                    },
-                    text: name,
+        AggKind::Hll { .. }
+        | AggKind::Theta { .. }
+        | AggKind::ExactDistinct
+        | AggKind::TopK { .. } => match arg.hash() {
+            Some(hash) => Input::Key {
+                hash,
+                id: match arg {
+                    Arg::Int(i) => Some(u64::from_ne_bytes(i.to_ne_bytes())),
+                    _ => None,
                 },
-                None => Input::Null,
-            }
-        }
+                text: name,
+            },
+            None => Input::Null,
+        },
     }
 }
 
 /// Decodes each group's key into display values and names the columns.
 fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'a>> {
     let name_of = |source: OutputSource| {
-        summary.outputs.iter().find(|o| o.source == source).map(|o| o.name.clone())
+        summary
+            .outputs
+            .iter()
+            .find(|o| o.source == source)
+            .map(|o| o.name.clone())
     };
     let columns = Columns {
-        bucket: summary.bucket.as_ref().map(|_| name_of(OutputSource::Bucket).unwrap_or_else(|| "bucket".into())),
+        bucket: summary
+            .bucket
+            .as_ref()
+            .map(|_| name_of(OutputSource::Bucket).unwrap_or_else(|| "bucket".into())),
         dims: (0..summary.dimensions.len())
             .map(|i| name_of(OutputSource::Dimension(i)).unwrap_or_else(|| format!("dim{i}")))
             .collect(),
