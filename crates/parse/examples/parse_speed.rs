@@ -3,7 +3,7 @@
 //! `cardinal-source` and into reused batches.
 //!
 //! ```sh
-//! cargo run --release -p cardinal-parse --example parse_speed -- [MB] [REPS]
+//! cargo run --release -p cardinal-parse --example parse_speed -- [MB] [REPS] [quick]
 //! ```
 //!
 //! Inputs are generated into memory first (about `MB` megabytes of each
@@ -11,7 +11,7 @@
 //! Each row is the best of `REPS` (5) runs, timed by the thread's CPU clock
 //! and the wall clock. Rows:
 //!
-//! - `parse`: the parser alone over chunks cut beforehand;
+//! - `parse`: the parser alone over chunks cut and loaded beforehand;
 //! - `read+parse`: `LineReader` (chunking, the copy into the chunk, line
 //!   counting) plus the parser, the path one core of the engine runs;
 //! - `serde_json`: NDJSON lines read by `serde_json` into borrowed
@@ -186,6 +186,8 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let megabytes: u64 = args.get(1).map_or(200, |a| a.parse().expect("MB"));
     let reps: usize = args.get(2).map_or(5, |a| a.parse().expect("REPS"));
+    // `quick`: only the plain rows, for trying a change to the parsers.
+    let quick = args.get(3).is_some_and(|a| a == "quick");
 
     let generate_impressions = |format, bytes_per_row| {
         let config = ImpressionsConfig {
@@ -234,20 +236,26 @@ fn main() {
     let name: Arc<str> = "mem".into();
     for (label, text, kind) in &inputs {
         let chunks = chunks_of(text);
-        let mut batch = Batch::new();
+        // One batch per chunk, loaded beforehand, so this row times the
+        // parser and no copy.
+        let mut batches: Vec<Batch> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                let mut batch = Batch::new();
+                let offset = if i == 0 { 0 } else { 1 };
+                batch.chunk_mut().set(&name, Some(1), offset, bytes);
+                batch
+            })
+            .collect();
         let parse_only = best(reps, || {
             let mut parse = kind.parse_with();
-            let mut records = 0;
-            for (i, bytes) in chunks.iter().enumerate() {
-                batch
-                    .chunk_mut()
-                    .set(&name, Some(1), if i == 0 { 0 } else { 1 }, bytes);
-                records += parse(&mut batch);
-            }
-            records
+            batches.iter_mut().map(&mut parse).sum()
         });
+        drop(batches);
+        let mut batch = Batch::new();
         row(label, "parse", text.len(), text.len(), parse_only);
-        if let Kind::Ndjson(_) = kind {
+        if let (Kind::Ndjson(_), false) = (kind, quick) {
             let paths: Vec<Vec<&str>> = vec![
                 vec!["ts"],
                 vec!["user", "id"],
@@ -266,7 +274,12 @@ fn main() {
                 best(reps, || serde_json_records(&chunks, &paths)),
             );
         }
-        for codec in ["plain", "lz4", "snappy", "zstd", "gzip"] {
+        let codecs: &[&str] = if quick {
+            &["plain"]
+        } else {
+            &["plain", "lz4", "snappy", "zstd", "gzip"]
+        };
+        for &codec in codecs {
             let packed: Arc<[u8]> = compress(codec, text).into();
             if codec == "plain" {
                 let timing = best(reps, || {

@@ -224,6 +224,8 @@ impl CsvParser {
             extra: self.config.extra,
             capture: false,
             captured: false,
+            direct: self.identity,
+            base: 0,
             row: &mut self.row,
             overflow: false,
             fields,
@@ -282,6 +284,8 @@ impl CsvParser {
             extra: Extra::Ignore,
             capture: true,
             captured: false,
+            direct: false,
+            base: 0,
             row: &mut row,
             overflow: false,
             fields: &mut fields,
@@ -372,6 +376,12 @@ struct Out<'a> {
     /// Header mode: keep the first record's fields in `row` and stop.
     capture: bool,
     captured: bool,
+    /// File columns are schema columns: fields go straight to `fields`
+    /// from `base` on, with no copy through `row`.
+    direct: bool,
+    /// Where the current record's spans start in `fields` (direct mode).
+    base: usize,
+    /// The current record's fields in file order (not direct mode).
     row: &'a mut Vec<Span>,
     /// The record had more than FIELDS_MAX fields.
     overflow: bool,
@@ -390,10 +400,22 @@ struct Out<'a> {
 impl Out<'_> {
     #[inline(always)]
     fn push_field(&mut self, span: Span) {
-        if self.row.len() < FIELDS_MAX {
-            self.row.push(span);
-        } else {
+        if self.count() >= FIELDS_MAX {
             self.overflow = true;
+        } else if self.direct {
+            self.fields.push(span);
+        } else {
+            self.row.push(span);
+        }
+    }
+
+    /// Fields of the current record so far (at most FIELDS_MAX).
+    #[inline(always)]
+    fn count(&self) -> usize {
+        if self.direct {
+            self.fields.len() - self.base
+        } else {
+            self.row.len()
         }
     }
 
@@ -414,6 +436,7 @@ impl Out<'_> {
             self.chunk, start, self.line, column, reason,
         ));
         self.row.clear();
+        self.fields.truncate(self.base);
         self.overflow = false;
         self.side.truncate(self.side_mark);
     }
@@ -428,7 +451,7 @@ impl Out<'_> {
             self.captured = true;
             return;
         }
-        let count = self.row.len();
+        let count = self.count();
         if self.overflow {
             return self.reject(start, Some(FIELDS_MAX), RejectReason::FieldsMax);
         }
@@ -444,7 +467,11 @@ impl Out<'_> {
             }
         }
         let used = count.min(self.file_width);
-        if self.identity {
+        if self.direct {
+            self.fields.truncate(self.base + used);
+            self.fields
+                .extend(std::iter::repeat_n(Span::ABSENT, self.width - used));
+        } else if self.identity {
             self.fields.extend_from_slice(&self.row[..used]);
             self.fields
                 .extend(std::iter::repeat_n(Span::ABSENT, self.width - used));
@@ -461,6 +488,8 @@ impl Out<'_> {
         self.starts.push(start as u32);
         self.lines.push(self.line);
         self.row.clear();
+        self.base = self.fields.len();
+        debug_assert_eq!(self.base, self.starts.len() * self.width);
     }
 }
 
@@ -498,7 +527,7 @@ fn parse_record(data: &[u8], start: usize, delimiter: u8, out: &mut Out) -> usiz
             p = content;
             loop {
                 let Some(k) = memchr(b'"', &data[p..]) else {
-                    let column = out.row.len();
+                    let column = out.count();
                     out.reject(start, Some(column), RejectReason::UnterminatedQuote);
                     return memchr(b'\n', &data[start..]).map_or(len, |k| start + k + 1);
                 };
@@ -535,7 +564,7 @@ fn parse_record(data: &[u8], start: usize, delimiter: u8, out: &mut Out) -> usiz
                     return (p + 2).min(len);
                 }
                 Some(_) => {
-                    let column = out.row.len().saturating_sub(1);
+                    let column = out.count().saturating_sub(1);
                     out.reject(start, Some(column), RejectReason::TextAfterQuote);
                     return memchr(b'\n', &data[p..]).map_or(len, |k| p + k + 1);
                 }
@@ -580,36 +609,18 @@ fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out)
     );
     debug_assert!(from == 0 || data[from - 1] == b'\n');
     debug_assert!(to == from || to == data.len() || data[to - 1] == b'\n');
-    debug_assert!(out.row.is_empty());
+    debug_assert_eq!(out.count(), 0);
     debug_assert_eq!(out.line_pos, from);
     let data = &data[..to];
     let delimiters = LOW_BITS * u64::from(delimiter);
     let newlines = LOW_BITS * u64::from(b'\n');
-    let mut field_start = from;
-    let mut record_start = from;
-    let mut line = out.line;
-    let mut i = from;
     out.side_mark = out.side.len();
-    let mut on_byte = |pos: usize, newline: bool, out: &mut Out| {
-        if !newline {
-            out.push_field(Span::chunk(field_start, pos));
-            field_start = pos + 1;
-            return;
-        }
-        let end = if pos > field_start && data[pos - 1] == b'\r' {
-            pos - 1
-        } else {
-            pos
-        };
-        if !(end == record_start && out.row.is_empty() && !out.overflow) {
-            out.push_field(Span::chunk(field_start, end));
-            out.line = line;
-            out.finish(record_start, pos);
-        }
-        line += 1;
-        field_start = pos + 1;
-        record_start = pos + 1;
+    let mut cursor = Plain {
+        field_start: from,
+        record_start: from,
+        line: out.line,
     };
+    let mut i = from;
     while i + 8 <= to {
         let word = u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
         let at_newline = zero_bytes(word ^ newlines);
@@ -617,34 +628,62 @@ fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out)
         while mask != 0 {
             let bit = mask & mask.wrapping_neg();
             let pos = i + (bit.trailing_zeros() / 8) as usize;
-            on_byte(pos, at_newline & bit != 0, out);
+            if at_newline & bit != 0 {
+                cursor.newline(data, pos, out);
+            } else {
+                cursor.delimiter(pos, out);
+            }
             mask ^= bit;
         }
         i += 8;
     }
     while i < to {
         if data[i] == b'\n' {
-            on_byte(i, true, out);
+            cursor.newline(data, i, out);
         } else if data[i] == delimiter {
-            on_byte(i, false, out);
+            cursor.delimiter(i, out);
         }
         i += 1;
     }
-    if record_start < to {
+    if cursor.record_start < to {
         // The input's last line, without a newline: as if it had one.
-        let end = if to > field_start && data[to - 1] == b'\r' {
-            to - 1
-        } else {
-            to
-        };
-        if !(end == record_start && out.row.is_empty() && !out.overflow) {
-            out.push_field(Span::chunk(field_start, end));
-            out.line = line;
-            out.finish(record_start, to);
-        }
+        cursor.newline(data, to, out);
     }
-    out.line = line;
+    out.line = cursor.line;
     out.line_pos = to;
+}
+
+/// The fast path's position: where the current field and record began.
+struct Plain {
+    field_start: usize,
+    record_start: usize,
+    line: u32,
+}
+
+impl Plain {
+    #[inline(always)]
+    fn delimiter(&mut self, pos: usize, out: &mut Out) {
+        out.push_field(Span::chunk(self.field_start, pos));
+        self.field_start = pos + 1;
+    }
+
+    /// A record ends at `pos`: a newline, or the end of the last line.
+    #[inline(always)]
+    fn newline(&mut self, data: &[u8], pos: usize, out: &mut Out) {
+        let end = if pos > self.field_start && data[pos - 1] == b'\r' {
+            pos - 1
+        } else {
+            pos
+        };
+        if !(end == self.record_start && out.count() == 0 && !out.overflow) {
+            out.push_field(Span::chunk(self.field_start, end));
+            out.line = self.line;
+            out.finish(self.record_start, pos);
+        }
+        self.line += 1;
+        self.field_start = pos + 1;
+        self.record_start = pos + 1;
+    }
 }
 
 #[cfg(test)]
