@@ -29,7 +29,7 @@ use cardinal_source::{LineReader, split_file};
 
 /// Most aggregates one summary may have: each record's inputs live in a
 /// fixed array on the stack, so routing allocates nothing.
-pub const AGGREGATES_MAX: usize = 64;
+pub const AGGREGATES_MAX: usize = 16;
 
 /// Plain files at least this large are split into byte ranges, so that
 /// several workers read one file.

@@ -1,0 +1,214 @@
+//! End-to-end tests of `cardinal run`: generated impressions through three
+//! summaries, checked against the generator's exact truth and against the
+//! same run on another thread count.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const SCHEMA: &str = "
+CREATE STREAM impressions (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
+  site TEXT, provider TEXT, campaign TEXT, revenue DOUBLE)
+  WITH (format = 'csv', header = true, time = 'ts');
+
+CREATE SUMMARY reach AS
+  SELECT date_trunc('day', ts) AS day, state,
+         count(*) AS events, sum(revenue) AS revenue, hll(user_id) AS users,
+         exact_distinct(user_id) AS exact_users
+  FROM impressions WHERE kind = 'impression'
+  GROUP BY day, state;
+
+CREATE SUMMARY providers AS
+  SELECT provider, hll(user_id) AS users, exact_distinct(user_id) AS exact_users
+  FROM impressions WHERE kind = 'impression' GROUP BY provider;
+";
+
+fn dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cardinal-run-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn cardinal(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("cardinal runs")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).expect("utf-8")
+}
+
+/// Reads `out/<summary>/*.csv` into sorted lines (headers dropped).
+fn csv_lines(dir: &Path, summary: &str) -> Vec<String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(summary))
+        .expect("summary folder")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let mut lines = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable");
+        lines.extend(text.lines().skip(1).map(str::to_owned));
+    }
+    lines
+}
+
+#[test]
+fn run_matches_the_truth_and_any_thread_count() {
+    let dir = dir("truth");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    ok(&cardinal(
+        &dir,
+        &[
+            "gen",
+            "impressions",
+            "--events",
+            "60000",
+            "--users",
+            "20000",
+            "--days",
+            "3",
+            "-o",
+            "imp.csv",
+            "--truth",
+            "truth.json",
+        ],
+    ));
+    ok(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "imp.csv",
+            "--threads",
+            "1",
+            "--out",
+            "one",
+            "--quiet",
+        ],
+    ));
+    ok(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "imp.csv",
+            "--threads",
+            "3",
+            "--out",
+            "three",
+            "--quiet",
+        ],
+    ));
+    for summary in ["reach", "providers"] {
+        let (one, three) = (
+            csv_lines(&dir.join("one"), summary),
+            csv_lines(&dir.join("three"), summary),
+        );
+        assert!(!one.is_empty());
+        // Exact aggregates and HLL estimates are identical for any split.
+        assert_eq!(one, three, "{summary}");
+    }
+    // The exact set and the truth agree per provider; the HLL interval holds it.
+    let truth = std::fs::read_to_string(dir.join("truth.json")).expect("truth");
+    for line in csv_lines(&dir.join("one"), "providers") {
+        let f: Vec<&str> = line.split(',').collect();
+        // provider, users, lower, upper, exact_users, exact lower, exact upper
+        let (provider, lower, upper, exact): (&str, f64, f64, &str) = (
+            f[0],
+            f[2].parse().expect("lower"),
+            f[3].parse().expect("upper"),
+            f[4],
+        );
+        let needle = format!("\"{provider}\": {exact}");
+        assert!(truth.contains(&needle), "truth lacks {needle}: {truth}");
+        let exact: f64 = exact.parse().expect("exact");
+        assert!(lower <= exact && exact <= upper, "{line}");
+    }
+    // Uniques by state by day: the exact set equals the truth in every group.
+    let mut checked = 0;
+    for line in csv_lines(&dir.join("one"), "reach") {
+        // day, state, events, revenue, users, lower, upper, exact_users, ...
+        let f: Vec<&str> = line.split(',').collect();
+        let day = &f[0][..10];
+        let day_line = truth
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("\"{day}\"")))
+            .unwrap_or_else(|| panic!("no truth for {day}"));
+        let needle = format!("\"{}\": {}", f[1], f[7]);
+        assert!(day_line.contains(&needle), "{day}: truth lacks {needle}");
+        checked += 1;
+    }
+    assert!(checked >= 3 * 50, "{checked} groups");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rejects_are_reported_counted_and_strict_fails() {
+    let dir = dir("rejects");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    std::fs::write(
+        dir.join("bad.csv"),
+        "ts,user_id,kind,state,site,provider,campaign,revenue\n\
+         2026-11-01T00:00:01Z,1,impression,CA,s,alpha,c,0.5\n\
+         2026-11-01T00:00:02Z,not-a-number,impression,CA,s,alpha,c,0.5\n\
+         2026-11-01T00:00:03Z,2,impression,CA\n\
+         2026-11-01T00:00:04Z,3,impression,NY,s,beta,c,0.25\n",
+    )
+    .expect("input");
+    let output = cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "bad.csv",
+            "--rejects",
+            "rejects.txt",
+            "--strict",
+        ],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("4 records") || stderr.contains("3 records"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("rejected"), "{stderr}");
+    let rejects = std::fs::read_to_string(dir.join("rejects.txt")).expect("rejects file");
+    assert!(rejects.contains("bad.csv:3"), "{rejects}");
+    assert!(rejects.contains("bad.csv:4"), "{rejects}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("CA") && stdout.contains("NY"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn schema_errors_point_at_the_text() {
+    let dir = dir("schema");
+    std::fs::write(
+        dir.join("bad.sql"),
+        SCHEMA.replace("state,\n         count", "sate,\n         count"),
+    )
+    .expect("schema");
+    std::fs::write(dir.join("empty.csv"), "").expect("input");
+    let output = cardinal(&dir, &["run", "bad.sql", "empty.csv"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("unknown column sate"), "{stderr}");
+    assert!(stderr.contains('^'), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
