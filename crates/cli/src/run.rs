@@ -57,7 +57,7 @@ pub struct Args {
     /// Worker threads (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Write OUT/<summary>/YYYY-MM-DD.csv, one file per day, each atomically.
+    /// Write `OUT/<summary>/YYYY-MM-DD.csv`, one file per day, each atomically.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Write JSON lines to this file (`-` for stdout).
