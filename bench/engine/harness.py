@@ -28,7 +28,8 @@ holding those records, whatever the input's encoding, so rates compare
 across plain, compressed and Parquet inputs. "Per core" rates are per
 CPU-second. Results of every run go to results.jsonl (one JSON line per
 measurement, re-reportable with --report); the answers of round 1 are
-compared across systems and with the generator's exact answers.
+compared across systems and with the generator's exact answers (checks.txt;
+answers/ is kept when something disagrees or with --keep-answers).
 """
 
 import argparse
@@ -474,6 +475,15 @@ def measure(args):
                            if os.path.exists(args.impressions + ".truth.json") else None)
     with open(os.path.join(args.out, "checks.txt"), "w") as f:
         f.write("\n".join(checks) + "\n")
+    # The answers take ~0.6 GB per run at the default sizes (Query 2A has
+    # ~1.5M groups per run kept): kept only when something disagrees.
+    if args.keep_answers or any("DISAGREE" in c for c in checks):
+        print(f"answers kept in {answers_dir}", file=sys.stderr)
+    else:
+        subprocess.run(["rm", "-rf", answers_dir], check=True)
+    if why_not:
+        with open(os.path.join(args.out, "cardinal.txt"), "w") as f:
+            f.write(why_not + "\n")
     buffer = io.StringIO()
     report(records, buffer, cardinal_note=why_not, checks=checks)
     with open(os.path.join(args.out, "table.md"), "w") as f:
@@ -745,7 +755,9 @@ def main():
     p.add_argument("--cardinal-cmd", help=f"override the command template ({CARDINAL_CMD})")
     p.add_argument("--impressions", help="impressions CSV (with .truth.json beside it)")
     p.add_argument("--uservisits", help="uservisits text (with .gz/.zst/.lz4/.parquet beside it)")
-    p.add_argument("--out", help="directory for results.jsonl, answers/, checks.txt, table.md")
+    p.add_argument("--out", help="directory for results.jsonl, checks.txt, table.md (and answers/)")
+    p.add_argument("--keep-answers", action="store_true",
+                   help="keep answers/ even when every check agrees")
     p.add_argument("--report", help="print the table of an existing results.jsonl and exit")
     p.add_argument("--make-parquet", nargs="+", metavar="TEXT",
                    help="write Parquet copies of these text inputs (needs duckdb) and exit")
@@ -767,7 +779,9 @@ def main():
             records = [json.loads(line) for line in f if line.strip()]
         checks_path = os.path.join(os.path.dirname(args.report), "checks.txt")
         checks = open(checks_path).read().splitlines() if os.path.exists(checks_path) else None
-        report(records, checks=checks)
+        note_path = os.path.join(os.path.dirname(args.report), "cardinal.txt")
+        note = open(note_path).read().strip() if os.path.exists(note_path) else None
+        report(records, checks=checks, cardinal_note=note)
         return
     if args.cardinal_cmd:
         CARDINAL_CMD = args.cardinal_cmd

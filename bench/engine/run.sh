@@ -29,7 +29,7 @@ while [[ $# -gt 0 ]]; do
         --events) EVENTS="$2"; shift 2 ;;
         --rows) ROWS="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
         *) passthrough+=("$1"); shift ;;
     esac
 done
