@@ -424,7 +424,7 @@ def measure(args):
     os.makedirs(args.out, exist_ok=True)
     threads_list = [int(t) for t in args.threads.split(",")]
     systems = args.systems.split(",")
-    why_not = cardinal_available(args.cardinal) if CARDINAL in systems else "not asked for"
+    why_not = cardinal_available(args.cardinal) if CARDINAL in systems else None
     if CARDINAL in systems and why_not:
         print(f"cardinal: not built yet ({why_not}); its rows are left empty", file=sys.stderr)
     sizes = {"impressions": count_rows("impressions", args.impressions),
@@ -672,7 +672,9 @@ def report(records, out=sys.stdout, cardinal_note=None, checks=None):
                   key=lambda k: (k[0], ["csv", "text", "gzip", "zstd", "lz4", "parquet"].index(k[1])
                                  if k[1] in ["csv", "text", "gzip", "zstd", "lz4", "parquet"] else 9,
                                  k[2]))
-    systems = [CARDINAL] + PEERS
+    # cardinal's rows appear when it ran, or with the reason it could not.
+    with_cardinal = cardinal_note is not None or any(k[0] == CARDINAL for k in table)
+    systems = ([CARDINAL] if with_cardinal else []) + PEERS
     for workload, label, threads in keys:
         card = table.get((CARDINAL, workload, label, threads))
         if card is not None and card["n"] == 0:
