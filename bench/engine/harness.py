@@ -208,6 +208,11 @@ def worker(args):
                   ("chdb", "impressions"): (CHDB_W1, CHDB_W1_FETCH),
                   ("chdb", "uservisits"): (CHDB_Q2A, CHDB_Q2A_FETCH)}[(args.worker, dataset)]
     timed, fetch = statements
+    if (args.worker, dataset) == ("duckdb", "impressions") and path.endswith(".parquet"):
+        # From Parquet, DuckDB is fastest querying the file once per summary
+        # (it reads only the columns each needs): about half the CPU time of
+        # loading the table first. chDB is about as fast either way.
+        timed = [sql.replace("FROM imp ", "FROM {src} ") for sql in timed[1:]]
     if args.worker == "duckdb":
         import duckdb
         con = duckdb.connect()
