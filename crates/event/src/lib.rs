@@ -49,11 +49,12 @@ pub enum ColumnType {
 }
 
 impl ColumnType {
-    /// Reads a SQL type name: TIMESTAMP, BIGINT (or INT, INTEGER, LONG),
+    /// Reads a SQL type name: TIMESTAMP (or DATE: a date is its midnight,
+    /// UTC), BIGINT (or INT, INTEGER, LONG),
     /// DOUBLE (or FLOAT, REAL), TEXT (or VARCHAR, STRING), BOOLEAN (or BOOL).
     pub fn parse(name: &str) -> Result<Self> {
         match name.to_ascii_uppercase().as_str() {
-            "TIMESTAMP" => Ok(Self::Timestamp),
+            "TIMESTAMP" | "DATE" => Ok(Self::Timestamp),
             "BIGINT" | "INT" | "INTEGER" | "LONG" => Ok(Self::BigInt),
             "DOUBLE" | "FLOAT" | "REAL" => Ok(Self::Double),
             "TEXT" | "VARCHAR" | "STRING" => Ok(Self::Text),
@@ -303,6 +304,7 @@ mod tests {
     #[test]
     fn type_names() {
         assert_eq!(ColumnType::parse("varchar"), Ok(ColumnType::Text));
+        assert_eq!(ColumnType::parse("DATE"), Ok(ColumnType::Timestamp));
         assert!(ColumnType::parse("json").is_err());
     }
 
