@@ -21,7 +21,9 @@ pub enum Error {
         unit: String,
     },
     /// A column type name the dialect does not know.
-    #[error("unknown column type {name:?}: expected TIMESTAMP (or DATE), BIGINT, DOUBLE, TEXT or BOOLEAN")]
+    #[error(
+        "unknown column type {name:?}: expected TIMESTAMP (or DATE), BIGINT, DOUBLE, TEXT or BOOLEAN"
+    )]
     ColumnType {
         /// The type as written.
         name: String,

@@ -9,7 +9,7 @@
 //! | aggregate | state | merge | answer |
 //! |---|---|---|---|
 //! | `count(*)`, `count(x)` | u64 | add | exact |
-//! | `sum(x)`, `avg(x)` | i128 fixed point (10^-12) + count | add | exact for values with <= 12 decimals |
+//! | `sum(x)`, `avg(x)` | i128 fixed point (2^-64) + count | add | within 2.7e-20 per value, order-independent |
 //! | `min(x)`, `max(x)` | f64 | min / max | exact |
 //! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval |
 //! | `exact_distinct(x)` | [`ExactSet`] | set union | exact |
@@ -17,14 +17,17 @@
 //! | `topk(x, k)` | [`HeavyHitters`] + candidate names | counter add | upper bound, eps·N |
 //! | `theta(x)` | [`Theta`] | union | estimate, ~95% bounds |
 //!
-//! Sums are kept in decimal fixed point because floating-point addition is
+//! Sums are kept in binary fixed point because floating-point addition is
 //! not associative: summed as f64, the same records split differently across
-//! workers give results that differ in the last bits. Each value is rounded
-//! once to a multiple of 10^-12 (an error of at most 5e-13 per value, none
-//! for values written with at most 12 decimals, as money and most metrics
-//! are) and the integer sum is exact for any order, so `sum(revenue)` of
-//! `0.006122`-style values prints as the decimal a person expects. The i128
-//! holds 1.7e26 after scaling, far beyond any sum a summary sees.
+//! workers give results that differ in the last bits. Each value below 2^62
+//! in magnitude is rounded once to a multiple of 2^-64 (an absolute error of
+//! at most 2.7e-20, far below f64's own precision for any value above
+//! 1e-4, and 5e-14 relative even for a value of 1e-6) and added to an
+//! i128, exactly, in any order. So sums do not depend on the split, and the
+//! sum of `0.006122`-style decimals prints as the decimal a person expects
+//! (its error is below half an f64 ulp). The i128 holds 2^63 (9.2e18) of
+//! sum; larger values go to an f64 side sum, which is order-dependent only
+//! in that regime.
 
 use std::collections::HashMap;
 
@@ -37,8 +40,13 @@ use cardinal_sketch::{Estimate, Sketch};
 
 use crate::Result;
 
-/// Scale of the fixed-point sum: units of 10^-12.
-const SUM_SCALE: f64 = 1e12;
+/// Scale of the fixed-point sum: units of 2^-64.
+const SUM_SCALE: f64 = 18_446_744_073_709_551_616.0;
+
+/// Values at or above this magnitude go to the f64 side sum: 2^62, so that
+/// the i128 (2^127 units of 2^-64, that is 2^63) cannot overflow before 2
+/// such values, and a sum of many values below it is checked.
+const SUM_FIXED_VALUE_MAX: f64 = 4_611_686_018_427_387_904.0;
 
 /// Largest `k` of `topk(x, k)`: the candidate list is bounded (and so is the
 /// memory of names kept for it).
@@ -114,8 +122,11 @@ pub enum AggState {
     Count(u64),
     /// `sum(x)` and `avg(x)`: fixed-point sum and the count of values.
     Sum {
-        /// Sum of the values, each rounded to a multiple of 10^-12.
+        /// Sum of the values below 2^62, each rounded to a multiple of
+        /// 2^-64.
         fixed: i128,
+        /// Sum of larger values (and of overflow), in f64.
+        big: f64,
         /// Values summed.
         count: u64,
     },
@@ -169,7 +180,11 @@ impl AggKind {
     pub fn state(&self) -> Result<AggState> {
         Ok(match *self {
             AggKind::CountAll | AggKind::Count => AggState::Count(0),
-            AggKind::Sum | AggKind::Avg => AggState::Sum { fixed: 0, count: 0 },
+            AggKind::Sum | AggKind::Avg => AggState::Sum {
+                fixed: 0,
+                big: 0.0,
+                count: 0,
+            },
             AggKind::Min => AggState::Min(None),
             AggKind::Max => AggState::Max(None),
             AggKind::Hll { log2m, regwidth } => {
@@ -212,8 +227,8 @@ impl AggState {
                 let _ = n;
             }
             (AggState::Count(n), _) => *n += 1,
-            (AggState::Sum { fixed, count }, Input::Number(v)) if v.is_finite() => {
-                *fixed += to_fixed(v);
+            (AggState::Sum { fixed, big, count }, Input::Number(v)) if v.is_finite() => {
+                add_value(fixed, big, v);
                 *count += 1;
             }
             (AggState::Min(m), Input::Number(v)) if !v.is_nan() => {
@@ -245,8 +260,19 @@ impl AggState {
     pub fn merge(&mut self, other: &AggState) -> Result<()> {
         match (self, other) {
             (AggState::Count(a), AggState::Count(b)) => *a += b,
-            (AggState::Sum { fixed, count }, AggState::Sum { fixed: f, count: c }) => {
-                *fixed += f;
+            (
+                AggState::Sum { fixed, big, count },
+                AggState::Sum {
+                    fixed: f,
+                    big: b,
+                    count: c,
+                },
+            ) => {
+                match fixed.checked_add(*f) {
+                    Some(sum) => *fixed = sum,
+                    None => *big += from_fixed(*f),
+                }
+                *big += b;
                 *count += c;
             }
             (AggState::Min(a), AggState::Min(b)) => *a = pick(*a, *b, f64::min),
@@ -282,8 +308,8 @@ impl AggState {
     pub fn output(&self, kind: &AggKind) -> Output {
         match self {
             AggState::Count(n) => Output::Count(*n),
-            AggState::Sum { fixed, count } => {
-                let sum = from_fixed(*fixed);
+            AggState::Sum { fixed, big, count } => {
+                let sum = from_fixed(*fixed) + big;
                 match kind {
                     AggKind::Avg => Output::Number((*count > 0).then(|| sum / *count as f64)),
                     _ => Output::Number(Some(sum)),
@@ -350,13 +376,22 @@ fn pick(a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64) -> Option<f64> {
     }
 }
 
-/// Rounds `v` to the nearest multiple of 10^-12, as an integer count of them.
+/// Adds `v` to the fixed-point sum, or to the f64 side sum when it is too
+/// large for the fixed point or the fixed point would overflow.
 #[expect(
     clippy::cast_possible_truncation,
-    reason = "saturating float-to-int by design"
+    reason = "|v| < 2^62, so v * 2^64 < 2^126"
 )]
-fn to_fixed(v: f64) -> i128 {
-    (v * SUM_SCALE).round() as i128
+fn add_value(fixed: &mut i128, big: &mut f64, v: f64) {
+    if v.abs() < SUM_FIXED_VALUE_MAX {
+        let units = (v * SUM_SCALE).round() as i128;
+        match fixed.checked_add(units) {
+            Some(sum) => *fixed = sum,
+            None => *big += v,
+        }
+    } else {
+        *big += v;
+    }
 }
 
 #[expect(clippy::cast_precision_loss, reason = "the answer is an f64")]
@@ -391,6 +426,27 @@ mod tests {
             panic!("a sum")
         };
         assert!((sum - 7.600_118_851_66).abs() < 1e-9, "{sum}");
+    }
+
+    #[test]
+    fn tiny_and_huge_values_keep_their_precision() {
+        let tiny: Vec<Input<'_>> = (0..1000)
+            .map(|i| Input::Number(1.234_567_8e-7 * f64::from(i)))
+            .collect();
+        let Output::Number(Some(sum)) = fold_all(AggKind::Sum, &tiny).output(&AggKind::Sum) else {
+            panic!("a sum")
+        };
+        let exact = 1.234_567_8e-7 * 499_500.0;
+        assert!((sum / exact - 1.0).abs() < 1e-12, "{sum} vs {exact}");
+        let huge = [
+            Input::Number(1e30),
+            Input::Number(1.5),
+            Input::Number(-1e30),
+        ];
+        let Output::Number(Some(sum)) = fold_all(AggKind::Sum, &huge).output(&AggKind::Sum) else {
+            panic!("a sum")
+        };
+        assert_eq!(sum, 1.5);
     }
 
     #[test]
