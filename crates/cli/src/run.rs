@@ -317,23 +317,28 @@ fn shape_of(summary: &Summary) -> Result<Shape> {
     let aggs = summary
         .aggregates
         .iter()
-        .map(|a| match &a.kind {
-            AggregateKind::CountAll => AggKind::CountAll,
-            AggregateKind::Count => AggKind::Count,
-            AggregateKind::Sum => AggKind::Sum,
-            AggregateKind::Min => AggKind::Min,
-            AggregateKind::Max => AggKind::Max,
-            AggregateKind::Avg => AggKind::Avg,
-            AggregateKind::Hll { log2m, regwidth } => AggKind::Hll {
-                log2m: *log2m,
-                regwidth: *regwidth,
-            },
-            AggregateKind::ExactDistinct => AggKind::ExactDistinct,
-            AggregateKind::Quantiles { k, .. } => AggKind::Quantiles { k: *k },
-            AggregateKind::TopK { k } => AggKind::TopK { k: *k },
-            AggregateKind::Theta { lg_k } => AggKind::Theta { lg_k: *lg_k },
+        .map(|a| -> Result<AggKind> {
+            Ok(match &a.kind {
+                AggregateKind::CountAll => AggKind::CountAll,
+                AggregateKind::Count => AggKind::Count,
+                AggregateKind::Sum => AggKind::Sum,
+                AggregateKind::Min => AggKind::Min,
+                AggregateKind::Max => AggKind::Max,
+                AggregateKind::Avg => AggKind::Avg,
+                AggregateKind::Hll { log2m, regwidth } => AggKind::Hll {
+                    log2m: *log2m,
+                    regwidth: *regwidth,
+                },
+                AggregateKind::ExactDistinct => AggKind::ExactDistinct,
+                AggregateKind::Quantiles { k, ranks } => AggKind::Quantiles {
+                    k: *k,
+                    ranks: cardinal_rollup::Ranks::new(ranks)?,
+                },
+                AggregateKind::TopK { k } => AggKind::TopK { k: *k },
+                AggregateKind::Theta { lg_k } => AggKind::Theta { lg_k: *lg_k },
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     Ok(Shape { aggs })
 }
 

@@ -289,6 +289,11 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
                     format!("{name}_upper"),
                 ]);
             }
+            // One asked rank (`approx_quantile(x, 0.5) AS p50`) is one column
+            // under the alias; several get a column per rank.
+            Some(Output::Quantiles { values, .. }) if values.len() == 1 => {
+                fields.extend([name.clone(), format!("{name}_rank_error")]);
+            }
             Some(Output::Quantiles { values, .. }) => {
                 fields.extend(
                     values

@@ -52,6 +52,41 @@ const SUM_FIXED_VALUE_MAX: f64 = 4_611_686_018_427_387_904.0;
 /// memory of names kept for it).
 pub const TOPK_K_MAX: u32 = 1_000;
 
+/// Most ranks one `approx_quantile` may ask for.
+pub const RANKS_MAX: usize = 8;
+
+/// The ranks a quantile aggregate answers at, kept inline so that
+/// [`AggKind`] stays `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Ranks {
+    len: u8,
+    values: [f64; RANKS_MAX],
+}
+
+impl Ranks {
+    /// Up to [`RANKS_MAX`] ranks, each in `[0, 1]`.
+    pub fn new(ranks: &[f64]) -> Result<Self> {
+        if ranks.len() > RANKS_MAX || ranks.iter().any(|r| !(0.0..=1.0).contains(r)) {
+            return Err(crate::Error::Limit {
+                name: "quantile ranks",
+                value: ranks.len() as u64,
+                reason: "at most RANKS_MAX (8) ranks, each in [0, 1]",
+            });
+        }
+        let mut values = [0.0; RANKS_MAX];
+        values[..ranks.len()].copy_from_slice(ranks);
+        Ok(Self {
+            len: u8::try_from(ranks.len()).expect("<= 8"),
+            values,
+        })
+    }
+
+    /// The ranks.
+    pub fn as_slice(&self) -> &[f64] {
+        &self.values[..usize::from(self.len)]
+    }
+}
+
 /// What a summary computes per group, with its parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum AggKind {
@@ -76,10 +111,13 @@ pub enum AggKind {
     },
     /// `exact_distinct(x)`.
     ExactDistinct,
-    /// `quantiles(x)`: a KLL sketch with this `k`.
+    /// `quantiles(x)` or `approx_quantile(x, q...)`: a KLL sketch with this
+    /// `k`, answering at `ranks` (0.5, 0.9 and 0.99 when empty).
     Quantiles {
         /// KLL's accuracy parameter.
         k: u16,
+        /// The ranks asked for.
+        ranks: Ranks,
     },
     /// `topk(x, k)`.
     TopK {
@@ -164,7 +202,7 @@ pub enum Output {
     Number(Option<f64>),
     /// An approximate count with its interval.
     Estimate(Estimate),
-    /// Quantiles at ranks 0.5, 0.9, 0.99 with the sketch's rank error.
+    /// Quantiles at the asked ranks with the sketch's rank error.
     Quantiles {
         /// `(rank, value)` pairs.
         values: Vec<(f64, f64)>,
@@ -191,7 +229,7 @@ impl AggKind {
                 AggState::Hll(Hll::new(Settings::new(log2m, regwidth)?)?)
             }
             AggKind::ExactDistinct => AggState::Exact(ExactSet::new()),
-            AggKind::Quantiles { k } => AggState::Quantiles(Box::new(Quantiles::new(k)?)),
+            AggKind::Quantiles { k, .. } => AggState::Quantiles(Box::new(Quantiles::new(k)?)),
             AggKind::TopK { k } => {
                 if k == 0 || k > TOPK_K_MAX {
                     return Err(crate::Error::Limit {
@@ -318,13 +356,21 @@ impl AggState {
             AggState::Min(m) | AggState::Max(m) => Output::Number(*m),
             AggState::Hll(h) => Output::Estimate(h.estimate()),
             AggState::Exact(set) => Output::Estimate(set.estimate()),
-            AggState::Quantiles(q) => Output::Quantiles {
-                values: [0.5, 0.9, 0.99]
-                    .iter()
-                    .filter_map(|&rank| q.quantile(rank).map(|v| (rank, v)))
-                    .collect(),
-                rank_error: q.rank_error(),
-            },
+            AggState::Quantiles(q) => {
+                let asked = match kind {
+                    AggKind::Quantiles { ranks, .. } if !ranks.as_slice().is_empty() => {
+                        ranks.as_slice()
+                    }
+                    _ => &[0.5, 0.9, 0.99],
+                };
+                Output::Quantiles {
+                    values: asked
+                        .iter()
+                        .filter_map(|&rank| q.quantile(rank).map(|v| (rank, v)))
+                        .collect(),
+                    rank_error: q.rank_error(),
+                }
+            }
             AggState::TopK { sketch, names, k } => Output::TopK(
                 sketch
                     .top(usize::try_from(*k).unwrap_or(usize::MAX))
@@ -447,6 +493,33 @@ mod tests {
             panic!("a sum")
         };
         assert_eq!(sum, 1.5);
+    }
+
+    #[test]
+    fn quantiles_answer_at_the_asked_ranks() {
+        let inputs: Vec<Input<'_>> = (1..=1000).map(|i| Input::Number(f64::from(i))).collect();
+        let kind = AggKind::Quantiles {
+            k: 200,
+            ranks: Ranks::new(&[0.5]).expect("valid"),
+        };
+        let Output::Quantiles { values, .. } = fold_all(kind, &inputs).output(&kind) else {
+            panic!("quantiles")
+        };
+        assert_eq!(values.len(), 1);
+        assert!((values[0].1 - 500.0).abs() <= 15.0, "{values:?}");
+        let default = AggKind::Quantiles {
+            k: 200,
+            ranks: Ranks::default(),
+        };
+        let Output::Quantiles { values, .. } = fold_all(default, &inputs).output(&default) else {
+            panic!("quantiles")
+        };
+        assert_eq!(
+            values.iter().map(|v| v.0).collect::<Vec<_>>(),
+            vec![0.5, 0.9, 0.99]
+        );
+        assert!(Ranks::new(&[1.5]).is_err());
+        assert!(Ranks::new(&[0.1; 9]).is_err());
     }
 
     #[test]
