@@ -241,6 +241,30 @@ impl Reader<'_> {
         }
     }
 
+    /// After an item of a parenthesised list: consumes a `,` (another item
+    /// follows: `true`) or the closing `)` (`false`); anything else is an
+    /// error naming what the item was.
+    fn list_goes_on(&mut self, item: &str, context: &str) -> Result<bool> {
+        let token = self.peek();
+        match token.token {
+            Token::Comma => {
+                self.parser.advance_token();
+                Ok(true)
+            }
+            Token::RParen => {
+                self.parser.advance_token();
+                Ok(false)
+            }
+            ref other => self.fail(
+                &token,
+                format!(
+                    "expected ',' or ')' after {item}, found {}; {context}",
+                    Self::quote(other)
+                ),
+            ),
+        }
+    }
+
     fn identifier(&mut self, what: &str, context: &str) -> Result<Ident> {
         let token = self.peek();
         match &token.token {
@@ -365,22 +389,8 @@ impl Reader<'_> {
                 ty: (word.value.clone(), ty.span),
                 path,
             });
-            let token = self.peek();
-            match token.token {
-                Token::Comma => self.parser.advance_token(),
-                Token::RParen => {
-                    self.parser.advance_token();
-                    break;
-                }
-                ref other => {
-                    return self.fail(
-                        &token,
-                        format!(
-                            "expected ',' or ')' after a column, found {}; {FORM}",
-                            Self::quote(other)
-                        ),
-                    );
-                }
+            if !self.list_goes_on("a column", FORM)? {
+                break;
             }
         }
         let mut options = Vec::new();
@@ -394,22 +404,8 @@ impl Reader<'_> {
                     .parse_value()
                     .map_err(|e| self.sql_error(e, FORM))?;
                 options.push((key, value));
-                let token = self.peek();
-                match token.token {
-                    Token::Comma => self.parser.advance_token(),
-                    Token::RParen => {
-                        self.parser.advance_token();
-                        break;
-                    }
-                    ref other => {
-                        return self.fail(
-                            &token,
-                            format!(
-                                "expected ',' or ')' after an option, found {}; {FORM}",
-                                Self::quote(other)
-                            ),
-                        );
-                    }
+                if !self.list_goes_on("an option", FORM)? {
+                    break;
                 }
             }
         }
