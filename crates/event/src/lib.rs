@@ -103,6 +103,20 @@ pub trait Record {
     /// The raw bytes of column `column` (unescaped; for JSON the string's
     /// content or the number's text), or `None` when the field is absent.
     fn field(&self, column: usize) -> Option<&[u8]>;
+
+    /// The typed value of `column`, declared as `ty`: `Null` when the field
+    /// is absent or empty, an error when its text is not a `ty`.
+    ///
+    /// Text formats keep the default, which parses [`Record::field`]'s
+    /// bytes; formats that carry typed values (Parquet) override it and skip
+    /// the text round trip. Text columns must still be readable through
+    /// `field`.
+    fn value(&self, column: usize, ty: ColumnType) -> Result<Value<'_>, ValueError> {
+        match self.field(column) {
+            None => Ok(Value::Null),
+            Some(bytes) => Value::parse(bytes, ty),
+        }
+    }
 }
 
 impl<T: AsRef<[u8]>> Record for [T] {

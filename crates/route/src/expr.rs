@@ -332,15 +332,15 @@ impl Expr {
         scratch: &mut Vec<u8>,
     ) -> Result<Held<'a>, EvalError> {
         match self {
-            Expr::Column { index, ty } => match record.field(*index) {
-                None => Ok(Held::Null),
-                Some(bytes) => Value::parse(bytes, *ty)
+            Expr::Column { index, ty } => {
+                record
+                    .value(*index, *ty)
                     .map(Held::from_value)
                     .map_err(|reason| EvalError::Field {
                         column: *index,
                         reason,
-                    }),
-            },
+                    })
+            }
             Expr::Literal(literal) => Ok(Held::from_value(literal.value())),
             Expr::Not(e) => Ok(match e.eval_held(record, scratch)? {
                 Held::Bool(b) => Held::Bool(!b),

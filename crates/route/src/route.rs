@@ -97,8 +97,7 @@ impl Summary {
         }
         out.bucket = None;
         if let Some(bucket) = &self.bucket {
-            let bytes = record.field(bucket.column).unwrap_or_default();
-            match Value::parse(bytes, cardinal_event::ColumnType::Timestamp) {
+            match record.value(bucket.column, cardinal_event::ColumnType::Timestamp) {
                 Ok(Value::Time(t)) => out.bucket = Some(t.truncate(bucket.unit)),
                 Ok(_) => {
                     return Err(EvalError::MissingTime {
