@@ -24,7 +24,9 @@ use cardinal_event::{Timestamp, Value};
 use cardinal_export::{Columns, Options, ResultRow, Results};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser};
 use cardinal_rollup::{AggKind, Folded, Input, Limits, Rollup, Shape};
-use cardinal_route::{AggregateKind, Arg, Format, OutputSource, Plan, Routed, Scratch, Summary};
+use cardinal_route::{
+    AggregateKind, Arg, ColumnCache, Format, OutputSource, Plan, Routed, Scratch, Summary,
+};
 use cardinal_source::{LineReader, split_file};
 
 /// Most aggregates one summary may have: each record's inputs live in a
@@ -446,9 +448,22 @@ fn worker(
         .collect::<Result<_, _>>()?;
     let mut counts = Counts::default();
     let mut batch = Batch::new();
-    let mut routed = Routed::default();
+    let mut routes = vec![Routed::default(); summaries.len()];
+    let mut passed = vec![false; summaries.len()];
+    // Summaries with equal filters share one evaluation per record: each
+    // points at the first summary with its filter.
+    let filter_owner: Vec<usize> = summaries
+        .iter()
+        .map(|s| {
+            summaries
+                .iter()
+                .position(|t| t.filter == s.filter)
+                .expect("a summary's filter equals itself")
+        })
+        .collect();
+    let mut cache = ColumnCache::new(stream_decl.schema.columns.len());
+    let mut hashed = HashMemo::default();
     let mut scratch = Scratch::default();
-    let mut name_scratch = Scratch::default();
     let mut names: Vec<u8> = Vec::new();
     let mut reject_lines = String::new();
     loop {
@@ -496,72 +511,91 @@ fn worker(
                 );
             }
             for index in 0..batch.len() {
-                let record = batch.record(index);
+                let raw = batch.record(index);
                 counts.records += 1;
-                for ((summary, rollup), shape) in summaries.iter().zip(&mut rollups).zip(shapes) {
-                    match summary.route(&record, &mut scratch, &mut routed) {
-                        Ok(false) => {}
-                        Ok(true) => {
-                            // Top-k reports names: read each top-k argument's
-                            // text into a reused buffer first, then borrow it.
-                            names.clear();
-                            let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
-                            for (i, (aggregate, kind)) in
-                                summary.aggregates.iter().zip(&shape.aggs).enumerate()
-                            {
-                                if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument)
-                                {
-                                    let start = names.len();
-                                    match routed.args[a] {
-                                        Arg::Int(v) => {
-                                            let _ = write!(names, "{v}");
-                                        }
-                                        Arg::Text { .. } => {
-                                            if let Ok(Value::Text(t)) = summary.arguments[a]
-                                                .eval(&record, &mut name_scratch)
-                                            {
-                                                names.extend_from_slice(t);
-                                            }
-                                        }
-                                        _ => {}
-                                    }
-                                    spans[i] = (start, names.len());
-                                }
-                            }
-                            let mut inputs = [Input::Null; AGGREGATES_MAX];
-                            for (i, (aggregate, kind)) in
-                                summary.aggregates.iter().zip(&shape.aggs).enumerate()
-                            {
-                                let name = &names[spans[i].0..spans[i].1];
-                                inputs[i] = input_of(
-                                    aggregate.argument.map(|a| routed.args[a]),
-                                    kind,
-                                    name,
-                                );
-                            }
-                            let bucket = routed.bucket.unwrap_or(Timestamp(0));
-                            match rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()]) {
-                                Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {
-                                }
-                                Folded::DroppedKeyTooLong => {
-                                    reject(
-                                        &mut counts,
-                                        &mut reject_lines,
-                                        shown,
-                                        "group key too long",
-                                        &format!("{name}: {}", where_(&record)),
-                                    );
-                                }
-                            }
+                let record = cache.record(&raw);
+                // Route through every summary first: a record that one
+                // summary rejects is folded into none, so that every summary
+                // counts the same records.
+                let mut failed = None;
+                for (s, summary) in summaries.iter().enumerate() {
+                    let owner = filter_owner[s];
+                    let pass = if owner == s {
+                        summary.passes(&record, &mut scratch)
+                    } else {
+                        Ok(passed[owner])
+                    };
+                    let routed = pass.and_then(|pass| {
+                        passed[s] = pass;
+                        if pass {
+                            summary.route_passed(&record, &mut scratch, &mut routes[s])
+                        } else {
+                            Ok(())
                         }
-                        Err(e) => {
-                            let text = format!("{name}:{}: {}: {e}", where_(&record), summary.name);
+                    });
+                    if let Err(e) = routed {
+                        failed = Some((summary, e));
+                        break;
+                    }
+                }
+                if let Some((summary, e)) = failed {
+                    let text = format!("{name}:{}: {}: {e}", where_(&raw), summary.name);
+                    reject(
+                        &mut counts,
+                        &mut reject_lines,
+                        shown,
+                        &eval_reason(&e),
+                        &text,
+                    );
+                    continue;
+                }
+                for (s, ((summary, rollup), shape)) in
+                    summaries.iter().zip(&mut rollups).zip(shapes).enumerate()
+                {
+                    if !passed[s] {
+                        continue;
+                    }
+                    let routed = &routes[s];
+                    // Top-k reports names: text is the routed argument's
+                    // bytes; an integer is printed into a reused buffer
+                    // first, then borrowed.
+                    names.clear();
+                    let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
+                    for (i, (aggregate, kind)) in
+                        summary.aggregates.iter().zip(&shape.aggs).enumerate()
+                    {
+                        if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument)
+                            && let Arg::Int(v) = routed.args[a]
+                        {
+                            let start = names.len();
+                            let _ = write!(names, "{v}");
+                            spans[i] = (start, names.len());
+                        }
+                    }
+                    let mut inputs = [Input::Null; AGGREGATES_MAX];
+                    for (i, (aggregate, kind)) in
+                        summary.aggregates.iter().zip(&shape.aggs).enumerate()
+                    {
+                        let Some(a) = aggregate.argument else {
+                            continue;
+                        };
+                        let arg = routed.args[a];
+                        let name = match (kind, arg) {
+                            (AggKind::TopK { .. }, Arg::Text { .. }) => routed.text_of(a),
+                            _ => &names[spans[i].0..spans[i].1],
+                        };
+                        inputs[i] = input_of(arg, kind, name, &mut hashed);
+                    }
+                    let bucket = routed.bucket.unwrap_or(Timestamp(0));
+                    match rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()]) {
+                        Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {}
+                        Folded::DroppedKeyTooLong => {
                             reject(
                                 &mut counts,
                                 &mut reject_lines,
                                 shown,
-                                &eval_reason(&e),
-                                &text,
+                                "group key too long",
+                                &format!("{name}: {}", where_(&raw)),
                             );
                         }
                     }
@@ -613,10 +647,45 @@ fn reject(
     lines.push('\n');
 }
 
+/// The hash of the last integer argument hashed: summaries that count the
+/// same user id one after the other hash it once.
+#[derive(Debug, Clone, Copy)]
+struct HashMemo {
+    value: i64,
+    hash: u64,
+}
+
+impl Default for HashMemo {
+    fn default() -> Self {
+        Self {
+            value: 0,
+            hash: cardinal_sketch::hash::user_id(0),
+        }
+    }
+}
+
+impl HashMemo {
+    fn hash(&mut self, arg: Arg) -> Option<u64> {
+        match arg {
+            Arg::Int(value) => {
+                if value != self.value {
+                    *self = Self {
+                        value,
+                        hash: cardinal_sketch::hash::user_id(u64::from_ne_bytes(
+                            value.to_ne_bytes(),
+                        )),
+                    };
+                }
+                Some(self.hash)
+            }
+            _ => arg.hash(),
+        }
+    }
+}
+
 /// One aggregate's input from the routed argument (`name`: the argument's
 /// text, read for top-k only).
-fn input_of<'a>(arg: Option<Arg>, kind: &AggKind, name: &'a [u8]) -> Input<'a> {
-    let Some(arg) = arg else { return Input::Null };
+fn input_of<'a>(arg: Arg, kind: &AggKind, name: &'a [u8], hashed: &mut HashMemo) -> Input<'a> {
     match kind {
         AggKind::CountAll => Input::Null,
         AggKind::Count => match arg {
@@ -635,7 +704,7 @@ fn input_of<'a>(arg: Option<Arg>, kind: &AggKind, name: &'a [u8]) -> Input<'a> {
         AggKind::Hll { .. }
         | AggKind::Theta { .. }
         | AggKind::ExactDistinct
-        | AggKind::TopK { .. } => match arg.hash() {
+        | AggKind::TopK { .. } => match hashed.hash(arg) {
             Some(hash) => Input::Key {
                 hash,
                 id: match arg {

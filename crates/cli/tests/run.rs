@@ -212,3 +212,39 @@ fn schema_errors_point_at_the_text() {
     assert!(stderr.contains('^'), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_record_one_summary_rejects_is_folded_into_none() {
+    // `plain` never reads revenue, `money` does: the row with a bad revenue
+    // must be counted by neither, so that both summaries describe the same
+    // records.
+    let dir = dir("all-or-none");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM s (ts TIMESTAMP, state TEXT, revenue DOUBLE) WITH (format = 'csv', header = true, time = 'ts');
+         CREATE SUMMARY plain AS SELECT state, count(*) AS n FROM s GROUP BY state;
+         CREATE SUMMARY money AS SELECT state, count(*) AS n, sum(revenue) AS r FROM s GROUP BY state;",
+    )
+    .expect("schema");
+    std::fs::write(
+        dir.join("in.csv"),
+        "ts,state,revenue\n\
+         2026-11-01T00:00:01Z,CA,0.5\n\
+         2026-11-01T00:00:02Z,CA,zero\n\
+         2026-11-01T00:00:03Z,CA,1.5\n",
+    )
+    .expect("input");
+    let output = cardinal(&dir, &["run", "schema.sql", "in.csv", "--json", "-"]);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    for line in lines {
+        assert!(line.contains("\"n\":2"), "{line}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

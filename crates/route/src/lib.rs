@@ -52,12 +52,14 @@
 
 #![deny(missing_docs)]
 
+mod cache;
 mod compile;
 mod error;
 mod expr;
 mod parse;
 mod route;
 
+pub use cache::{Cached, ColumnCache};
 pub use cardinal_event::{Record, Schema, TimeUnit, Value};
 pub use error::{Error, EvalError, Result};
 pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Scratch, Type};

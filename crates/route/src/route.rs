@@ -75,6 +75,20 @@ pub struct Routed {
     pub key: Vec<u8>,
     /// One value per [`Summary::arguments`] entry.
     pub args: Vec<Arg>,
+    /// Where each text argument's bytes are in `text` (empty for others),
+    /// for aggregates that report values, not only count them (`topk`).
+    spans: Vec<(u32, u32)>,
+    text: Vec<u8>,
+}
+
+impl Routed {
+    /// The text of argument `index` when it is [`Arg::Text`], else empty.
+    pub fn text_of(&self, index: usize) -> &[u8] {
+        match self.spans.get(index) {
+            Some(&(start, end)) => &self.text[start as usize..end as usize],
+            None => &[],
+        }
+    }
 }
 
 impl Summary {
@@ -88,13 +102,38 @@ impl Summary {
         scratch: &mut Scratch,
         out: &mut Routed,
     ) -> Result<bool, EvalError> {
-        if let Some(filter) = &self.filter {
-            scratch.clear();
-            let pass = filter.eval_held(record, scratch.buffer())?;
-            if !matches!(pass, Held::Bool(true)) {
-                return Ok(false);
+        if !self.passes(record, scratch)? {
+            return Ok(false);
+        }
+        self.route_passed(record, scratch, out)?;
+        Ok(true)
+    }
+
+    /// Whether `record` passes the summary's `WHERE` (true without one).
+    /// Summaries with equal filters can share one evaluation and then call
+    /// [`Summary::route_passed`].
+    pub fn passes<R: Record + ?Sized>(
+        &self,
+        record: &R,
+        scratch: &mut Scratch,
+    ) -> Result<bool, EvalError> {
+        match &self.filter {
+            None => Ok(true),
+            Some(filter) => {
+                scratch.clear();
+                let pass = filter.eval_held(record, scratch.buffer())?;
+                Ok(matches!(pass, Held::Bool(true)))
             }
         }
+    }
+
+    /// Fills `out` for a record known to pass the filter.
+    pub fn route_passed<R: Record + ?Sized>(
+        &self,
+        record: &R,
+        scratch: &mut Scratch,
+        out: &mut Routed,
+    ) -> Result<(), EvalError> {
         out.bucket = None;
         if let Some(bucket) = &self.bucket {
             match record.value(bucket.column, cardinal_event::ColumnType::Timestamp) {
@@ -119,22 +158,33 @@ impl Summary {
             encode(held.resolve(scratch.bytes()), &mut out.key);
         }
         out.args.clear();
+        out.spans.clear();
+        out.text.clear();
         for argument in &self.arguments {
             let held = argument.eval_held(record, scratch.buffer())?;
+            let mut span = (0, 0);
             let arg = match held.resolve(scratch.bytes()) {
                 Value::Null => Arg::Null,
                 Value::Bool(b) => Arg::Bool(b),
                 Value::Int(i) => Arg::Int(i),
                 Value::Float(f) => Arg::Float(f),
                 Value::Time(t) => Arg::Time(t),
-                Value::Text(t) => Arg::Text {
-                    hash: hash::bytes(t, hash::SEED_DEFAULT),
-                },
+                Value::Text(t) => {
+                    // Fields are bounded by the parsers' line limit, far
+                    // below 4 GiB.
+                    let start = u32::try_from(out.text.len()).unwrap_or(u32::MAX);
+                    out.text.extend_from_slice(t);
+                    span = (start, u32::try_from(out.text.len()).unwrap_or(u32::MAX));
+                    Arg::Text {
+                        hash: hash::bytes(t, hash::SEED_DEFAULT),
+                    }
+                }
             };
             out.args.push(arg);
+            out.spans.push(span);
         }
         debug_assert_eq!(out.args.len(), self.arguments.len());
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -293,6 +343,8 @@ mod tests {
             }
         );
         assert_eq!(out.args[2], Arg::Int(4));
+        assert_eq!(out.text_of(1), b"Example.COM");
+        assert_eq!(out.text_of(0), b"");
     }
 
     #[test]
