@@ -20,8 +20,11 @@
 use cardinal_event::{Record, Timestamp, Value};
 use cardinal_sketch::hash;
 
+use cardinal_event::ColumnType;
+
 use crate::Summary;
 use crate::error::EvalError;
+use crate::expr::{CompareOp, Expr, Literal};
 use crate::expr::{Held, Scratch};
 
 const TAG_NULL: u8 = 0;
@@ -119,6 +122,19 @@ impl Summary {
     ) -> Result<bool, EvalError> {
         match &self.filter {
             None => Ok(true),
+            // `text_column = 'literal'`, the usual event-kind filter: a
+            // byte comparison (an absent field is NULL, so not TRUE).
+            Some(Expr::Compare(CompareOp::Eq, column, literal))
+                if let (
+                    Expr::Column {
+                        index,
+                        ty: ColumnType::Text,
+                    },
+                    Expr::Literal(Literal::Text(text)),
+                ) = (&**column, &**literal) =>
+            {
+                Ok(record.field(*index) == Some(&text[..]))
+            }
             Some(filter) => {
                 scratch.clear();
                 let pass = filter.eval_held(record, scratch.buffer())?;
@@ -154,6 +170,18 @@ impl Summary {
         out.key.clear();
         scratch.clear();
         for dimension in &self.dimensions {
+            // A text column is its field's bytes: skip the evaluator.
+            if let Expr::Column {
+                index,
+                ty: ColumnType::Text,
+            } = dimension
+            {
+                match record.field(*index) {
+                    None => encode(Value::Null, &mut out.key),
+                    Some(text) => encode(Value::Text(text), &mut out.key),
+                }
+                continue;
+            }
             let held = dimension.eval_held(record, scratch.buffer())?;
             encode(held.resolve(scratch.bytes()), &mut out.key);
         }
