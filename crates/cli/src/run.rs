@@ -760,3 +760,14 @@ fn display(value: Value<'_>) -> Option<String> {
         Value::Time(t) => Some(t.to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_dialect_refuses_what_the_rollup_cannot_hold() {
+        // A plan that compiles must never fail in the rollup: the limits
+        // are checked once, in the dialect, and must be the same.
+        assert_eq!(cardinal_route::TOPK_K_MAX, cardinal_rollup::TOPK_K_MAX);
+        assert_eq!(cardinal_route::RANKS_MAX, cardinal_rollup::RANKS_MAX);
+    }
+}

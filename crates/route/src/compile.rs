@@ -4,7 +4,7 @@
 //! and none at run time.
 
 use cardinal_event::{Column, ColumnType, Schema, TimeUnit, Timestamp};
-use cardinal_sketch::{countmin, hll, quantiles, theta};
+use cardinal_sketch::{hll, quantiles, theta};
 use sqlparser::ast::{
     self, BinaryOperator, DuplicateTreatment, FunctionArg, FunctionArgExpr, FunctionArguments,
     Ident, ObjectNamePart, SelectItem, UnaryOperator,
@@ -851,6 +851,12 @@ impl Scope<'_> {
                     })
                     .map(Some);
                 }
+                if params.len() > crate::RANKS_MAX {
+                    return self.fail(
+                        params[crate::RANKS_MAX].2,
+                        "approx_quantile: at most 8 ranks (RANKS_MAX) per aggregate",
+                    );
+                }
                 let mut ranks = Vec::new();
                 for (value, _, span) in &params {
                     match value {
@@ -872,7 +878,7 @@ impl Scope<'_> {
                 if !hashable || params.len() != 1 {
                     return wrong(if hashable { span } else { typed.span }).map(Some);
                 }
-                let k = integer(0, "k", 1, u64::from(countmin::CAPACITY_MAX))?;
+                let k = integer(0, "k", 1, u64::from(crate::TOPK_K_MAX))?;
                 AggregateKind::TopK {
                     k: u32::try_from(k).expect("checked range"),
                 }

@@ -71,6 +71,16 @@ pub use route::{Arg, KeyValues, Routed, key_values};
 /// the compiled plan can hold.
 pub const DECLARATION_BYTES_MAX: usize = 1 << 20;
 
+/// The largest `k` of `topk(x, k)`: the rollup keeps about 4k candidates
+/// per group, within the sketch's `countmin::CAPACITY_MAX`. Checked when a
+/// declaration compiles, so that a plan never fails later in the rollup
+/// (whose `TOPK_K_MAX` is the same value; the binary's tests check it).
+pub const TOPK_K_MAX: u32 = 1_000;
+
+/// The most ranks one `approx_quantile(x, q, ...)` may ask for (the
+/// rollup's `RANKS_MAX`, checked at compile time for the same reason).
+pub const RANKS_MAX: usize = 8;
+
 /// How deeply expressions may nest (sqlparser's recursion limit). It bounds
 /// every recursive walk over an expression: parsing, compiling, evaluating
 /// and dropping.
