@@ -602,6 +602,17 @@ pub(crate) fn substr_range(bytes: &[u8], start: i64, length: Option<i64>) -> (us
     if end <= first {
         return (0, 0);
     }
+    // ASCII up to the window's end (IP addresses, codes, URLs): characters
+    // are bytes.
+    let ascii_end = usize::try_from(end - 1)
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    if bytes[..ascii_end].is_ascii() {
+        let from = usize::try_from(first - 1)
+            .unwrap_or(usize::MAX)
+            .min(ascii_end);
+        return (from, ascii_end);
+    }
     let mut from = bytes.len();
     let mut to = bytes.len();
     let mut position: i64 = 0;
@@ -655,6 +666,50 @@ mod tests {
         assert_eq!(cut("", 1, Some(8)), "");
         assert_eq!(cut("abc", i64::MAX, Some(i64::MAX)), "");
         assert_eq!(cut("abc", i64::MIN, Some(i64::MAX)), "");
+    }
+
+    #[test]
+    fn substr_agrees_with_a_character_reference() {
+        // PostgreSQL's definition over chars, written plainly, against the
+        // byte-level cut (ASCII fast path and the UTF-8 walk).
+        fn reference(text: &str, start: i64, length: Option<i64>) -> String {
+            let end = match length {
+                Some(l) if l < 0 => return String::new(),
+                Some(l) => start.saturating_add(l),
+                None => i64::MAX,
+            };
+            text.chars()
+                .enumerate()
+                .filter(|&(i, _)| {
+                    let position = i as i64 + 1;
+                    position >= start && position < end
+                })
+                .map(|(_, c)| c)
+                .collect()
+        }
+        let texts = [
+            "",
+            "a",
+            "158.112.27.3",
+            "héllo",
+            "ab€cd",
+            "€€",
+            "x€",
+            "€x",
+            "日本語テキスト",
+        ];
+        for text in texts {
+            for start in -3..12 {
+                for length in (-2..12).map(Some).chain([None]) {
+                    let (from, to) = substr_range(text.as_bytes(), start, length);
+                    assert_eq!(
+                        &text[from..to],
+                        reference(text, start, length),
+                        "{text:?} {start} {length:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -182,6 +182,33 @@ impl Summary {
                 }
                 continue;
             }
+            // `substr(text_column, a, b)` with constant bounds (Query 2A's
+            // `substr(sourceIP, 1, 8)`): cut the field's bytes directly.
+            if let Expr::Substr {
+                text,
+                start,
+                length,
+            } = dimension
+                && let Expr::Column {
+                    index,
+                    ty: ColumnType::Text,
+                } = &**text
+                && let Expr::Literal(Literal::Int(start)) = &**start
+                && let Some(length) = match length.as_deref() {
+                    None => Some(None),
+                    Some(Expr::Literal(Literal::Int(length))) => Some(Some(*length)),
+                    Some(_) => None,
+                }
+            {
+                match record.field(*index) {
+                    None => encode(Value::Null, &mut out.key),
+                    Some(text) => {
+                        let (from, to) = crate::expr::substr_range(text, *start, length);
+                        encode(Value::Text(&text[from..to]), &mut out.key);
+                    }
+                }
+                continue;
+            }
             let held = dimension.eval_held(record, scratch.buffer())?;
             encode(held.resolve(scratch.bytes()), &mut out.key);
         }
