@@ -213,7 +213,11 @@ fn describe(plan: &Plan) -> String {
         );
         let _ = writeln!(out, "  touch {}", expr(&a.touch, schema));
         let _ = writeln!(out, "  conversion {}", expr(&a.conversion, schema));
-        for (what, e) in [("value", &a.value), ("campaign", &a.campaign), ("site", &a.site)] {
+        for (what, e) in [
+            ("value", &a.value),
+            ("campaign", &a.campaign),
+            ("site", &a.site),
+        ] {
             if let Some(e) = e {
                 let _ = writeln!(out, "  {what} {}", expr(e, schema));
             }
