@@ -249,10 +249,10 @@ impl<'p> Setup<'p> {
                     router: store.router(),
                     events: vec![Vec::new(); store.groups().len()],
                     names: [Names::default(), Names::default()],
+                    stats: Stats::default(),
                 })
                 .collect(),
             scratch: Scratch::default(),
-            stats: Stats::default(),
         }
     }
 
@@ -268,10 +268,8 @@ impl<'p> Setup<'p> {
             let groups = self.stores[i].groups().len();
             let mut events: Vec<Vec<Event>> = vec![Vec::new(); groups];
             for collector in &mut collectors {
-                if i == 0 {
-                    stats.add(&collector.stats);
-                }
                 let compiled = &mut collector.attributions[i];
+                stats.add(&compiled.stats);
                 let [campaigns, sites] = &mut self.names[i];
                 let campaign_map = campaigns.absorb(&compiled.names[0]);
                 let site_map = sites.absorb(&compiled.names[1]);
@@ -432,7 +430,6 @@ fn apply_group(
 pub(crate) struct Collector<'p> {
     attributions: Vec<Compiled<'p>>,
     scratch: Scratch,
-    stats: Stats,
 }
 
 #[derive(Debug)]
@@ -445,6 +442,7 @@ struct Compiled<'p> {
     events: Vec<Vec<Event>>,
     /// This worker's campaign and site codes.
     names: [Names; 2],
+    stats: Stats,
 }
 
 impl Collector<'_> {
@@ -473,11 +471,11 @@ impl Collector<'_> {
                 _ => None,
             };
             let (Some(time_ms), Some(user)) = (time_ms, user) else {
-                self.stats.skipped += 1;
+                c.stats.skipped += 1;
                 continue;
             };
             let what = if conversion {
-                self.stats.conversions += 1;
+                c.stats.conversions += 1;
                 let value_micros = match &a.value {
                     None => None,
                     Some(e) => match e.eval(record, scratch)? {
@@ -491,13 +489,13 @@ impl Collector<'_> {
                     },
                 };
                 if a.value.is_some() && value_micros.is_none() {
-                    self.stats.values_out_of_range += 1;
+                    c.stats.values_out_of_range += 1;
                 }
                 What::Conversion {
                     value_micros: value_micros.or(a.value.as_ref().map(|_| 0)),
                 }
             } else {
-                self.stats.touches += 1;
+                c.stats.touches += 1;
                 let mut codes = [0u32; 2];
                 for (i, e) in [&a.campaign, &a.site].into_iter().enumerate() {
                     let Some(e) = e else { continue };
