@@ -43,8 +43,8 @@ fn field<'a>(line: &'a str, key: &str) -> &'a str {
         + key.len()
         + 3;
     let rest = &line[start..];
-    let end = if rest.starts_with('"') {
-        rest[1..].find('"').expect("closing quote") + 2
+    let end = if let Some(quoted) = rest.strip_prefix('"') {
+        quoted.find('"').expect("closing quote") + 2
     } else {
         rest.find([',', '}']).expect("end of value")
     };
@@ -343,9 +343,13 @@ CREATE SUMMARY by_campaign AS SELECT date_trunc('day', conversion_ts) AS day, ca
     let (header, body) = text.split_once('\n').expect("header");
     let lines: Vec<&str> = body.lines().collect();
     let third = lines.len() / 3;
-    for (i, part) in [&lines[..third], &lines[third..2 * third], &lines[2 * third..]]
-        .iter()
-        .enumerate()
+    for (i, part) in [
+        &lines[..third],
+        &lines[third..2 * third],
+        &lines[2 * third..],
+    ]
+    .iter()
+    .enumerate()
     {
         std::fs::write(
             dir.join(format!("part{i}.csv")),
@@ -375,7 +379,10 @@ CREATE SUMMARY by_campaign AS SELECT date_trunc('day', conversion_ts) AS day, ca
     };
     let one = run(&["imp.csv"], "1", "one");
     let two = run(&["part0.csv", "part1.csv", "part2.csv"], "2", "two");
-    assert_eq!(one, two, "1 thread over one file and 2 over three parts differ");
+    assert_eq!(
+        one, two,
+        "1 thread over one file and 2 over three parts differ"
+    );
 
     // The replay: events in time order (stable: input order on ties),
     // chains in a BTreeMap, a conversion takes its user's chain.
@@ -433,11 +440,18 @@ CREATE SUMMARY by_campaign AS SELECT date_trunc('day', conversion_ts) AS day, ca
     let mut got_sorted = got.clone();
     got_sorted.sort_by_key(key);
     want.sort_by_key(key);
-    assert!(want.len() > 100, "the replay credits {} touches", want.len());
+    assert!(
+        want.len() > 100,
+        "the replay credits {} touches",
+        want.len()
+    );
     assert_eq!(got_sorted.len(), want.len());
     for (g, w) in got_sorted.iter().zip(&want) {
         assert_eq!(key(g), key(w));
-        assert!((g.4 - w.4).abs() < 1e-12 && (g.5 - w.5).abs() < 1e-9, "{g:?} vs {w:?}");
+        assert!(
+            (g.4 - w.4).abs() < 1e-12 && (g.5 - w.5).abs() < 1e-9,
+            "{g:?} vs {w:?}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -580,7 +580,7 @@ impl Compiler<'_> {
                 Some(typed.expr)
             }
         };
-        let dimension = |d: &Option<(ast::Expr, Span)>, what: &str| -> Result<Option<Expr>> {
+        let dimension = |d: &Option<(Box<ast::Expr>, Span)>, what: &str| -> Result<Option<Expr>> {
             let Some((e, _)) = d else { return Ok(None) };
             let typed = scope.expr(e, Context::Select)?;
             if !matches!(typed.ty, Type::Int | Type::Text | Type::Null) {

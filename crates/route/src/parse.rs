@@ -75,12 +75,13 @@ pub(crate) struct AttributionDecl {
     pub model: (String, Span),
     pub half_life_days: Option<(u64, Span)>,
     pub lookback_days: (u64, Span),
-    pub touch: ast::Expr,
-    pub conversion: ast::Expr,
+    /// The expressions, boxed: a declaration stays as small as the others.
+    pub touch: Box<ast::Expr>,
+    pub conversion: Box<ast::Expr>,
     /// `VALUE`, `CAMPAIGN` and `SITE`, each with its keyword's span.
-    pub value: Option<(ast::Expr, Span)>,
-    pub campaign: Option<(ast::Expr, Span)>,
-    pub site: Option<(ast::Expr, Span)>,
+    pub value: Option<(Box<ast::Expr>, Span)>,
+    pub campaign: Option<(Box<ast::Expr>, Span)>,
+    pub site: Option<(Box<ast::Expr>, Span)>,
 }
 
 impl Declarations {
@@ -514,10 +515,10 @@ impl Reader<'_> {
         self.expect_word("DAYS", FORM)?;
         self.expect_word("TOUCH", FORM)?;
         self.expect_word("WHERE", FORM)?;
-        let touch = self.expr(FORM)?;
+        let touch = Box::new(self.expr(FORM)?);
         self.expect_word("CONVERSION", FORM)?;
         self.expect_word("WHERE", FORM)?;
-        let conversion = self.expr(FORM)?;
+        let conversion = Box::new(self.expr(FORM)?);
         let (mut value, mut campaign, mut site) = (None, None, None);
         loop {
             let token = self.peek();
@@ -534,7 +535,7 @@ impl Reader<'_> {
                 return self.fail(&token, format!("{} is given twice; {FORM}", token.token));
             }
             self.parser.advance_token();
-            *slot = Some((self.expr(FORM)?, token.span));
+            *slot = Some((Box::new(self.expr(FORM)?), token.span));
         }
         self.end_of_statement(FORM)?;
         Ok(AttributionDecl {
