@@ -29,6 +29,8 @@ use cardinal_route::{
 };
 use cardinal_source::{LineReader, split_file};
 
+use crate::attribute;
+
 /// Most aggregates one summary may have: each record's inputs live in a
 /// fixed array on the stack, so routing allocates nothing.
 pub const AGGREGATES_MAX: usize = 16;
@@ -83,11 +85,23 @@ pub struct Args {
     /// Print no result tables (files and the summary line only).
     #[arg(long)]
     quiet: bool,
+    /// Write every credit row of the schema's CREATE ATTRIBUTIONs as a JSON
+    /// line to this file (`-` for stdout).
+    #[arg(long)]
+    attributions: Option<PathBuf>,
+    /// Keep attribution chains across runs: restore them from
+    /// `DIR/<attribution>.chains` (and `.names`) at start if present, and
+    /// write them there at the end (each atomically).
+    #[arg(long, value_name = "DIR")]
+    chains_snapshot: Option<PathBuf>,
 }
 
 /// One unit of work: a whole input, or a byte range of a plain file.
 #[derive(Debug, Clone)]
 struct Job {
+    /// Index of the input in the command line: with the byte offset, a
+    /// record's position, which attribution orders equal times by.
+    input: u32,
     path: Option<PathBuf>,
     range: Option<std::ops::Range<u64>>,
     /// The file's header line, for a range that does not start the file.
@@ -95,9 +109,10 @@ struct Job {
 }
 
 /// What one worker hands back.
-struct WorkerOutput {
+struct WorkerOutput<'p> {
     rollups: Vec<Rollup>,
     counts: Counts,
+    collector: Option<attribute::Collector<'p>>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -129,14 +144,20 @@ pub fn run(args: &Args) -> Result<i32> {
     let plan =
         Plan::compile(&sql).map_err(|e| anyhow::anyhow!("{}:\n{e}", args.schema.display()))?;
     let stream = pick_stream(&plan, args.stream.as_deref())?;
-    let summaries: Vec<&Summary> = plan
+    let mut summaries: Vec<&Summary> = plan
         .summaries
         .iter()
         .filter(|s| s.stream == stream)
         .collect();
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+        .max(1);
+    let mut attribution =
+        attribute::Setup::new(&plan, stream, threads, args.chains_snapshot.as_deref())?;
     ensure!(
-        !summaries.is_empty(),
-        "no CREATE SUMMARY reads stream {}",
+        !summaries.is_empty() || attribution.is_some(),
+        "no CREATE SUMMARY or CREATE ATTRIBUTION reads stream {}",
         plan.streams[stream].name
     );
     let shapes: Vec<Shape> = summaries
@@ -147,10 +168,6 @@ pub fn run(args: &Args) -> Result<i32> {
         groups_max: args.groups_max,
         retention_ms: args.retention_days.map(|d| i64::from(d) * 86_400_000),
     };
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
-        .max(1);
     let jobs = plan_jobs(&args.inputs, threads, &plan.streams[stream])?;
     let queue = Mutex::new(jobs.into_iter().collect::<VecDeque<_>>());
     let rejects_file = match &args.rejects {
@@ -175,6 +192,7 @@ pub fn run(args: &Args) -> Result<i32> {
                         &queue,
                         rejects_file.as_ref(),
                         &shown,
+                        attribution.as_ref(),
                     )
                 })
             })
@@ -189,9 +207,11 @@ pub fn run(args: &Args) -> Result<i32> {
     });
     let mut merged: Option<Vec<Rollup>> = None;
     let mut counts = Counts::default();
+    let mut collectors = Vec::new();
     for output in outputs {
         let output = output?;
         counts.add(&output.counts);
+        collectors.extend(output.collector);
         match &mut merged {
             None => merged = Some(output.rollups),
             Some(all) => {
@@ -201,7 +221,31 @@ pub fn run(args: &Args) -> Result<i32> {
             }
         }
     }
-    let rollups = merged.expect("at least one worker");
+    let mut rollups = merged.expect("at least one worker");
+    let credits = match &mut attribution {
+        Some(setup) => setup.apply(collectors)?,
+        None => Vec::new(),
+    };
+    let credit_summaries: Vec<&Summary> = plan
+        .summaries
+        .iter()
+        .filter(|s| {
+            credits
+                .iter()
+                .any(|c| c.attribution.credit_stream == s.stream)
+        })
+        .collect();
+    let credit_shapes: Vec<Shape> = credit_summaries
+        .iter()
+        .map(|s| shape_of(s))
+        .collect::<Result<_>>()?;
+    rollups.extend(attribute::fold_credits(
+        &credits,
+        &credit_summaries,
+        &credit_shapes,
+        limits,
+    )?);
+    summaries.extend(credit_summaries);
     let elapsed = started.elapsed().as_secs_f64();
     if let Some(file) = rejects_file {
         file.into_inner()
@@ -228,7 +272,10 @@ pub fn run(args: &Args) -> Result<i32> {
     };
     for (summary, rollup) in summaries.iter().zip(&rollups) {
         let results = results_of(summary, rollup)?;
-        if !args.quiet && args.json.as_deref() != Some(Path::new("-")) {
+        if !args.quiet
+            && args.json.as_deref() != Some(Path::new("-"))
+            && args.attributions.as_deref() != Some(Path::new("-"))
+        {
             writeln!(out, "{} ({} groups)", summary.name, rollup.group_count())?;
             write!(out, "{}", cardinal_export::table(&results))?;
             writeln!(out)?;
@@ -248,6 +295,41 @@ pub fn run(args: &Args) -> Result<i32> {
     }
     if let Some(mut writer) = json {
         writer.flush().context("writing JSON lines")?;
+    }
+    if let Some(path) = &args.attributions {
+        let mut writer: Box<dyn Write> = if path.as_os_str() == "-" {
+            Box::new(std::io::stdout())
+        } else {
+            Box::new(BufWriter::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("creating {}", path.display()))?,
+            ))
+        };
+        for c in &credits {
+            c.write_json_lines(&mut writer)?;
+        }
+        writer.flush().context("writing attribution rows")?;
+    }
+    for c in &credits {
+        let s = &c.stats;
+        eprintln!(
+            "{}: {} touch points, {} conversions ({} without touch points in the window), {} credit rows",
+            c.attribution.name,
+            s.touches,
+            s.conversions,
+            s.conversions_uncredited,
+            c.rows.len()
+        );
+        if s.skipped + s.values_out_of_range + s.touches_dropped + c.names_overflow() > 0 {
+            eprintln!(
+                "{}: {} records skipped (NULL user or time out of range), {} conversion values out of range, {} touch points dropped by chain limits, {} campaign/site values past NAMES_MAX kept as NULL",
+                c.attribution.name,
+                s.skipped,
+                s.values_out_of_range,
+                s.touches_dropped,
+                c.names_overflow()
+            );
+        }
     }
     eprintln!(
         "{} records, {:.1} MB in {:.2} s: {:.2} M records/s, {:.0} MB/s on {threads} thread(s); {} rejected{}",
@@ -297,14 +379,19 @@ fn pick_stream(plan: &Plan, name: Option<&str>) -> Result<usize> {
             .iter()
             .position(|s| s.name.eq_ignore_ascii_case(name))
             .with_context(|| format!("no stream called {name}")),
-        None if plan.streams.len() == 1 => Ok(0),
-        None if plan.streams.is_empty() => {
-            bail!("the schema declares no stream (CREATE STREAM ...)")
+        None => {
+            let inputs: Vec<usize> = (0..plan.streams.len())
+                .filter(|&i| plan.streams[i].credit_of.is_none())
+                .collect();
+            match inputs[..] {
+                [only] => Ok(only),
+                [] => bail!("the schema declares no stream (CREATE STREAM ...)"),
+                _ => bail!(
+                    "the schema declares {} streams; say which one the inputs are with --stream",
+                    inputs.len()
+                ),
+            }
         }
-        None => bail!(
-            "the schema declares {} streams; say which one the inputs are with --stream",
-            plan.streams.len()
-        ),
     }
 }
 
@@ -352,9 +439,11 @@ fn plan_jobs(
     stream: &cardinal_route::Stream,
 ) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
-    for path in inputs {
+    for (input, path) in inputs.iter().enumerate() {
+        let input = u32::try_from(input).context("too many inputs")?;
         if path.as_os_str() == "-" {
             jobs.push(Job {
+                input,
                 path: None,
                 range: None,
                 header: None,
@@ -381,6 +470,7 @@ fn plan_jobs(
             for (i, range) in ranges.into_iter().enumerate() {
                 let header = if i == 0 { None } else { header.clone() };
                 jobs.push(Job {
+                    input,
                     path: Some(path.clone()),
                     range: Some(range),
                     header,
@@ -388,6 +478,7 @@ fn plan_jobs(
             }
         } else {
             jobs.push(Job {
+                input,
                 path: Some(path.clone()),
                 range: None,
                 header: None,
@@ -397,13 +488,13 @@ fn plan_jobs(
     Ok(jobs)
 }
 
-enum Parser {
+pub(crate) enum Parser {
     Csv(CsvParser),
     Json(NdjsonParser),
 }
 
 impl Parser {
-    fn new(stream: &cardinal_route::Stream) -> Result<Self> {
+    pub(crate) fn new(stream: &cardinal_route::Stream) -> Result<Self> {
         Ok(match stream.format {
             Format::Csv => Parser::Csv(CsvParser::new(
                 &stream.schema,
@@ -418,7 +509,7 @@ impl Parser {
         })
     }
 
-    fn parse(&mut self, batch: &mut Batch) -> Result<()> {
+    pub(crate) fn parse(&mut self, batch: &mut Batch) -> Result<()> {
         match self {
             Parser::Csv(p) => p.parse(batch)?,
             Parser::Json(p) => p.parse(batch),
@@ -431,7 +522,7 @@ impl Parser {
     clippy::too_many_arguments,
     reason = "the worker's whole context, borrowed from run"
 )]
-fn worker(
+fn worker<'p>(
     plan: &Plan,
     stream: usize,
     summaries: &[&Summary],
@@ -440,7 +531,9 @@ fn worker(
     queue: &Mutex<VecDeque<Job>>,
     rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
     shown: &std::sync::atomic::AtomicU64,
-) -> Result<WorkerOutput> {
+    attribution: Option<&attribute::Setup<'p>>,
+) -> Result<WorkerOutput<'p>> {
+    let mut collector = attribution.map(attribute::Setup::collector);
     let stream_decl = &plan.streams[stream];
     let mut rollups: Vec<Rollup> = shapes
         .iter()
@@ -513,6 +606,18 @@ fn worker(
             for index in 0..batch.len() {
                 let raw = batch.record(index);
                 counts.records += 1;
+                if let Some(collector) = &mut collector
+                    && let Err(e) = collector.observe(&raw, job.input, raw.offset())
+                {
+                    let text = format!("{name}:{}: attribution: {e}", where_(&raw));
+                    reject(
+                        &mut counts,
+                        &mut reject_lines,
+                        shown,
+                        &eval_reason(&e),
+                        &text,
+                    );
+                }
                 let record = cache.record(&raw);
                 // Route through every summary first: a record that one
                 // summary rejects is folded into none, so that every summary
@@ -555,39 +660,7 @@ fn worker(
                     if !passed[s] {
                         continue;
                     }
-                    let routed = &routes[s];
-                    // Top-k reports names: text is the routed argument's
-                    // bytes; an integer is printed into a reused buffer
-                    // first, then borrowed.
-                    names.clear();
-                    let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
-                    for (i, (aggregate, kind)) in
-                        summary.aggregates.iter().zip(&shape.aggs).enumerate()
-                    {
-                        if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument)
-                            && let Arg::Int(v) = routed.args[a]
-                        {
-                            let start = names.len();
-                            let _ = write!(names, "{v}");
-                            spans[i] = (start, names.len());
-                        }
-                    }
-                    let mut inputs = [Input::Null; AGGREGATES_MAX];
-                    for (i, (aggregate, kind)) in
-                        summary.aggregates.iter().zip(&shape.aggs).enumerate()
-                    {
-                        let Some(a) = aggregate.argument else {
-                            continue;
-                        };
-                        let arg = routed.args[a];
-                        let name = match (kind, arg) {
-                            (AggKind::TopK { .. }, Arg::Text { .. }) => routed.text_of(a),
-                            _ => &names[spans[i].0..spans[i].1],
-                        };
-                        inputs[i] = input_of(arg, kind, name, &mut hashed);
-                    }
-                    let bucket = routed.bucket.unwrap_or(Timestamp(0));
-                    match rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()]) {
+                    match fold_routed(summary, shape, rollup, &routes[s], &mut names, &mut hashed) {
                         Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {}
                         Folded::DroppedKeyTooLong => {
                             reject(
@@ -611,7 +684,49 @@ fn worker(
             }
         }
     }
-    Ok(WorkerOutput { rollups, counts })
+    Ok(WorkerOutput {
+        rollups,
+        counts,
+        collector,
+    })
+}
+
+/// Folds one routed record into `rollup`. Top-k reports names: text is the
+/// routed argument's bytes; an integer is printed into `names` first, then
+/// borrowed.
+pub(crate) fn fold_routed(
+    summary: &Summary,
+    shape: &Shape,
+    rollup: &mut Rollup,
+    routed: &Routed,
+    names: &mut Vec<u8>,
+    hashed: &mut HashMemo,
+) -> Folded {
+    names.clear();
+    let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
+    for (i, (aggregate, kind)) in summary.aggregates.iter().zip(&shape.aggs).enumerate() {
+        if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument)
+            && let Arg::Int(v) = routed.args[a]
+        {
+            let start = names.len();
+            let _ = write!(names, "{v}");
+            spans[i] = (start, names.len());
+        }
+    }
+    let mut inputs = [Input::Null; AGGREGATES_MAX];
+    for (i, (aggregate, kind)) in summary.aggregates.iter().zip(&shape.aggs).enumerate() {
+        let Some(a) = aggregate.argument else {
+            continue;
+        };
+        let arg = routed.args[a];
+        let name = match (kind, arg) {
+            (AggKind::TopK { .. }, Arg::Text { .. }) => routed.text_of(a),
+            _ => &names[spans[i].0..spans[i].1],
+        };
+        inputs[i] = input_of(arg, kind, name, hashed);
+    }
+    let bucket = routed.bucket.unwrap_or(Timestamp(0));
+    rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()])
 }
 
 fn where_(record: &cardinal_parse::RecordRef<'_>) -> String {
@@ -650,7 +765,7 @@ fn reject(
 /// The hash of the last integer argument hashed: summaries that count the
 /// same user id one after the other hash it once.
 #[derive(Debug, Clone, Copy)]
-struct HashMemo {
+pub(crate) struct HashMemo {
     value: i64,
     hash: u64,
 }
@@ -685,7 +800,12 @@ impl HashMemo {
 
 /// One aggregate's input from the routed argument (`name`: the argument's
 /// text, read for top-k only).
-fn input_of<'a>(arg: Arg, kind: &AggKind, name: &'a [u8], hashed: &mut HashMemo) -> Input<'a> {
+pub(crate) fn input_of<'a>(
+    arg: Arg,
+    kind: &AggKind,
+    name: &'a [u8],
+    hashed: &mut HashMemo,
+) -> Input<'a> {
     match kind {
         AggKind::CountAll => Input::Null,
         AggKind::Count => match arg {

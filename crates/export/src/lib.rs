@@ -473,7 +473,9 @@ fn json_number(v: f64) -> String {
     }
 }
 
-fn json_string(bytes: &[u8]) -> String {
+/// `bytes` as a quoted JSON string (invalid UTF-8 replaced), for writers of
+/// other JSON lines.
+pub fn json_string(bytes: &[u8]) -> String {
     format!("\"{}\"", json_escape(&String::from_utf8_lossy(bytes)))
 }
 

@@ -262,6 +262,7 @@ impl Compiler<'_> {
             header: header.is_some_and(|(h, _)| h),
             time,
             delimiter,
+            credit_of: None,
         });
         Ok(())
     }
@@ -515,24 +516,16 @@ impl Compiler<'_> {
             return self.fail(span, "HALF LIFE applies to the time_decay model only");
         }
         let lookback_days = check_days(decl.lookback_days, "LOOKBACK")?;
-        let conversion = match &decl.conversion {
-            None => None,
-            Some(e) => {
-                let scope = Scope {
-                    compiler: self,
-                    stream,
-                };
-                let typed = scope.expr(e, Context::Where)?;
-                if !matches!(typed.ty, Type::Bool | Type::Null) {
-                    return self.fail(
-                        typed.span,
-                        format!("WHERE needs a condition, and this is {}", typed.ty.name()),
-                    );
-                }
-                Some(typed.expr)
-            }
-        };
-        if stream.time.is_none() {
+        if let Some(owner) = stream.credit_of {
+            return self.fail(
+                decl.stream.span,
+                format!(
+                    "{} is the credit stream of attribution {}; attributions read input streams",
+                    stream.name, self.plan.attributions[owner].name
+                ),
+            );
+        }
+        let Some(time) = stream.time else {
             return self.fail(
                 decl.stream.span,
                 format!(
@@ -540,13 +533,100 @@ impl Compiler<'_> {
                     stream.name
                 ),
             );
-        }
+        };
+        let scope = Scope {
+            compiler: self,
+            stream,
+        };
+        let user = scope.expr(&ast::Expr::Identifier(decl.user.clone()), Context::Where)?;
+        let user = match (user.expr, user.ty) {
+            (Expr::Column { index, .. }, Type::Int | Type::Text) => index,
+            (_, ty) => {
+                return self.fail(
+                    decl.user.span,
+                    format!(
+                        "the user id column must be BIGINT or TEXT, and {} is {}",
+                        decl.user.value,
+                        ty.name()
+                    ),
+                );
+            }
+        };
+        let condition = |e: &ast::Expr, what: &str| -> Result<Expr> {
+            let typed = scope.expr(e, Context::Where)?;
+            if !matches!(typed.ty, Type::Bool | Type::Null) {
+                return self.fail(
+                    typed.span,
+                    format!("{what} needs a condition, and this is {}", typed.ty.name()),
+                );
+            }
+            Ok(typed.expr)
+        };
+        let touch = condition(&decl.touch, "TOUCH WHERE")?;
+        let conversion = condition(&decl.conversion, "CONVERSION WHERE")?;
+        let value = match &decl.value {
+            None => None,
+            Some((e, _)) => {
+                let typed = scope.expr(e, Context::Select)?;
+                if !matches!(typed.ty, Type::Int | Type::Float | Type::Null) {
+                    return self.fail(
+                        typed.span,
+                        format!(
+                            "VALUE needs a number (BIGINT or DOUBLE), and this is {}",
+                            typed.ty.name()
+                        ),
+                    );
+                }
+                Some(typed.expr)
+            }
+        };
+        let dimension = |d: &Option<(Box<ast::Expr>, Span)>, what: &str| -> Result<Option<Expr>> {
+            let Some((e, _)) = d else { return Ok(None) };
+            let typed = scope.expr(e, Context::Select)?;
+            if !matches!(typed.ty, Type::Int | Type::Text | Type::Null) {
+                return self.fail(
+                    typed.span,
+                    format!(
+                        "{what} needs TEXT or BIGINT, and this is {}",
+                        typed.ty.name()
+                    ),
+                );
+            }
+            Ok(Some(typed.expr))
+        };
+        let campaign = dimension(&decl.campaign, "CAMPAIGN")?;
+        let site = dimension(&decl.site, "SITE")?;
+        let columns = crate::CREDIT_COLUMNS
+            .iter()
+            .map(|(name, ty)| Column {
+                name: (*name).to_owned(),
+                ty: *ty,
+                path: vec![(*name).to_owned()],
+            })
+            .collect();
+        let credit_stream = self.plan.streams.len();
+        self.plan.streams.push(Stream {
+            name: decl.name.value.clone(),
+            schema: Schema { columns },
+            format: Format::Csv,
+            header: false,
+            time: Some(0),
+            delimiter: b',',
+            credit_of: Some(self.plan.attributions.len()),
+        });
         self.plan.attributions.push(Attribution {
             name: decl.name.value.clone(),
             stream: stream_index,
+            credit_stream,
+            user,
+            time,
             model,
             lookback_days,
+            touch,
             conversion,
+            value,
+            campaign,
+            site,
         });
         Ok(())
     }

@@ -18,7 +18,8 @@
 //! - [`Expr`]: a compiled expression; [`Expr::eval`] gives a borrowed
 //!   [`Value`], with [`Scratch`] holding the bytes `lower`/`upper` make.
 //! - [`Attribution`]: a typed attribution declaration (executed by the
-//!   journeys stage, not here).
+//!   binary over `cardinal-chains`); its credit rows form a stream of
+//!   their own ([`CREDIT_COLUMNS`]) that summaries read.
 //!
 //! ```
 //! use cardinal_route::{AggregateKind, OutputSource, Plan, Routed, Scratch};
@@ -130,7 +131,31 @@ pub struct Stream {
     pub time: Option<usize>,
     /// The field separator of delimited input (`,` unless declared).
     pub delimiter: u8,
+    /// For the credit stream of an attribution, the attribution's index in
+    /// [`Plan::attributions`]. Such a stream is not read from inputs: its
+    /// records are the attribution's credit rows (columns
+    /// [`CREDIT_COLUMNS`]), and summaries read it like any other stream.
+    pub credit_of: Option<usize>,
 }
+
+/// The columns of an attribution's credit stream, one row per credited
+/// touch point: when the conversion happened, when the touch point did, the
+/// user (a TEXT user column's 64-bit hash), the touch point's campaign and
+/// site, the model's name, the touch point's share of the conversion, and
+/// that share of the conversion's value.
+pub const CREDIT_COLUMNS: [(&str, cardinal_event::ColumnType); 8] = {
+    use cardinal_event::ColumnType::{BigInt, Double, Text, Timestamp};
+    [
+        ("conversion_ts", Timestamp),
+        ("touch_ts", Timestamp),
+        ("user_id", BigInt),
+        ("campaign", Text),
+        ("site", Text),
+        ("model", Text),
+        ("credit", Double),
+        ("revenue", Double),
+    ]
+};
 
 /// A summary's time bucket: `date_trunc(unit, time column)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -272,18 +297,48 @@ pub enum Model {
     PositionBased,
 }
 
-/// A compiled `CREATE ATTRIBUTION`.
+impl Model {
+    /// The model's name as declared (`linear`, `time_decay`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Model::LastTouch => "last_touch",
+            Model::FirstTouch => "first_touch",
+            Model::Linear => "linear",
+            Model::TimeDecay { .. } => "time_decay",
+            Model::PositionBased => "position_based",
+        }
+    }
+}
+
+/// A compiled `CREATE ATTRIBUTION`: which records are touch points and
+/// conversions, whose they are, what a touch point keeps, and how a
+/// conversion's credit is shared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Attribution {
-    /// Its name.
+    /// Its name, also the name of its credit stream.
     pub name: String,
-    /// Index of its stream in [`Plan::streams`].
+    /// Index of the stream it reads in [`Plan::streams`].
     pub stream: usize,
+    /// Index of its credit stream (columns [`CREDIT_COLUMNS`]) in
+    /// [`Plan::streams`].
+    pub credit_stream: usize,
+    /// The user id column: BIGINT, or TEXT (hashed to 64 bits).
+    pub user: usize,
+    /// The stream's event-time column.
+    pub time: usize,
     /// How credit is shared.
     pub model: Model,
     /// Touch points older than this before a conversion get no credit.
     pub lookback_days: u32,
-    /// Which records are conversions; `None` when the stream carries only
-    /// conversions' touch points and the caller decides.
-    pub conversion: Option<Expr>,
+    /// Which records are touch points (a condition).
+    pub touch: Expr,
+    /// Which records are conversions (a condition). A record that is both
+    /// is a conversion.
+    pub conversion: Expr,
+    /// A conversion's value (BIGINT or DOUBLE); `None`: no revenue.
+    pub value: Option<Expr>,
+    /// A touch point's campaign (TEXT or BIGINT).
+    pub campaign: Option<Expr>,
+    /// A touch point's site (TEXT or BIGINT).
+    pub site: Option<Expr>,
 }

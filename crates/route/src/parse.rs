@@ -71,10 +71,17 @@ pub(crate) struct SummaryDecl {
 pub(crate) struct AttributionDecl {
     pub name: Ident,
     pub stream: Ident,
+    pub user: Ident,
     pub model: (String, Span),
     pub half_life_days: Option<(u64, Span)>,
     pub lookback_days: (u64, Span),
-    pub conversion: Option<ast::Expr>,
+    /// The expressions, boxed: a declaration stays as small as the others.
+    pub touch: Box<ast::Expr>,
+    pub conversion: Box<ast::Expr>,
+    /// `VALUE`, `CAMPAIGN` and `SITE`, each with its keyword's span.
+    pub value: Option<(Box<ast::Expr>, Span)>,
+    pub campaign: Option<(Box<ast::Expr>, Span)>,
+    pub site: Option<(Box<ast::Expr>, Span)>,
 }
 
 impl Declarations {
@@ -479,10 +486,12 @@ impl Reader<'_> {
     }
 
     fn attribution(&mut self) -> Result<AttributionDecl> {
-        const FORM: &str = "CREATE ATTRIBUTION name ON stream MODEL last_touch | first_touch | linear | time_decay [HALF LIFE n DAYS] | position_based LOOKBACK n DAYS [WHERE conversion condition]";
+        const FORM: &str = "CREATE ATTRIBUTION name ON stream BY user_column MODEL last_touch | first_touch | linear | time_decay [HALF LIFE n DAYS] | position_based LOOKBACK n DAYS TOUCH WHERE condition CONVERSION WHERE condition [VALUE expression] [CAMPAIGN expression] [SITE expression]";
         let name = self.identifier("an attribution name", FORM)?;
         self.expect_word("ON", FORM)?;
         let stream = self.identifier("a stream name", FORM)?;
+        self.expect_word("BY", FORM)?;
+        let user = self.identifier("the user id column", FORM)?;
         self.expect_word("MODEL", FORM)?;
         let token = self.peek();
         let model = match &token.token {
@@ -504,23 +513,50 @@ impl Reader<'_> {
         self.expect_word("LOOKBACK", FORM)?;
         let lookback_days = self.uint("a lookback", FORM)?;
         self.expect_word("DAYS", FORM)?;
-        let mut conversion = None;
-        if self.take_word("WHERE") {
-            conversion = Some(
-                self.parser
-                    .parse_expr()
-                    .map_err(|e| self.sql_error(e, FORM))?,
-            );
+        self.expect_word("TOUCH", FORM)?;
+        self.expect_word("WHERE", FORM)?;
+        let touch = Box::new(self.expr(FORM)?);
+        self.expect_word("CONVERSION", FORM)?;
+        self.expect_word("WHERE", FORM)?;
+        let conversion = Box::new(self.expr(FORM)?);
+        let (mut value, mut campaign, mut site) = (None, None, None);
+        loop {
+            let token = self.peek();
+            let slot = if Self::word_is(&token, "VALUE") {
+                &mut value
+            } else if Self::word_is(&token, "CAMPAIGN") {
+                &mut campaign
+            } else if Self::word_is(&token, "SITE") {
+                &mut site
+            } else {
+                break;
+            };
+            if slot.is_some() {
+                return self.fail(&token, format!("{} is given twice; {FORM}", token.token));
+            }
+            self.parser.advance_token();
+            *slot = Some((Box::new(self.expr(FORM)?), token.span));
         }
         self.end_of_statement(FORM)?;
         Ok(AttributionDecl {
             name,
             stream,
+            user,
             model,
             half_life_days,
             lookback_days,
+            touch,
             conversion,
+            value,
+            campaign,
+            site,
         })
+    }
+
+    fn expr(&mut self, context: &str) -> Result<ast::Expr> {
+        self.parser
+            .parse_expr()
+            .map_err(|e| self.sql_error(e, context))
     }
 }
 

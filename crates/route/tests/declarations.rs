@@ -122,6 +122,16 @@ fn expr(e: &Expr, schema: &Schema) -> String {
 fn describe(plan: &Plan) -> String {
     let mut out = String::new();
     for s in &plan.streams {
+        if let Some(a) = s.credit_of {
+            let _ = writeln!(
+                out,
+                "stream {} credit of {} time={:?}",
+                s.name,
+                plan.attributions[a].name,
+                s.time.map(|t| &s.schema.columns[t].name),
+            );
+            continue;
+        }
         let columns: Vec<String> = s
             .schema
             .columns
@@ -192,16 +202,26 @@ fn describe(plan: &Plan) -> String {
         let schema = &plan.streams[a.stream].schema;
         let _ = writeln!(
             out,
-            "attribution {} on {} {:?} lookback {} days{}",
+            "attribution {} on {} by {} time {} {:?} lookback {} days credit stream {}",
             a.name,
             plan.streams[a.stream].name,
+            schema.columns[a.user].name,
+            schema.columns[a.time].name,
             a.model,
             a.lookback_days,
-            a.conversion
-                .as_ref()
-                .map(|c| format!(" where {}", expr(c, schema)))
-                .unwrap_or_default()
+            plan.streams[a.credit_stream].name,
         );
+        let _ = writeln!(out, "  touch {}", expr(&a.touch, schema));
+        let _ = writeln!(out, "  conversion {}", expr(&a.conversion, schema));
+        for (what, e) in [
+            ("value", &a.value),
+            ("campaign", &a.campaign),
+            ("site", &a.site),
+        ] {
+            if let Some(e) = e {
+                let _ = writeln!(out, "  {what} {}", expr(e, schema));
+            }
+        }
     }
     out.trim_end().to_owned()
 }
