@@ -7,6 +7,7 @@ mod demo;
 #[path = "gen.rs"]
 mod generate;
 mod hll;
+mod progress;
 mod run;
 
 use clap::{Parser, Subcommand};

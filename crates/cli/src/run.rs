@@ -14,7 +14,7 @@
 //! rest of their batch goes on.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -26,6 +26,8 @@ use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser};
 use cardinal_rollup::{AggKind, Folded, Input, Limits, Rollup, Shape};
 use cardinal_route::{AggregateKind, Arg, Format, OutputSource, Plan, Routed, Scratch, Summary};
 use cardinal_source::{LineReader, split_file};
+
+use crate::progress::Progress;
 
 /// Most aggregates one summary may have: each record's inputs live in a
 /// fixed array on the stack, so routing allocates nothing.
@@ -81,6 +83,10 @@ pub struct Args {
     /// Print no result tables (files and the summary line only).
     #[arg(long)]
     quiet: bool,
+    /// Never draw the progress line (it is drawn only when stderr is a
+    /// terminal).
+    #[arg(long)]
+    no_progress: bool,
 }
 
 /// One unit of work: a whole input, or a byte range of a plain file.
@@ -98,14 +104,21 @@ struct WorkerOutput {
     counts: Counts,
 }
 
+/// What workers counted, summed over them after a run.
 #[derive(Debug, Default, Clone)]
-struct Counts {
-    records: u64,
-    bytes: u64,
-    rejects: u64,
-    rejects_by_reason: std::collections::BTreeMap<String, u64>,
-    dropped_group_limit: u64,
-    dropped_expired: u64,
+pub struct Counts {
+    /// Records parsed.
+    pub records: u64,
+    /// Bytes of input read (after decompression).
+    pub bytes: u64,
+    /// Records rejected, for any reason.
+    pub rejects: u64,
+    /// Rejected records by reason.
+    pub rejects_by_reason: std::collections::BTreeMap<String, u64>,
+    /// Records a summary dropped at its group limit.
+    pub dropped_group_limit: u64,
+    /// Records a summary dropped as older than its retention.
+    pub dropped_expired: u64,
 }
 
 impl Counts {
@@ -121,12 +134,84 @@ impl Counts {
     }
 }
 
+/// How to run the engine: everything but the plan and the inputs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The stream the inputs belong to (default: the only one declared).
+    pub stream: Option<String>,
+    /// Worker threads, at least 1.
+    pub threads: usize,
+    /// Group limit and retention of every summary.
+    pub limits: Limits,
+    /// Write every rejected record to this file.
+    pub rejects: Option<PathBuf>,
+    /// Draw the progress line on stderr (callers check it is a terminal).
+    pub progress: bool,
+}
+
+/// What a run produced: per summary of the stream, its merged rollup.
+#[derive(Debug)]
+pub struct Executed<'p> {
+    /// The summaries that read the stream, in declaration order.
+    pub summaries: Vec<&'p Summary>,
+    /// One merged rollup per summary, in the same order.
+    pub rollups: Vec<Rollup>,
+    /// Records, bytes, rejects and drops over every worker.
+    pub counts: Counts,
+    /// Worker threads used.
+    pub threads: usize,
+    /// Wall time from the first read to the merged rollups.
+    pub elapsed_secs: f64,
+}
+
+impl Executed<'_> {
+    /// The merged rollup of the summary called `name`.
+    pub fn rollup(&self, name: &str) -> Option<(&Summary, &Rollup)> {
+        self.summaries
+            .iter()
+            .zip(&self.rollups)
+            .find(|(s, _)| s.name == name)
+            .map(|(s, r)| (*s, r))
+    }
+}
+
+/// The default thread count: one worker per core.
+pub fn threads_default() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 pub fn run(args: &Args) -> Result<i32> {
     let sql = std::fs::read_to_string(&args.schema)
         .with_context(|| format!("reading {}", args.schema.display()))?;
     let plan =
         Plan::compile(&sql).map_err(|e| anyhow::anyhow!("{}:\n{e}", args.schema.display()))?;
-    let stream = pick_stream(&plan, args.stream.as_deref())?;
+    let options = EngineOptions {
+        stream: args.stream.clone(),
+        threads: args.threads.unwrap_or_else(threads_default).max(1),
+        limits: Limits {
+            groups_max: args.groups_max,
+            retention_ms: args.retention_days.map(|d| i64::from(d) * 86_400_000),
+        },
+        rejects: args.rejects.clone(),
+        progress: !args.no_progress && std::io::stderr().is_terminal(),
+    };
+    let executed = execute(&plan, &args.inputs, &options)?;
+    report(&executed, args)?;
+    Ok(if args.strict && executed.counts.rejects > 0 {
+        3
+    } else {
+        0
+    })
+}
+
+/// Runs the engine over `inputs`: every summary of the stream, on
+/// `options.threads` workers, merged.
+pub fn execute<'p>(
+    plan: &'p Plan,
+    inputs: &[PathBuf],
+    options: &EngineOptions,
+) -> Result<Executed<'p>> {
+    let stream = pick_stream(plan, options.stream.as_deref())?;
     let summaries: Vec<&Summary> = plan
         .summaries
         .iter()
@@ -141,31 +226,33 @@ pub fn run(args: &Args) -> Result<i32> {
         .iter()
         .map(|s| shape_of(s))
         .collect::<Result<_>>()?;
-    let limits = Limits {
-        groups_max: args.groups_max,
-        retention_ms: args.retention_days.map(|d| i64::from(d) * 86_400_000),
-    };
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
-        .max(1);
-    let jobs = plan_jobs(&args.inputs, threads, &plan.streams[stream])?;
+    let limits = options.limits;
+    let threads = options.threads.max(1);
+    let jobs = plan_jobs(inputs, threads, &plan.streams[stream])?;
+    let total_bytes = plain_bytes(inputs)?;
     let queue = Mutex::new(jobs.into_iter().collect::<VecDeque<_>>());
-    let rejects_file = match &args.rejects {
+    let rejects_file = match &options.rejects {
         Some(path) => Some(Mutex::new(BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         ))),
         None => None,
     };
     let shown = std::sync::atomic::AtomicU64::new(0);
+    let progress = Progress::default();
 
     let started = Instant::now();
     let outputs: Vec<Result<WorkerOutput>> = std::thread::scope(|scope| {
+        // Dropping `stop` (after the workers are joined) ends the ticker.
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        if options.progress {
+            let progress = &progress;
+            scope.spawn(move || progress.show(total_bytes, &stopped));
+        }
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
                     worker(
-                        &plan,
+                        plan,
                         stream,
                         &summaries,
                         &shapes,
@@ -173,17 +260,20 @@ pub fn run(args: &Args) -> Result<i32> {
                         &queue,
                         rejects_file.as_ref(),
                         &shown,
+                        &progress,
                     )
                 })
             })
             .collect();
-        handles
+        let outputs = handles
             .into_iter()
             .map(|h| {
                 h.join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
             })
-            .collect()
+            .collect();
+        drop(stop);
+        outputs
     });
     let mut merged: Option<Vec<Rollup>> = None;
     let mut counts = Counts::default();
@@ -200,7 +290,7 @@ pub fn run(args: &Args) -> Result<i32> {
         }
     }
     let rollups = merged.expect("at least one worker");
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed_secs = started.elapsed().as_secs_f64();
     if let Some(file) = rejects_file {
         file.into_inner()
             .expect("workers are done")
@@ -211,7 +301,38 @@ pub fn run(args: &Args) -> Result<i32> {
         counts.dropped_group_limit += rollup.dropped_group_limit();
         counts.dropped_expired += rollup.dropped_expired();
     }
+    Ok(Executed {
+        summaries,
+        rollups,
+        counts,
+        threads,
+        elapsed_secs,
+    })
+}
 
+/// The total size of the inputs when every one is a plain file (so bytes
+/// read can become a percentage), else `None`.
+fn plain_bytes(inputs: &[PathBuf]) -> Result<Option<u64>> {
+    let mut total = 0u64;
+    for path in inputs {
+        if path.as_os_str() == "-" {
+            return Ok(None);
+        }
+        let input = cardinal_source::Input::open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        if input.compression() != cardinal_source::Compression::None {
+            return Ok(None);
+        }
+        total += std::fs::metadata(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+    }
+    Ok(Some(total))
+}
+
+/// Prints or writes what `cardinal run` was asked for, then the summary
+/// line and any drops.
+fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let options = Options {
@@ -224,7 +345,7 @@ pub fn run(args: &Args) -> Result<i32> {
         ))),
         None => None,
     };
-    for (summary, rollup) in summaries.iter().zip(&rollups) {
+    for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
         let results = results_of(summary, rollup)?;
         if !args.quiet && args.json.as_deref() != Some(Path::new("-")) {
             writeln!(out, "{} ({} groups)", summary.name, rollup.group_count())?;
@@ -247,13 +368,25 @@ pub fn run(args: &Args) -> Result<i32> {
     if let Some(mut writer) = json {
         writer.flush().context("writing JSON lines")?;
     }
-    eprintln!(
-        "{} records, {:.1} MB in {:.2} s: {:.2} M records/s, {:.0} MB/s on {threads} thread(s); {} rejected{}",
+    eprintln!("{}", summary_line(executed));
+    for line in drop_lines(&executed.counts) {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
+/// `N records, X MB in S s: R M records/s, T MB/s on K thread(s); J rejected`.
+pub fn summary_line(executed: &Executed<'_>) -> String {
+    let counts = &executed.counts;
+    let elapsed = executed.elapsed_secs.max(1e-9);
+    format!(
+        "{} records, {:.1} MB in {:.2} s: {:.2} M records/s, {:.0} MB/s on {} thread(s); {} rejected{}",
         counts.records,
         counts.bytes as f64 / 1e6,
-        elapsed,
+        executed.elapsed_secs,
         counts.records as f64 / elapsed / 1e6,
         counts.bytes as f64 / elapsed / 1e6,
+        executed.threads,
         counts.rejects,
         if counts.rejects_by_reason.is_empty() {
             String::new()
@@ -268,24 +401,41 @@ pub fn run(args: &Args) -> Result<i32> {
                     .join(", ")
             )
         }
-    );
+    )
+}
+
+/// One line per kind of dropped record, if any were.
+pub fn drop_lines(counts: &Counts) -> Vec<String> {
+    let mut lines = Vec::new();
     if counts.dropped_group_limit > 0 {
-        eprintln!(
+        lines.push(format!(
             "{} records dropped: a summary reached --groups-max",
             counts.dropped_group_limit
-        );
+        ));
     }
     if counts.dropped_expired > 0 {
-        eprintln!(
+        lines.push(format!(
             "{} records dropped: older than --retention-days",
             counts.dropped_expired
-        );
+        ));
     }
-    Ok(if args.strict && counts.rejects > 0 {
-        3
-    } else {
-        0
-    })
+    lines
+}
+
+/// Writes `dir/<summary>/YYYY-MM-DD.csv` (or `all.csv`) for every summary;
+/// returns each summary's name and files.
+pub fn write_files(
+    executed: &Executed<'_>,
+    dir: &Path,
+    options: Options,
+) -> Result<Vec<(String, Vec<PathBuf>)>> {
+    let mut written = Vec::new();
+    for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
+        let results = results_of(summary, rollup)?;
+        let files = cardinal_export::write_daily_csv(dir, &summary.name, &results, options)?;
+        written.push((summary.name.clone(), files));
+    }
+    Ok(written)
 }
 
 fn pick_stream(plan: &Plan, name: Option<&str>) -> Result<usize> {
@@ -438,6 +588,7 @@ fn worker(
     queue: &Mutex<VecDeque<Job>>,
     rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
     shown: &std::sync::atomic::AtomicU64,
+    progress: &Progress,
 ) -> Result<WorkerOutput> {
     let stream_decl = &plan.streams[stream];
     let mut rollups: Vec<Rollup> = shapes
@@ -451,6 +602,7 @@ fn worker(
     let mut name_scratch = Scratch::default();
     let mut names: Vec<u8> = Vec::new();
     let mut reject_lines = String::new();
+    let mut tap = progress.tap();
     loop {
         let Some(job) = queue.lock().expect("queue lock").pop_front() else {
             break;
@@ -575,6 +727,7 @@ fn worker(
                 }
                 reject_lines.clear();
             }
+            tap.report(&counts);
         }
     }
     Ok(WorkerOutput { rollups, counts })
@@ -650,7 +803,7 @@ fn input_of<'a>(arg: Option<Arg>, kind: &AggKind, name: &'a [u8]) -> Input<'a> {
 }
 
 /// Decodes each group's key into display values and names the columns.
-fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'a>> {
+pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'a>> {
     let name_of = |source: OutputSource| {
         summary
             .outputs
