@@ -12,7 +12,7 @@
 //! a plain file). The line is drawn only when stderr is a terminal, and it
 //! is erased when the run ends, so logs and pipes never see it.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -69,6 +69,18 @@ impl Progress {
         if drawn {
             let _ = write!(stderr.lock(), "\r\x1b[2K");
         }
+    }
+}
+
+/// What to print before a message on stderr so that it does not run into
+/// the progress line: on a terminal, "return to the line start and erase
+/// it" (the ticker redraws the line below at its next tick); elsewhere,
+/// nothing.
+pub fn erase() -> &'static str {
+    if std::io::stderr().is_terminal() {
+        "\r\x1b[2K"
+    } else {
+        ""
     }
 }
 

@@ -760,7 +760,7 @@ fn reject(
         .entry(reason.to_string())
         .or_default() += 1;
     if shown.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < REJECTS_SHOWN_MAX {
-        eprintln!("rejected: {text}");
+        eprintln!("{}rejected: {text}", crate::progress::erase());
     }
     lines.push_str(text);
     lines.push('\n');
