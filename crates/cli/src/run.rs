@@ -41,11 +41,13 @@ const SPLIT_BYTES_MIN: u64 = 64 << 20;
 const REJECTS_SHOWN_MAX: u64 = 10;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:
+#[command(
+    after_help = "Examples (the schemas are in a checkout; `cardinal demo --out DIR` writes one too):
   cardinal gen impressions --events 1000000 -o imp.csv
   cardinal run bench/engine/schemas/impressions.sql imp.csv
-  cardinal run schema.sql a.csv.gz b.csv.zst --out results/ --hll-hex
-  cat imp.csv | cardinal run schema.sql - --json -")]
+  cardinal run bench/engine/schemas/impressions.sql imp.csv --out results/ --hll-hex
+  gzip -k imp.csv && cat imp.csv.gz | cardinal run bench/engine/schemas/impressions.sql - --json - | head -3"
+)]
 pub struct Args {
     /// The declarations: CREATE STREAM and CREATE SUMMARY statements.
     schema: PathBuf,

@@ -20,6 +20,9 @@ use cardinal_sketch::theta::Theta;
 use cardinal_sketch::{Estimate, Sketch, hash};
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  cardinal demo sketches
+  cardinal demo sketches --users 200000 --seed 7")]
 pub struct Args {
     /// Users in the largest audience (provider A); B has a tenth, C a quarter.
     #[arg(long, default_value_t = 2_000_000)]
