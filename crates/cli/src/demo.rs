@@ -305,7 +305,11 @@ fn print_reach(executed: &Executed<'_>, truth: &Truth, start: Date) -> Result<()
         100.0 * inside as f64 / groups.max(1) as f64,
         100.0 * median
     );
-    println!("  revenue over all groups ${revenue_total:.2} (true ${true_revenue:.2})\n");
+    println!(
+        "  revenue over all groups {} (true {})\n",
+        dollars(revenue_total),
+        dollars(true_revenue)
+    );
     Ok(())
 }
 
@@ -601,6 +605,16 @@ fn interval(e: &Estimate) -> String {
     )
 }
 
+/// `$29,671.41`: dollars and cents with thousands separators.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "saturating float-to-int of a non-negative amount in cents"
+)]
+fn dollars(amount: f64) -> String {
+    let cents = (amount.max(0.0) * 100.0).round() as u64;
+    format!("${}.{:02}", thousands(cents / 100), cents % 100)
+}
+
 /// A count rounded to an integer, with thousands separators.
 #[expect(
     clippy::cast_possible_truncation,
@@ -636,6 +650,8 @@ mod tests {
         assert_eq!(thousands(10_000_000), "10,000,000");
         assert_eq!(thousands_f(-0.4), "0");
         assert_eq!(thousands_f(1_234.6), "1,235");
+        assert_eq!(dollars(29_671.414), "$29,671.41");
+        assert_eq!(dollars(0.005), "$0.01");
     }
 
     #[test]
