@@ -1,362 +1,742 @@
-//! `cardinal demo`: every sketch on generated ad audiences, next to the truth.
+//! `cardinal demo`: the engine end to end on generated ad events, every
+//! answer next to the exact truth.
 //!
-//! Three inventory providers' audiences overlap by known amounts. Each user
-//! sees a few impressions on Zipf-distributed sites with log-normal revenue.
-//! One pass folds every event into the sketches a rollup would keep (each
-//! user id hashed once, the hash handed to every sketch); exact Roaring sets
-//! and sorted revenues give the truth to print beside each estimate.
+//! ```text
+//!  cardinal-gen ──► DIR/impressions.csv + exact truth (in memory, truth.json)
+//!  cardinal run DIR/schema.sql DIR/impressions.csv --out DIR   (all cores)
+//!  print: reach, audiences, overlaps, quantiles, top sites, throughput
+//! ```
+//!
+//! The schema is `demo/schema.sql`, embedded and written to `DIR` so the
+//! run can be repeated by hand. The engine is the one `cardinal run` uses
+//! ([`run::execute`]); the demo only reads its merged rollups. The generator
+//! counts the truth exactly (bitsets over user indexes) while it writes, so
+//! every estimate is printed with its 95% interval, the true value and the
+//! error.
+//!
+//! `cardinal demo sketches` is the older tour of each sketch on its own
+//! (Theta set expressions, Count-Min quantiles, raw insert speed).
 
-use std::fmt::Write as _;
+mod sketches;
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result, ensure};
-use cardinal_gen::rng::{SplitMix64, id_of};
-use cardinal_sketch::countmin::{DyadicCountMin, DyadicParams, HeavyHitters, Params};
-use cardinal_sketch::exact::ExactSet;
-use cardinal_sketch::hll::{Hll, Settings};
-use cardinal_sketch::quantiles::Quantiles;
-use cardinal_sketch::theta::Theta;
-use cardinal_sketch::{Estimate, Sketch, hash};
+use anyhow::{Context, Result, bail, ensure};
+use cardinal_export::Results;
+use cardinal_gen::impressions::{Format, Impressions, ImpressionsConfig, PROVIDERS, STATES, Truth};
+use cardinal_gen::text::Date;
+use cardinal_rollup::{AggKind, AggState, Limits, Output};
+use cardinal_route::{OutputSource, Plan, Summary};
+use cardinal_sketch::Estimate;
+
+use crate::progress;
+use crate::run::{self, EngineOptions, Executed};
+
+/// The demo's declarations.
+const SCHEMA: &str = include_str!("demo/schema.sql");
+
+/// Fewer events than this leave most (day, state) groups nearly empty.
+const EVENTS_MIN: u64 = 10_000;
+/// Users per event when `--users` is not given: `cardinal gen`'s default
+/// ratio (10M events over 1M users), so most users are seen a few times.
+const EVENTS_PER_USER: u64 = 10;
+/// Fresh directories tried under the system temp dir before giving up.
+const TEMP_DIR_ATTEMPTS_MAX: u32 = 100;
+/// States shown in the reach table: the largest, a middling and the
+/// smallest, so the error bars' width can be seen to follow the counts.
+const REACH_STATES: [&str; 3] = ["CA", "KY", "WY"];
+/// Sites shown in the top-sites table.
+const TOP_SITES_SHOWN: usize = 5;
+/// Campaigns listed under credited conversions, most credited first.
+const CAMPAIGNS_SHOWN: usize = 8;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:
+  cardinal demo                              10M events; about 20 s on 2 cores
+  cardinal demo --events 1000000 --out demo/ keep the per-day files in ./demo
+  cardinal demo --keep-events --out demo/ && cardinal run demo/schema.sql demo/impressions.csv
+  cardinal demo sketches                     every sketch on its own, next to exact sets"
+)]
 pub struct Args {
-    /// Users in the largest audience (provider A); B has a tenth, C a quarter.
-    #[arg(long, default_value_t = 2_000_000)]
-    users: u64,
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// Rows to generate (impressions, clicks and conversions together).
+    #[arg(long, default_value_t = 10_000_000)]
+    events: u64,
+    /// Distinct users events are drawn from (default: events / 10).
+    #[arg(long)]
+    users: Option<u64>,
+    /// Days the events cover.
+    #[arg(long, default_value_t = 30)]
+    days: u32,
     /// Seed of the generator: the same seed gives the same events.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Directory for the schema, the truth and the per-day files (default: a
+    /// fresh `cardinal-demo-*` directory under the system temp dir).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Engine worker threads (default: the number of cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Keep the generated `impressions.csv` (about 87 bytes per event).
+    #[arg(long)]
+    keep_events: bool,
+    /// Never draw the progress line (it is drawn only when stderr is a
+    /// terminal).
+    #[arg(long)]
+    no_progress: bool,
 }
 
-/// Sites impressions are spread over, Zipf-distributed.
-const SITE_COUNT: usize = 1_000;
-/// Zipf exponent of site popularity.
-const SITE_ZIPF_EXPONENT: f64 = 1.1;
-/// Revenue is kept in cents over a 2^24 domain (up to $167,772) for Count-Min.
-const REVENUE_DOMAIN_BITS: u32 = 24;
-/// Impressions per user are uniform in 1..=IMPRESSIONS_PER_USER_MAX.
-const IMPRESSIONS_PER_USER_MAX: u64 = 5;
-
-/// One audience's sketches and truth.
-struct Audience {
-    name: &'static str,
-    hll: Hll,
-    theta: Theta,
-    exact: ExactSet,
-}
-
-impl Audience {
-    fn new(name: &'static str) -> Result<Self> {
-        // m = 8192 registers of 6 bits (6 KiB), the setting the intersection
-        // goals are stated for; postgresql-hll reads it (log2m <= 17).
-        Ok(Self {
-            name,
-            hll: Hll::new(Settings::new(13, 6)?)?,
-            theta: Theta::new(12)?,
-            exact: ExactSet::new(),
-        })
-    }
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Every sketch on its own (HLL, Theta, KLL, Count-Min, exact sets) on
+    /// three generated audiences, next to the truth.
+    Sketches(sketches::Args),
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    ensure!(
-        args.users >= 1_000,
-        "--users must be at least 1000 for the overlaps to mean anything"
-    );
-    let n_a = args.users;
-    let n_b = n_a / 10;
-    let n_c = n_a / 4;
-    // Index ranges into one stream of distinct ids: B shares 5% of itself
-    // with A; C shares 20% of itself with A and reaches into B as well.
-    let a_range = 0..n_a;
-    let b_range = (n_a - n_b / 20)..(n_a - n_b / 20 + n_b);
-    let c_range = (n_a - n_c / 5)..(n_a - n_c / 5 + n_c);
-    let ids_total = b_range.end.max(c_range.end);
-
-    let mut audiences = [
-        Audience::new("provider A")?,
-        Audience::new("provider B")?,
-        Audience::new("provider C")?,
-    ];
-    let mut revenue_kll = Quantiles::new(200)?;
-    let mut revenue_cm = DyadicCountMin::new(DyadicParams {
-        domain_bits: REVENUE_DOMAIN_BITS,
-        level: Params {
-            width: 2048,
-            depth: 4,
-            ..Params::default()
-        },
-    })?;
-    let mut sites = HeavyHitters::new(Params::default(), 64)?;
-    let mut revenue_truth: Vec<f64> = Vec::new();
-    let mut site_truth = vec![0u64; SITE_COUNT];
-    let site_cdf = zipf_cdf(SITE_COUNT, SITE_ZIPF_EXPONENT);
-
-    println!(
-        "cardinal demo: {ids_total} users over three audiences, seed {}",
-        args.seed
-    );
-    let mut rng = SplitMix64::new(args.seed);
-    let started = Instant::now();
-    let mut events = 0u64;
-    for index in 0..ids_total {
-        let user_id = id_of(index, args.seed);
-        // Hash once; every sketch gets the same 64-bit hash.
-        let user_hash = hash::user_id(user_id);
-        for (audience, range) in audiences.iter_mut().zip([&a_range, &b_range, &c_range]) {
-            if range.contains(&index) {
-                audience.hll.insert(user_hash);
-                audience.theta.insert(user_hash);
-                audience.exact.insert(user_id);
-            }
-        }
-        for _ in 0..1 + rng.next() % IMPRESSIONS_PER_USER_MAX {
-            let u = rng.unit();
-            let site = site_cdf.partition_point(|&p| p < u);
-            let revenue = (-1.0 + 1.2 * rng.normal()).exp();
-            revenue_kll.insert(revenue);
-            revenue_cm.insert(revenue_cents(revenue), 1);
-            sites.insert(site as u64, 1);
-            site_truth[site] += 1;
-            revenue_truth.push(revenue);
-            events += 1;
-        }
+    if let Some(Command::Sketches(args)) = &args.command {
+        return sketches::run(args);
     }
-    let ingest_secs = started.elapsed().as_secs_f64();
+    ensure!(
+        args.events >= EVENTS_MIN,
+        "--events must be at least {EVENTS_MIN} for the answers to mean anything"
+    );
+    let users = args.users.unwrap_or(args.events / EVENTS_PER_USER).max(1);
+    let dir = match &args.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            dir.clone()
+        }
+        None => fresh_temp_dir()?,
+    };
+    let schema_path = dir.join("schema.sql");
+    let events_path = dir.join("impressions.csv");
+    std::fs::write(&schema_path, SCHEMA)
+        .with_context(|| format!("writing {}", schema_path.display()))?;
+    let threads = args.threads.unwrap_or_else(run::threads_default).max(1);
     println!(
-        "folded {events} impressions into 3 HLL + 3 Theta + 3 exact sets, KLL, dyadic Count-Min \
-         and heavy hitters in {ingest_secs:.2} s ({:.1} M events/s, one core)\n",
-        events as f64 / ingest_secs / 1e6
+        "cardinal demo: {} ad events over {} users and {} days (seed {}), in {}\n",
+        thousands(args.events),
+        thousands(users),
+        args.days,
+        args.seed,
+        dir.display()
     );
 
-    print_reach(&audiences);
-    print_overlaps(&audiences)?;
-    print_expressions(&audiences)?;
-    print_quantiles(&mut revenue_truth, &revenue_kll, &revenue_cm);
-    print_top_sites(&sites, &site_truth);
-    print_speed(args.seed);
-    print_postgres_hint()?;
+    // 1. Generate, counting the exact answers on the way.
+    let generator = Impressions::new(ImpressionsConfig {
+        events: args.events,
+        users,
+        days: args.days,
+        seed: args.seed,
+        format: Format::Csv,
+        start: ImpressionsConfig::default().start,
+    })?;
+    let started = Instant::now();
+    let file = std::fs::File::create(&events_path)
+        .with_context(|| format!("creating {}", events_path.display()))?;
+    let (written, truth) = generator
+        .write_with_truth(file)
+        .with_context(|| format!("writing {}", events_path.display()))?;
+    let generate_secs = started.elapsed().as_secs_f64();
+    std::fs::write(dir.join("truth.json"), truth.to_json()).context("writing truth.json")?;
+
+    // 2. The engine: every summary, all cores, merged; then the files.
+    let plan = Plan::compile(SCHEMA).map_err(|e| anyhow::anyhow!("demo schema:\n{e}"))?;
+    let options = EngineOptions {
+        stream: None,
+        threads,
+        limits: Limits::default(),
+        rejects: None,
+        progress: !args.no_progress && std::io::stderr().is_terminal(),
+        chains_snapshot: None,
+    };
+    let executed = run::execute(&plan, std::slice::from_ref(&events_path), &options)?;
+    let started = Instant::now();
+    let files = run::write_files(&executed, &dir, cardinal_export::Options::default())?;
+    let files_secs = started.elapsed().as_secs_f64();
+    if !args.keep_events {
+        std::fs::remove_file(&events_path)
+            .with_context(|| format!("removing {}", events_path.display()))?;
+    }
+
+    // 3. The answers, next to the truth.
+    let start = generator.config().start;
+    print_reach(&executed, &truth, start)?;
+    let audience = print_audiences(&executed, &truth)?;
+    print_overlaps(&audience, &truth)?;
+    print_quantiles(&executed)?;
+    print_top_sites(&executed)?;
+    print_attribution(&executed)?;
+    print_throughput(
+        &executed,
+        written.rows,
+        written.bytes,
+        generate_secs,
+        files_secs,
+    );
+    print_files(&dir, &files, args.keep_events);
     Ok(())
 }
 
-fn print_reach(audiences: &[Audience]) {
-    println!("REACH: unique users per audience (HLL log2m 13 regwidth 6; Theta lg_k 12)");
-    println!(
-        "  {:<11} {:>10} {:>30} {:>7} {:>6} {:>30}",
-        "audience",
-        "true",
-        "HLL estimate (95% interval)",
-        "error",
-        "bytes",
-        "Theta estimate (95% bounds)"
-    );
-    for a in audiences {
-        let truth = a.exact.len() as f64;
-        let e = a.hll.estimate();
-        println!(
-            "  {:<11} {:>10} {:>30} {:>6.2}% {:>6} {:>30}",
-            a.name,
-            a.exact.len(),
-            interval(&e),
-            100.0 * (e.value / truth - 1.0),
-            a.hll.encode().len(),
-            interval(&a.theta.estimate()),
-        );
+/// A new, empty `cardinal-demo-<pid>[-n]` directory under the temp dir.
+fn fresh_temp_dir() -> Result<PathBuf> {
+    let base = std::env::temp_dir();
+    let pid = std::process::id();
+    for attempt in 0..TEMP_DIR_ATTEMPTS_MAX {
+        let name = match attempt {
+            0 => format!("cardinal-demo-{pid}"),
+            n => format!("cardinal-demo-{pid}-{n}"),
+        };
+        let dir = base.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
     }
-    println!();
+    bail!(
+        "no free cardinal-demo-{pid}-* name under {} after {TEMP_DIR_ATTEMPTS_MAX} tries; pass --out",
+        base.display()
+    )
 }
 
-fn print_overlaps(audiences: &[Audience]) -> Result<()> {
-    println!("OVERLAP: |X ∩ Y| from two HLLs by joint maximum likelihood (Ertl 2017)");
-    println!(
-        "  {:<7} {:>9} {:>32} {:>8} {:>22} {:>8}",
-        "pair", "true", "joint MLE (95% interval)", "error", "inclusion-exclusion", "error"
+/// One summary's merged results, with its aggregates looked up by name.
+struct Answer<'a> {
+    summary: &'a Summary,
+    kinds: &'a [AggKind],
+    results: Results<'a>,
+}
+
+impl<'a> Answer<'a> {
+    fn of(executed: &'a Executed<'_>, name: &str) -> Result<Self> {
+        let (summary, rollup) = executed
+            .rollup(name)
+            .with_context(|| format!("the demo schema has no summary {name}"))?;
+        Ok(Self {
+            summary,
+            kinds: &rollup.shape().aggs,
+            results: run::results_of(summary, rollup)?,
+        })
+    }
+
+    /// The index of the aggregate called `name` (its `AS` name).
+    fn aggregate(&self, name: &str) -> Result<usize> {
+        self.summary
+            .outputs
+            .iter()
+            .find_map(|o| match o.source {
+                OutputSource::Aggregate(i) if o.name == name => Some(i),
+                _ => None,
+            })
+            .with_context(|| format!("summary {} has no aggregate {name}", self.summary.name))
+    }
+
+    /// The answer of aggregate `index` for one row's states.
+    fn output(&self, states: &[AggState], index: usize) -> Output {
+        states[index].output(&self.kinds[index])
+    }
+}
+
+fn print_reach(executed: &Executed<'_>, truth: &Truth, start: Date) -> Result<()> {
+    let reach = Answer::of(executed, "reach")?;
+    let (impressions, revenue, users) = (
+        reach.aggregate("impressions")?,
+        reach.aggregate("revenue")?,
+        reach.aggregate("users")?,
     );
-    for (i, j) in [(0, 1), (0, 2), (1, 2)] {
-        let (x, y) = (&audiences[i], &audiences[j]);
-        let truth = x.exact.intersection(&y.exact).len() as f64;
-        let overlap = x.hll.intersection(&y.hll).context("intersection")?;
+    let days = truth.by_state_by_day.len();
+    let shown_days = [0, days / 2, days - 1];
+    println!("REACH: unique users by state by day (hll(user_id), 95% interval) vs the truth");
+    println!(
+        "  {:<10}  {:<5}  {:>11}  {:>9}  {:>26}  {:>8}  {:>6}",
+        "day", "state", "impressions", "revenue", "users (95% interval)", "true", "error"
+    );
+    let mut inside = 0usize;
+    let mut groups = 0usize;
+    let mut errors: Vec<f64> = Vec::new();
+    let mut revenue_total = 0.0;
+    for row in reach.results.rows() {
+        let day = day_index(row.bucket, start)?;
+        let state = row.dims[0].as_deref().unwrap_or("NULL");
+        let state_index = STATES
+            .iter()
+            .position(|&(name, _)| name == state)
+            .with_context(|| format!("state {state} is not one the generator writes"))?;
+        let true_users = truth.by_state_by_day[day][state_index];
+        let Output::Estimate(estimate) = reach.output(row.states, users) else {
+            bail!("reach.users is not an estimate");
+        };
+        if let Output::Number(Some(r)) = reach.output(row.states, revenue) {
+            revenue_total += r;
+        }
+        groups += 1;
+        inside += usize::from(contains(&estimate, true_users));
+        errors.push(relative_error(estimate.value, true_users).abs());
+        if shown_days.contains(&day) && REACH_STATES.contains(&state) {
+            let Output::Count(count) = reach.output(row.states, impressions) else {
+                bail!("reach.impressions is not a count");
+            };
+            let dollars = match reach.output(row.states, revenue) {
+                Output::Number(Some(r)) => format!("${r:.2}"),
+                _ => "NULL".into(),
+            };
+            println!(
+                "  {:<10}  {:<5}  {:>11}  {:>9}  {:>26}  {:>8}  {:>6}",
+                Date(start.0 + day as i64).to_iso_string(),
+                state,
+                thousands(count),
+                dollars,
+                interval(&estimate),
+                thousands(true_users),
+                percent(relative_error(estimate.value, true_users)),
+            );
+        }
+    }
+    errors.sort_by(f64::total_cmp);
+    let median = errors.get(errors.len() / 2).copied().unwrap_or(0.0);
+    let true_revenue = truth.revenue_micros_by_kind[0] as f64 / 1e6;
+    println!(
+        "  all {groups} (day, state) groups: the truth is inside the 95% interval in {inside} \
+         ({:.1}%); median |error| {:.2}%",
+        100.0 * inside as f64 / groups.max(1) as f64,
+        100.0 * median
+    );
+    println!(
+        "  revenue over all groups {} (true {})\n",
+        dollars(revenue_total),
+        dollars(true_revenue)
+    );
+    Ok(())
+}
+
+/// Each provider's all-days audience HyperLogLog, in [`PROVIDERS`] order.
+fn print_audiences(
+    executed: &Executed<'_>,
+    truth: &Truth,
+) -> Result<Vec<cardinal_sketch::hll::Hll>> {
+    let audience = Answer::of(executed, "audience")?;
+    let users = audience.aggregate("users")?;
+    let mut by_name: BTreeMap<&str, &cardinal_sketch::hll::Hll> = BTreeMap::new();
+    for row in audience.results.rows() {
+        let AggState::Hll(hll) = &row.states[users] else {
+            bail!("audience.users is not a HyperLogLog");
+        };
+        by_name.insert(row.dims[0].as_deref().unwrap_or("NULL"), hll);
+    }
+    println!("AUDIENCES: unique users per provider, all days (hll(user_id, 13, 6)) vs the truth");
+    println!(
+        "  {:<8}  {:>32}  {:>9}  {:>6}",
+        "provider", "users (95% interval)", "true", "error"
+    );
+    let mut hlls = Vec::new();
+    for (provider, &true_users) in PROVIDERS.iter().zip(&truth.providers) {
+        let hll = by_name
+            .get(provider.name)
+            .with_context(|| format!("no impressions through {}", provider.name))?;
+        let estimate = cardinal_sketch::Sketch::estimate(*hll);
+        println!(
+            "  {:<8}  {:>32}  {:>9}  {:>6}",
+            provider.name,
+            interval(&estimate),
+            thousands(true_users),
+            percent(relative_error(estimate.value, true_users)),
+        );
+        hlls.push((*hll).clone());
+    }
+    println!();
+    Ok(hlls)
+}
+
+fn print_overlaps(audience: &[cardinal_sketch::hll::Hll], truth: &Truth) -> Result<()> {
+    println!(
+        "OVERLAP: users two providers share, by joint maximum likelihood over their two \
+         HyperLogLogs (Ertl 2017)"
+    );
+    println!(
+        "  {:<17}  {:>32}  {:>9}  {:>6}  in 95%",
+        "pair", "shared users (95% interval)", "true", "error"
+    );
+    for &(a, b, true_shared) in &truth.overlaps {
+        let overlap = audience[a].intersection(&audience[b]).with_context(|| {
+            format!(
+                "intersecting {} and {}",
+                PROVIDERS[a].name, PROVIDERS[b].name
+            )
+        })?;
         let e = overlap.intersection;
         let shown = if e.below_detection_limit() {
-            format!("below detection ({:.0}..{:.0})", e.lower, e.upper)
+            format!("below detection (0..{})", thousands_f(e.upper))
         } else {
             interval(&e)
         };
+        let error = if true_shared == 0 {
+            "-".to_string()
+        } else {
+            percent(relative_error(e.value, true_shared))
+        };
         println!(
-            "  {:<7} {:>9} {:>32} {:>7.1}% {:>22.0} {:>7.1}%",
-            format!("{}∩{}", letter(i), letter(j)),
-            truth,
+            "  {:<17}  {:>32}  {:>9}  {:>6}  {}",
+            format!("{} ∩ {}", PROVIDERS[a].name, PROVIDERS[b].name),
             shown,
-            100.0 * (e.value / truth - 1.0),
-            overlap.inclusion_exclusion,
-            100.0 * (overlap.inclusion_exclusion / truth - 1.0),
+            thousands(true_shared),
+            error,
+            if contains(&e, true_shared) {
+                "yes"
+            } else {
+                "NO"
+            },
         );
     }
     println!();
     Ok(())
 }
 
-fn print_expressions(audiences: &[Audience]) -> Result<()> {
-    let [a, b, c] = audiences else {
-        unreachable!("three audiences")
+fn print_quantiles(executed: &Executed<'_>) -> Result<()> {
+    let providers = Answer::of(executed, "providers")?;
+    let (impressions, revenue) = (
+        providers.aggregate("impressions")?,
+        providers.aggregate("revenue")?,
+    );
+    // Merge each provider's days: quantile sketches merge like the rest.
+    let mut merged: BTreeMap<String, (u64, AggState)> = BTreeMap::new();
+    for row in providers.results.rows() {
+        let name = row.dims[0].clone().unwrap_or_default();
+        let Output::Count(count) = providers.output(row.states, impressions) else {
+            bail!("providers.impressions is not a count");
+        };
+        match merged.get_mut(&name) {
+            Some((total, state)) => {
+                *total += count;
+                state.merge(&row.states[revenue])?;
+            }
+            None => {
+                merged.insert(name, (count, row.states[revenue].clone()));
+            }
+        }
+    }
+    let mut rank_error = 0.0;
+    let mut lines = Vec::new();
+    for provider in &PROVIDERS {
+        let Some((count, state)) = merged.get(provider.name) else {
+            continue;
+        };
+        let Output::Quantiles {
+            values,
+            rank_error: e,
+        } = state.output(&providers.kinds[revenue])
+        else {
+            bail!("providers.revenue is not quantiles");
+        };
+        rank_error = f64::max(rank_error, e);
+        let cells: Vec<String> = values.iter().map(|(_, v)| format!("${v:.4}")).collect();
+        lines.push(format!(
+            "  {:<8}  {:>11}  {}",
+            provider.name,
+            thousands(*count),
+            cells
+                .iter()
+                .map(|c| format!("{c:>9}"))
+                .collect::<Vec<_>>()
+                .join("  ")
+        ));
+    }
+    println!(
+        "REVENUE QUANTILES per impression by provider, the days' KLL sketches merged \
+         (rank error ±{:.2}%)",
+        100.0 * rank_error
+    );
+    println!(
+        "  {:<8}  {:>11}  {:>9}  {:>9}  {:>9}",
+        "provider", "impressions", "p50", "p90", "p99"
+    );
+    for line in lines {
+        println!("{line}");
+    }
+    println!();
+    Ok(())
+}
+
+fn print_top_sites(executed: &Executed<'_>) -> Result<()> {
+    let top = Answer::of(executed, "top_sites")?;
+    let (impressions, sites) = (top.aggregate("impressions")?, top.aggregate("sites")?);
+    let mut merged: Option<AggState> = None;
+    let mut total = 0u64;
+    for row in top.results.rows() {
+        if let Output::Count(n) = top.output(row.states, impressions) {
+            total += n;
+        }
+        match &mut merged {
+            Some(state) => state.merge(&row.states[sites])?,
+            None => merged = Some(row.states[sites].clone()),
+        }
+    }
+    let Some(state) = merged else {
+        bail!("no rows in top_sites");
     };
-    println!("EXPRESSIONS over three audiences (Theta sketches, lg_k 12, vs exact Roaring sets)");
-    let abc = Theta::intersection(&[&a.theta, &b.theta, &c.theta])?;
-    let abc_truth = a.exact.intersection(&b.exact).intersection(&c.exact).len();
-    let a_not_b = a.theta.a_not_b(&b.theta)?;
-    let a_not_b_truth = a.exact.difference(&b.exact).len();
-    let union = Theta::union(&[&a.theta, &b.theta, &c.theta])?;
-    let union_truth = a.exact.union(&b.exact).union(&c.exact).len();
-    for (name, truth, e) in [
-        ("A ∩ B ∩ C", abc_truth, abc.estimate()),
-        ("A \\ B", a_not_b_truth, a_not_b.estimate()),
-        ("A ∪ B ∪ C", union_truth, union.estimate()),
-    ] {
+    let Output::TopK(items) = state.output(&top.kinds[sites]) else {
+        bail!("top_sites.sites is not a top-k");
+    };
+    println!("TOP SITES over all days (topk(site, 10) per day, merged; Count-Min heavy hitters)");
+    println!(
+        "  {:>4}  {:<8}  {:>32}  {:>6}",
+        "rank", "site", "impressions (95% interval)", "share"
+    );
+    for (rank, (name, estimate)) in items.iter().take(TOP_SITES_SHOWN).enumerate() {
         println!(
-            "  {name:<10} true {truth:>9}   estimate {:>30}",
-            interval(&e)
-        );
-    }
-    println!();
-    Ok(())
-}
-
-fn print_quantiles(truth: &mut [f64], kll: &Quantiles, cm: &DyadicCountMin) {
-    truth.sort_by(f64::total_cmp);
-    let n = truth.len() as f64;
-    // The share of true values at or below `x`: how a quantile answer's rank
-    // error is judged.
-    let true_rank = |x: f64| truth.partition_point(|&v| v <= x) as f64 / n;
-    println!(
-        "REVENUE QUANTILES over {} impressions: KLL k=200 ({} bytes, rank error ±{:.2}%) and \
-         dyadic Count-Min by binary search over range counts ({} bytes)",
-        truth.len(),
-        kll.encode().len(),
-        100.0 * kll.rank_error(),
-        cm.encode().len()
-    );
-    println!(
-        "  {:>5} {:>9} {:>9} {:>11} {:>10} {:>11}",
-        "rank", "true", "KLL", "(its rank)", "Count-Min", "(its rank)"
-    );
-    for rank in [0.25, 0.5, 0.9, 0.99] {
-        let index = rank_index(truth.len(), rank);
-        let kll_value = kll.quantile(rank).unwrap_or(f64::NAN);
-        let cm_value = cm
-            .quantile(rank)
-            .map_or(f64::NAN, |cents| cents as f64 / 100.0);
-        println!(
-            "  {:>5} {:>9.4} {:>9.4} {:>11.4} {:>10.2} {:>11.4}",
-            format!("p{}", rank * 100.0),
-            truth[index],
-            kll_value,
-            true_rank(kll_value),
-            cm_value,
-            true_rank(cm_value),
-        );
-    }
-    println!();
-}
-
-fn print_top_sites(sites: &HeavyHitters, truth: &[u64]) {
-    println!(
-        "TOP SITES by impressions (Count-Min heavy hitters, {} bytes)",
-        sites.encode().len()
-    );
-    let mut exact: Vec<(usize, u64)> = truth.iter().copied().enumerate().collect();
-    exact.sort_by_key(|&(_, count)| std::cmp::Reverse(count));
-    println!(
-        "  {:>4} {:>8} {:>10} {:>8} {:>10}",
-        "rank", "true", "count", "sketch", "estimate"
-    );
-    for (rank, (hit, (site, count))) in sites.top(5).iter().zip(exact).enumerate() {
-        println!(
-            "  {:>4} {:>8} {:>10} {:>8} {:>10.0}",
+            "  {:>4}  {:<8}  {:>32}  {:>5.1}%",
             rank + 1,
-            format!("site{site}"),
-            count,
-            format!("site{}", hit.key),
-            hit.estimate.value
+            String::from_utf8_lossy(name),
+            interval(estimate),
+            100.0 * estimate.value / total.max(1) as f64,
         );
     }
     println!();
-}
-
-fn print_speed(seed: u64) {
-    const INSERTS: u64 = 20_000_000;
-    let mut hll = Hll::default();
-    let started = Instant::now();
-    for i in 0..INSERTS {
-        hll.insert(hash::user_id(i ^ seed));
-    }
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "SPEED: hash + HLL insert of {INSERTS} ids: {:.0} M ids/s on one core (estimate {:.0})\n",
-        INSERTS as f64 / secs / 1e6,
-        hll.estimate().value
-    );
-}
-
-fn print_postgres_hint() -> Result<()> {
-    let mut hll = Hll::default();
-    for id in 1..=3 {
-        hll.insert(hash::bigint(id, 0));
-    }
-    let mut hint = String::new();
-    writeln!(
-        hint,
-        "POSTGRESQL: the bytes are postgresql-hll's. The audience {{1, 2, 3}} is"
-    )?;
-    writeln!(
-        hint,
-        "  SELECT hll_cardinality('{}'::hll);  -- 3",
-        hll.to_hex()
-    )?;
-    writeln!(
-        hint,
-        "  (= hll_add_agg(hll_hash_bigint(x)) over x in 1..3; try `cardinal hll --help`)"
-    )?;
-    print!("{hint}");
     Ok(())
 }
 
+fn print_attribution(executed: &Executed<'_>) -> Result<()> {
+    let credit = Answer::of(executed, "by_campaign")?;
+    let (conversions, revenue, touches) = (
+        credit.aggregate("conversions")?,
+        credit.aggregate("revenue")?,
+        credit.aggregate("touches")?,
+    );
+    let stats = executed
+        .credits
+        .first()
+        .map(|c| c.stats)
+        .context("the demo schema declares an attribution")?;
+    println!(
+        "CREDITED CONVERSIONS by campaign (CREATE ATTRIBUTION credit: linear over clicks, 30-day lookback; exact)"
+    );
+    println!(
+        "  {} conversions, {} of them with no click in the window; {} clicks kept in per-user chains",
+        thousands(stats.conversions),
+        thousands(stats.conversions_uncredited),
+        thousands(stats.touches),
+    );
+    println!(
+        "  {:<12}  {:>11}  {:>12}  {:>8}",
+        "campaign", "conversions", "revenue", "touches"
+    );
+    let mut rows: Vec<(String, f64, f64, u64)> = credit
+        .results
+        .rows()
+        .iter()
+        .map(|row| {
+            let number = |i| match credit.output(row.states, i) {
+                Output::Number(Some(x)) => x,
+                Output::Count(n) => n as f64,
+                _ => 0.0,
+            };
+            let name = row
+                .dims
+                .first()
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| "NULL".into());
+            let touches = match credit.output(row.states, touches) {
+                Output::Count(n) => n,
+                _ => 0,
+            };
+            (name, number(conversions), number(revenue), touches)
+        })
+        .collect();
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    for (name, conversions, revenue, touches) in rows.iter().take(CAMPAIGNS_SHOWN) {
+        println!(
+            "  {name:<12}  {conversions:>11.2}  {:>12}  {:>8}",
+            dollars(*revenue),
+            thousands(*touches)
+        );
+    }
+    if rows.len() > CAMPAIGNS_SHOWN {
+        println!("  ... {} more campaigns", rows.len() - CAMPAIGNS_SHOWN);
+    }
+    println!();
+    Ok(())
+}
+
+fn print_throughput(
+    executed: &Executed<'_>,
+    rows: u64,
+    bytes: u64,
+    generate_secs: f64,
+    files_secs: f64,
+) {
+    let counts = &executed.counts;
+    let engine_secs = executed.elapsed_secs.max(1e-9);
+    let generate = generate_secs.max(1e-9);
+    println!("THROUGHPUT");
+    println!(
+        "  generate  {:>12} rows  {:>8}  in {:>6.2} s  {:>9} events/s  {:>9}/s  1 thread, exact truth counted",
+        thousands(rows),
+        progress::bytes(bytes),
+        generate_secs,
+        progress::count(rows as f64 / generate),
+        progress::bytes(rate(bytes, generate)),
+    );
+    println!(
+        "  engine    {:>12} rows  {:>8}  in {:>6.2} s  {:>9} events/s  {:>9}/s  {} thread(s), {} summaries, {} rejected",
+        thousands(counts.records),
+        progress::bytes(counts.bytes),
+        executed.elapsed_secs,
+        progress::count(counts.records as f64 / engine_secs),
+        progress::bytes(rate(counts.bytes, engine_secs)),
+        executed.threads,
+        executed.summaries.len(),
+        counts.rejects,
+    );
+    println!(
+        "  files     written in {files_secs:.2} s; wall time {:.1} s in all\n",
+        generate_secs + executed.elapsed_secs + files_secs
+    );
+    for line in run::drop_lines(counts) {
+        println!("  {line}");
+    }
+}
+
+fn print_files(dir: &Path, files: &[(String, Vec<PathBuf>)], kept_events: bool) {
+    println!("FILES under {}", dir.display());
+    for (summary, paths) in files {
+        let first = paths
+            .first()
+            .and_then(|p| p.file_name())
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        let more = if paths.len() > 1 {
+            format!(" .. ({} files, one per day)", paths.len())
+        } else {
+            String::new()
+        };
+        println!("  {summary}/{first}{more}");
+    }
+    println!("  schema.sql, truth.json");
+    if kept_events {
+        println!(
+            "  impressions.csv: run it again with\n    cardinal run {} {}",
+            dir.join("schema.sql").display(),
+            dir.join("impressions.csv").display()
+        );
+    } else {
+        println!("  (impressions.csv removed; --keep-events keeps it for `cardinal run`)");
+    }
+}
+
+/// The index of the day a bucket starts, counted from `start`.
+fn day_index(bucket: cardinal_event::Timestamp, start: Date) -> Result<usize> {
+    const DAY_MS: i64 = 86_400_000;
+    let day = bucket.0.div_euclid(DAY_MS) - start.0;
+    usize::try_from(day).with_context(|| format!("bucket {bucket} is before the first day"))
+}
+
+fn contains(e: &Estimate, truth: u64) -> bool {
+    let t = truth as f64;
+    e.lower <= t && t <= e.upper
+}
+
+fn relative_error(estimate: f64, truth: u64) -> f64 {
+    if truth == 0 {
+        0.0
+    } else {
+        estimate / truth as f64 - 1.0
+    }
+}
+
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a non-negative byte rate far below 2^64"
+)]
+fn rate(bytes: u64, secs: f64) -> u64 {
+    (bytes as f64 / secs).round() as u64
+}
+
+fn percent(fraction: f64) -> String {
+    format!("{:+.1}%", 100.0 * fraction)
+}
+
+/// `12,345 (12,001..12,702)`.
 fn interval(e: &Estimate) -> String {
-    format!("{:.0} ({:.0}..{:.0})", e.value, e.lower, e.upper)
+    format!(
+        "{} ({}..{})",
+        thousands_f(e.value),
+        thousands_f(e.lower),
+        thousands_f(e.upper)
+    )
 }
 
-fn letter(index: usize) -> char {
-    ['A', 'B', 'C'][index]
-}
-
+/// `$29,671.41`: dollars and cents with thousands separators.
 #[expect(
     clippy::cast_possible_truncation,
-    reason = "saturating float-to-int, then clamped"
+    reason = "saturating float-to-int of a non-negative amount in cents"
 )]
-fn revenue_cents(revenue: f64) -> u64 {
-    let max = (1u64 << REVENUE_DOMAIN_BITS) - 1;
-    ((revenue * 100.0).round() as u64).min(max)
+fn dollars(amount: f64) -> String {
+    let cents = (amount.max(0.0) * 100.0).round() as u64;
+    format!("${}.{:02}", thousands(cents / 100), cents % 100)
 }
 
-/// The index of the `rank` quantile in `len` sorted values.
+/// A count rounded to an integer, with thousands separators.
 #[expect(
     clippy::cast_possible_truncation,
-    reason = "0 <= len * rank < len, floored"
+    reason = "saturating float-to-int of a non-negative count"
 )]
-fn rank_index(len: usize, rank: f64) -> usize {
-    assert!((0.0..=1.0).contains(&rank), "rank in [0, 1]");
-    ((len as f64 * rank) as usize).min(len - 1)
+fn thousands_f(n: f64) -> String {
+    thousands(n.max(0.0).round() as u64)
 }
 
-/// Cumulative Zipf weights over `n` items, normalised to end at 1.
-fn zipf_cdf(n: usize, exponent: f64) -> Vec<f64> {
-    let mut cdf: Vec<f64> = (1..=n).map(|rank| (rank as f64).powf(-exponent)).collect();
-    let mut sum = 0.0;
-    for p in &mut cdf {
-        sum += *p;
-        *p = sum;
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
     }
-    for p in &mut cdf {
-        *p /= sum;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(72_565), "72,565");
+        assert_eq!(thousands(10_000_000), "10,000,000");
+        assert_eq!(thousands_f(-0.4), "0");
+        assert_eq!(thousands_f(1_234.6), "1,235");
+        assert_eq!(dollars(29_671.414), "$29,671.41");
+        assert_eq!(dollars(0.005), "$0.01");
     }
-    cdf
+
+    #[test]
+    fn days_count_from_the_first() {
+        let start = Date::new(2026, 11, 1);
+        let second = cardinal_event::Timestamp((start.0 + 1) * 86_400_000);
+        assert_eq!(day_index(second, start).expect("after start"), 1);
+        let before = cardinal_event::Timestamp((start.0 - 1) * 86_400_000);
+        assert!(day_index(before, start).is_err());
+    }
+
+    #[test]
+    fn the_embedded_schema_compiles_with_the_summaries_the_demo_reads() {
+        let plan = Plan::compile(SCHEMA).expect("demo schema compiles");
+        let names: Vec<&str> = plan.summaries.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["reach", "providers", "top_sites", "audience", "by_campaign"]
+        );
+    }
 }

@@ -20,14 +20,19 @@ pub enum Command {
     /// answers: Zipfian users, 50 states, overlapping provider audiences.
     #[command(after_help = "Examples:
   cardinal gen impressions --events 10000000 -o events.csv --truth truth.json
+  cardinal gen impressions --events 100000 --users 5000 --days 7 --start 2026-01-01 -o week.csv
   cardinal gen impressions --format json --events 1000 | head -3")]
     Impressions(ImpressionsArgs),
     /// AMPLab Big Data Benchmark `uservisits` rows (no header, Java floats).
-    #[command(after_help = "Example:
-  cardinal gen uservisits --rows 20000000 -o uservisits.txt   # ~3.4 GB")]
+    #[command(after_help = "Examples:
+  cardinal gen uservisits --rows 20000000 -o uservisits.txt   # ~3.4 GB
+  cardinal gen uservisits --rows 3 --seed 7")]
     Uservisits(BdbArgs),
     /// AMPLab Big Data Benchmark `rankings` rows; the same --seed gives the
     /// URLs uservisits visits.
+    #[command(after_help = "Examples:
+  cardinal gen rankings --rows 1000 -o rankings.txt
+  cardinal gen rankings --rows 3 --seed 7")]
     Rankings(BdbArgs),
 }
 

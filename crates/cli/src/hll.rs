@@ -10,14 +10,24 @@ use cardinal_sketch::{Sketch, hash};
 pub enum Command {
     /// Read one value per line (a file or stdin) and print the HyperLogLog of
     /// their hashes as postgresql-hll hex.
+    #[command(after_help = "Examples:
+  seq 1 100000 | cardinal hll build
+  seq 1 100000 | cardinal hll build --log2m 14 --regwidth 6
+  printf 'alice\\nbob\\n' | cardinal hll build --hash text")]
     Build(BuildArgs),
     /// Print the type, parameters and estimates of each hex value.
+    #[command(after_help = "Examples:
+  cardinal hll inspect '\\x128B7F004403B7FB05C44A'
+  cardinal hll inspect \"$(seq 1 1000 | cardinal hll build)\" \"$(seq 1 100000 | cardinal hll build)\"")]
     Inspect {
         /// Values as `\x...` hex (the `\x` is optional).
         #[arg(required = true)]
         values: Vec<String>,
     },
     /// Print the union of the hex values, as hex.
+    #[command(after_help = "Examples:
+  cardinal hll union \"$(seq 1 500 | cardinal hll build)\" \"$(seq 400 900 | cardinal hll build)\"
+  cardinal hll inspect \"$(cardinal hll union \"$(seq 1 5000 | cardinal hll build)\" \"$(seq 1 9000 | cardinal hll build)\")\"")]
     Union {
         /// Values as `\x...` hex, all with the same parameters.
         #[arg(required = true, num_args = 2..)]
@@ -25,6 +35,10 @@ pub enum Command {
     },
     /// Estimate |A ∩ B|, |A \ B|, |B \ A| and |A ∪ B| by joint maximum
     /// likelihood, with 95% intervals (and inclusion-exclusion beside it).
+    #[command(after_help = "Examples:
+  cardinal hll overlap \"$(seq 1 60000 | cardinal hll build)\" \"$(seq 40001 100000 | cardinal hll build)\"
+  cardinal hll overlap \"$(seq 1 600000 | cardinal hll build --log2m 14 --regwidth 6)\" \\
+                       \"$(seq 500001 900000 | cardinal hll build --log2m 14 --regwidth 6)\"")]
     Overlap {
         /// Audience A as hex.
         a: String,

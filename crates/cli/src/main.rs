@@ -8,6 +8,7 @@ mod attribute;
 #[path = "gen.rs"]
 mod generate;
 mod hll;
+mod progress;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -19,13 +20,18 @@ use clap::{Parser, Subcommand};
 /// interval. HyperLogLogs are byte-compatible with postgresql-hll.
 #[derive(Debug, Parser)]
 #[command(name = "cardinal", version, propagate_version = true)]
-#[command(after_help = "Examples:
-  cardinal demo                       run the sketch demo on generated audiences
-  cardinal gen impressions -o events.csv --truth truth.json
-                                      10M ad events and their exact answers
-  seq 1 100000 | cardinal hll build   count 100,000 ids; print postgresql-hll hex
-  cardinal hll inspect '\\x128B7F004403B7FB05C44A'
-  cardinal hll overlap A_HEX B_HEX    joint-likelihood intersection with its interval")]
+#[command(after_help = "Start here, in a checkout (the README's two commands):
+  cargo run --release -- demo     10M generated ad events through the engine,
+                                  every answer next to the truth (~20 s on 2 cores)
+  cargo test --workspace          the tests
+
+Examples:
+  cardinal demo --events 1000000 --out demo/
+  cardinal gen impressions --events 1000000 -o imp.csv --truth truth.json
+  cardinal run demo/schema.sql imp.csv --out results/
+  seq 1 100000 | cardinal hll build
+
+`cardinal <command> --help` shows each command's flags and examples.")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -33,19 +39,46 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Generate overlapping audiences and answer reach, overlap, quantile and
-    /// heavy-hitter questions with every sketch, next to the exact truth.
+    /// Generate ad events, run them through the engine, and print every answer
+    /// next to the exact truth.
+    ///
+    /// The demo generates impressions with `cardinal gen`'s model (the exact
+    /// answers counted on the way), writes its schema to the output directory
+    /// and runs it with `cardinal run`'s engine on every core: reach by
+    /// state by day, provider audiences and their pairwise overlaps,
+    /// revenue quantiles and top sites, each estimate with its 95%
+    /// interval, the true value and the error; then the per-day files and
+    /// the throughput.
     Demo(demo::Args),
-    /// Generate synthetic data, deterministic for a seed: ad impressions with
-    /// their exact answers, or the AMPLab uservisits and rankings tables.
-    #[command(subcommand)]
+    /// Generate synthetic inputs, deterministic for a seed: ad impressions
+    /// with their exact answers, or the AMPLab tables.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  cardinal gen impressions --events 1000000 -o imp.csv --truth truth.json
+  cardinal gen uservisits --rows 100000 -o uservisits.txt
+  cardinal gen rankings --rows 3 --seed 7"
+    )]
     Gen(generate::Command),
-    /// Fold input files into the summaries a schema declares, and print or
-    /// write the results with their error bars.
+    /// Fold input files into the summaries a SQL schema declares; print or
+    /// write them with their error bars.
+    ///
+    /// The schema holds CREATE STREAM and CREATE SUMMARY statements
+    /// (docs/sql.md). Every input is read once, on every core; each record is
+    /// folded into every summary of its stream.
     Run(run::Args),
-    /// Build, inspect, union and intersect HyperLogLogs in the postgresql-hll
-    /// format (`\x...` hex, as `SELECT hll_cardinality('\x...'::hll)` reads).
-    #[command(subcommand)]
+    /// Build, inspect, union and intersect HyperLogLogs as postgresql-hll
+    /// hex.
+    ///
+    /// Values are `\x...` hex, as `SELECT hll_cardinality('\x...'::hll)`
+    /// reads them.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  seq 1 100000 | cardinal hll build
+  cardinal hll inspect '\\x128B7F004403B7FB05C44A'
+  cardinal hll overlap \"$(seq 1 60000 | cardinal hll build)\" \"$(seq 40001 100000 | cardinal hll build)\""
+    )]
     Hll(hll::Command),
 }
 
@@ -72,5 +105,59 @@ fn main() {
         }
         eprintln!("error: {error:#}");
         std::process::exit(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// Every verb teaches by example: its help ends with 2 to 4 of them.
+    #[test]
+    fn every_verb_has_two_to_four_examples() {
+        fn walk(command: &clap::Command, path: &str, checked: &mut Vec<String>) {
+            for sub in command.get_subcommands() {
+                let path = format!("{path} {}", sub.get_name());
+                let help = sub
+                    .get_after_help()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                let examples = help.split_once("Examples").map_or(0, |(_, list)| {
+                    list.lines()
+                        .filter(|l| {
+                            let l = l.trim_start();
+                            ["cardinal ", "seq ", "printf ", "gzip "]
+                                .iter()
+                                .any(|start| l.starts_with(start))
+                        })
+                        .count()
+                });
+                assert!(
+                    (2..=4).contains(&examples),
+                    "`{path} --help` has {examples} examples:\n{help}"
+                );
+                checked.push(path.clone());
+                walk(sub, &path, checked);
+            }
+        }
+        let mut checked = Vec::new();
+        walk(&Cli::command(), "cardinal", &mut checked);
+        assert_eq!(checked.len(), 12, "{checked:?}");
+    }
+
+    #[test]
+    fn the_top_level_help_names_the_readme_commands() {
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("cargo run --release -- demo"), "{help}");
+        assert!(help.contains("cargo test --workspace"), "{help}");
+        for verb in ["demo", "gen", "run", "hll"] {
+            let line = help
+                .lines()
+                .find(|l| l.trim_start().starts_with(verb))
+                .unwrap_or_else(|| panic!("no {verb} line in\n{help}"));
+            assert!(line.len() > verb.len() + 10, "{line}");
+        }
     }
 }

@@ -14,7 +14,7 @@
 //! rest of their batch goes on.
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufRead, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -30,6 +30,7 @@ use cardinal_route::{
 use cardinal_source::{LineReader, split_file};
 
 use crate::attribute;
+use crate::progress::Progress;
 
 /// Most aggregates one summary may have: each record's inputs live in a
 /// fixed array on the stack, so routing allocates nothing.
@@ -43,11 +44,13 @@ const SPLIT_BYTES_MIN: u64 = 64 << 20;
 const REJECTS_SHOWN_MAX: u64 = 10;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = "Examples:
+#[command(
+    after_help = "Examples (the schemas are in a checkout; `cardinal demo --out DIR` writes one too):
   cardinal gen impressions --events 1000000 -o imp.csv
   cardinal run bench/engine/schemas/impressions.sql imp.csv
-  cardinal run schema.sql a.csv.gz b.csv.zst --out results/ --hll-hex
-  cat imp.csv | cardinal run schema.sql - --json -")]
+  cardinal run bench/engine/schemas/impressions.sql imp.csv --out results/ --hll-hex
+  gzip -k imp.csv && cat imp.csv.gz | cardinal run bench/engine/schemas/impressions.sql - --json - | head -3"
+)]
 pub struct Args {
     /// The declarations: CREATE STREAM and CREATE SUMMARY statements.
     schema: PathBuf,
@@ -94,6 +97,10 @@ pub struct Args {
     /// write them there at the end (each atomically).
     #[arg(long, value_name = "DIR")]
     chains_snapshot: Option<PathBuf>,
+    /// Never draw the progress line (it is drawn only when stderr is a
+    /// terminal).
+    #[arg(long)]
+    no_progress: bool,
 }
 
 /// One unit of work: a whole input, or a byte range of a plain file.
@@ -115,14 +122,21 @@ struct WorkerOutput<'p> {
     collector: Option<attribute::Collector<'p>>,
 }
 
+/// What workers counted, summed over them after a run.
 #[derive(Debug, Default, Clone)]
-struct Counts {
-    records: u64,
-    bytes: u64,
-    rejects: u64,
-    rejects_by_reason: std::collections::BTreeMap<String, u64>,
-    dropped_group_limit: u64,
-    dropped_expired: u64,
+pub struct Counts {
+    /// Records parsed.
+    pub records: u64,
+    /// Bytes of input read (after decompression).
+    pub bytes: u64,
+    /// Records rejected, for any reason.
+    pub rejects: u64,
+    /// Rejected records by reason.
+    pub rejects_by_reason: std::collections::BTreeMap<String, u64>,
+    /// Records a summary dropped at its group limit.
+    pub dropped_group_limit: u64,
+    /// Records a summary dropped as older than its retention.
+    pub dropped_expired: u64,
 }
 
 impl Counts {
@@ -138,23 +152,98 @@ impl Counts {
     }
 }
 
+/// How to run the engine: everything but the plan and the inputs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The stream the inputs belong to (default: the only one declared).
+    pub stream: Option<String>,
+    /// Worker threads, at least 1.
+    pub threads: usize,
+    /// Group limit and retention of every summary.
+    pub limits: Limits,
+    /// Write every rejected record to this file.
+    pub rejects: Option<PathBuf>,
+    /// Draw the progress line on stderr (callers check it is a terminal).
+    pub progress: bool,
+    /// Restore attribution chains from this directory and save them there.
+    pub chains_snapshot: Option<PathBuf>,
+}
+
+/// What a run produced: per summary of the stream, its merged rollup.
+#[derive(Debug)]
+pub struct Executed<'p> {
+    /// The summaries that read the stream, in declaration order.
+    pub summaries: Vec<&'p Summary>,
+    /// One merged rollup per summary, in the same order.
+    pub rollups: Vec<Rollup>,
+    /// The credit rows of each CREATE ATTRIBUTION over the stream (their
+    /// summaries are among `summaries`).
+    pub credits: Vec<attribute::Credits<'p>>,
+    /// Records, bytes, rejects and drops over every worker.
+    pub counts: Counts,
+    /// Worker threads used.
+    pub threads: usize,
+    /// Wall time from the first read to the merged rollups.
+    pub elapsed_secs: f64,
+}
+
+impl Executed<'_> {
+    /// The merged rollup of the summary called `name`.
+    pub fn rollup(&self, name: &str) -> Option<(&Summary, &Rollup)> {
+        self.summaries
+            .iter()
+            .zip(&self.rollups)
+            .find(|(s, _)| s.name == name)
+            .map(|(s, r)| (*s, r))
+    }
+}
+
+/// The default thread count: one worker per core.
+pub fn threads_default() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
 pub fn run(args: &Args) -> Result<i32> {
     let sql = std::fs::read_to_string(&args.schema)
         .with_context(|| format!("reading {}", args.schema.display()))?;
     let plan =
         Plan::compile(&sql).map_err(|e| anyhow::anyhow!("{}:\n{e}", args.schema.display()))?;
-    let stream = pick_stream(&plan, args.stream.as_deref())?;
+    let options = EngineOptions {
+        stream: args.stream.clone(),
+        threads: args.threads.unwrap_or_else(threads_default).max(1),
+        limits: Limits {
+            groups_max: args.groups_max,
+            retention_ms: args.retention_days.map(|d| i64::from(d) * 86_400_000),
+        },
+        rejects: args.rejects.clone(),
+        chains_snapshot: args.chains_snapshot.clone(),
+        progress: !args.no_progress && std::io::stderr().is_terminal(),
+    };
+    let executed = execute(&plan, &args.inputs, &options)?;
+    report(&executed, args)?;
+    Ok(if args.strict && executed.counts.rejects > 0 {
+        3
+    } else {
+        0
+    })
+}
+
+/// Runs the engine over `inputs`: every summary of the stream, on
+/// `options.threads` workers, merged.
+pub fn execute<'p>(
+    plan: &'p Plan,
+    inputs: &[PathBuf],
+    options: &EngineOptions,
+) -> Result<Executed<'p>> {
+    let stream = pick_stream(plan, options.stream.as_deref())?;
     let mut summaries: Vec<&Summary> = plan
         .summaries
         .iter()
         .filter(|s| s.stream == stream)
         .collect();
-    let threads = args
-        .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
-        .max(1);
+    let threads = options.threads.max(1);
     let mut attribution =
-        attribute::Setup::new(&plan, stream, threads, args.chains_snapshot.as_deref())?;
+        attribute::Setup::new(plan, stream, threads, options.chains_snapshot.as_deref())?;
     ensure!(
         !summaries.is_empty() || attribution.is_some(),
         "no CREATE SUMMARY or CREATE ATTRIBUTION reads stream {}",
@@ -164,27 +253,32 @@ pub fn run(args: &Args) -> Result<i32> {
         .iter()
         .map(|s| shape_of(s))
         .collect::<Result<_>>()?;
-    let limits = Limits {
-        groups_max: args.groups_max,
-        retention_ms: args.retention_days.map(|d| i64::from(d) * 86_400_000),
-    };
-    let jobs = plan_jobs(&args.inputs, threads, &plan.streams[stream])?;
+    let limits = options.limits;
+    let jobs = plan_jobs(inputs, threads, &plan.streams[stream])?;
+    let total_bytes = plain_bytes(inputs)?;
     let queue = Mutex::new(jobs.into_iter().collect::<VecDeque<_>>());
-    let rejects_file = match &args.rejects {
+    let rejects_file = match &options.rejects {
         Some(path) => Some(Mutex::new(BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         ))),
         None => None,
     };
     let shown = std::sync::atomic::AtomicU64::new(0);
+    let progress = Progress::default();
 
     let started = Instant::now();
     let outputs: Vec<Result<WorkerOutput>> = std::thread::scope(|scope| {
+        // Dropping `stop` (after the workers are joined) ends the ticker.
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        if options.progress {
+            let progress = &progress;
+            scope.spawn(move || progress.show(total_bytes, &stopped));
+        }
         let handles: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
                     worker(
-                        &plan,
+                        plan,
                         stream,
                         &summaries,
                         &shapes,
@@ -193,17 +287,20 @@ pub fn run(args: &Args) -> Result<i32> {
                         rejects_file.as_ref(),
                         &shown,
                         attribution.as_ref(),
+                        &progress,
                     )
                 })
             })
             .collect();
-        handles
+        let outputs = handles
             .into_iter()
             .map(|h| {
                 h.join()
                     .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
             })
-            .collect()
+            .collect();
+        drop(stop);
+        outputs
     });
     let mut merged: Option<Vec<Rollup>> = None;
     let mut counts = Counts::default();
@@ -246,7 +343,7 @@ pub fn run(args: &Args) -> Result<i32> {
         limits,
     )?);
     summaries.extend(credit_summaries);
-    let elapsed = started.elapsed().as_secs_f64();
+    let elapsed_secs = started.elapsed().as_secs_f64();
     if let Some(file) = rejects_file {
         file.into_inner()
             .expect("workers are done")
@@ -257,7 +354,39 @@ pub fn run(args: &Args) -> Result<i32> {
         counts.dropped_group_limit += rollup.dropped_group_limit();
         counts.dropped_expired += rollup.dropped_expired();
     }
+    Ok(Executed {
+        summaries,
+        rollups,
+        credits,
+        counts,
+        threads,
+        elapsed_secs,
+    })
+}
 
+/// The total size of the inputs when every one is a plain file (so bytes
+/// read can become a percentage), else `None`.
+fn plain_bytes(inputs: &[PathBuf]) -> Result<Option<u64>> {
+    let mut total = 0u64;
+    for path in inputs {
+        if path.as_os_str() == "-" {
+            return Ok(None);
+        }
+        let input = cardinal_source::Input::open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        if input.compression() != cardinal_source::Compression::None {
+            return Ok(None);
+        }
+        total += std::fs::metadata(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+    }
+    Ok(Some(total))
+}
+
+/// Prints or writes what `cardinal run` was asked for, then the summary
+/// line and any drops.
+fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let options = Options {
@@ -270,7 +399,7 @@ pub fn run(args: &Args) -> Result<i32> {
         ))),
         None => None,
     };
-    for (summary, rollup) in summaries.iter().zip(&rollups) {
+    for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
         let results = results_of(summary, rollup)?;
         if !args.quiet
             && args.json.as_deref() != Some(Path::new("-"))
@@ -305,12 +434,12 @@ pub fn run(args: &Args) -> Result<i32> {
                     .with_context(|| format!("creating {}", path.display()))?,
             ))
         };
-        for c in &credits {
+        for c in &executed.credits {
             c.write_json_lines(&mut writer)?;
         }
         writer.flush().context("writing attribution rows")?;
     }
-    for c in &credits {
+    for c in &executed.credits {
         let s = &c.stats;
         eprintln!(
             "{}: {} touch points, {} conversions ({} without touch points in the window), {} credit rows",
@@ -331,13 +460,25 @@ pub fn run(args: &Args) -> Result<i32> {
             );
         }
     }
-    eprintln!(
-        "{} records, {:.1} MB in {:.2} s: {:.2} M records/s, {:.0} MB/s on {threads} thread(s); {} rejected{}",
+    eprintln!("{}", summary_line(executed));
+    for line in drop_lines(&executed.counts) {
+        eprintln!("{line}");
+    }
+    Ok(())
+}
+
+/// `N records, X MB in S s: R M records/s, T MB/s on K thread(s); J rejected`.
+pub fn summary_line(executed: &Executed<'_>) -> String {
+    let counts = &executed.counts;
+    let elapsed = executed.elapsed_secs.max(1e-9);
+    format!(
+        "{} records, {:.1} MB in {:.2} s: {:.2} M records/s, {:.0} MB/s on {} thread(s); {} rejected{}",
         counts.records,
         counts.bytes as f64 / 1e6,
-        elapsed,
+        executed.elapsed_secs,
         counts.records as f64 / elapsed / 1e6,
         counts.bytes as f64 / elapsed / 1e6,
+        executed.threads,
         counts.rejects,
         if counts.rejects_by_reason.is_empty() {
             String::new()
@@ -352,24 +493,41 @@ pub fn run(args: &Args) -> Result<i32> {
                     .join(", ")
             )
         }
-    );
+    )
+}
+
+/// One line per kind of dropped record, if any were.
+pub fn drop_lines(counts: &Counts) -> Vec<String> {
+    let mut lines = Vec::new();
     if counts.dropped_group_limit > 0 {
-        eprintln!(
+        lines.push(format!(
             "{} records dropped: a summary reached --groups-max",
             counts.dropped_group_limit
-        );
+        ));
     }
     if counts.dropped_expired > 0 {
-        eprintln!(
+        lines.push(format!(
             "{} records dropped: older than --retention-days",
             counts.dropped_expired
-        );
+        ));
     }
-    Ok(if args.strict && counts.rejects > 0 {
-        3
-    } else {
-        0
-    })
+    lines
+}
+
+/// Writes `dir/<summary>/YYYY-MM-DD.csv` (or `all.csv`) for every summary;
+/// returns each summary's name and files.
+pub fn write_files(
+    executed: &Executed<'_>,
+    dir: &Path,
+    options: Options,
+) -> Result<Vec<(String, Vec<PathBuf>)>> {
+    let mut written = Vec::new();
+    for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
+        let results = results_of(summary, rollup)?;
+        let files = cardinal_export::write_daily_csv(dir, &summary.name, &results, options)?;
+        written.push((summary.name.clone(), files));
+    }
+    Ok(written)
 }
 
 fn pick_stream(plan: &Plan, name: Option<&str>) -> Result<usize> {
@@ -532,6 +690,7 @@ fn worker<'p>(
     rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
     shown: &std::sync::atomic::AtomicU64,
     attribution: Option<&attribute::Setup<'p>>,
+    progress: &Progress,
 ) -> Result<WorkerOutput<'p>> {
     let mut collector = attribution.map(attribute::Setup::collector);
     let stream_decl = &plan.streams[stream];
@@ -559,6 +718,7 @@ fn worker<'p>(
     let mut scratch = Scratch::default();
     let mut names: Vec<u8> = Vec::new();
     let mut reject_lines = String::new();
+    let mut tap = progress.tap();
     loop {
         let Some(job) = queue.lock().expect("queue lock").pop_front() else {
             break;
@@ -682,6 +842,7 @@ fn worker<'p>(
                 }
                 reject_lines.clear();
             }
+            tap.report(&counts);
         }
     }
     Ok(WorkerOutput {
@@ -756,7 +917,7 @@ fn reject(
         .entry(reason.to_string())
         .or_default() += 1;
     if shown.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < REJECTS_SHOWN_MAX {
-        eprintln!("rejected: {text}");
+        eprintln!("{}rejected: {text}", crate::progress::erase());
     }
     lines.push_str(text);
     lines.push('\n');
@@ -839,7 +1000,7 @@ pub(crate) fn input_of<'a>(
 }
 
 /// Decodes each group's key into display values and names the columns.
-fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'a>> {
+pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'a>> {
     let name_of = |source: OutputSource| {
         summary
             .outputs

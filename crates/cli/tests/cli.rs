@@ -106,8 +106,8 @@ fn mismatched_parameters_refuse_to_union() {
 }
 
 #[test]
-fn demo_answers_every_question_next_to_the_truth() {
-    let out = stdout(&cardinal(&["demo", "--users", "20000"], ""));
+fn demo_sketches_answer_every_question_next_to_the_truth() {
+    let out = stdout(&cardinal(&["demo", "sketches", "--users", "20000"], ""));
     for section in [
         "REACH",
         "OVERLAP",
@@ -139,8 +139,8 @@ fn demo_answers_every_question_next_to_the_truth() {
 }
 
 #[test]
-fn demo_refuses_a_tiny_population() {
-    let output = cardinal(&["demo", "--users", "10"], "");
+fn demo_sketches_refuse_a_tiny_population() {
+    let output = cardinal(&["demo", "sketches", "--users", "10"], "");
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--users must be at least 1000"));
 }
