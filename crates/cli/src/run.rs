@@ -401,17 +401,29 @@ enum Parser {
 }
 
 impl Parser {
-    fn new(stream: &cardinal_route::Stream) -> Result<Self> {
+    /// A parser for `stream` that keeps only the columns `summaries` read
+    /// (delimited text: the others are not split, and read as absent).
+    fn new(stream: &cardinal_route::Stream, summaries: &[&Summary]) -> Result<Self> {
+        let mut reads: Vec<usize> = summaries
+            .iter()
+            .flat_map(|s| s.reads.iter().copied())
+            .collect();
+        reads.sort_unstable();
+        reads.dedup();
         Ok(match stream.format {
-            Format::Csv => Parser::Csv(CsvParser::new(
-                &stream.schema,
-                CsvConfig {
-                    delimiter: stream.delimiter,
-                    header: stream.header,
-                    ..CsvConfig::default()
-                },
-            )?),
-            Format::Amplab => Parser::Csv(CsvParser::new(&stream.schema, CsvConfig::amplab())?),
+            Format::Csv | Format::Amplab => {
+                let config = match stream.format {
+                    Format::Amplab => CsvConfig::amplab(),
+                    _ => CsvConfig {
+                        delimiter: stream.delimiter,
+                        header: stream.header,
+                        ..CsvConfig::default()
+                    },
+                };
+                let mut parser = CsvParser::new(&stream.schema, config)?;
+                parser.project(&reads);
+                Parser::Csv(parser)
+            }
             Format::Json => Parser::Json(NdjsonParser::new(&stream.schema)?),
         })
     }
@@ -462,7 +474,7 @@ fn worker(
         };
         let name: Arc<str> = input.name().clone();
         let mut reader = LineReader::new(input);
-        let mut parser = Parser::new(stream_decl)?;
+        let mut parser = Parser::new(stream_decl, summaries)?;
         if let (Some(header), Parser::Csv(csv)) = (&job.header, &mut parser) {
             csv.read_header(&name, header)?;
         }
