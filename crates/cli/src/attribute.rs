@@ -779,7 +779,7 @@ pub fn credited_per_campaign(sql: &str, inputs: &[PathBuf]) -> Result<Vec<Campai
             cardinal_source::Input::open(path)
                 .with_context(|| format!("opening {}", path.display()))?,
         );
-        let mut parser = crate::run::Parser::new(&plan.streams[stream])?;
+        let mut parser = crate::run::Parser::new(&plan.streams[stream], None)?;
         while reader.read_chunk(batch.chunk_mut())? {
             parser.parse(&mut batch)?;
             for index in 0..batch.len() {

@@ -652,17 +652,26 @@ pub(crate) enum Parser {
 }
 
 impl Parser {
-    pub(crate) fn new(stream: &cardinal_route::Stream) -> Result<Self> {
+    /// A parser for `stream` that splits only the columns in `reads`
+    /// (delimited text: the others are not split, and read as absent), or
+    /// every column when `reads` is `None`.
+    pub(crate) fn new(stream: &cardinal_route::Stream, reads: Option<&[usize]>) -> Result<Self> {
         Ok(match stream.format {
-            Format::Csv => Parser::Csv(CsvParser::new(
-                &stream.schema,
-                CsvConfig {
-                    delimiter: stream.delimiter,
-                    header: stream.header,
-                    ..CsvConfig::default()
-                },
-            )?),
-            Format::Amplab => Parser::Csv(CsvParser::new(&stream.schema, CsvConfig::amplab())?),
+            Format::Csv | Format::Amplab => {
+                let config = match stream.format {
+                    Format::Amplab => CsvConfig::amplab(),
+                    _ => CsvConfig {
+                        delimiter: stream.delimiter,
+                        header: stream.header,
+                        ..CsvConfig::default()
+                    },
+                };
+                let mut parser = CsvParser::new(&stream.schema, config)?;
+                if let Some(reads) = reads {
+                    parser.project(reads);
+                }
+                Parser::Csv(parser)
+            }
             Format::Json => Parser::Json(NdjsonParser::new(&stream.schema)?),
         })
     }
@@ -714,6 +723,18 @@ fn worker<'p>(
         })
         .collect();
     let mut cache = ColumnCache::new(stream_decl.schema.columns.len());
+    // Split only the columns some summary reads. Attributions read columns
+    // of their own (user, time, conditions, value, campaign, site), so a
+    // stream with one is split whole.
+    let projection: Option<Vec<usize>> = attribution.is_none().then(|| {
+        let mut reads: Vec<usize> = summaries
+            .iter()
+            .flat_map(|s| s.reads.iter().copied())
+            .collect();
+        reads.sort_unstable();
+        reads.dedup();
+        reads
+    });
     let mut hashed = HashMemo::default();
     let mut scratch = Scratch::default();
     let mut names: Vec<u8> = Vec::new();
@@ -730,7 +751,7 @@ fn worker<'p>(
         };
         let name: Arc<str> = input.name().clone();
         let mut reader = LineReader::new(input);
-        let mut parser = Parser::new(stream_decl)?;
+        let mut parser = Parser::new(stream_decl, projection.as_deref())?;
         if let (Some(header), Parser::Csv(csv)) = (&job.header, &mut parser) {
             csv.read_header(&name, header)?;
         }

@@ -155,7 +155,33 @@ impl<'a> Value<'a> {
     /// assert_eq!(Value::parse(b"", ColumnType::Double), Ok(Value::Null));
     /// assert!(Value::parse(b"12x", ColumnType::BigInt).is_err());
     /// ```
+    #[inline]
     pub fn parse(bytes: &'a [u8], ty: ColumnType) -> Result<Self, ValueError> {
+        match ty {
+            ColumnType::BigInt if !bytes.is_empty() => {
+                return parse_i64_fast(bytes)
+                    .map(Value::Int)
+                    .ok_or(ValueError::BigInt);
+            }
+            ColumnType::Double => {
+                if let Some(value) = parse_f64_fast(bytes) {
+                    return Ok(Value::Float(value));
+                }
+            }
+            ColumnType::Timestamp => {
+                if let Some(value) = time::parse_fixed(bytes) {
+                    return Ok(Value::Time(value));
+                }
+            }
+            _ => {}
+        }
+        Self::parse_without_fast_path(bytes, ty)
+    }
+
+    /// [`parse`](Self::parse) without the fast paths for integers, floats
+    /// and fixed-layout timestamps: the reference they are tested (and
+    /// fuzzed) against.
+    pub fn parse_without_fast_path(bytes: &'a [u8], ty: ColumnType) -> Result<Self, ValueError> {
         if bytes.is_empty() && ty != ColumnType::Text {
             return Ok(Value::Null);
         }
@@ -170,7 +196,7 @@ impl<'a> Value<'a> {
                 _ if bytes.eq_ignore_ascii_case(b"false") => Ok(Value::Bool(false)),
                 _ => Err(ValueError::Bool),
             },
-            ColumnType::Timestamp => Timestamp::parse(bytes)
+            ColumnType::Timestamp => Timestamp::parse_without_fast_path(bytes)
                 .map(Value::Time)
                 .map_err(|_| ValueError::Timestamp),
         }
@@ -245,6 +271,177 @@ fn parse_i64(bytes: &[u8]) -> Option<i64> {
     }
 }
 
+/// [`parse_i64`] without a check per digit: at most 19 digits (below
+/// 10^19 < 2^64) accumulate in a `u64` that cannot overflow, 8 at a time
+/// where there are 8, and the sign's range is checked once. Longer digit
+/// strings (leading zeros) go to `parse_i64`.
+#[inline]
+fn parse_i64_fast(bytes: &[u8]) -> Option<i64> {
+    let (negative, digits) = match bytes {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() || digits.len() > 19 {
+        return parse_i64(bytes);
+    }
+    let mut value: u64 = 0;
+    let mut eights = digits.chunks_exact(8);
+    for chunk in &mut eights {
+        value = value * 100_000_000 + eight_digits(chunk)?;
+    }
+    for &b in eights.remainder() {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        value = value * 10 + u64::from(digit);
+    }
+    if negative {
+        // i64::MIN's magnitude is one more than i64::MAX.
+        if value <= i64::MAX.unsigned_abs() + 1 {
+            Some(0i64.wrapping_sub_unsigned(value))
+        } else {
+            None
+        }
+    } else {
+        i64::try_from(value).ok()
+    }
+}
+
+/// The value of 8 ASCII digits, or `None` if one is not a digit (SWAR:
+/// checked as in `time::matches_layout`, then combined pairwise: 8 digits
+/// -> 4 two-digit lanes -> 2 four-digit lanes -> 1).
+#[inline(always)]
+fn eight_digits(chunk: &[u8]) -> Option<u64> {
+    const ZEROS: u64 = 0x3030_3030_3030_3030;
+    let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+    let high = 0xf0f0_f0f0_f0f0_f0f0;
+    if word & high != ZEROS || word.wrapping_add(0x0606_0606_0606_0606) & high != ZEROS {
+        return None;
+    }
+    let v = word - ZEROS;
+    // Lane i holds digit i (the most significant first, little-endian).
+    let v = (v * 10 + (v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    let v = (v * 100 + (v >> 16)) & 0x0000_ffff_0000_ffff;
+    Some((v * 10_000 + (v >> 32)) & 0xffff_ffff)
+}
+
+/// Powers of ten exactly representable as f64: 10^0..=10^22 (5^22 <
+/// 2^53, so each is exact).
+const POWERS_OF_TEN: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// The most significant digits a mantissa may have on the fast path: 19
+/// fit a `u64` without overflow.
+const MANTISSA_DIGITS_MAX: usize = 19;
+
+/// Clinger's fast path ("How to Read Floating Point Numbers Accurately",
+/// PLDI 1990, §4): a decimal `m * 10^e` with `m <= 2^53` and `|e| <= 22`
+/// is one correctly rounded multiplication or division of two exact
+/// doubles, so it equals the correctly rounded value `str::parse` gives.
+/// Reads `[+-]digits[.digits][(e|E)[+-]digits]` (Java's `1.1885166E-4`
+/// too); anything else (`inf`, `NaN`, `.5`, `1.`, longer mantissas, larger
+/// exponents) is `None` and goes to the general parser.
+#[inline]
+// Indexes are checked before use: months 1..=12, exponents 0..=22.
+#[allow(clippy::cast_possible_truncation)]
+fn parse_f64_fast(bytes: &[u8]) -> Option<f64> {
+    let (negative, rest) = match bytes {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, bytes),
+    };
+    let mut mantissa: u64 = 0;
+    let mut significant = 0usize;
+    let mut i = 0;
+    let digit_at = |i: usize| {
+        rest.get(i)
+            .map(|b| b.wrapping_sub(b'0'))
+            .filter(|&d| d <= 9)
+    };
+    // Adds a digit; false once the mantissa has more significant digits
+    // than fit (checked before the multiplication could overflow).
+    let take = |digit: u8, mantissa: &mut u64, significant: &mut usize| {
+        if *mantissa != 0 || digit != 0 {
+            *significant += 1;
+        }
+        if *significant > MANTISSA_DIGITS_MAX {
+            return false;
+        }
+        *mantissa = *mantissa * 10 + u64::from(digit);
+        true
+    };
+    let mut integer_digits = 0;
+    while let Some(d) = digit_at(i) {
+        if !take(d, &mut mantissa, &mut significant) {
+            return None;
+        }
+        i += 1;
+        integer_digits += 1;
+    }
+    if integer_digits == 0 {
+        return None;
+    }
+    let mut exponent: i64 = 0;
+    if rest.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while let Some(d) = digit_at(i) {
+            if !take(d, &mut mantissa, &mut significant) {
+                return None;
+            }
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        exponent -= i64::try_from(i - start).ok()?;
+    }
+    if matches!(rest.get(i), Some(b'e' | b'E')) {
+        i += 1;
+        let sign = match rest.get(i) {
+            Some(b'-') => {
+                i += 1;
+                -1
+            }
+            Some(b'+') => {
+                i += 1;
+                1
+            }
+            _ => 1,
+        };
+        let start = i;
+        let mut written: i64 = 0;
+        while let Some(d) = digit_at(i) {
+            // Four digits are already far past the fast path's range.
+            if i - start >= 4 {
+                return None;
+            }
+            written = written * 10 + i64::from(d);
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        exponent += sign * written;
+    }
+    if i != rest.len() || mantissa > 1 << 53 {
+        return None;
+    }
+    // The mantissa is exact (at most 2^53), and so is the power of ten.
+    #[allow(clippy::cast_precision_loss)]
+    let m = mantissa as f64;
+    let value = match exponent {
+        0..=22 => m * POWERS_OF_TEN[exponent as usize],
+        -22..=-1 => m / POWERS_OF_TEN[exponent.unsigned_abs() as usize],
+        _ => return None,
+    };
+    Some(if negative { -value } else { value })
+}
+
 /// A float in Rust's or Java's text forms.
 fn parse_f64(bytes: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(bytes).ok()?;
@@ -268,6 +465,38 @@ mod tests {
         for bad in [&b"-"[..], b"", b"1 ", b"0x1", b"1.0"] {
             assert_eq!(parse_i64(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn fast_paths_take_the_common_forms() {
+        assert_eq!(parse_f64_fast(b"1.1885166E-4"), Some(1.1885166E-4));
+        assert_eq!(parse_f64_fast(b"0.002463"), Some(0.002463));
+        assert_eq!(parse_f64_fast(b"-12.5e+3"), Some(-12_500.0));
+        assert_eq!(
+            parse_f64_fast(b"-0").map(f64::to_bits),
+            Some((-0.0f64).to_bits())
+        );
+        for general in [
+            &b"1e23"[..],
+            b"9007199254740993",
+            b"NaN",
+            b"Infinity",
+            b".5",
+            b"1.",
+            b"1e400",
+        ] {
+            assert_eq!(parse_f64_fast(general), None, "{}", general.escape_ascii());
+        }
+        assert_eq!(
+            parse_i64_fast(b"1389031213305979729"),
+            Some(1_389_031_213_305_979_729)
+        );
+        assert_eq!(parse_i64_fast(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64_fast(b"9223372036854775808"), None);
+        assert_eq!(parse_i64_fast(b"9999999999999999999"), None);
+        assert_eq!(parse_i64_fast(b"1234567x"), None);
+        assert_eq!(eight_digits(b"12345678"), Some(12_345_678));
+        assert_eq!(eight_digits(b"1234:678"), None);
     }
 
     #[test]

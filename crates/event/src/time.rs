@@ -59,7 +59,17 @@ impl Timestamp {
     /// assert_eq!(t.0, 1_793_491_207_000);
     /// assert_eq!(Timestamp::parse(b"2026-11-01 01:00:07+01:00").unwrap(), t);
     /// ```
+    #[inline]
     pub fn parse(text: &[u8]) -> Result<Self> {
+        match parse_fixed(text) {
+            Some(t) => Ok(t),
+            None => Self::parse_without_fast_path(text),
+        }
+    }
+
+    /// [`parse`](Self::parse) without its fast path for the fixed layouts:
+    /// the reference the fast path is tested (and fuzzed) against.
+    pub fn parse_without_fast_path(text: &[u8]) -> Result<Self> {
         let fail = |reason| Error::Timestamp {
             text: String::from_utf8_lossy(&text[..text.len().min(64)]).into_owned(),
             reason,
@@ -174,6 +184,159 @@ impl std::fmt::Display for Timestamp {
             write!(f, ".{ms:03}")?;
         }
         write!(f, "Z")
+    }
+}
+
+/// Digit lanes of a little-endian word: bytes `i` with bit `i` of `lanes`.
+const fn lane_mask(lanes: u8) -> u64 {
+    let mut mask = 0u64;
+    let mut i = 0;
+    while i < 8 {
+        if lanes & (1 << i) != 0 {
+            mask |= 0xff << (8 * i);
+        }
+        i += 1;
+    }
+    mask
+}
+
+const ZEROS: u64 = 0x3030_3030_3030_3030;
+/// `YYYY-MM-` (bytes 0..8): digits in lanes 0-3, 5, 6.
+const DATE_HEAD_DIGITS: u64 = lane_mask(0b0110_1111);
+const DATE_HEAD: u64 = u64::from_le_bytes(*b"0000-00-");
+/// `YY-MM-DD` (bytes 2..10).
+const DATE_TAIL_DIGITS: u64 = lane_mask(0b1101_1011);
+const DATE_TAIL: u64 = u64::from_le_bytes(*b"00-00-00");
+/// `HH:MM:SS` (bytes 11..19).
+const TIME_DIGITS: u64 = lane_mask(0b1101_1011);
+const TIME: u64 = u64::from_le_bytes(*b"00:00:00");
+
+/// Whether `word` has an ASCII digit in every lane of `digits` and the
+/// bytes of `template` elsewhere (SWAR: a digit is a byte 0x30..=0x39,
+/// i.e. high nibble 3 before and after adding 6). No carry crosses a lane
+/// when the answer is yes: digit lanes stay below 0x40 and the separators
+/// (`-`, `:`) below 0xfa; when it is no, the separator or high-nibble test
+/// fails on its own.
+#[inline(always)]
+fn matches_layout(word: u64, digits: u64, template: u64) -> bool {
+    const HIGH_NIBBLES: u64 = 0xf0f0_f0f0_f0f0_f0f0;
+    const SIXES: u64 = 0x0606_0606_0606_0606;
+    let high = HIGH_NIBBLES & digits;
+    (word & !digits) == (template & !digits)
+        && (word & high) == (ZEROS & high)
+        && (word.wrapping_add(SIXES) & high) == (ZEROS & high)
+}
+
+/// Digit `i` of a word already checked by [`matches_layout`].
+#[inline(always)]
+fn lane(word: u64, i: u32) -> i64 {
+    ((word >> (8 * i)) & 0x0f) as i64
+}
+
+/// Cumulative days before each month (index 1..=12) in a common year.
+const DAYS_BEFORE_MONTH: [i64; 13] = [0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334];
+/// Days in each month (index 1..=12) of a common year.
+const DAYS_IN_MONTH: [i64; 13] = [0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/// [`days_from_civil`] for years 0..=9999 only, with no signed division:
+/// the years before `year` (counted from year 0, shifted by 400 so that
+/// year 0's leap day needs no negative numbers) plus the days before the
+/// month, then the epoch's day number subtracted.
+#[inline(always)]
+// Indexes are checked before use: months 1..=12, exponents 0..=22.
+#[allow(clippy::cast_possible_truncation)]
+fn days_from_civil_4digit(year: i64, month: i64, day: i64) -> i64 {
+    debug_assert!((0..=9999).contains(&year));
+    debug_assert!((1..=12).contains(&month));
+    // Day 0 is 0000-01-01 shifted by 400 years (146,097 days): whole
+    // years before `year` from there, and leap days among them.
+    let y = (year + 399) as u64; // the last full year, plus 400
+    let leap_days = y / 4 - y / 100 + y / 400;
+    let leap_this = month > 2 && is_leap(year);
+    let days = 365 * (year + 400)
+        + leap_days as i64
+        + 1
+        + DAYS_BEFORE_MONTH[month as usize]
+        + i64::from(leap_this)
+        + day
+        - 1;
+    // 1970-01-01 in the same count.
+    const EPOCH: i64 = 365 * 2370 + (2369 / 4 - 2369 / 100 + 2369 / 400) + 1;
+    days - EPOCH
+}
+
+/// The fast path of [`Timestamp::parse`]: `YYYY-MM-DD`, and
+/// `YYYY-MM-DD[T ]HH:MM:SS` with an optional `.fff` or `.ffffff` and an
+/// optional `Z`, checked 8 bytes at a time. `None` sends anything else
+/// (and every error) to the general parser, so the two can only differ
+/// by this path accepting text the general one refuses or reading it
+/// differently, which `tests/time.rs` and the `value_parse` fuzz target
+/// check.
+#[inline]
+// Indexes are checked before use: months 1..=12, exponents 0..=22.
+#[allow(clippy::cast_possible_truncation)]
+pub(crate) fn parse_fixed(text: &[u8]) -> Option<Timestamp> {
+    let len = text.len();
+    if len < 10 {
+        return None;
+    }
+    let word = |at: usize| u64::from_le_bytes(text[at..at + 8].try_into().expect("8 bytes"));
+    let head = word(0);
+    let tail = word(2);
+    if !matches_layout(head, DATE_HEAD_DIGITS, DATE_HEAD)
+        || !matches_layout(tail, DATE_TAIL_DIGITS, DATE_TAIL)
+    {
+        return None;
+    }
+    let year = lane(head, 0) * 1000 + lane(head, 1) * 100 + lane(head, 2) * 10 + lane(head, 3);
+    let month = lane(head, 5) * 10 + lane(head, 6);
+    let day = lane(tail, 6) * 10 + lane(tail, 7);
+    if !(1..=12).contains(&month) || day < 1 {
+        return None;
+    }
+    if day > DAYS_IN_MONTH[month as usize] && !(month == 2 && day == 29 && is_leap(year)) {
+        return None;
+    }
+    let date_ms = days_from_civil_4digit(year, month, day) * MS_PER_DAY;
+    if len == 10 {
+        return Some(Timestamp(date_ms));
+    }
+    if len < 19 || !(text[10] == b'T' || text[10] == b' ') {
+        return None;
+    }
+    let time = word(11);
+    if !matches_layout(time, TIME_DIGITS, TIME) {
+        return None;
+    }
+    let hour = lane(time, 0) * 10 + lane(time, 1);
+    let minute = lane(time, 3) * 10 + lane(time, 4);
+    let second = lane(time, 6) * 10 + lane(time, 7);
+    if hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut ms = date_ms + hour * MS_PER_HOUR + minute * MS_PER_MINUTE + second * MS_PER_SECOND;
+    let mut rest = &text[19..];
+    if let [b'.', tail @ ..] = rest {
+        let digits = match tail {
+            [a, b, c, d, e, f, more @ ..] if !more.first().is_some_and(u8::is_ascii_digit) => {
+                [a, b, c, d, e, f]
+                    .iter()
+                    .all(|d| d.is_ascii_digit())
+                    .then_some(6)?
+            }
+            [a, b, c, more @ ..] if !more.first().is_some_and(u8::is_ascii_digit) => {
+                [a, b, c].iter().all(|d| d.is_ascii_digit()).then_some(3)?
+            }
+            _ => return None,
+        };
+        ms += i64::from(tail[0] - b'0') * 100
+            + i64::from(tail[1] - b'0') * 10
+            + i64::from(tail[2] - b'0');
+        rest = &tail[digits..];
+    }
+    match rest {
+        [] | [b'Z'] => Some(Timestamp(ms)),
+        _ => None,
     }
 }
 
@@ -297,6 +460,47 @@ mod tests {
         for days in -146_097 * 2..146_097 * 2 {
             let (y, m, d) = civil_from_days(days);
             assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+
+    #[test]
+    fn fixed_layouts_take_the_fast_path() {
+        for text in [
+            "2026-11-01",
+            "2026-11-01T00:00:07Z",
+            "2026-11-01 00:00:07",
+            "2026-11-01T00:00:07.250Z",
+            "2026-11-01 00:00:07.250123",
+            "2024-02-29T23:59:60Z",
+        ] {
+            let fast = parse_fixed(text.as_bytes());
+            assert!(fast.is_some(), "{text}");
+            assert_eq!(
+                fast.map(Ok),
+                Some(Timestamp::parse_without_fast_path(text.as_bytes()))
+            );
+        }
+        for text in [
+            "2026-11-01T00:00:07+01:00",
+            "2026-11-01T00:00:07.2Z",
+            "2026-02-29",
+        ] {
+            assert_eq!(parse_fixed(text.as_bytes()), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn four_digit_day_numbers_agree_with_hinnant() {
+        for year in 0..=9999 {
+            for month in 1..=12 {
+                for day in [1, 28, days_in_month(year, month)] {
+                    assert_eq!(
+                        days_from_civil_4digit(year, month, day),
+                        days_from_civil(year, month, day),
+                        "{year}-{month}-{day}"
+                    );
+                }
+            }
         }
     }
 

@@ -131,9 +131,19 @@ pub struct CsvParser {
     width: usize,
     /// Columns per file record (the header's, or the schema's).
     file_width: usize,
-    /// File column -> schema column or `DROPPED`.
+    /// File column -> schema column or `DROPPED`, from the header.
     map: Vec<u32>,
+    /// `map` with the columns outside the projection dropped too.
+    row_map: Vec<u32>,
+    /// `map` is the identity: file column `i` is schema column `i`.
     identity: bool,
+    /// Per schema column: whether it is in the projection.
+    wanted: Vec<bool>,
+    /// The schema columns outside the projection, ascending.
+    blank: Vec<u32>,
+    /// How many leading file fields the fast path splits: one past the
+    /// last file column the projection maps to (at least 1).
+    needed: usize,
     header_pending: bool,
     /// The current record's fields in file order (capacity FIELDS_MAX).
     row: Vec<Span>,
@@ -160,16 +170,81 @@ impl CsvParser {
         let map = (0..width)
             .map(|c| u32::try_from(c).expect("width <= FIELDS_MAX"))
             .collect();
-        Ok(Self {
+        let mut parser = Self {
             config,
             names: schema.columns.iter().map(|c| c.name.clone()).collect(),
             width,
             file_width: width,
             map,
+            row_map: Vec::new(),
             identity: true,
+            wanted: vec![true; width],
+            blank: Vec::new(),
+            needed: width,
             header_pending: config.header,
             row: Vec::with_capacity(FIELDS_MAX),
-        })
+        };
+        parser.refresh_projection();
+        Ok(parser)
+    }
+
+    /// Keeps only the schema columns `columns` (the union of what the
+    /// stream's summaries read); the others read as absent (`None`).
+    ///
+    /// On quote-free lines the fast path then stops splitting after the
+    /// last file column it needs and only counts the delimiters left on
+    /// the line, so records and rejects are those of the full parse with
+    /// the other columns blanked out: a record's field count is still
+    /// checked against the file's columns ([`Missing`], [`Extra`]) and
+    /// [`FIELDS_MAX`], and [`RECORD_BYTES_MAX`] still applies. Lines with a
+    /// quote anywhere take the general path whole, since a quoted field
+    /// past the projection may hold delimiters or newlines.
+    ///
+    /// May be called before or after the header is read; an empty list
+    /// keeps no column (a `count(*)` reads none).
+    ///
+    /// # Panics
+    ///
+    /// If a column is not below the schema's width (a plan's column list
+    /// comes from code that resolved it against the same schema).
+    pub fn project(&mut self, columns: &[usize]) {
+        self.wanted.fill(false);
+        for &column in columns {
+            assert!(
+                column < self.width,
+                "column {column} of {} columns",
+                self.width
+            );
+            self.wanted[column] = true;
+        }
+        self.refresh_projection();
+    }
+
+    /// Recomputes what the projection means for this file's column order.
+    fn refresh_projection(&mut self) {
+        self.row_map = self
+            .map
+            .iter()
+            .map(|&c| {
+                if c != DROPPED && self.wanted[c as usize] {
+                    c
+                } else {
+                    DROPPED
+                }
+            })
+            .collect();
+        self.needed = self
+            .row_map
+            .iter()
+            .rposition(|&c| c != DROPPED)
+            .map_or(1, |f| f + 1);
+        self.blank = (0..self.width)
+            .filter(|&c| !self.wanted[c])
+            .map(|c| u32::try_from(c).expect("width <= FIELDS_MAX"))
+            .collect();
+        assert!(self.needed >= 1);
+        assert!(self.needed <= FIELDS_MAX);
+        assert!(self.needed <= self.file_width.max(1));
     }
 
     /// Parses the batch's chunk, replacing its records and rejects.
@@ -216,8 +291,11 @@ impl CsvParser {
         let delimiter = self.config.delimiter;
         let mut out = Out {
             chunk,
-            map: &self.map,
+            map: &self.row_map,
             identity: self.identity,
+            blank: &self.blank,
+            needed: self.needed,
+            skipped: 0,
             width: self.width,
             file_width: self.file_width,
             missing: self.config.missing,
@@ -278,6 +356,9 @@ impl CsvParser {
             chunk,
             map: &[],
             identity: true,
+            blank: &[],
+            needed: FIELDS_MAX,
+            skipped: 0,
             width: 0,
             file_width: 0,
             missing: Missing::Null,
@@ -360,6 +441,7 @@ impl CsvParser {
         self.identity =
             self.file_width == self.width && map.iter().enumerate().all(|(i, &c)| c as usize == i);
         self.map = map;
+        self.refresh_projection();
         Ok(())
     }
 }
@@ -367,8 +449,16 @@ impl CsvParser {
 /// Where finished records go, and the current record's state.
 struct Out<'a> {
     chunk: &'a Chunk,
+    /// File column -> schema column, `DROPPED` for columns not kept.
     map: &'a [u32],
     identity: bool,
+    /// Schema columns outside the projection (identity mode blanks them).
+    blank: &'a [u32],
+    /// Leading fields the fast path splits before it only counts.
+    needed: usize,
+    /// Fields of the current record counted but not stored (fast path,
+    /// past `needed`).
+    skipped: usize,
     width: usize,
     file_width: usize,
     missing: Missing,
@@ -409,14 +499,33 @@ impl Out<'_> {
         }
     }
 
-    /// Fields of the current record so far (at most FIELDS_MAX).
+    /// [`push_field`](Self::push_field) for the fast path, which never
+    /// splits more than `needed` (at most FIELDS_MAX) fields of a record.
     #[inline(always)]
-    fn count(&self) -> usize {
+    fn push_needed(&mut self, span: Span) {
+        debug_assert!(self.count() < self.needed);
+        debug_assert!(self.needed <= FIELDS_MAX);
+        if self.direct {
+            self.fields.push(span);
+        } else {
+            self.row.push(span);
+        }
+    }
+
+    /// Fields of the current record stored so far (at most FIELDS_MAX).
+    #[inline(always)]
+    fn stored(&self) -> usize {
         if self.direct {
             self.fields.len() - self.base
         } else {
             self.row.len()
         }
+    }
+
+    /// Fields of the current record so far, stored or only counted.
+    #[inline(always)]
+    fn count(&self) -> usize {
+        self.stored() + self.skipped
     }
 
     /// Advances the line count to byte `pos` (a record start).
@@ -438,6 +547,7 @@ impl Out<'_> {
         self.row.clear();
         self.fields.truncate(self.base);
         self.overflow = false;
+        self.skipped = 0;
         self.side.truncate(self.side_mark);
     }
 
@@ -452,7 +562,7 @@ impl Out<'_> {
             return;
         }
         let count = self.count();
-        if self.overflow {
+        if self.overflow || count > FIELDS_MAX {
             return self.reject(start, Some(FIELDS_MAX), RejectReason::FieldsMax);
         }
         if end - start > RECORD_BYTES_MAX {
@@ -466,15 +576,21 @@ impl Out<'_> {
                 return self.reject(start, Some(self.file_width), RejectReason::TooManyFields);
             }
         }
-        let used = count.min(self.file_width);
-        if self.direct {
-            self.fields.truncate(self.base + used);
+        // Fields past the file's columns are dropped; fields only counted
+        // (past the projection) were never stored.
+        let used = count.min(self.file_width).min(self.stored());
+        if self.direct || self.identity {
+            if self.direct {
+                self.fields.truncate(self.base + used);
+            } else {
+                self.fields.extend_from_slice(&self.row[..used]);
+            }
+            let base = self.fields.len() - used;
             self.fields
                 .extend(std::iter::repeat_n(Span::ABSENT, self.width - used));
-        } else if self.identity {
-            self.fields.extend_from_slice(&self.row[..used]);
-            self.fields
-                .extend(std::iter::repeat_n(Span::ABSENT, self.width - used));
+            for &column in self.blank {
+                self.fields[base + column as usize] = Span::ABSENT;
+            }
         } else {
             let base = self.fields.len();
             self.fields.resize(base + self.width, Span::ABSENT);
@@ -488,6 +604,7 @@ impl Out<'_> {
         self.starts.push(start as u32);
         self.lines.push(self.line);
         self.row.clear();
+        self.skipped = 0;
         self.base = self.fields.len();
         debug_assert_eq!(self.base, self.starts.len() * self.width);
     }
@@ -611,6 +728,7 @@ fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out)
     debug_assert!(to == from || to == data.len() || data[to - 1] == b'\n');
     debug_assert_eq!(out.count(), 0);
     debug_assert_eq!(out.line_pos, from);
+    debug_assert!(out.needed >= 1);
     let data = &data[..to];
     let delimiters = LOW_BITS * u64::from(delimiter);
     let newlines = LOW_BITS * u64::from(b'\n');
@@ -619,9 +737,11 @@ fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out)
         field_start: from,
         record_start: from,
         line: out.line,
+        needed: out.needed,
+        left: out.needed,
     };
     let mut i = from;
-    while i + 8 <= to {
+    'words: while i + 8 <= to {
         let word = u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
         let at_newline = zero_bytes(word ^ newlines);
         let mut mask = zero_bytes(word ^ delimiters) | at_newline;
@@ -630,8 +750,12 @@ fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out)
             let pos = i + (bit.trailing_zeros() / 8) as usize;
             if at_newline & bit != 0 {
                 cursor.newline(data, pos, out);
-            } else {
-                cursor.delimiter(pos, out);
+            } else if cursor.delimiter(pos, out) {
+                // The projection's last field is split: count the rest of
+                // the line's fields and go on after its newline.
+                let end = cursor.skip(data, pos + 1, delimiter, out);
+                i = end + 1;
+                continue 'words;
             }
             mask ^= bit;
         }
@@ -640,8 +764,9 @@ fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out)
     while i < to {
         if data[i] == b'\n' {
             cursor.newline(data, i, out);
-        } else if data[i] == delimiter {
-            cursor.delimiter(i, out);
+        } else if data[i] == delimiter && cursor.delimiter(i, out) {
+            i = cursor.skip(data, i + 1, delimiter, out) + 1;
+            continue;
         }
         i += 1;
     }
@@ -658,13 +783,21 @@ struct Plain {
     field_start: usize,
     record_start: usize,
     line: u32,
+    /// `Out::needed`, and how many of those fields the current record
+    /// has yet to split.
+    needed: usize,
+    left: usize,
 }
 
 impl Plain {
+    /// A field ends at delimiter `pos`; true when it was the last one the
+    /// projection needs.
     #[inline(always)]
-    fn delimiter(&mut self, pos: usize, out: &mut Out) {
-        out.push_field(Span::chunk(self.field_start, pos));
+    fn delimiter(&mut self, pos: usize, out: &mut Out) -> bool {
+        out.push_needed(Span::chunk(self.field_start, pos));
         self.field_start = pos + 1;
+        self.left -= 1;
+        self.left == 0
     }
 
     /// A record ends at `pos`: a newline, or the end of the last line.
@@ -675,20 +808,93 @@ impl Plain {
         } else {
             pos
         };
-        if !(end == self.record_start && out.count() == 0 && !out.overflow) {
-            out.push_field(Span::chunk(self.field_start, end));
+        // A blank line: nothing but an optional CR, no field split yet.
+        if !(end == self.record_start && self.left == self.needed) {
+            out.push_needed(Span::chunk(self.field_start, end));
             out.line = self.line;
             out.finish(self.record_start, pos);
         }
         self.line += 1;
         self.field_start = pos + 1;
         self.record_start = pos + 1;
+        self.left = self.needed;
     }
+
+    /// The rest of a record from `from` (just after a delimiter), whose
+    /// fields no column needs: counts them, ends the record at its
+    /// newline (or the end of `data`) and returns that position.
+    #[inline(always)]
+    fn skip(&mut self, data: &[u8], from: usize, delimiter: u8, out: &mut Out) -> usize {
+        debug_assert!(from > self.record_start);
+        debug_assert_eq!(data[from - 1], delimiter);
+        let (end, fields) = rest_of_line(data, from, delimiter);
+        out.skipped += fields;
+        out.line = self.line;
+        out.finish(self.record_start, end);
+        debug_assert_eq!(out.count(), 0);
+        self.line += 1;
+        self.field_start = end + 1;
+        self.record_start = end + 1;
+        self.left = self.needed;
+        end
+    }
+}
+
+/// Where the line from `from` ends (its newline, or the end of `data`),
+/// and how many fields it holds from `from` on. Out of line, so that the
+/// fast path's loop keeps its cursor in registers.
+#[inline(never)]
+fn rest_of_line(data: &[u8], from: usize, delimiter: u8) -> (usize, usize) {
+    let end = memchr(b'\n', &data[from..]).map_or(data.len(), |k| from + k);
+    (end, 1 + count_byte(&data[from..end], delimiter))
+}
+
+/// How many bytes of `bytes` equal `byte`, 8 bytes per step (SWAR).
+#[allow(clippy::cast_possible_truncation)]
+fn count_byte(bytes: &[u8], byte: u8) -> usize {
+    let splat = LOW_BITS * u64::from(byte);
+    // The high bit of each matching byte, moved to the low bit and summed
+    // across the 8 lanes by a multiply into the top byte (at most 8).
+    let hits = |word: u64| ((zero_bytes(word ^ splat) >> 7).wrapping_mul(LOW_BITS) >> 56) as usize;
+    let len = bytes.len();
+    if len < 8 {
+        return bytes.iter().filter(|&&b| b == byte).count();
+    }
+    let mut total = 0;
+    let mut i = 0;
+    while i + 8 <= len {
+        total += hits(u64::from_le_bytes(
+            bytes[i..i + 8].try_into().expect("8 bytes"),
+        ));
+        i += 8;
+    }
+    if i < len {
+        // The last 8 bytes, with the ones already counted (the low lanes)
+        // replaced by a byte that cannot match.
+        let seen = 8 - (len - i);
+        let word = u64::from_le_bytes(bytes[len - 8..].try_into().expect("8 bytes"));
+        let keep = u64::MAX << (8 * seen);
+        total += hits((word & keep) | (!splat & !keep));
+    }
+    total
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn count_byte_counts() {
+        let text: Vec<u8> = (0..5000u32)
+            .map(|i| [b',', b'a', 0, b'\n'][(i % 7 % 4) as usize])
+            .collect();
+        for len in [0, 1, 7, 8, 9, 63, 2039, 2040, 2041, 5000] {
+            for byte in [b',', 0, b'a', b'z'] {
+                let expected = text[..len].iter().filter(|&&b| b == byte).count();
+                assert_eq!(count_byte(&text[..len], byte), expected, "{len} {byte}");
+            }
+        }
+    }
 
     #[test]
     fn zero_bytes_is_exact() {

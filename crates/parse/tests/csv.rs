@@ -4,7 +4,9 @@
 
 mod common;
 
-use cardinal_parse::{Batch, CsvConfig, CsvParser, Error, Extra, FIELDS_MAX, Missing};
+use cardinal_parse::{
+    Batch, CsvConfig, CsvParser, Error, Extra, FIELDS_MAX, Missing, RECORD_BYTES_MAX,
+};
 use common::{load, render_records, render_rejects, schema};
 use proptest::prelude::*;
 
@@ -353,6 +355,35 @@ fn fields_max_is_a_reject() {
 }
 
 #[test]
+fn projection_keeps_limits() {
+    let names = ["a", "b", "c"];
+    // More than FIELDS_MAX fields past the projection, a record longer
+    // than RECORD_BYTES_MAX past it, a short and a long line: each is
+    // rejected as in the full parse.
+    let mut input = ",".repeat(FIELDS_MAX + 3);
+    input.push('\n');
+    input.push_str("a,b,");
+    input.push_str(&"x".repeat(RECORD_BYTES_MAX));
+    input.push_str("\na\na,b,c,d\na,b,c\n");
+    for config in [STRICT, LENIENT] {
+        let [full, fast, general] = projected(input.as_bytes(), config, &names, &[0]);
+        assert_eq!(fast, full);
+        assert_eq!(general, full);
+        assert_eq!(full.1[..2], ["1:1024:FieldsMax", "2:-:RecordBytesMax"]);
+    }
+    let [full, ..] = projected(input.as_bytes(), STRICT, &names, &[0]);
+    assert_eq!(full.0, ["Some(5):a|~|~"]);
+    assert_eq!(full.1[2..], ["3:1:TooFewFields", "4:3:TooManyFields"]);
+}
+
+#[test]
+#[should_panic(expected = "column 3 of 3 columns")]
+fn projection_outside_the_schema_panics() {
+    let mut parser = CsvParser::new(&schema(&["a", "b", "c"]), STRICT).expect("valid");
+    parser.project(&[3]);
+}
+
+#[test]
 fn batches_are_reused_across_chunks() {
     let columns = schema(&["a", "b", "c"]);
     let mut parser = CsvParser::new(&columns, STRICT).expect("valid");
@@ -410,8 +441,98 @@ fn both_paths(input: &[u8], config: CsvConfig) -> (Rendered, Rendered) {
     (fast, general)
 }
 
+/// Records with the columns outside `keep` shown as `~`, and rejects.
+fn render_kept(batch: &Batch, keep: &[usize]) -> Rendered {
+    let records = batch
+        .records()
+        .map(|record| {
+            let fields: Vec<String> = record
+                .fields()
+                .enumerate()
+                .map(|(column, field)| match field {
+                    Some(bytes) if keep.contains(&column) => bytes.escape_ascii().to_string(),
+                    _ => "~".to_owned(),
+                })
+                .collect();
+            format!("{:?}:{}", record.line(), fields.join("|"))
+        })
+        .collect();
+    (records, render_rejects(batch))
+}
+
+/// `input` parsed in full on the general path with the columns outside
+/// `keep` masked, then projected to `keep` on the fast and the general
+/// path; each with the columns outside `keep` masked.
+fn projected(input: &[u8], config: CsvConfig, names: &[&str], keep: &[usize]) -> [Rendered; 3] {
+    let columns = schema(names);
+    let run = |project: bool, fast: bool| {
+        let mut parser = CsvParser::new(&columns, config).expect("valid");
+        if project {
+            parser.project(keep);
+        }
+        let mut batch = Batch::new();
+        load(&mut batch, input);
+        let parsed = if fast {
+            parser.parse(&mut batch)
+        } else {
+            parser.parse_without_fast_path(&mut batch)
+        };
+        match parsed {
+            Ok(()) => {
+                if project {
+                    // Columns outside the projection are absent, not merely
+                    // masked by the rendering.
+                    for record in batch.records() {
+                        for (column, field) in record.fields().enumerate() {
+                            assert!(keep.contains(&column) || field.is_none());
+                        }
+                    }
+                }
+                render_kept(&batch, keep)
+            }
+            Err(e) => (vec![e.to_string()], Vec::new()),
+        }
+    };
+    [run(false, false), run(true, true), run(true, false)]
+}
+
+/// Lines for the projection: the grammar's bytes, runs of text long
+/// enough to take several SWAR words, and now and then a long field.
+fn csv_lines() -> impl Strategy<Value = Vec<u8>> {
+    let token = prop_oneof![
+        6 => Just(&b","[..]), 4 => Just(&b"\n"[..]), 1 => Just(&b"\r\n"[..]),
+        1 => Just(&b"\""[..]), 1 => Just(&b"\r"[..]), 6 => Just(&b"ab"[..]),
+        2 => Just(&b"0123456789abc"[..]),
+        1 => Just(&b"a much longer field of text, with a comma, to cross words"[..]),
+    ];
+    proptest::collection::vec(token, 0..120).prop_map(|tokens| tokens.concat())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A projected parse keeps the needed fields and the rejects of the
+    /// full parse, on both paths, with or without a header (in any column
+    /// order).
+    #[test]
+    fn projection_equals_full_parse(
+        body in csv_lines(),
+        keep in proptest::sample::subsequence(vec![0usize, 1, 2, 3, 4], 0..=5),
+        lenient in any::<bool>(),
+        header in proptest::option::of(Just(vec!["a", "b", "c", "d", "e"]).prop_shuffle()),
+    ) {
+        let base = if lenient { LENIENT } else { STRICT };
+        let mut input = Vec::new();
+        if let Some(names) = &header {
+            input.extend_from_slice(names.join(",").as_bytes());
+            input.push(b'\n');
+        }
+        input.extend_from_slice(&body);
+        let config = CsvConfig { header: header.is_some(), ..base };
+        let [full, fast, general] = projected(&input, config, &["a", "b", "c", "d", "e"], &keep);
+        prop_assert_eq!(&fast, &full);
+        prop_assert_eq!(&general, &full);
+    }
 
     #[test]
     fn fast_path_equals_general_path(input in csvish(), lenient in any::<bool>(), header in any::<bool>()) {
