@@ -391,7 +391,7 @@ impl AggState {
         match self {
             AggState::Hll(h) => h.heap_bytes(),
             AggState::Exact(set) => usize::try_from(set.len()).unwrap_or(usize::MAX) * 2,
-            AggState::Quantiles(q) => q.encode().len(),
+            AggState::Quantiles(q) => q.heap_bytes(),
             AggState::TopK { sketch, names, .. } => {
                 sketch.encode().len() + names.values().map(|n| n.len() + 32).sum::<usize>()
             }
