@@ -357,7 +357,10 @@ impl Quantiles {
 
     fn add_empty_top_level(&mut self) {
         let num_levels = self.num_levels() + 1;
-        assert!(num_levels <= LEVELS_MAX, "COUNT_MAX keeps sketches below 57 levels");
+        assert!(
+            num_levels <= LEVELS_MAX,
+            "COUNT_MAX keeps sketches below 57 levels"
+        );
         self.shift_up(total_capacity(self.k, num_levels) as usize);
         let top = u32::try_from(self.items.len()).expect("capacity fits u32");
         self.levels.push(top);
@@ -380,7 +383,9 @@ impl Quantiles {
         let mut q = Self::new(k)?;
         q.level_zero_sorted = flags & FLAG_LEVEL_ZERO_SORTED != 0;
         let f64_at = |at: usize| -> Result<f64> {
-            let word = bytes.get(at..at + 8).ok_or_else(|| malformed("short image"))?;
+            let word = bytes
+                .get(at..at + 8)
+                .ok_or_else(|| malformed("short image"))?;
             Ok(f64::from_le_bytes(word.try_into().expect("8 bytes")))
         };
         if flags & FLAG_EMPTY != 0 {
@@ -392,7 +397,9 @@ impl Quantiles {
             q.level_zero_sorted = flags & FLAG_LEVEL_ZERO_SORTED != 0;
             return Ok(q);
         }
-        let fixed = bytes.get(..FULL_DATA_START).ok_or_else(|| malformed("short preamble"))?;
+        let fixed = bytes
+            .get(..FULL_DATA_START)
+            .ok_or_else(|| malformed("short preamble"))?;
         q.n = u64::from_le_bytes(fixed[8..16].try_into().expect("8 bytes"));
         q.min_k = u16::from_le_bytes([fixed[16], fixed[17]]);
         let num_levels = usize::from(fixed[18]);
@@ -403,7 +410,9 @@ impl Quantiles {
         let mut offsets = Vec::with_capacity(num_levels + 1);
         for level in 0..num_levels {
             let at = FULL_DATA_START + 4 * level;
-            let word = bytes.get(at..at + 4).ok_or_else(|| malformed("short offsets"))?;
+            let word = bytes
+                .get(at..at + 4)
+                .ok_or_else(|| malformed("short offsets"))?;
             offsets.push(u32::from_le_bytes(word.try_into().expect("4 bytes")));
         }
         offsets.push(capacity);
@@ -579,7 +588,8 @@ impl Sketch for Quantiles {
         bytes.push(u8::try_from(num_levels).expect("at most LEVELS_MAX levels"));
         bytes.push(0);
         // Offsets as in a buffer of full capacity: free space first.
-        let free = total_capacity(self.k, num_levels) - u32::try_from(retained.len()).expect("fits");
+        let free =
+            total_capacity(self.k, num_levels) - u32::try_from(retained.len()).expect("fits");
         for &offset in &self.levels[..num_levels] {
             bytes.extend_from_slice(&(offset - self.levels[0] + free).to_le_bytes());
         }

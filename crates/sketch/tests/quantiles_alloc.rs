@@ -52,7 +52,9 @@ fn inserting_allocates_once_per_level_not_per_compaction() {
     let mut x: u64 = 1;
     for _ in 0..1_000_000 {
         // A 64-bit LCG: spread values, no allocation.
-        x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         q.insert((x >> 11) as f64);
     }
     let allocations = ALLOCATIONS.with(Cell::get) - before;

@@ -38,8 +38,8 @@
 
 use super::wire::{self, Header, Kind};
 use super::{CAPACITY_MAX, CountMin, Params, SKETCH};
-use crate::{Error, Estimate, Result, Sketch};
 use crate::hash::U64KeyBuild;
+use crate::{Error, Estimate, Result, Sketch};
 use std::collections::HashMap;
 
 /// One reported heavy hitter.
