@@ -179,7 +179,9 @@ impl Rollup {
         }
         self.newest_bucket = self.newest_bucket.max(bucket.0);
         let row = match self.groups.get(self.last as usize) {
-            Some(last) if last.bucket == bucket.0 && last.key(&self.arena) == key => self.last,
+            Some(last) if last.bucket == bucket.0 && key_eq(last.key(&self.arena), key) => {
+                self.last
+            }
             _ => match self.find_or_open(key_hash(bucket.0, key), bucket.0, key) {
                 Some(row) => {
                     self.last = row;
@@ -212,7 +214,7 @@ impl Rollup {
             hash,
             |&row| {
                 let group = &groups[row as usize];
-                group.hash == hash && group.bucket == bucket && group.key(arena) == key
+                group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
             },
             |&row| groups[row as usize].hash,
         );
@@ -407,6 +409,23 @@ fn key_hash(bucket: i64, key: &[u8]) -> u64 {
     fold_mul(h ^ u64::from_le_bytes(tail), K ^ key.len() as u64)
 }
 
+/// Whether two keys are equal: for keys of 4 to 16 bytes (most dimension
+/// keys) two overlapping word loads per side instead of a `memcmp` call.
+#[inline]
+fn key_eq(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match len {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
+        _ => a == b,
+    }
+}
+
 #[inline]
 #[expect(clippy::cast_possible_truncation, reason = "halves of the product")]
 fn fold_mul(a: u64, b: u64) -> u64 {
@@ -434,5 +453,22 @@ mod tests {
         assert!(tags.len() > 100, "{}", tags.len());
         assert_ne!(key_hash(0, b"a"), key_hash(0, b"a\0"));
         assert_ne!(key_hash(0, b"a"), key_hash(86_400_000, b"a"));
+    }
+
+    #[test]
+    fn key_eq_is_slice_equality() {
+        // Every length from 0 to 20, equal and differing at each position.
+        for len in 0..=20usize {
+            let a: Vec<u8> = (0..len)
+                .map(|i| u8::try_from(i).expect("< 21") + 1)
+                .collect();
+            assert!(key_eq(&a, &a.clone()));
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert!(!key_eq(&a, &b), "len {len}, byte {at}");
+            }
+            assert!(!key_eq(&a, &a[..len.saturating_sub(1)]) || len == 0);
+        }
     }
 }
