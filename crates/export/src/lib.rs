@@ -104,7 +104,7 @@ impl<'a> Results<'a> {
                 columns: bad.map_or(kinds.len(), |r| r.dims.len() + r.states.len()),
             });
         }
-        rows.sort_by(|a, b| a.bucket.cmp(&b.bucket).then_with(|| a.dims.cmp(&b.dims)));
+        sort_rows(&mut rows);
         Ok(Self {
             columns,
             kinds,
@@ -116,6 +116,69 @@ impl<'a> Results<'a> {
     pub fn rows(&self) -> &[ResultRow<'a>] {
         &self.rows
     }
+}
+
+/// Sorts rows by bucket, then dimension values (NULL first, text by bytes),
+/// then their original position: the order of a stable sort by (bucket,
+/// dims), without comparing `Vec<Option<String>>`s.
+///
+/// Each row's dimension values are encoded once into one buffer so that
+/// byte order is their order: NULL is `00`; a value is `01`, its bytes with
+/// `00` escaped as `00 ff`, then `00 00` (a value's encoding is never a
+/// prefix of a larger value's). Rows then sort unstably on (bucket, the
+/// encoding's first 8 bytes as a big-endian integer, the encoding, original
+/// index), which are unique, so the result equals the stable sort's.
+fn sort_rows(rows: &mut Vec<ResultRow<'_>>) {
+    struct SortKey {
+        bucket: i64,
+        prefix: u64,
+        start: usize,
+        end: usize,
+        row: usize,
+    }
+    let mut bytes = Vec::new();
+    let mut keys: Vec<SortKey> = Vec::with_capacity(rows.len());
+    for (row, r) in rows.iter().enumerate() {
+        let start = bytes.len();
+        for dim in &r.dims {
+            match dim {
+                None => bytes.push(0),
+                Some(text) => {
+                    bytes.push(1);
+                    for &b in text.as_bytes() {
+                        if b == 0 {
+                            bytes.extend_from_slice(&[0, 0xff]);
+                        } else {
+                            bytes.push(b);
+                        }
+                    }
+                    bytes.extend_from_slice(&[0, 0]);
+                }
+            }
+        }
+        let mut prefix = [0u8; 8];
+        let head = &bytes[start..];
+        let n = head.len().min(8);
+        prefix[..n].copy_from_slice(&head[..n]);
+        keys.push(SortKey {
+            bucket: r.bucket.0,
+            prefix: u64::from_be_bytes(prefix),
+            start,
+            end: bytes.len(),
+            row,
+        });
+    }
+    keys.sort_unstable_by(|a, b| {
+        (a.bucket, a.prefix)
+            .cmp(&(b.bucket, b.prefix))
+            .then_with(|| bytes[a.start..a.end].cmp(&bytes[b.start..b.end]))
+            .then(a.row.cmp(&b.row))
+    });
+    let mut taken: Vec<Option<ResultRow<'_>>> = rows.drain(..).map(Some).collect();
+    rows.extend(
+        keys.iter()
+            .map(|key| taken[key.row].take().expect("each row once")),
+    );
 }
 
 /// What to add to file outputs.

@@ -33,6 +33,7 @@ use std::collections::HashMap;
 
 use cardinal_sketch::countmin::{HeavyHitters, Params};
 use cardinal_sketch::exact::ExactSet;
+use cardinal_sketch::hash::U64KeyBuild;
 use cardinal_sketch::hll::{Hll, Settings};
 use cardinal_sketch::quantiles::Quantiles;
 use cardinal_sketch::theta::Theta;
@@ -185,7 +186,7 @@ pub enum AggState {
         /// Text of candidate keys, by key hash; pruned to the current
         /// candidates whenever it reaches twice the candidate capacity and
         /// after merges, so it stays bounded.
-        names: HashMap<u64, Box<[u8]>>,
+        names: HashMap<u64, Box<[u8]>, U64KeyBuild>,
         /// How many to report.
         k: u32,
     },
@@ -243,7 +244,7 @@ impl AggKind {
                 let capacity = (k * 4).max(16);
                 AggState::TopK {
                     sketch: Box::new(HeavyHitters::new(Params::default(), capacity)?),
-                    names: HashMap::new(),
+                    names: HashMap::default(),
                     k,
                 }
             }
@@ -390,7 +391,7 @@ impl AggState {
         match self {
             AggState::Hll(h) => h.heap_bytes(),
             AggState::Exact(set) => usize::try_from(set.len()).unwrap_or(usize::MAX) * 2,
-            AggState::Quantiles(q) => q.encode().len(),
+            AggState::Quantiles(q) => q.heap_bytes(),
             AggState::TopK { sketch, names, .. } => {
                 sketch.encode().len() + names.values().map(|n| n.len() + 32).sum::<usize>()
             }

@@ -31,4 +31,4 @@ mod table;
 
 pub use agg::{AggKind, AggState, Input, Output, RANKS_MAX, Ranks, TOPK_K_MAX};
 pub use error::{Error, Result};
-pub use table::{Folded, GROUPS_MAX_DEFAULT, GroupKey, KEY_BYTES_MAX, Limits, Rollup, Row, Shape};
+pub use table::{Folded, GROUPS_MAX_DEFAULT, KEY_BYTES_MAX, Limits, Rollup, Row, Shape};

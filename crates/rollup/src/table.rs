@@ -2,34 +2,36 @@
 //! aggregate states.
 //!
 //! ```text
-//!  index: HashMap<GroupKey, row>        keys: Vec<GroupKey>     states: Vec<AggState>
-//!  GroupKey = | bucket i64 | key id u32 |                       row r owns states[r*A .. (r+1)*A]
-//!  key ids index the worker's Interner: each distinct dimension key kept once
+//!  table: HashTable<row u32>, probed by key_hash(bucket, key bytes)
+//!  groups: Vec<Group>      Group = | bucket i64 | hash u64 | arena start | len u32 |
+//!  arena:  Vec<u8>         every group's key bytes back to back
+//!  states: Vec<AggState>   row r owns states[r*A .. (r+1)*A]
 //! ```
 //!
 //! The dimension key is the record's dimension values encoded back to back
 //! by the caller (`cardinal-route` writes tagged values into one reused
-//! buffer); the rollup treats it as opaque bytes. Keys hold interned ids, so
-//! a fold that finds its group allocates nothing: one interner probe (by
-//! borrowed bytes), one index probe, then the aggregate folds. Interners are
-//! per worker; a merge translates the other side's ids through their bytes.
+//! buffer); the rollup treats it as opaque bytes. A fold hashes (bucket,
+//! key) once and probes the table once; a new group appends its key to the
+//! arena (no allocation per group beyond amortized growth), so a fold that
+//! finds its group allocates nothing. A fold whose (bucket, key) equals the
+//! previous fold's skips the hash and the probe. A merge probes with the
+//! other side's stored hashes and key bytes.
 //!
 //! Limits: at most `groups_max` groups (a record that would open a group past
 //! it is dropped and counted: a memory guard against a runaway dimension);
 //! with a retention window, records older than `newest bucket - window` are
 //! dropped and counted, and [`Rollup::evict_expired`] drops their groups.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
 use cardinal_event::Timestamp;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 
 use crate::agg::{AggKind, AggState, Input, Output};
 use crate::{Error, Result};
 
 /// Longest encoded dimension key: a record whose key is longer is dropped
 /// and counted (text dimensions are bounded by the line length already;
-/// this bounds the interner's memory per group).
+/// this bounds the arena's memory per group).
 pub const KEY_BYTES_MAX: usize = 64 * 1024;
 
 /// Default cap on groups per summary per worker: about 10 GB of dense
@@ -75,14 +77,6 @@ pub enum Folded {
     DroppedKeyTooLong,
 }
 
-/// The key of a group: its bucket start and interned dimension key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct GroupKey {
-    /// Bucket start, UTC milliseconds.
-    pub bucket: i64,
-    key: u32,
-}
-
 /// One output row.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row<'a> {
@@ -99,14 +93,42 @@ pub struct Row<'a> {
 pub struct Rollup {
     shape: Shape,
     limits: Limits,
-    index: HashMap<GroupKey, u32, FastBuild>,
-    keys: Vec<GroupKey>,
+    /// Row ids, found by [`key_hash`] of (bucket, key bytes).
+    table: HashTable<u32>,
+    /// One per row, in the order groups opened.
+    groups: Vec<Group>,
+    /// Every group's key bytes, back to back, append-only (until eviction).
+    arena: Vec<u8>,
+    /// Row `r` owns `states[r * width .. (r + 1) * width]`.
     states: Vec<AggState>,
-    interner: Interner,
+    /// The row the last fold went to ([`NO_ROW`] if none): runs of records
+    /// with one key skip the hash and the probe.
+    last: u32,
     newest_bucket: i64,
     dropped_group_limit: u64,
     dropped_expired: u64,
     dropped_key_too_long: u64,
+}
+
+/// `last` when no fold has found a row yet (never a row: `groups_max` is
+/// below 2^32).
+const NO_ROW: u32 = u32::MAX;
+
+/// A group's bucket, where its key bytes sit in the arena and their hash
+/// (kept so the table can grow and merges can probe without rehashing).
+#[derive(Debug, Clone, Copy)]
+struct Group {
+    bucket: i64,
+    hash: u64,
+    start: usize,
+    len: u32,
+}
+
+impl Group {
+    #[inline]
+    fn key<'a>(&self, arena: &'a [u8]) -> &'a [u8] {
+        &arena[self.start..self.start + self.len as usize]
+    }
 }
 
 impl Rollup {
@@ -125,10 +147,11 @@ impl Rollup {
         Ok(Self {
             shape,
             limits,
-            index: HashMap::default(),
-            keys: Vec::new(),
+            table: HashTable::new(),
+            groups: Vec::new(),
+            arena: Vec::new(),
             states: Vec::new(),
-            interner: Interner::default(),
+            last: NO_ROW,
             newest_bucket: i64::MIN,
             dropped_group_limit: 0,
             dropped_expired: 0,
@@ -155,14 +178,15 @@ impl Rollup {
             return Folded::DroppedExpired;
         }
         self.newest_bucket = self.newest_bucket.max(bucket.0);
-        let key = GroupKey {
-            bucket: bucket.0,
-            key: self.interner.intern(key),
-        };
-        let row = match self.index.get(&key) {
-            Some(&row) => row,
-            None => match self.open(key) {
-                Some(row) => row,
+        let row = match self.groups.get(self.last as usize) {
+            Some(last) if last.bucket == bucket.0 && key_eq(last.key(&self.arena), key) => {
+                self.last
+            }
+            _ => match self.find_or_open(key_hash(bucket.0, key), bucket.0, key) {
+                Some(row) => {
+                    self.last = row;
+                    row
+                }
                 None => {
                     self.dropped_group_limit += 1;
                     return Folded::DroppedGroupLimit;
@@ -181,17 +205,38 @@ impl Rollup {
         Folded::Ok
     }
 
-    /// Opens a group for `key`, unless that would pass `groups_max`.
-    fn open(&mut self, key: GroupKey) -> Option<u32> {
-        if self.keys.len() as u64 >= self.limits.groups_max {
+    /// The row of (bucket, key), opening it if it is new, unless that would
+    /// pass `groups_max`: one probe either way.
+    #[inline]
+    fn find_or_open(&mut self, hash: u64, bucket: i64, key: &[u8]) -> Option<u32> {
+        let (groups, arena) = (&self.groups, &self.arena);
+        let entry = self.table.entry(
+            hash,
+            |&row| {
+                let group = &groups[row as usize];
+                group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
+            },
+            |&row| groups[row as usize].hash,
+        );
+        let vacant = match entry {
+            Entry::Occupied(found) => return Some(*found.get()),
+            Entry::Vacant(vacant) => vacant,
+        };
+        if self.groups.len() as u64 >= self.limits.groups_max {
             return None;
         }
-        let row = u32::try_from(self.keys.len()).expect("groups_max < 2^32");
+        let row = u32::try_from(self.groups.len()).expect("groups_max < 2^32");
+        vacant.insert(row);
         for kind in &self.shape.aggs {
             self.states.push(kind.state().expect("validated in new"));
         }
-        self.keys.push(key);
-        self.index.insert(key, row);
+        self.groups.push(Group {
+            bucket,
+            hash,
+            start: self.arena.len(),
+            len: u32::try_from(key.len()).expect("key length <= KEY_BYTES_MAX"),
+        });
+        self.arena.extend_from_slice(key);
         Some(row)
     }
 
@@ -203,19 +248,16 @@ impl Rollup {
             });
         }
         let width = self.shape.aggs.len();
-        for (row, other_key) in other.keys.iter().enumerate() {
-            let key = GroupKey {
-                bucket: other_key.bucket,
-                key: self.interner.intern(other.interner.get(other_key.key)),
-            };
-            let target = match self.index.get(&key) {
-                Some(&target) => target,
-                None => self.open(key).ok_or(Error::Limit {
+        for (row, group) in other.groups.iter().enumerate() {
+            // Both sides hash with the same fixed function, so the other
+            // side's hash is this side's.
+            let target = self
+                .find_or_open(group.hash, group.bucket, group.key(&other.arena))
+                .ok_or(Error::Limit {
                     name: "groups_max",
                     value: self.limits.groups_max,
                     reason: "the merged rollup has more groups than the limit",
-                })?,
-            };
+                })?;
             let (to, from) = (target as usize * width, row * width);
             for i in 0..width {
                 self.states[to + i].merge(&other.states[from + i])?;
@@ -236,45 +278,54 @@ impl Rollup {
         };
         let oldest = self.newest_bucket.saturating_sub(window);
         let width = self.shape.aggs.len();
-        let before = self.keys.len();
+        let before = self.groups.len();
+        let mut arena = Vec::with_capacity(self.arena.len());
         let mut keep = 0;
-        for row in 0..self.keys.len() {
-            if self.keys[row].bucket >= oldest {
-                self.keys.swap(keep, row);
+        for row in 0..self.groups.len() {
+            let group = self.groups[row];
+            if group.bucket >= oldest {
+                self.groups[keep] = Group {
+                    start: arena.len(),
+                    ..group
+                };
+                arena.extend_from_slice(group.key(&self.arena));
                 for i in 0..width {
                     self.states.swap(keep * width + i, row * width + i);
                 }
                 keep += 1;
             }
         }
-        self.keys.truncate(keep);
+        self.groups.truncate(keep);
         self.states.truncate(keep * width);
-        self.index.clear();
-        for (row, key) in self.keys.iter().enumerate() {
-            self.index
-                .insert(*key, u32::try_from(row).expect("< groups_max"));
+        self.arena = arena;
+        self.table.clear();
+        let groups = &self.groups;
+        for (row, group) in groups.iter().enumerate() {
+            self.table.insert_unique(
+                group.hash,
+                u32::try_from(row).expect("< groups_max"),
+                |&row| groups[row as usize].hash,
+            );
         }
+        self.last = NO_ROW;
         before - keep
     }
 
     /// The answers, one row per group, ordered by bucket then key bytes.
     pub fn rows(&self) -> Vec<Row<'_>> {
-        let width = self.shape.aggs.len();
         let mut rows: Vec<Row<'_>> = self
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(row, key)| Row {
-                bucket: Timestamp(key.bucket),
-                key: self.interner.get(key.key),
-                outputs: self.states[row * width..(row + 1) * width]
+            .groups()
+            .map(|(bucket, key, states)| Row {
+                bucket,
+                key,
+                outputs: states
                     .iter()
                     .zip(&self.shape.aggs)
                     .map(|(state, kind)| state.output(kind))
                     .collect(),
             })
             .collect();
-        rows.sort_by(|a, b| a.bucket.cmp(&b.bucket).then_with(|| a.key.cmp(b.key)));
+        rows.sort_unstable_by(|a, b| a.bucket.cmp(&b.bucket).then_with(|| a.key.cmp(b.key)));
         rows
     }
 
@@ -282,10 +333,10 @@ impl Rollup {
     /// that need the sketches themselves (e.g. postgresql-hll hex).
     pub fn groups(&self) -> impl Iterator<Item = (Timestamp, &[u8], &[AggState])> {
         let width = self.shape.aggs.len();
-        self.keys.iter().enumerate().map(move |(row, key)| {
+        self.groups.iter().enumerate().map(move |(row, group)| {
             (
-                Timestamp(key.bucket),
-                self.interner.get(key.key),
+                Timestamp(group.bucket),
+                group.key(&self.arena),
                 &self.states[row * width..(row + 1) * width],
             )
         })
@@ -293,7 +344,7 @@ impl Rollup {
 
     /// Number of groups.
     pub fn group_count(&self) -> usize {
-        self.keys.len()
+        self.groups.len()
     }
 
     /// Records dropped because of `groups_max`.
@@ -316,82 +367,108 @@ impl Rollup {
         &self.shape
     }
 
-    /// Approximate heap bytes: states' payloads, the table and the interner.
+    /// Heap bytes this rollup holds, counted from what it allocated: the
+    /// table, the per-row group records, the key arena and the state slots
+    /// (by capacity), plus each state's own payload
+    /// ([`AggState::heap_bytes`]).
     pub fn heap_bytes(&self) -> usize {
         let states: usize = self.states.iter().map(AggState::heap_bytes).sum();
-        let table = self.keys.capacity() * std::mem::size_of::<GroupKey>()
-            + self.states.capacity() * std::mem::size_of::<AggState>()
-            + self.index.capacity() * (std::mem::size_of::<GroupKey>() + 4 + 1);
-        states + table + self.interner.heap_bytes()
+        let table = self.table.allocation_size()
+            + self.groups.capacity() * std::mem::size_of::<Group>()
+            + self.arena.capacity()
+            + self.states.capacity() * std::mem::size_of::<AggState>();
+        states + table
     }
 }
 
-/// Dimension keys, each kept once; ids index `strings`.
-#[derive(Debug, Clone, Default)]
-struct Interner {
-    ids: HashMap<Box<[u8]>, u32, FastBuild>,
-    strings: Vec<Box<[u8]>>,
+/// The rollup's hash of (bucket, key bytes), for its in-memory table only
+/// (never persisted; the same in every process, so partials can share it).
+///
+/// Each 8-byte little-endian word `w` of the key, then the zero-padded
+/// tail, is folded in as `h = fold_mul(h ^ w, K)`, where `fold_mul` XORs the
+/// high and low halves of the 128-bit product (the folded-multiply step of
+/// wyhash and foldhash): every input bit reaches both the low bits the table
+/// indexes by and the high bits it tags with. The start is the bucket XOR a
+/// constant; the key's length is folded into the last step so keys that
+/// differ only by trailing zero bytes differ. Not resistant to chosen keys:
+/// a flood of colliding keys slows only its own worker, and `groups_max`
+/// bounds it.
+#[inline]
+fn key_hash(bucket: i64, key: &[u8]) -> u64 {
+    /// 2^64 / golden ratio, odd.
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    /// Start offset (SplitMix64's second constant).
+    const SEED: u64 = 0xbf58_476d_1ce4_e5b9;
+    let mut h = bucket.cast_unsigned() ^ SEED;
+    let mut words = key.chunks_exact(8);
+    for word in &mut words {
+        h = fold_mul(h ^ u64::from_le_bytes(word.try_into().expect("8 bytes")), K);
+    }
+    let mut tail = [0u8; 8];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    fold_mul(h ^ u64::from_le_bytes(tail), K ^ key.len() as u64)
 }
 
-impl Interner {
-    #[inline]
-    fn intern(&mut self, text: &[u8]) -> u32 {
-        if let Some(&id) = self.ids.get(text) {
-            return id;
+/// Whether two keys are equal: for keys of 4 to 16 bytes (most dimension
+/// keys) two overlapping word loads per side instead of a `memcmp` call.
+#[inline]
+fn key_eq(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match len {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
+        _ => a == b,
+    }
+}
+
+#[inline]
+#[expect(clippy::cast_possible_truncation, reason = "halves of the product")]
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let product = u128::from(a) * u128::from(b);
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_hash_spreads_low_and_high_bits() {
+        // Keys that differ in one byte, as dimension keys of IP prefixes do,
+        // land in different low-bit slots and carry different top-7-bit tags.
+        let mut low = std::collections::HashSet::new();
+        let mut tags = std::collections::HashSet::new();
+        for i in 0..=255u8 {
+            let key = [b'1', b'.', b'2', b'.', i, b'.', b'9', b'.', b'7'];
+            let h = key_hash(0, &key);
+            low.insert(h & 1023);
+            tags.insert(h >> 57);
         }
-        let id = u32::try_from(self.strings.len()).expect("fewer than 2^32 distinct keys");
-        self.strings.push(text.into());
-        self.ids.insert(text.into(), id);
-        id
+        assert!(low.len() > 200, "{}", low.len());
+        assert!(tags.len() > 100, "{}", tags.len());
+        assert_ne!(key_hash(0, b"a"), key_hash(0, b"a\0"));
+        assert_ne!(key_hash(0, b"a"), key_hash(86_400_000, b"a"));
     }
 
-    fn get(&self, id: u32) -> &[u8] {
-        &self.strings[id as usize]
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.strings.iter().map(|s| 2 * s.len() + 40).sum()
-    }
-}
-
-type FastBuild = BuildHasherDefault<FastHasher>;
-
-/// A multiply-rotate hasher (the FxHash construction) for in-memory tables
-/// keyed by interned ids and short strings: much cheaper than SipHash, and
-/// these tables are per worker and never exposed to hash flooding from
-/// outside beyond the group limit.
-#[derive(Default, Clone, Copy)]
-struct FastHasher(u64);
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for chunk in &mut chunks {
-            self.write_u64(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+    #[test]
+    fn key_eq_is_slice_equality() {
+        // Every length from 0 to 20, equal and differing at each position.
+        for len in 0..=20usize {
+            let a: Vec<u8> = (0..len)
+                .map(|i| u8::try_from(i).expect("< 21") + 1)
+                .collect();
+            assert!(key_eq(&a, &a.clone()));
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert!(!key_eq(&a, &b), "len {len}, byte {at}");
+            }
+            assert!(!key_eq(&a, &a[..len.saturating_sub(1)]) || len == 0);
         }
-        let mut tail = [0u8; 8];
-        tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
-        self.write_u64(u64::from_le_bytes(tail) ^ bytes.len() as u64);
-    }
-
-    #[inline]
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    #[inline]
-    fn write_u32(&mut self, word: u32) {
-        self.write_u64(u64::from(word));
-    }
-
-    #[inline]
-    fn write_i64(&mut self, word: i64) {
-        self.write_u64(word as u64);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
     }
 }

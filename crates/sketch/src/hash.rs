@@ -100,8 +100,62 @@ fn fmix64(mut k: u64) -> u64 {
     k
 }
 
+/// A [`std::hash::Hasher`] for in-memory maps keyed by one `u64` that is
+/// already a hash (or an id): one folded multiply instead of SipHash.
+///
+/// `finish` is the XOR of the halves of the 128-bit product of the key and
+/// an odd constant, so both the low bits a table indexes by and the high
+/// bits it tags with depend on every key bit, even for small sequential ids.
+/// In-memory only: never persisted, and not resistant to chosen keys (the
+/// maps it serves are bounded by a candidate capacity).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct U64KeyHasher(u64);
+
+impl std::hash::Hasher for U64KeyHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is meant to be used; this keeps other key types
+        // correct (if slower) rather than silently colliding.
+        for &b in bytes {
+            self.write_u64(self.0.rotate_left(8) ^ u64::from(b));
+        }
+    }
+
+    #[inline]
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
+    }
+
+    #[inline]
+    #[expect(clippy::cast_possible_truncation, reason = "halves of the product")]
+    fn finish(&self) -> u64 {
+        let product = u128::from(self.0) * 0x9e37_79b9_7f4a_7c15_u128;
+        (product as u64) ^ ((product >> 64) as u64)
+    }
+}
+
+/// Builds [`U64KeyHasher`]s: `HashMap<u64, V, U64KeyBuild>`.
+pub type U64KeyBuild = std::hash::BuildHasherDefault<U64KeyHasher>;
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn u64_key_hasher_spreads_sequential_ids() {
+        use std::hash::{BuildHasher, Hasher};
+        let build = super::U64KeyBuild::default();
+        let mut low = std::collections::HashSet::new();
+        let mut top = std::collections::HashSet::new();
+        for id in 0..1024u64 {
+            let mut h = build.build_hasher();
+            h.write_u64(id);
+            let h = h.finish();
+            low.insert(h & 1023);
+            top.insert(h >> 57);
+        }
+        assert!(low.len() > 600, "{}", low.len());
+        assert_eq!(top.len(), 128);
+    }
+
     use super::*;
 
     #[test]

@@ -102,6 +102,19 @@ proptest! {
     }
 
     #[test]
+    fn inserting_after_merge_and_decode_stays_valid(a in values(), b in values(), c in values(), k in 8u16..64) {
+        // A merged or decoded sketch holds only its retained items; further
+        // inserts grow its buffer and compact it in place.
+        let mut q = sketch_of(k, &a);
+        q.merge(&sketch_of(k, &b)).expect("same k");
+        let mut q = Quantiles::decode(&q.encode()).expect("own encoding");
+        c.iter().for_each(|&v| q.insert(v));
+        let back = Quantiles::decode(&q.encode()).expect("a valid DataSketches image");
+        prop_assert_eq!(back.encode(), q.encode());
+        assert_ranks_within_bound(&q, &[a, b, c].concat());
+    }
+
+    #[test]
     fn encode_decode_encode_is_identity(a in values(), k in 8u16..64) {
         let bytes = sketch_of(k, &a).encode();
         let back = Quantiles::decode(&bytes).expect("own encoding");

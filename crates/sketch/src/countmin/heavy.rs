@@ -38,6 +38,7 @@
 
 use super::wire::{self, Header, Kind};
 use super::{CAPACITY_MAX, CountMin, Params, SKETCH};
+use crate::hash::U64KeyBuild;
 use crate::{Error, Estimate, Result, Sketch};
 use std::collections::HashMap;
 
@@ -71,7 +72,7 @@ pub struct HeavyHitters {
     /// `(key, stored estimate)`, at most `capacity`, in no particular order.
     candidates: Vec<(u64, u64)>,
     /// Key to index in `candidates`.
-    slots: HashMap<u64, usize>,
+    slots: HashMap<u64, usize, U64KeyBuild>,
     /// Index of the candidate with the smallest stored estimate, when full.
     floor_index: usize,
 }
@@ -105,7 +106,7 @@ impl HeavyHitters {
             sketch,
             capacity,
             candidates: Vec::with_capacity(capacity_usize),
-            slots: HashMap::with_capacity(capacity_usize),
+            slots: HashMap::with_capacity_and_hasher(capacity_usize, U64KeyBuild::default()),
             floor_index: 0,
         }
     }
@@ -141,7 +142,7 @@ impl HeavyHitters {
     pub fn insert(&mut self, key: u64, weight: u64) {
         let count = self.sketch.insert_then_count(key, weight);
         if let Some(&index) = self.slots.get(&key) {
-            assert_eq!(self.candidates[index].0, key);
+            debug_assert_eq!(self.candidates[index].0, key);
             self.candidates[index].1 = count;
             if index == self.floor_index {
                 self.floor_index = floor_index(&self.candidates);
@@ -158,7 +159,7 @@ impl HeavyHitters {
             self.floor_index = floor_index(&self.candidates);
         }
         debug_assert_eq!(self.slots.len(), self.candidates.len());
-        assert!(self.candidates.len() <= self.capacity as usize);
+        debug_assert!(self.candidates.len() <= self.capacity as usize);
     }
 
     /// Whether `key` is currently one of the candidates `top` chooses from.
