@@ -46,11 +46,16 @@ mod batch;
 mod csv;
 mod error;
 mod ndjson;
+mod parquet;
 
 pub use batch::{Batch, RecordRef, Reject, RejectReason};
 pub use csv::{CsvConfig, CsvParser, Extra, Missing};
 pub use error::{Error, Result};
 pub use ndjson::NdjsonParser;
+pub use parquet::{
+    PARQUET_BATCH_BYTES_MAX, PARQUET_BATCH_ROWS, PARQUET_MAGIC, ParquetBatch, ParquetFile,
+    ParquetReader, ParquetRecord, is_parquet,
+};
 
 /// The most fields a record may have: 1024. Declared streams have tens of
 /// columns; a line with a thousand delimiters is a wrong delimiter or
