@@ -1,7 +1,8 @@
 //! `cardinal run SCHEMA.sql INPUT...`: the engine, end to end.
 //!
 //! ```text
-//!  inputs --split--> jobs (a file, a byte range of a large plain file, stdin)
+//!  inputs --split--> jobs (a file, a byte range of a large plain file, a
+//!                   range of a Parquet file's row groups, stdin)
 //!  worker 1..N: pull a job -> read chunks of lines -> parse into a batch
 //!               -> route each record through every summary -> fold into
 //!               the worker's own partial rollups (no lock, no shared state)
@@ -20,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
-use cardinal_event::{Timestamp, Value};
+use cardinal_event::{Record, Timestamp, Value};
 use cardinal_export::{Columns, Options, ResultRow, Results};
-use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser};
+use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
 use cardinal_rollup::{AggKind, Folded, Input, Limits, Rollup, Shape};
 use cardinal_route::{AggregateKind, Arg, Format, OutputSource, Plan, Routed, Scratch, Summary};
 use cardinal_source::{LineReader, split_file};
@@ -34,6 +35,10 @@ pub const AGGREGATES_MAX: usize = 16;
 /// Plain files at least this large are split into byte ranges, so that
 /// several workers read one file.
 const SPLIT_BYTES_MIN: u64 = 64 << 20;
+
+/// Parquet files are split into about this many jobs per thread (whole
+/// row groups each), so that workers finishing early find more work.
+const PARQUET_JOBS_PER_THREAD: usize = 4;
 
 /// Reject lines printed to stderr before only counting.
 const REJECTS_SHOWN_MAX: u64 = 10;
@@ -83,13 +88,17 @@ pub struct Args {
     quiet: bool,
 }
 
-/// One unit of work: a whole input, or a byte range of a plain file.
+/// One unit of work: a whole input, a byte range of a plain file, or a
+/// range of a Parquet file's row groups.
 #[derive(Debug, Clone)]
 struct Job {
     path: Option<PathBuf>,
     range: Option<std::ops::Range<u64>>,
     /// The file's header line, for a range that does not start the file.
     header: Option<Vec<u8>>,
+    /// A Parquet file (footer read, columns matched) and the row groups
+    /// to read.
+    parquet: Option<(Arc<ParquetFile>, std::ops::Range<usize>)>,
 }
 
 /// What one worker hands back.
@@ -149,7 +158,10 @@ pub fn run(args: &Args) -> Result<i32> {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
         .max(1);
-    let jobs = plan_jobs(&args.inputs, threads, &plan.streams[stream])?;
+    let mut reads: Vec<usize> = summaries.iter().flat_map(|s| s.reads.clone()).collect();
+    reads.sort_unstable();
+    reads.dedup();
+    let jobs = plan_jobs(&args.inputs, threads, &plan.streams[stream], &reads)?;
     let queue = Mutex::new(jobs.into_iter().collect::<VecDeque<_>>());
     let rejects_file = match &args.rejects {
         Some(path) => Some(Mutex::new(BufWriter::new(
@@ -343,20 +355,37 @@ fn shape_of(summary: &Summary) -> Result<Shape> {
 }
 
 /// Splits the inputs into jobs: large plain files into newline-aligned byte
-/// ranges (one per thread), everything else whole.
+/// ranges (one per thread), Parquet files into ranges of row groups,
+/// everything else whole. `reads`: the columns the summaries read.
 fn plan_jobs(
     inputs: &[PathBuf],
     threads: usize,
     stream: &cardinal_route::Stream,
+    reads: &[usize],
 ) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for path in inputs {
         if path.as_os_str() == "-" {
+            ensure!(
+                stream.format != Format::Parquet,
+                "stream {} is Parquet, which cannot be read from stdin: name the file",
+                stream.name
+            );
             jobs.push(Job {
                 path: None,
                 range: None,
                 header: None,
+                parquet: None,
             });
+            continue;
+        }
+        if let Some(file) = parquet_input(path, stream, reads)? {
+            jobs.extend(parquet_jobs(&file, threads).into_iter().map(|groups| Job {
+                path: Some(path.clone()),
+                range: None,
+                header: None,
+                parquet: Some((file.clone(), groups)),
+            }));
             continue;
         }
         let len = std::fs::metadata(path)
@@ -382,6 +411,7 @@ fn plan_jobs(
                     path: Some(path.clone()),
                     range: Some(range),
                     header,
+                    parquet: None,
                 });
             }
         } else {
@@ -389,10 +419,66 @@ fn plan_jobs(
                 path: Some(path.clone()),
                 range: None,
                 header: None,
+                parquet: None,
             });
         }
     }
     Ok(jobs)
+}
+
+/// The Parquet file at `path`, opened and matched to the stream, when the
+/// stream is Parquet; `None` for a text stream. Either way the file's
+/// magic bytes must agree with the stream's format.
+fn parquet_input(
+    path: &Path,
+    stream: &cardinal_route::Stream,
+    reads: &[usize],
+) -> Result<Option<Arc<ParquetFile>>> {
+    let mut magic = [0u8; 4];
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let got = std::io::Read::read(&mut file, &mut magic)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let is_parquet = cardinal_parse::is_parquet(&magic[..got]);
+    match (stream.format == Format::Parquet, is_parquet) {
+        (true, true) => {
+            let name: Arc<str> = path.display().to_string().into();
+            Ok(Some(Arc::new(ParquetFile::open(
+                path,
+                name,
+                &stream.schema,
+                reads,
+            )?)))
+        }
+        (true, false) => bail!(
+            "{} is not a Parquet file (it does not start with PAR1), but stream {} is declared WITH (format = 'parquet')",
+            path.display(),
+            stream.name
+        ),
+        (false, true) => bail!(
+            "{} is a Parquet file; declare stream {} WITH (format = 'parquet') to read it",
+            path.display(),
+            stream.name
+        ),
+        (false, false) => Ok(None),
+    }
+}
+
+/// Consecutive ranges of `file`'s row groups, about
+/// [`PARQUET_JOBS_PER_THREAD`] per thread, none empty.
+fn parquet_jobs(file: &ParquetFile, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let groups = file.row_groups();
+    let jobs = (threads * PARQUET_JOBS_PER_THREAD).clamp(1, groups.max(1));
+    let per_job = groups.div_ceil(jobs).max(1);
+    let ranges: Vec<_> = (0..groups)
+        .step_by(per_job)
+        .map(|start| start..(start + per_job).min(groups))
+        .collect();
+    debug_assert_eq!(
+        ranges.iter().map(ExactSizeIterator::len).sum::<usize>(),
+        groups
+    );
+    ranges
 }
 
 enum Parser {
@@ -413,6 +499,7 @@ impl Parser {
             )?),
             Format::Amplab => Parser::Csv(CsvParser::new(&stream.schema, CsvConfig::amplab())?),
             Format::Json => Parser::Json(NdjsonParser::new(&stream.schema)?),
+            Format::Parquet => bail!("Parquet jobs are read by read_parquet, not parsed"),
         })
     }
 
@@ -440,21 +527,30 @@ fn worker(
     shown: &std::sync::atomic::AtomicU64,
 ) -> Result<WorkerOutput> {
     let stream_decl = &plan.streams[stream];
-    let mut rollups: Vec<Rollup> = shapes
-        .iter()
-        .map(|s| Rollup::new(s.clone(), limits))
-        .collect::<Result<_, _>>()?;
-    let mut counts = Counts::default();
+    let mut fold = Fold {
+        summaries,
+        shapes,
+        shown,
+        rollups: shapes
+            .iter()
+            .map(|s| Rollup::new(s.clone(), limits))
+            .collect::<Result<_, _>>()?,
+        counts: Counts::default(),
+        routed: Routed::default(),
+        scratch: Scratch::default(),
+        name_scratch: Scratch::default(),
+        names: Vec::new(),
+        reject_lines: String::new(),
+    };
     let mut batch = Batch::new();
-    let mut routed = Routed::default();
-    let mut scratch = Scratch::default();
-    let mut name_scratch = Scratch::default();
-    let mut names: Vec<u8> = Vec::new();
-    let mut reject_lines = String::new();
     loop {
         let Some(job) = queue.lock().expect("queue lock").pop_front() else {
             break;
         };
+        if let Some((file, groups)) = &job.parquet {
+            read_parquet(file, groups.clone(), &mut fold, rejects_file)?;
+            continue;
+        }
         let input = match (&job.path, &job.range) {
             (None, _) => cardinal_source::Input::stdin()?,
             (Some(path), None) => cardinal_source::Input::open(path)?,
@@ -471,113 +567,170 @@ fn worker(
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) if e.is_recoverable() => {
-                    reject(
-                        &mut counts,
-                        &mut reject_lines,
-                        shown,
-                        "line too long",
-                        &e.to_string(),
-                    );
+                    fold.reject("line too long", &e.to_string());
                     continue;
                 }
                 Err(e) => return Err(e).with_context(|| format!("reading {name}")),
             }
-            counts.bytes += batch.chunk().len() as u64;
+            fold.counts.bytes += batch.chunk().len() as u64;
             parser
                 .parse(&mut batch)
                 .with_context(|| format!("parsing {name}"))?;
             for r in batch.rejects() {
-                reject(
-                    &mut counts,
-                    &mut reject_lines,
-                    shown,
-                    &r.reason.to_string(),
-                    &r.to_string(),
-                );
+                fold.reject(&r.reason.to_string(), &r.to_string());
             }
             for index in 0..batch.len() {
                 let record = batch.record(index);
-                counts.records += 1;
-                for ((summary, rollup), shape) in summaries.iter().zip(&mut rollups).zip(shapes) {
-                    match summary.route(&record, &mut scratch, &mut routed) {
-                        Ok(false) => {}
-                        Ok(true) => {
-                            // Top-k reports names: read each top-k argument's
-                            // text into a reused buffer first, then borrow it.
-                            names.clear();
-                            let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
-                            for (i, (aggregate, kind)) in
-                                summary.aggregates.iter().zip(&shape.aggs).enumerate()
-                            {
-                                if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument)
-                                {
-                                    let start = names.len();
-                                    match routed.args[a] {
-                                        Arg::Int(v) => {
-                                            let _ = write!(names, "{v}");
-                                        }
-                                        Arg::Text { .. } => {
-                                            if let Ok(Value::Text(t)) = summary.arguments[a]
-                                                .eval(&record, &mut name_scratch)
-                                            {
-                                                names.extend_from_slice(t);
-                                            }
-                                        }
-                                        _ => {}
+                fold.record(&record, &name, || where_(&record));
+            }
+            fold.flush_rejects(rejects_file)?;
+        }
+    }
+    Ok(WorkerOutput {
+        rollups: fold.rollups,
+        counts: fold.counts,
+    })
+}
+
+/// Reads one Parquet job: the row groups `groups` of `file`, a bounded
+/// batch at a time, each row routed like a text record.
+fn read_parquet(
+    file: &ParquetFile,
+    groups: std::ops::Range<usize>,
+    fold: &mut Fold<'_>,
+    rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
+) -> Result<()> {
+    fold.counts.bytes += file.bytes(groups.clone());
+    let mut reader = file.read(groups)?;
+    while let Some(batch) = reader.next_batch()? {
+        for index in 0..batch.len() {
+            let record = batch.record(index);
+            fold.record(&record, batch.input(), || record.row().to_string());
+        }
+        fold.flush_rejects(rejects_file)?;
+    }
+    Ok(())
+}
+
+/// A worker's partial rollups and the buffers routing reuses: every
+/// record of every format goes through [`Fold::record`].
+struct Fold<'a> {
+    summaries: &'a [&'a Summary],
+    shapes: &'a [Shape],
+    shown: &'a std::sync::atomic::AtomicU64,
+    rollups: Vec<Rollup>,
+    counts: Counts,
+    routed: Routed,
+    scratch: Scratch,
+    name_scratch: Scratch,
+    names: Vec<u8>,
+    /// Reject lines not yet written to the rejects file.
+    reject_lines: String,
+}
+
+impl Fold<'_> {
+    /// Routes `record` (from input `name`; `at` says where in it, for
+    /// rejects) through every summary and folds it into their rollups.
+    fn record<R: Record>(&mut self, record: &R, name: &str, at: impl Fn() -> String) {
+        self.counts.records += 1;
+        for ((summary, rollup), shape) in self
+            .summaries
+            .iter()
+            .zip(&mut self.rollups)
+            .zip(self.shapes)
+        {
+            let routed = &mut self.routed;
+            let names = &mut self.names;
+            match summary.route(record, &mut self.scratch, routed) {
+                Ok(false) => {}
+                Ok(true) => {
+                    // Top-k reports names: read each top-k argument's
+                    // text into a reused buffer first, then borrow it.
+                    names.clear();
+                    let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
+                    for (i, (aggregate, kind)) in
+                        summary.aggregates.iter().zip(&shape.aggs).enumerate()
+                    {
+                        if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument) {
+                            let start = names.len();
+                            match routed.args[a] {
+                                Arg::Int(v) => {
+                                    let _ = write!(names, "{v}");
+                                }
+                                Arg::Text { .. } => {
+                                    if let Ok(Value::Text(t)) =
+                                        summary.arguments[a].eval(record, &mut self.name_scratch)
+                                    {
+                                        names.extend_from_slice(t);
                                     }
-                                    spans[i] = (start, names.len());
                                 }
+                                _ => {}
                             }
-                            let mut inputs = [Input::Null; AGGREGATES_MAX];
-                            for (i, (aggregate, kind)) in
-                                summary.aggregates.iter().zip(&shape.aggs).enumerate()
-                            {
-                                let name = &names[spans[i].0..spans[i].1];
-                                inputs[i] = input_of(
-                                    aggregate.argument.map(|a| routed.args[a]),
-                                    kind,
-                                    name,
-                                );
-                            }
-                            let bucket = routed.bucket.unwrap_or(Timestamp(0));
-                            match rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()]) {
-                                Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {
-                                }
-                                Folded::DroppedKeyTooLong => {
-                                    reject(
-                                        &mut counts,
-                                        &mut reject_lines,
-                                        shown,
-                                        "group key too long",
-                                        &format!("{name}: {}", where_(&record)),
-                                    );
-                                }
-                            }
+                            spans[i] = (start, names.len());
                         }
-                        Err(e) => {
-                            let text = format!("{name}:{}: {}: {e}", where_(&record), summary.name);
+                    }
+                    let mut inputs = [Input::Null; AGGREGATES_MAX];
+                    for (i, (aggregate, kind)) in
+                        summary.aggregates.iter().zip(&shape.aggs).enumerate()
+                    {
+                        let name = &names[spans[i].0..spans[i].1];
+                        inputs[i] =
+                            input_of(aggregate.argument.map(|a| routed.args[a]), kind, name);
+                    }
+                    let bucket = routed.bucket.unwrap_or(Timestamp(0));
+                    match rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()]) {
+                        Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {}
+                        Folded::DroppedKeyTooLong => {
                             reject(
-                                &mut counts,
-                                &mut reject_lines,
-                                shown,
-                                &eval_reason(&e),
-                                &text,
+                                &mut self.counts,
+                                &mut self.reject_lines,
+                                self.shown,
+                                "group key too long",
+                                &format!("{name}: {}", at()),
                             );
                         }
                     }
                 }
-            }
-            if !reject_lines.is_empty() {
-                if let Some(file) = rejects_file {
-                    file.lock()
-                        .expect("rejects lock")
-                        .write_all(reject_lines.as_bytes())?;
+                Err(e) => {
+                    let text = format!("{name}:{}: {}: {e}", at(), summary.name);
+                    reject(
+                        &mut self.counts,
+                        &mut self.reject_lines,
+                        self.shown,
+                        &eval_reason(&e),
+                        &text,
+                    );
                 }
-                reject_lines.clear();
             }
         }
     }
-    Ok(WorkerOutput { rollups, counts })
+
+    /// Counts and reports a rejected record.
+    fn reject(&mut self, reason: &str, text: &str) {
+        reject(
+            &mut self.counts,
+            &mut self.reject_lines,
+            self.shown,
+            reason,
+            text,
+        );
+    }
+
+    /// Appends the pending reject lines to the rejects file, if any.
+    fn flush_rejects(
+        &mut self,
+        rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
+    ) -> Result<()> {
+        if !self.reject_lines.is_empty() {
+            if let Some(file) = rejects_file {
+                file.lock()
+                    .expect("rejects lock")
+                    .write_all(self.reject_lines.as_bytes())?;
+            }
+            self.reject_lines.clear();
+        }
+        Ok(())
+    }
 }
 
 fn where_(record: &cardinal_parse::RecordRef<'_>) -> String {
