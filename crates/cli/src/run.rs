@@ -1,7 +1,8 @@
 //! `cardinal run SCHEMA.sql INPUT...`: the engine, end to end.
 //!
 //! ```text
-//!  inputs --split--> jobs (a file, a byte range of a large plain file, stdin)
+//!  inputs --split--> jobs (a file, a byte range of a large plain file, a
+//!                   range of a Parquet file's row groups, stdin)
 //!  worker 1..N: pull a job -> read chunks of lines -> parse into a batch
 //!               -> route each record through every summary -> fold into
 //!               the worker's own partial rollups (no lock, no shared state)
@@ -20,9 +21,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
-use cardinal_event::{Timestamp, Value};
+use cardinal_event::{Record, Timestamp, Value};
 use cardinal_export::{Columns, Options, ResultRow, Results};
-use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser};
+use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
 use cardinal_rollup::{AggKind, Folded, Input, Limits, Rollup, Shape};
 use cardinal_route::{
     AggregateKind, Arg, ColumnCache, Format, OutputSource, Plan, Routed, Scratch, Summary,
@@ -39,6 +40,10 @@ pub const AGGREGATES_MAX: usize = 16;
 /// Plain files at least this large are split into byte ranges, so that
 /// several workers read one file.
 const SPLIT_BYTES_MIN: u64 = 64 << 20;
+
+/// Parquet files are split into about this many jobs per thread (whole
+/// row groups each), so that workers finishing early find more work.
+const PARQUET_JOBS_PER_THREAD: usize = 4;
 
 /// Reject lines printed to stderr before only counting.
 const REJECTS_SHOWN_MAX: u64 = 10;
@@ -103,7 +108,8 @@ pub struct Args {
     no_progress: bool,
 }
 
-/// One unit of work: a whole input, or a byte range of a plain file.
+/// One unit of work: a whole input, a byte range of a plain file, or a
+/// range of a Parquet file's row groups.
 #[derive(Debug, Clone)]
 struct Job {
     /// Index of the input in the command line: with the byte offset, a
@@ -113,6 +119,9 @@ struct Job {
     range: Option<std::ops::Range<u64>>,
     /// The file's header line, for a range that does not start the file.
     header: Option<Vec<u8>>,
+    /// A Parquet file (footer read, columns matched) and the row groups
+    /// to read.
+    parquet: Option<(Arc<ParquetFile>, std::ops::Range<usize>)>,
 }
 
 /// What one worker hands back.
@@ -254,7 +263,18 @@ pub fn execute<'p>(
         .map(|s| shape_of(s))
         .collect::<Result<_>>()?;
     let limits = options.limits;
-    let jobs = plan_jobs(inputs, threads, &plan.streams[stream])?;
+    // The columns to decode: those the summaries read, or all of them when
+    // an attribution reads the stream (it reads user, time, conditions,
+    // value, campaign and site columns of its own).
+    let reads: Vec<usize> = if attribution.is_some() {
+        (0..plan.streams[stream].schema.columns.len()).collect()
+    } else {
+        let mut reads: Vec<usize> = summaries.iter().flat_map(|s| s.reads.clone()).collect();
+        reads.sort_unstable();
+        reads.dedup();
+        reads
+    };
+    let jobs = plan_jobs(inputs, threads, &plan.streams[stream], &reads)?;
     let total_bytes = plain_bytes(inputs)?;
     let queue = Mutex::new(jobs.into_iter().collect::<VecDeque<_>>());
     let rejects_file = match &options.rejects {
@@ -590,22 +610,40 @@ fn shape_of(summary: &Summary) -> Result<Shape> {
 }
 
 /// Splits the inputs into jobs: large plain files into newline-aligned byte
-/// ranges (one per thread), everything else whole.
+/// ranges (one per thread), Parquet files into ranges of row groups,
+/// everything else whole. `reads`: the columns the summaries read.
 fn plan_jobs(
     inputs: &[PathBuf],
     threads: usize,
     stream: &cardinal_route::Stream,
+    reads: &[usize],
 ) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
     for (input, path) in inputs.iter().enumerate() {
         let input = u32::try_from(input).context("too many inputs")?;
         if path.as_os_str() == "-" {
+            ensure!(
+                stream.format != Format::Parquet,
+                "stream {} is Parquet, which cannot be read from stdin: name the file",
+                stream.name
+            );
             jobs.push(Job {
                 input,
                 path: None,
                 range: None,
                 header: None,
+                parquet: None,
             });
+            continue;
+        }
+        if let Some(file) = parquet_input(path, stream, reads)? {
+            jobs.extend(parquet_jobs(&file, threads).into_iter().map(|groups| Job {
+                input,
+                path: Some(path.clone()),
+                range: None,
+                header: None,
+                parquet: Some((file.clone(), groups)),
+            }));
             continue;
         }
         let len = std::fs::metadata(path)
@@ -632,6 +670,7 @@ fn plan_jobs(
                     path: Some(path.clone()),
                     range: Some(range),
                     header,
+                    parquet: None,
                 });
             }
         } else {
@@ -640,10 +679,66 @@ fn plan_jobs(
                 path: Some(path.clone()),
                 range: None,
                 header: None,
+                parquet: None,
             });
         }
     }
     Ok(jobs)
+}
+
+/// The Parquet file at `path`, opened and matched to the stream, when the
+/// stream is Parquet; `None` for a text stream. Either way the file's
+/// magic bytes must agree with the stream's format.
+fn parquet_input(
+    path: &Path,
+    stream: &cardinal_route::Stream,
+    reads: &[usize],
+) -> Result<Option<Arc<ParquetFile>>> {
+    let mut magic = [0u8; 4];
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let got = std::io::Read::read(&mut file, &mut magic)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let is_parquet = cardinal_parse::is_parquet(&magic[..got]);
+    match (stream.format == Format::Parquet, is_parquet) {
+        (true, true) => {
+            let name: Arc<str> = path.display().to_string().into();
+            Ok(Some(Arc::new(ParquetFile::open(
+                path,
+                name,
+                &stream.schema,
+                reads,
+            )?)))
+        }
+        (true, false) => bail!(
+            "{} is not a Parquet file (it does not start with PAR1), but stream {} is declared WITH (format = 'parquet')",
+            path.display(),
+            stream.name
+        ),
+        (false, true) => bail!(
+            "{} is a Parquet file; declare stream {} WITH (format = 'parquet') to read it",
+            path.display(),
+            stream.name
+        ),
+        (false, false) => Ok(None),
+    }
+}
+
+/// Consecutive ranges of `file`'s row groups, about
+/// [`PARQUET_JOBS_PER_THREAD`] per thread, none empty.
+fn parquet_jobs(file: &ParquetFile, threads: usize) -> Vec<std::ops::Range<usize>> {
+    let groups = file.row_groups();
+    let jobs = (threads * PARQUET_JOBS_PER_THREAD).clamp(1, groups.max(1));
+    let per_job = groups.div_ceil(jobs).max(1);
+    let ranges: Vec<_> = (0..groups)
+        .step_by(per_job)
+        .map(|start| start..(start + per_job).min(groups))
+        .collect();
+    debug_assert_eq!(
+        ranges.iter().map(ExactSizeIterator::len).sum::<usize>(),
+        groups
+    );
+    ranges
 }
 
 pub(crate) enum Parser {
@@ -673,6 +768,7 @@ impl Parser {
                 Parser::Csv(parser)
             }
             Format::Json => Parser::Json(NdjsonParser::new(&stream.schema)?),
+            Format::Parquet => bail!("Parquet jobs are read by read_parquet, not parsed"),
         })
     }
 
@@ -703,26 +799,7 @@ fn worker<'p>(
 ) -> Result<WorkerOutput<'p>> {
     let mut collector = attribution.map(attribute::Setup::collector);
     let stream_decl = &plan.streams[stream];
-    let mut rollups: Vec<Rollup> = shapes
-        .iter()
-        .map(|s| Rollup::new(s.clone(), limits))
-        .collect::<Result<_, _>>()?;
-    let mut counts = Counts::default();
-    let mut batch = Batch::new();
-    let mut routes = vec![Routed::default(); summaries.len()];
-    let mut passed = vec![false; summaries.len()];
-    // Summaries with equal filters share one evaluation per record: each
-    // points at the first summary with its filter.
-    let filter_owner: Vec<usize> = summaries
-        .iter()
-        .map(|s| {
-            summaries
-                .iter()
-                .position(|t| t.filter == s.filter)
-                .expect("a summary's filter equals itself")
-        })
-        .collect();
-    let mut cache = ColumnCache::new(stream_decl.schema.columns.len());
+    let mut fold = Fold::new(summaries, shapes, limits, shown, stream_decl)?;
     // Split only the columns some summary reads. Attributions read columns
     // of their own (user, time, conditions, value, campaign, site), so a
     // stream with one is split whole.
@@ -735,15 +812,24 @@ fn worker<'p>(
         reads.dedup();
         reads
     });
-    let mut hashed = HashMemo::default();
-    let mut scratch = Scratch::default();
-    let mut names: Vec<u8> = Vec::new();
-    let mut reject_lines = String::new();
     let mut tap = progress.tap();
+    let mut batch = Batch::new();
     loop {
         let Some(job) = queue.lock().expect("queue lock").pop_front() else {
             break;
         };
+        if let Some((file, groups)) = &job.parquet {
+            read_parquet(
+                file,
+                groups.clone(),
+                job.input,
+                &mut fold,
+                collector.as_mut(),
+                rejects_file,
+            )?;
+            tap.report(&fold.counts);
+            continue;
+        }
         let input = match (&job.path, &job.range) {
             (None, _) => cardinal_source::Input::stdin()?,
             (Some(path), None) => cardinal_source::Input::open(path)?,
@@ -760,117 +846,227 @@ fn worker<'p>(
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) if e.is_recoverable() => {
-                    reject(
-                        &mut counts,
-                        &mut reject_lines,
-                        shown,
-                        "line too long",
-                        &e.to_string(),
-                    );
+                    fold.reject("line too long", &e.to_string());
                     continue;
                 }
                 Err(e) => return Err(e).with_context(|| format!("reading {name}")),
             }
-            counts.bytes += batch.chunk().len() as u64;
+            fold.counts.bytes += batch.chunk().len() as u64;
             parser
                 .parse(&mut batch)
                 .with_context(|| format!("parsing {name}"))?;
             for r in batch.rejects() {
-                reject(
-                    &mut counts,
-                    &mut reject_lines,
-                    shown,
-                    &r.reason.to_string(),
-                    &r.to_string(),
-                );
+                fold.reject(&r.reason.to_string(), &r.to_string());
             }
             for index in 0..batch.len() {
-                let raw = batch.record(index);
-                counts.records += 1;
+                let record = batch.record(index);
                 if let Some(collector) = &mut collector
-                    && let Err(e) = collector.observe(&raw, job.input, raw.offset())
+                    && let Err(e) = collector.observe(&record, job.input, record.offset())
                 {
-                    let text = format!("{name}:{}: attribution: {e}", where_(&raw));
-                    reject(
-                        &mut counts,
-                        &mut reject_lines,
-                        shown,
-                        &eval_reason(&e),
-                        &text,
-                    );
+                    let text = format!("{name}:{}: attribution: {e}", where_(&record));
+                    fold.reject(&eval_reason(&e), &text);
                 }
-                let record = cache.record(&raw);
-                // Route through every summary first: a record that one
-                // summary rejects is folded into none, so that every summary
-                // counts the same records.
-                let mut failed = None;
-                for (s, summary) in summaries.iter().enumerate() {
-                    let owner = filter_owner[s];
-                    let pass = if owner == s {
-                        summary.passes(&record, &mut scratch)
-                    } else {
-                        Ok(passed[owner])
-                    };
-                    let routed = pass.and_then(|pass| {
-                        passed[s] = pass;
-                        if pass {
-                            summary.route_passed(&record, &mut scratch, &mut routes[s])
-                        } else {
-                            Ok(())
-                        }
-                    });
-                    if let Err(e) = routed {
-                        failed = Some((summary, e));
-                        break;
-                    }
-                }
-                if let Some((summary, e)) = failed {
-                    let text = format!("{name}:{}: {}: {e}", where_(&raw), summary.name);
-                    reject(
-                        &mut counts,
-                        &mut reject_lines,
-                        shown,
-                        &eval_reason(&e),
-                        &text,
-                    );
-                    continue;
-                }
-                for (s, ((summary, rollup), shape)) in
-                    summaries.iter().zip(&mut rollups).zip(shapes).enumerate()
-                {
-                    if !passed[s] {
-                        continue;
-                    }
-                    match fold_routed(summary, shape, rollup, &routes[s], &mut names, &mut hashed) {
-                        Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {}
-                        Folded::DroppedKeyTooLong => {
-                            reject(
-                                &mut counts,
-                                &mut reject_lines,
-                                shown,
-                                "group key too long",
-                                &format!("{name}: {}", where_(&raw)),
-                            );
-                        }
-                    }
-                }
+                fold.record(&record, &name, || where_(&record));
             }
-            if !reject_lines.is_empty() {
-                if let Some(file) = rejects_file {
-                    file.lock()
-                        .expect("rejects lock")
-                        .write_all(reject_lines.as_bytes())?;
-                }
-                reject_lines.clear();
-            }
-            tap.report(&counts);
+            fold.flush_rejects(rejects_file)?;
+            tap.report(&fold.counts);
         }
     }
     Ok(WorkerOutput {
-        rollups,
-        counts,
+        rollups: fold.rollups,
+        counts: fold.counts,
         collector,
     })
+}
+
+/// Reads one Parquet job: the row groups `groups` of `file`, a bounded
+/// batch at a time, each row routed like a text record.
+fn read_parquet(
+    file: &ParquetFile,
+    groups: std::ops::Range<usize>,
+    input: u32,
+    fold: &mut Fold<'_>,
+    mut collector: Option<&mut attribute::Collector<'_>>,
+    rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
+) -> Result<()> {
+    fold.counts.bytes += file.bytes(groups.clone());
+    let mut reader = file.read(groups)?;
+    while let Some(batch) = reader.next_batch()? {
+        for index in 0..batch.len() {
+            let record = batch.record(index);
+            if let Some(collector) = collector.as_deref_mut()
+                && let Err(e) = collector.observe(&record, input, record.row())
+            {
+                let text = format!("{}:{}: attribution: {e}", batch.input(), record.row());
+                fold.reject(&eval_reason(&e), &text);
+            }
+            fold.record(&record, batch.input(), || record.row().to_string());
+        }
+        fold.flush_rejects(rejects_file)?;
+    }
+    Ok(())
+}
+
+/// A worker's partial rollups and the buffers routing reuses: every
+/// record of every format goes through [`Fold::record`].
+struct Fold<'a> {
+    summaries: &'a [&'a Summary],
+    shapes: &'a [Shape],
+    shown: &'a std::sync::atomic::AtomicU64,
+    rollups: Vec<Rollup>,
+    counts: Counts,
+    /// Each typed field parsed once per record, whatever reads it.
+    cache: ColumnCache,
+    /// Per summary: the first summary with an equal filter, which
+    /// evaluates it for both.
+    filter_owner: Vec<usize>,
+    /// Per summary: whether the current record passed its filter.
+    passed: Vec<bool>,
+    /// Per summary: the current record's route.
+    routes: Vec<Routed>,
+    hashed: HashMemo,
+    scratch: Scratch,
+    names: Vec<u8>,
+    /// Reject lines not yet written to the rejects file.
+    reject_lines: String,
+}
+
+impl<'a> Fold<'a> {
+    fn new(
+        summaries: &'a [&'a Summary],
+        shapes: &'a [Shape],
+        limits: Limits,
+        shown: &'a std::sync::atomic::AtomicU64,
+        stream: &cardinal_route::Stream,
+    ) -> Result<Self> {
+        Ok(Self {
+            summaries,
+            shapes,
+            shown,
+            rollups: shapes
+                .iter()
+                .map(|s| Rollup::new(s.clone(), limits))
+                .collect::<Result<_, _>>()?,
+            counts: Counts::default(),
+            cache: ColumnCache::new(stream.schema.columns.len()),
+            filter_owner: summaries
+                .iter()
+                .map(|s| {
+                    summaries
+                        .iter()
+                        .position(|t| t.filter == s.filter)
+                        .expect("a summary's filter equals itself")
+                })
+                .collect(),
+            passed: vec![false; summaries.len()],
+            routes: vec![Routed::default(); summaries.len()],
+            hashed: HashMemo::default(),
+            scratch: Scratch::default(),
+            names: Vec::new(),
+            reject_lines: String::new(),
+        })
+    }
+
+    /// Routes `record` (from input `name`; `at` says where in it, for
+    /// rejects) through every summary and folds it into their rollups.
+    ///
+    /// The record is routed through every summary before it is folded into
+    /// any: a record that one summary rejects is folded into none, so that
+    /// every summary counts the same records.
+    fn record<R: Record>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
+        self.counts.records += 1;
+        let record = self.cache.record(raw);
+        let mut failed = None;
+        for (s, summary) in self.summaries.iter().enumerate() {
+            let owner = self.filter_owner[s];
+            let pass = if owner == s {
+                summary.passes(&record, &mut self.scratch)
+            } else {
+                Ok(self.passed[owner])
+            };
+            let routed = pass.and_then(|pass| {
+                self.passed[s] = pass;
+                if pass {
+                    summary.route_passed(&record, &mut self.scratch, &mut self.routes[s])
+                } else {
+                    Ok(())
+                }
+            });
+            if let Err(e) = routed {
+                failed = Some((summary, e));
+                break;
+            }
+        }
+        if let Some((summary, e)) = failed {
+            let text = format!("{name}:{}: {}: {e}", at(), summary.name);
+            reject(
+                &mut self.counts,
+                &mut self.reject_lines,
+                self.shown,
+                &eval_reason(&e),
+                &text,
+            );
+            return;
+        }
+        for (s, ((summary, rollup), shape)) in self
+            .summaries
+            .iter()
+            .zip(&mut self.rollups)
+            .zip(self.shapes)
+            .enumerate()
+        {
+            if !self.passed[s] {
+                continue;
+            }
+            let folded = fold_routed(
+                summary,
+                shape,
+                rollup,
+                &self.routes[s],
+                &mut self.names,
+                &mut self.hashed,
+            );
+            match folded {
+                Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {}
+                Folded::DroppedKeyTooLong => {
+                    reject(
+                        &mut self.counts,
+                        &mut self.reject_lines,
+                        self.shown,
+                        "group key too long",
+                        &format!("{name}: {}", at()),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Counts and reports a rejected record.
+    fn reject(&mut self, reason: &str, text: &str) {
+        reject(
+            &mut self.counts,
+            &mut self.reject_lines,
+            self.shown,
+            reason,
+            text,
+        );
+    }
+
+    /// Appends the pending reject lines to the rejects file, if any.
+    fn flush_rejects(
+        &mut self,
+        rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
+    ) -> Result<()> {
+        if !self.reject_lines.is_empty() {
+            if let Some(file) = rejects_file {
+                file.lock()
+                    .expect("rejects lock")
+                    .write_all(self.reject_lines.as_bytes())?;
+            }
+            self.reject_lines.clear();
+        }
+        Ok(())
+    }
 }
 
 /// Folds one routed record into `rollup`. Top-k reports names: text is the

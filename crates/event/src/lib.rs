@@ -64,6 +64,17 @@ impl ColumnType {
             }),
         }
     }
+
+    /// The type's SQL name, as error messages show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Timestamp => "TIMESTAMP",
+            Self::BigInt => "BIGINT",
+            Self::Double => "DOUBLE",
+            Self::Text => "TEXT",
+            Self::Bool => "BOOLEAN",
+        }
+    }
 }
 
 /// One declared column.
@@ -244,6 +255,11 @@ pub enum ValueError {
     /// Not a timestamp in a supported form.
     #[error("not a TIMESTAMP (YYYY-MM-DD[ HH:MM:SS] or ISO-8601)")]
     Timestamp,
+    /// A typed value (from a binary format such as Parquet) outside the
+    /// declared type's range: an unsigned integer above `i64::MAX`, a time
+    /// outside [`Timestamp::MIN`]..=[`Timestamp::MAX`].
+    #[error("out of range for the declared type")]
+    OutOfRange,
 }
 
 /// Decimal i64 with an optional sign; `None` on any other byte or overflow.
@@ -546,6 +562,15 @@ mod tests {
 
     #[test]
     fn type_names() {
+        for ty in [
+            ColumnType::Timestamp,
+            ColumnType::BigInt,
+            ColumnType::Double,
+            ColumnType::Text,
+            ColumnType::Bool,
+        ] {
+            assert_eq!(ColumnType::parse(ty.name()), Ok(ty));
+        }
         assert_eq!(ColumnType::parse("varchar"), Ok(ColumnType::Text));
         assert_eq!(ColumnType::parse("DATE"), Ok(ColumnType::Timestamp));
         assert!(ColumnType::parse("json").is_err());

@@ -49,6 +49,14 @@ impl TimeUnit {
 }
 
 impl Timestamp {
+    /// The earliest time text can spell: 0000-01-01T00:00:00Z. Typed
+    /// inputs (Parquet) are held to the same years, so every accepted time
+    /// prints and truncates as the calendar code expects.
+    pub const MIN: Timestamp = Timestamp(-62_167_219_200_000);
+
+    /// The latest time text can spell: 9999-12-31T23:59:59.999Z.
+    pub const MAX: Timestamp = Timestamp(253_402_300_799_999);
+
     /// Parses `YYYY-MM-DD`, `YYYY-MM-DD HH:MM:SS` or ISO-8601
     /// `YYYY-MM-DDTHH:MM:SS[.fff...][Z|±HH:MM]`. A missing offset means UTC.
     /// Fractions beyond milliseconds are truncated.
@@ -395,6 +403,17 @@ mod tests {
 
     fn t(text: &str) -> Timestamp {
         Timestamp::parse(text.as_bytes()).expect(text)
+    }
+
+    #[test]
+    fn bounds_are_the_first_and_last_spellable_times() {
+        assert_eq!(t("0000-01-01T00:00:00Z"), Timestamp::MIN);
+        assert_eq!(t("9999-12-31T23:59:59.999Z"), Timestamp::MAX);
+        assert_eq!(days_from_civil(0, 1, 1) * MS_PER_DAY, Timestamp::MIN.0);
+        assert_eq!(
+            days_from_civil(10_000, 1, 1) * MS_PER_DAY - 1,
+            Timestamp::MAX.0
+        );
     }
 
     #[test]

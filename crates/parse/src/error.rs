@@ -83,6 +83,59 @@ pub enum Error {
         /// Where the chunk starts.
         offset: u64,
     },
+    /// A Parquet file that cannot be read: not Parquet, corrupt, or cut
+    /// short (the reader's own message).
+    #[error("{input}: Parquet: {message}")]
+    Parquet {
+        /// The input's name.
+        input: Arc<str>,
+        /// What the Parquet reader said.
+        message: String,
+    },
+    /// The Parquet reader gave up on corrupt data by panicking (caught; the
+    /// input stops and the reader is not used again).
+    #[error("{input}: Parquet: corrupt file: the reader failed with {message:?}")]
+    ParquetPanic {
+        /// The input's name.
+        input: Arc<str>,
+        /// The panic's message.
+        message: String,
+    },
+    /// A column a summary reads is not in the Parquet file.
+    #[error("{input}: the Parquet file has no column {column:?}")]
+    ParquetColumnMissing {
+        /// The input's name.
+        input: Arc<str>,
+        /// The declared column's name.
+        column: String,
+    },
+    /// A Parquet column whose type cannot be read as the declared type.
+    #[error(
+        "{input}: column {column:?} is {file_type} in the Parquet file, which cannot be read as {declared}"
+    )]
+    ParquetColumnType {
+        /// The input's name.
+        input: Arc<str>,
+        /// The declared column's name.
+        column: String,
+        /// The file column's Arrow type.
+        file_type: String,
+        /// The declared type's SQL name.
+        declared: &'static str,
+    },
+    /// A batch of Parquet rows decoded to more than
+    /// [`PARQUET_BATCH_BYTES_MAX`](crate::PARQUET_BATCH_BYTES_MAX) bytes.
+    #[error(
+        "{input}: the rows from row {row} decode to {bytes} bytes, more than PARQUET_BATCH_BYTES_MAX"
+    )]
+    ParquetBatchBytesMax {
+        /// The input's name.
+        input: Arc<str>,
+        /// The batch's first row (1-based).
+        row: u64,
+        /// The bytes its arrays hold.
+        bytes: usize,
+    },
 }
 
 /// The result type of this crate.

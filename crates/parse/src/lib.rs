@@ -18,8 +18,11 @@
 //! input, line, column and a countable [`RejectReason`], and the rest of
 //! the chunk goes on.
 //!
-//! Parquet input is not here yet: it reads columns, not lines, and will be
-//! its own module with its own batch filler (issue 3, "Inputs").
+//! Parquet reads columns, not lines, so it has its own batch:
+//! [`ParquetFile`] matches a file's columns to the schema and splits it by
+//! row groups, [`ParquetReader`] decodes [`ParquetBatch`]es of Arrow
+//! arrays, and each [`ParquetRecord`] implements
+//! [`cardinal_event::Record`] with typed values.
 //!
 //! ```
 //! use cardinal_event::{ColumnType, Record, Value};
@@ -46,11 +49,16 @@ mod batch;
 mod csv;
 mod error;
 mod ndjson;
+mod parquet;
 
 pub use batch::{Batch, RecordRef, Reject, RejectReason};
 pub use csv::{CsvConfig, CsvParser, Extra, Missing};
 pub use error::{Error, Result};
 pub use ndjson::NdjsonParser;
+pub use parquet::{
+    PARQUET_BATCH_BYTES_MAX, PARQUET_BATCH_ROWS, PARQUET_MAGIC, ParquetBatch, ParquetFile,
+    ParquetReader, ParquetRecord, is_parquet,
+};
 
 /// The most fields a record may have: 1024. Declared streams have tens of
 /// columns; a line with a thousand delimiters is a wrong delimiter or

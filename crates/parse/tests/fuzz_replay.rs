@@ -7,7 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use cardinal_parse::{Batch, CsvConfig, CsvParser, Extra, Missing, NdjsonParser};
+use cardinal_event::{Column, ColumnType, Record, Schema};
+use cardinal_parse::{Batch, CsvConfig, CsvParser, Extra, Missing, NdjsonParser, ParquetFile};
 use common::{load, render_records, render_rejects, schema};
 
 fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
@@ -78,5 +79,56 @@ fn parse_ndjson_inputs_replay() {
             .count();
         assert_eq!(batch.len() + batch.rejects().len(), lines, "{name}");
         let _ = render_records(&batch);
+    }
+}
+
+/// Reads a file as the `parse_parquet` target does: the rows read, or the
+/// error's text.
+fn parquet_rows(data: &[u8]) -> Result<u64, String> {
+    let schema = Schema {
+        columns: [
+            ("ts", ColumnType::Timestamp),
+            ("user_id", ColumnType::BigInt),
+            ("state", ColumnType::Text),
+            ("site", ColumnType::Text),
+            ("revenue", ColumnType::Double),
+        ]
+        .iter()
+        .map(|&(name, ty)| Column {
+            name: name.into(),
+            ty,
+            path: vec![name.into()],
+        })
+        .collect(),
+    };
+    let reads: Vec<usize> = (0..schema.columns.len()).collect();
+    let file = ParquetFile::from_bytes(data.to_vec(), "fuzz".into(), &schema, &reads)
+        .map_err(|e| e.to_string())?;
+    let mut reader = file.read(0..file.row_groups()).map_err(|e| e.to_string())?;
+    let mut rows = 0u64;
+    while let Some(batch) = reader.next_batch().map_err(|e| e.to_string())? {
+        for i in 0..batch.len() {
+            let record = batch.record(i);
+            for (c, column) in schema.columns.iter().enumerate() {
+                let _ = std::hint::black_box(record.value(c, column.ty));
+                let _ = std::hint::black_box(record.field(c));
+            }
+            rows += 1;
+            assert_eq!(record.row(), rows);
+        }
+    }
+    assert!(rows <= file.rows());
+    Ok(rows)
+}
+
+#[test]
+fn parse_parquet_inputs_replay() {
+    for (name, data) in inputs("parse_parquet") {
+        let result = parquet_rows(&data);
+        if name.contains("seed-") {
+            assert_eq!(result, Ok(300), "{name}");
+        } else {
+            assert!(result.is_err(), "{name}: {result:?}");
+        }
     }
 }

@@ -145,10 +145,11 @@ impl Compiler<'_> {
                         "csv" => Format::Csv,
                         "json" => Format::Json,
                         "amplab" => Format::Amplab,
+                        "parquet" => Format::Parquet,
                         _ => {
                             return self.fail(
                                 value.span,
-                                format!("unknown format '{text}'; formats are 'csv', 'json' and 'amplab'"),
+                                format!("unknown format '{text}'; formats are 'csv', 'json', 'amplab' and 'parquet'"),
                             );
                         }
                     }
@@ -187,10 +188,10 @@ impl Compiler<'_> {
                 }
             }
         }
-        if let (Format::Json, Some((_, span))) = (format, header) {
+        if let (Format::Json | Format::Parquet, Some((_, span))) = (format, header) {
             return self.fail(span, "header applies to 'csv' streams only");
         }
-        if let (Format::Json, Some((_, span))) = (format, delimiter) {
+        if let (Format::Json | Format::Parquet, Some((_, span))) = (format, delimiter) {
             return self.fail(span, "delimiter applies to 'csv' and 'amplab' streams only");
         }
         let mut columns: Vec<Column> = Vec::new();

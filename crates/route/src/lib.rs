@@ -114,6 +114,9 @@ pub enum Format {
     Json,
     /// The AMPLab benchmark tables: comma-separated, no header, Java floats.
     Amplab,
+    /// Parquet files: columns matched to declared columns by name, typed
+    /// values read without text.
+    Parquet,
 }
 
 /// A declared input stream.

@@ -359,7 +359,7 @@ impl Reader<'_> {
     }
 
     fn stream(&mut self) -> Result<StreamDecl> {
-        const FORM: &str = "CREATE STREAM name (column TYPE [PATH 'a.b'], ...) WITH (format = 'csv' | 'json' | 'amplab', header = true | false, time = 'column', delimiter = ',')";
+        const FORM: &str = "CREATE STREAM name (column TYPE [PATH 'a.b'], ...) WITH (format = 'csv' | 'json' | 'amplab' | 'parquet', header = true | false, time = 'column', delimiter = ',')";
         let name = self.identifier("a stream name", FORM)?;
         self.expect_token(Token::LParen, FORM)?;
         let mut columns = Vec::new();

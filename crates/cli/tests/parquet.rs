@@ -1,0 +1,447 @@
+//! `cardinal run` over Parquet: the same rows as CSV and as Parquet (written
+//! here with the parquet crate's `ArrowWriter`, in several encodings and
+//! row groups) must give exactly the same summaries, HyperLogLog bytes
+//! included, on one thread and on two; and Parquet's own errors and
+//! rejects read as the text formats' do.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use arrow_array::types::Int32Type;
+use arrow_array::{
+    ArrayRef, BooleanArray, Date32Array, DictionaryArray, Float32Array, Float64Array, Int32Array,
+    Int64Array, RecordBatch, StringArray, StringViewArray, TimestampMicrosecondArray,
+    TimestampMillisecondArray, UInt64Array,
+};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
+
+fn dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cardinal-parquet-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+fn cardinal(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("cardinal runs")
+}
+
+fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).expect("utf-8")
+}
+
+fn failure(output: &Output) -> String {
+    assert!(!output.status.success(), "expected a failure");
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Every `out/<summary>/*.csv` line, headers included, in file order.
+fn results(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    for summary in std::fs::read_dir(dir).expect("out folder") {
+        for file in std::fs::read_dir(summary.expect("entry").path()).expect("summary folder") {
+            files.push(file.expect("entry").path());
+        }
+    }
+    files.sort();
+    let mut lines = Vec::new();
+    for file in files {
+        lines.push(format!("== {}", file.display()));
+        let text = std::fs::read_to_string(&file).expect("readable");
+        lines.extend(text.lines().map(str::to_owned));
+    }
+    lines
+}
+
+/// Writes `columns` as Parquet: zstd pages, row groups of
+/// `row_group_rows`, and dictionary encoding off for `plain` columns.
+fn write_parquet(
+    path: &Path,
+    columns: Vec<(&str, ArrayRef)>,
+    row_group_rows: usize,
+    plain: &[&str],
+) {
+    let batch = RecordBatch::try_from_iter(columns).expect("columns of equal length");
+    let mut properties = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(row_group_rows))
+        .set_compression(Compression::ZSTD(ZstdLevel::default()));
+    for column in plain {
+        properties = properties
+            .set_column_dictionary_enabled(ColumnPath::from(vec![(*column).to_owned()]), false);
+    }
+    let file = std::fs::File::create(path).expect("create");
+    let mut writer =
+        ArrowWriter::try_new(file, batch.schema(), Some(properties.build())).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+/// Runs `schema` over `input` on 1 and 2 threads, writing CSV files with
+/// HyperLogLog hex under `out-<tag>-<threads>`; returns both results.
+fn run_both(dir: &Path, schema: &str, input: &str, tag: &str) -> [Vec<String>; 2] {
+    [1, 2].map(|threads| {
+        let out = format!("out-{tag}-{threads}");
+        ok(&cardinal(
+            dir,
+            &[
+                "run",
+                schema,
+                input,
+                "--threads",
+                &threads.to_string(),
+                "--out",
+                &out,
+                "--hll-hex",
+                "--quiet",
+            ],
+        ));
+        results(&dir.join(&out))
+            .into_iter()
+            .map(|line| line.replace(&out, "out"))
+            .collect()
+    })
+}
+
+const IMPRESSIONS: &str = "
+  (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
+   site TEXT, provider TEXT, campaign TEXT, revenue DOUBLE)";
+
+const IMPRESSION_SUMMARIES: &str = "
+CREATE SUMMARY reach AS
+  SELECT date_trunc('day', ts) AS day, state,
+         count(*) AS events, sum(revenue) AS revenue, min(revenue) AS low,
+         max(revenue) AS high, hll(user_id) AS users, exact_distinct(user_id) AS exact_users
+  FROM impressions WHERE kind = 'impression'
+  GROUP BY day, state;
+
+CREATE SUMMARY sites AS
+  SELECT date_trunc('week', ts) AS week, provider, upper(substr(site, 1, 5)) AS prefix,
+         count(*) AS events, hll(site) AS sites, hll(campaign) AS campaigns
+  FROM impressions WHERE revenue > 0.001
+  GROUP BY week, provider, prefix;
+";
+
+#[test]
+fn impressions_from_parquet_equal_impressions_from_csv() {
+    let dir = dir("impressions");
+    ok(&cardinal(
+        &dir,
+        &[
+            "gen",
+            "impressions",
+            "--events",
+            "40000",
+            "--users",
+            "9000",
+            "--days",
+            "9",
+            "-o",
+            "imp.csv",
+        ],
+    ));
+    let text = std::fs::read_to_string(dir.join("imp.csv")).expect("generated");
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("ts,user_id,kind,state,site,provider,campaign,revenue")
+    );
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 40_000);
+    assert!(rows.iter().all(|r| r.len() == 8), "no quoted commas");
+    let column = |i: usize| rows.iter().map(move |r| r[i]);
+    let ms = |t: &str| {
+        let parsed = cardinal_time(t);
+        assert!(parsed % 1000 == 0);
+        parsed
+    };
+    let kind: DictionaryArray<Int32Type> = column(2).map(Some).collect();
+    let columns: Vec<(&str, ArrayRef)> = vec![
+        (
+            "TS",
+            Arc::new(
+                TimestampMicrosecondArray::from_iter_values(column(0).map(|t| ms(t) * 1000))
+                    .with_timezone("UTC"),
+            ),
+        ),
+        (
+            "user_id",
+            Arc::new(Int64Array::from_iter_values(
+                column(1).map(|u| u.parse::<i64>().expect("an id")),
+            )),
+        ),
+        ("kind", Arc::new(kind)),
+        ("state", Arc::new(StringArray::from_iter_values(column(3)))),
+        ("site", Arc::new(StringArray::from_iter_values(column(4)))),
+        (
+            "provider",
+            Arc::new(StringViewArray::from_iter_values(column(5))),
+        ),
+        (
+            "campaign",
+            Arc::new(StringArray::from_iter_values(column(6))),
+        ),
+        (
+            "revenue",
+            Arc::new(Float64Array::from_iter_values(
+                column(7).map(|r| r.parse::<f64>().expect("revenue")),
+            )),
+        ),
+    ];
+    write_parquet(&dir.join("imp.parquet"), columns, 6_000, &["site"]);
+    std::fs::write(
+        dir.join("csv.sql"),
+        format!(
+            "CREATE STREAM impressions {IMPRESSIONS} WITH (format = 'csv', header = true, time = 'ts');{IMPRESSION_SUMMARIES}"
+        ),
+    )
+    .expect("schema");
+    std::fs::write(
+        dir.join("parquet.sql"),
+        format!(
+            "CREATE STREAM impressions {IMPRESSIONS} WITH (format = 'parquet', time = 'ts');{IMPRESSION_SUMMARIES}"
+        ),
+    )
+    .expect("schema");
+    let [csv_one, csv_two] = run_both(&dir, "csv.sql", "imp.csv", "csv");
+    let [parquet_one, parquet_two] = run_both(&dir, "parquet.sql", "imp.parquet", "parquet");
+    assert!(csv_one.len() > 100, "{}", csv_one.len());
+    assert!(
+        csv_one.iter().any(|l| l.contains(",\\x")),
+        "HLL hex written"
+    );
+    assert_eq!(csv_one, csv_two);
+    assert_eq!(parquet_one, csv_one);
+    assert_eq!(parquet_two, csv_one);
+}
+
+/// UTC milliseconds of the generator's `YYYY-MM-DDTHH:MM:SSZ`.
+fn cardinal_time(text: &str) -> i64 {
+    let t = cardinal_event::Timestamp::parse(text.as_bytes()).expect("a time");
+    t.0
+}
+
+/// The columns of the second test, as CSV text and Arrow arrays from the
+/// same values.
+struct Typed {
+    csv: String,
+    columns: Vec<(&'static str, ArrayRef)>,
+}
+
+fn typed(rows: usize) -> Typed {
+    let mut csv = String::from("day,at,n,small,ratio,flag,tag,score\n");
+    let (mut day, mut at, mut n, mut small, mut ratio, mut flag, mut tag, mut score) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+    );
+    for i in 0..rows {
+        let i64_ = i64::try_from(i).expect("small");
+        let d = 20_000 + i32::try_from(i % 5).expect("small");
+        let t = i64::from(d) * 86_400_000 + (i64_ * 7_919_357) % 86_400_000;
+        let v = (i64_ * 2_654_435_761) % 1_000_003 - 500_000;
+        let s = (i % 50 != 7).then(|| i32::try_from(i % 1000).expect("small") - 500);
+        let r = (i % 9 != 0).then_some((i % 64) as f32 * 0.25);
+        let b = (i % 11 != 3).then_some(i % 3 == 0);
+        let g = ["red", "green", "blue", "a longer tag than twelve bytes"][i % 4];
+        let sc = (i % 13 != 0).then(|| (i64_ * 31 % 997) as f64 / 16.0);
+        let date = cardinal_event::Timestamp(i64::from(d) * 86_400_000).to_string();
+        let time = cardinal_event::Timestamp(t).to_string();
+        let text = |x: Option<String>| x.unwrap_or_default();
+        csv.push_str(&format!(
+            "{},{},{v},{},{},{},{g},{}\n",
+            &date[..10],
+            time,
+            text(s.map(|s| s.to_string())),
+            text(r.map(|r| r.to_string())),
+            text(b.map(|b| b.to_string())),
+            text(sc.map(|s| s.to_string())),
+        ));
+        day.push(d);
+        at.push(t);
+        n.push(v);
+        small.push(s);
+        ratio.push(r);
+        flag.push(b);
+        tag.push(g);
+        score.push(sc);
+    }
+    let tag: DictionaryArray<Int32Type> = tag.into_iter().map(Some).collect();
+    Typed {
+        csv,
+        columns: vec![
+            ("day", Arc::new(Date32Array::from(day))),
+            ("at", Arc::new(TimestampMillisecondArray::from(at))),
+            ("n", Arc::new(Int64Array::from(n))),
+            ("small", Arc::new(Int32Array::from(small))),
+            ("ratio", Arc::new(Float32Array::from(ratio))),
+            ("flag", Arc::new(BooleanArray::from(flag))),
+            ("tag", Arc::new(tag)),
+            ("score", Arc::new(Float64Array::from(score))),
+        ],
+    }
+}
+
+const TYPED: &str = "(day DATE, at TIMESTAMP, n BIGINT, small INT, ratio DOUBLE, flag BOOLEAN,
+  tag TEXT, score DOUBLE)";
+
+const TYPED_SUMMARIES: &str = "
+CREATE SUMMARY by_day AS
+  SELECT date_trunc('day', at) AS d, flag,
+         count(*) AS rows, count(small) AS smalls, sum(small) AS small_sum,
+         min(ratio) AS ratio_min, max(ratio) AS ratio_max, sum(ratio) AS ratio_sum,
+         avg(score) AS score_avg, count(score) AS scores, hll(n) AS ns, exact_distinct(tag) AS tags
+  FROM t WHERE small IS NULL OR small > -400
+  GROUP BY d, flag;
+
+CREATE SUMMARY by_date AS
+  SELECT day, tag, min(at) AS first, max(at) AS last, sum(n) AS n_sum, hll(n) AS ns
+  FROM t WHERE ratio IS NOT NULL AND flag
+  GROUP BY day, tag;
+";
+
+#[test]
+fn typed_columns_and_nulls_equal_their_text() {
+    let dir = dir("typed");
+    let Typed { csv, columns } = typed(30_000);
+    std::fs::write(dir.join("t.csv"), csv).expect("csv");
+    write_parquet(&dir.join("t.parquet"), columns, 4_096, &["tag"]);
+    std::fs::write(
+        dir.join("csv.sql"),
+        format!("CREATE STREAM t {TYPED} WITH (format = 'csv', header = true, time = 'at');{TYPED_SUMMARIES}"),
+    )
+    .expect("schema");
+    std::fs::write(
+        dir.join("parquet.sql"),
+        format!("CREATE STREAM t {TYPED} WITH (format = 'parquet', time = 'at');{TYPED_SUMMARIES}"),
+    )
+    .expect("schema");
+    let [csv_one, csv_two] = run_both(&dir, "csv.sql", "t.csv", "csv");
+    let [parquet_one, parquet_two] = run_both(&dir, "parquet.sql", "t.parquet", "parquet");
+    assert!(csv_one.len() > 40, "{}", csv_one.len());
+    assert_eq!(csv_one, csv_two);
+    assert_eq!(parquet_one, csv_one);
+    assert_eq!(parquet_two, csv_one);
+}
+
+#[test]
+fn formats_must_match_their_stream() {
+    let dir = dir("formats");
+    let Typed { csv, columns } = typed(10);
+    std::fs::write(dir.join("t.csv"), csv).expect("csv");
+    write_parquet(&dir.join("t.parquet"), columns, 4, &[]);
+    std::fs::write(
+        dir.join("csv.sql"),
+        format!("CREATE STREAM t {TYPED} WITH (format = 'csv', header = true);{TYPED_SUMMARIES}"),
+    )
+    .expect("schema");
+    std::fs::write(
+        dir.join("parquet.sql"),
+        format!("CREATE STREAM t {TYPED} WITH (format = 'parquet');{TYPED_SUMMARIES}"),
+    )
+    .expect("schema");
+    let error = failure(&cardinal(&dir, &["run", "csv.sql", "t.parquet"]));
+    assert!(
+        error.contains("t.parquet is a Parquet file; declare stream t WITH (format = 'parquet')"),
+        "{error}"
+    );
+    let error = failure(&cardinal(&dir, &["run", "parquet.sql", "t.csv"]));
+    assert!(
+        error.contains("t.csv is not a Parquet file (it does not start with PAR1)"),
+        "{error}"
+    );
+    let error = failure(&cardinal(&dir, &["run", "parquet.sql", "-"]));
+    assert!(error.contains("cannot be read from stdin"), "{error}");
+    // A column of the wrong type stops the run before any row is read.
+    std::fs::write(
+        dir.join("wrong.sql"),
+        "CREATE STREAM t (flag TIMESTAMP) WITH (format = 'parquet');
+         CREATE SUMMARY s AS SELECT count(flag) FROM t;",
+    )
+    .expect("schema");
+    let error = failure(&cardinal(&dir, &["run", "wrong.sql", "t.parquet"]));
+    assert!(
+        error.contains(
+            "t.parquet: column \"flag\" is Boolean in the Parquet file, which cannot be read as TIMESTAMP"
+        ),
+        "{error}"
+    );
+    // A cut file is an error, not a crash.
+    let bytes = std::fs::read(dir.join("t.parquet")).expect("written");
+    std::fs::write(dir.join("cut.parquet"), &bytes[..bytes.len() / 2]).expect("cut");
+    let error = failure(&cardinal(&dir, &["run", "parquet.sql", "cut.parquet"]));
+    assert!(error.contains("cut.parquet: Parquet: "), "{error}");
+}
+
+#[test]
+fn values_out_of_range_are_rejected_by_row() {
+    let dir = dir("rejects");
+    let ids = UInt64Array::from(vec![1, u64::MAX, 2, 1 << 63, 3]);
+    write_parquet(
+        &dir.join("ids.parquet"),
+        vec![
+            ("id", Arc::new(ids) as ArrayRef),
+            (
+                "n",
+                Arc::new(StringArray::from(vec!["1", "2", "x", "4", ""])),
+            ),
+        ],
+        2,
+        &[],
+    );
+    std::fs::write(
+        dir.join("ids.sql"),
+        "CREATE STREAM t (id BIGINT, n BIGINT) WITH (format = 'parquet');
+         CREATE SUMMARY s AS SELECT count(*) AS rows, hll(id) AS ids, sum(n) AS total FROM t;",
+    )
+    .expect("schema");
+    let output = cardinal(
+        &dir,
+        &[
+            "run",
+            "ids.sql",
+            "ids.parquet",
+            "--rejects",
+            "rejects.txt",
+            "--json",
+            "-",
+            "--threads",
+            "2",
+        ],
+    );
+    let stdout = ok(&output);
+    let rejects = std::fs::read_to_string(dir.join("rejects.txt")).expect("rejects");
+    let mut rejects: Vec<&str> = rejects.lines().collect();
+    rejects.sort_unstable();
+    assert_eq!(
+        rejects,
+        [
+            "ids.parquet:2: s: column 0: out of range for the declared type",
+            "ids.parquet:3: s: column 1: not a BIGINT",
+            "ids.parquet:4: s: column 0: out of range for the declared type",
+        ]
+    );
+    assert!(stdout.contains("\"rows\":2"), "{stdout}");
+    assert!(stdout.contains("\"total\":1"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("5 records"), "{stderr}");
+    assert!(stderr.contains("3 rejected"), "{stderr}");
+}
