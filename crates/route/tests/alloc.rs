@@ -3,51 +3,10 @@
 //! buckets, lowercases and cuts text, and feeds sketches (issue 3, "no heap
 //! allocation per event in steady state").
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use cardinal_route::{Plan, Routed, Scratch};
 
-struct Counting;
-
-thread_local! {
-    // Per thread: the test harness's own threads allocate too, and must not
-    // be blamed on the routing loop. A const-initialised Cell needs no
-    // allocation and no destructor, so the allocator may touch it.
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count() {
-    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-}
-
-fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// counter is the only addition.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count();
-        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count();
-        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "../../../tests/support/counting_alloc.rs"]
+mod counting_alloc;
 
 const SQL: &str = "
 CREATE STREAM impressions (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
@@ -65,9 +24,9 @@ CREATE SUMMARY reach AS
 
 #[test]
 fn routing_allocates_nothing_when_warm() {
-    let start = allocations();
+    let start = counting_alloc::allocations();
     let plan = Plan::compile(SQL).expect("compiles");
-    assert!(allocations() > start, "the counter counts");
+    assert!(counting_alloc::allocations() > start, "the counter counts");
     let reach = &plan.summaries[0];
     // Rows are built before counting: in the engine they are the parser's
     // borrowed slices into its reused buffer.
@@ -112,9 +71,9 @@ fn routing_allocates_nothing_when_warm() {
         }
     };
     run(rows.len(), &mut kept, &mut hashes); // warm-up: buffers reach their size
-    let before = allocations();
+    let before = counting_alloc::allocations();
     run(100_000, &mut kept, &mut hashes);
-    let after = allocations();
+    let after = counting_alloc::allocations();
     assert_eq!(
         after - before,
         0,
