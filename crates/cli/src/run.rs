@@ -263,18 +263,25 @@ pub fn execute<'p>(
         .map(|s| shape_of(s))
         .collect::<Result<_>>()?;
     let limits = options.limits;
-    // The columns to decode: those the summaries read, or all of them when
-    // an attribution reads the stream (it reads user, time, conditions,
-    // value, campaign and site columns of its own).
-    let reads: Vec<usize> = if attribution.is_some() {
-        (0..plan.streams[stream].schema.columns.len()).collect()
-    } else {
+    // The columns to decode: those the summaries read; `None`, every column,
+    // when an attribution reads the stream (it reads user, time, conditions,
+    // value, campaign and site columns of its own). Text parsers split only
+    // these, Parquet jobs decode only these.
+    let projection: Option<Vec<usize>> = attribution.is_none().then(|| {
         let mut reads: Vec<usize> = summaries.iter().flat_map(|s| s.reads.clone()).collect();
         reads.sort_unstable();
         reads.dedup();
         reads
+    });
+    let every_column: Vec<usize>;
+    let reads = match &projection {
+        Some(reads) => reads.as_slice(),
+        None => {
+            every_column = (0..plan.streams[stream].schema.columns.len()).collect();
+            &every_column
+        }
     };
-    let jobs = plan_jobs(inputs, threads, &plan.streams[stream], &reads)?;
+    let jobs = plan_jobs(inputs, threads, &plan.streams[stream], reads)?;
     let total_bytes = plain_bytes(inputs)?;
     let queue = Mutex::new(jobs.into_iter().collect::<VecDeque<_>>());
     let rejects_file = match &options.rejects {
@@ -307,6 +314,7 @@ pub fn execute<'p>(
                         rejects_file.as_ref(),
                         &shown,
                         attribution.as_ref(),
+                        projection.as_deref(),
                         &progress,
                     )
                 })
@@ -795,23 +803,12 @@ fn worker<'p>(
     rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
     shown: &std::sync::atomic::AtomicU64,
     attribution: Option<&attribute::Setup<'p>>,
+    projection: Option<&[usize]>,
     progress: &Progress,
 ) -> Result<WorkerOutput<'p>> {
     let mut collector = attribution.map(attribute::Setup::collector);
     let stream_decl = &plan.streams[stream];
     let mut fold = Fold::new(summaries, shapes, limits, shown, stream_decl)?;
-    // Split only the columns some summary reads. Attributions read columns
-    // of their own (user, time, conditions, value, campaign, site), so a
-    // stream with one is split whole.
-    let projection: Option<Vec<usize>> = attribution.is_none().then(|| {
-        let mut reads: Vec<usize> = summaries
-            .iter()
-            .flat_map(|s| s.reads.iter().copied())
-            .collect();
-        reads.sort_unstable();
-        reads.dedup();
-        reads
-    });
     let mut tap = progress.tap();
     let mut batch = Batch::new();
     loop {
@@ -837,7 +834,7 @@ fn worker<'p>(
         };
         let name: Arc<str> = input.name().clone();
         let mut reader = LineReader::new(input);
-        let mut parser = Parser::new(stream_decl, projection.as_deref())?;
+        let mut parser = Parser::new(stream_decl, projection)?;
         if let (Some(header), Parser::Csv(csv)) = (&job.header, &mut parser) {
             csv.read_header(&name, header)?;
         }
