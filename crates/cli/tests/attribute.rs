@@ -3,9 +3,10 @@
 //! joined by a chains snapshot, and generated impressions checked against
 //! a plain replay (a `BTreeMap` of chains) on one and two threads.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 const STREAM: &str = "
 CREATE STREAM impressions (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
@@ -14,24 +15,14 @@ CREATE STREAM impressions (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
 ";
 
 fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cardinal-attr-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    common::scratch_dir("attr", name)
 }
 
+/// Runs the binary, asserts it succeeded and returns its stderr (where
+/// the attribution counts are reported).
 fn cardinal(dir: &Path, args: &[&str]) -> String {
-    let output: Output = Command::new(env!("CARGO_BIN_EXE_cardinal"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("cardinal runs");
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = common::cardinal(dir, args);
+    common::ok(&output);
     String::from_utf8(output.stderr).expect("utf-8")
 }
 

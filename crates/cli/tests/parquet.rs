@@ -4,9 +4,13 @@
 //! included, on one thread and on two; and Parquet's own errors and
 //! rejects read as the text formats' do.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
+
+use common::{cardinal, ok};
 
 use arrow_array::types::Int32Type;
 use arrow_array::{
@@ -20,28 +24,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cardinal-parquet-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn cardinal(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cardinal"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("cardinal runs")
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).expect("utf-8")
+    common::scratch_dir("parquet", name)
 }
 
 fn failure(output: &Output) -> String {

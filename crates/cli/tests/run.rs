@@ -2,8 +2,11 @@
 //! summaries, checked against the generator's exact truth and against the
 //! same run on another thread count.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+
+use common::{cardinal, ok};
 
 const SCHEMA: &str = "
 CREATE STREAM impressions (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
@@ -23,28 +26,7 @@ CREATE SUMMARY providers AS
 ";
 
 fn dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cardinal-run-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn cardinal(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cardinal"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("cardinal runs")
-}
-
-fn ok(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "exit {:?}\nstderr: {}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).expect("utf-8")
+    common::scratch_dir("run", name)
 }
 
 /// Reads `out/<summary>/*.csv` into sorted lines (headers dropped).

@@ -1,0 +1,34 @@
+//! What the end-to-end tests of the binary share: a scratch directory, a
+//! way to run `cardinal` in it, and a check that it succeeded.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A fresh, empty `cardinal-<suite>-<name>-<pid>` under the temp dir.
+pub fn scratch_dir(suite: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cardinal-{suite}-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Runs the binary with `args` in `dir`.
+pub fn cardinal(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("cardinal runs")
+}
+
+/// Asserts that the run succeeded (printing its stderr if not) and returns
+/// its stdout.
+pub fn ok(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}\nstderr: {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).expect("utf-8")
+}
