@@ -26,7 +26,7 @@
 //! attribution (code 0 is NULL), at most [`NAMES_MAX`] distinct values of
 //! each; later new values are kept as NULL and counted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::Write;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
@@ -743,74 +743,6 @@ fn read_names(text: &str) -> Result<[Names; 2]> {
     Ok(out)
 }
 
-/// One campaign's credited conversions, for `cardinal demo`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CampaignCredit {
-    /// The campaign (`None`: touch points without one).
-    pub campaign: Option<String>,
-    /// Credited conversions: the sum of credit, fractional.
-    pub conversions: f64,
-    /// Credited revenue: the sum of credit x conversion value.
-    pub revenue: f64,
-    /// Credited touch points.
-    pub touches: u64,
-}
-
-/// Runs the first `CREATE ATTRIBUTION` of `sql` over `inputs` (read in
-/// order on the calling thread) and sums its credit per campaign, in
-/// campaign order. The same rows `cardinal run` folds into
-/// `SELECT campaign, sum(credit), sum(revenue), count(*) FROM <attribution>
-/// GROUP BY campaign`.
-#[allow(dead_code, reason = "called by cardinal demo")]
-pub fn credited_per_campaign(sql: &str, inputs: &[PathBuf]) -> Result<Vec<CampaignCredit>> {
-    use cardinal_parse::Batch;
-    let plan = Plan::compile(sql).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let first = plan
-        .attributions
-        .first()
-        .context("the schema declares no CREATE ATTRIBUTION")?;
-    let stream = first.stream;
-    let mut setup = Setup::new(&plan, stream, 1, None)?.context("an attribution")?;
-    let mut collector = setup.collector();
-    let mut batch = Batch::new();
-    for (input, path) in inputs.iter().enumerate() {
-        let input = u32::try_from(input).context("too many inputs")?;
-        let mut reader = cardinal_source::LineReader::new(
-            cardinal_source::Input::open(path)
-                .with_context(|| format!("opening {}", path.display()))?,
-        );
-        let mut parser = crate::run::Parser::new(&plan.streams[stream], None)?;
-        while reader.read_chunk(batch.chunk_mut())? {
-            parser.parse(&mut batch)?;
-            for index in 0..batch.len() {
-                let record = batch.record(index);
-                // A record whose fields are not their types is skipped, as
-                // `cardinal run` rejects it.
-                let _ = collector.observe(&record, input, record.offset());
-            }
-        }
-    }
-    let credits = setup.apply(vec![collector])?;
-    let of = &credits[0];
-    let mut sums: BTreeMap<Option<String>, CampaignCredit> = BTreeMap::new();
-    for index in 0..of.rows.len() {
-        let record = of.record(index);
-        let campaign = record
-            .campaign
-            .map(|c| String::from_utf8_lossy(c).into_owned());
-        let sum = sums.entry(campaign.clone()).or_insert(CampaignCredit {
-            campaign,
-            conversions: 0.0,
-            revenue: 0.0,
-            touches: 0,
-        });
-        sum.conversions += record.row.credit;
-        sum.revenue += record.row.revenue.unwrap_or(0.0);
-        sum.touches += 1;
-    }
-    Ok(sums.into_values().collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -849,37 +781,5 @@ mod tests {
         assert_eq!(names.code(b"one more"), 0);
         assert_eq!(names.overflow, 1);
         assert_eq!(names.code(&0u32.to_le_bytes()), 1);
-    }
-
-    #[test]
-    fn credited_per_campaign_sums_the_credit_rows() {
-        let dir = std::env::temp_dir().join(format!("cardinal-demo-attr-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let input = dir.join("j.csv");
-        std::fs::write(
-            &input,
-            "ts,user_id,kind,campaign,revenue\n\
-             2026-11-01T00:00:00Z,1,click,a,0\n\
-             2026-11-01T01:00:00Z,1,click,b,0\n\
-             2026-11-01T02:00:00Z,2,click,a,0\n\
-             2026-11-01T03:00:00Z,1,conversion,,10\n\
-             2026-11-01T04:00:00Z,2,conversion,,4\n",
-        )
-        .expect("input");
-        let sql = "CREATE STREAM j (ts TIMESTAMP, user_id BIGINT, kind TEXT, campaign TEXT, revenue DOUBLE)
-                     WITH (header = true, time = 'ts');
-                   CREATE ATTRIBUTION credit ON j BY user_id MODEL linear LOOKBACK 1 DAYS
-                     TOUCH WHERE kind = 'click' CONVERSION WHERE kind = 'conversion'
-                     VALUE revenue CAMPAIGN campaign;";
-        let got = credited_per_campaign(sql, &[input]).expect("runs");
-        let want = [("a", 1.5, 9.0, 2), ("b", 0.5, 5.0, 1)];
-        assert_eq!(got.len(), want.len());
-        for (g, w) in got.iter().zip(want) {
-            assert_eq!(g.campaign.as_deref(), Some(w.0));
-            assert!((g.conversions - w.1).abs() < 1e-12, "{g:?}");
-            assert!((g.revenue - w.2).abs() < 1e-9, "{g:?}");
-            assert_eq!(g.touches, w.3);
-        }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

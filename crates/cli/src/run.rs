@@ -749,7 +749,7 @@ fn parquet_jobs(file: &ParquetFile, threads: usize) -> Vec<std::ops::Range<usize
     ranges
 }
 
-pub(crate) enum Parser {
+enum Parser {
     Csv(CsvParser),
     Json(NdjsonParser),
 }
@@ -758,7 +758,7 @@ impl Parser {
     /// A parser for `stream` that splits only the columns in `reads`
     /// (delimited text: the others are not split, and read as absent), or
     /// every column when `reads` is `None`.
-    pub(crate) fn new(stream: &cardinal_route::Stream, reads: Option<&[usize]>) -> Result<Self> {
+    fn new(stream: &cardinal_route::Stream, reads: Option<&[usize]>) -> Result<Self> {
         Ok(match stream.format {
             Format::Csv | Format::Amplab => {
                 let config = match stream.format {
@@ -780,7 +780,7 @@ impl Parser {
         })
     }
 
-    pub(crate) fn parse(&mut self, batch: &mut Batch) -> Result<()> {
+    fn parse(&mut self, batch: &mut Batch) -> Result<()> {
         match self {
             Parser::Csv(p) => p.parse(batch)?,
             Parser::Json(p) => p.parse(batch),
