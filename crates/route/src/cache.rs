@@ -118,13 +118,6 @@ pub struct Cached<'a, R: ?Sized> {
     slots: &'a [Cell<Slot>],
 }
 
-impl<R: ?Sized> Cached<'_, R> {
-    /// The record underneath.
-    pub fn inner(&self) -> &R {
-        self.record
-    }
-}
-
 impl<R: Record + ?Sized> Record for Cached<'_, R> {
     fn field(&self, column: usize) -> Option<&[u8]> {
         self.record.field(column)
