@@ -49,6 +49,9 @@ use cardinal_source::Chunk;
 use memchr::{memchr, memchr2, memrchr};
 
 use crate::batch::{Batch, Reject, RejectReason, Span};
+#[cfg(target_arch = "x86_64")]
+use crate::structural::{Avx2, Sse2};
+use crate::structural::{BLOCK, Classify, Masks, Scanner, Swar};
 use crate::{Error, FIELDS_MAX, RECORD_BYTES_MAX, Result};
 
 /// What to do with a record that has fewer fields than the file's columns
@@ -147,6 +150,11 @@ pub struct CsvParser {
     header_pending: bool,
     /// The current record's fields in file order (capacity FIELDS_MAX).
     row: Vec<Span>,
+    /// The fast path's classifier, supported by this CPU.
+    scanner: Scanner,
+    /// The fast path's scratch: the current record's split fields, then
+    /// absent ones (FIELDS_MAX long).
+    spans: Vec<Span>,
 }
 
 impl CsvParser {
@@ -183,6 +191,8 @@ impl CsvParser {
             needed: width,
             header_pending: config.header,
             row: Vec::with_capacity(FIELDS_MAX),
+            scanner: Scanner::detect(),
+            spans: vec![Span::ABSENT; FIELDS_MAX],
         };
         parser.refresh_projection();
         Ok(parser)
@@ -218,6 +228,24 @@ impl CsvParser {
             self.wanted[column] = true;
         }
         self.refresh_projection();
+    }
+
+    /// The classifier the fast path runs: the fastest this CPU has
+    /// ([`Scanner::detect`]) unless [`set_scanner`](Self::set_scanner)
+    /// chose another.
+    pub fn scanner(&self) -> Scanner {
+        self.scanner
+    }
+
+    /// Runs the fast path with `scanner` (all give the same batches; tests
+    /// and benchmarks compare them).
+    ///
+    /// # Panics
+    ///
+    /// If this CPU does not run `scanner` ([`Scanner::is_supported`]).
+    pub fn set_scanner(&mut self, scanner: Scanner) {
+        assert!(scanner.is_supported(), "{scanner:?} is not supported here");
+        self.scanner = scanner;
     }
 
     /// Recomputes what the projection means for this file's column order.
@@ -289,6 +317,7 @@ impl CsvParser {
         } = batch;
         let data = chunk.bytes();
         let delimiter = self.config.delimiter;
+        let scanner = self.scanner;
         let mut out = Out {
             chunk,
             map: &self.row_map,
@@ -305,6 +334,7 @@ impl CsvParser {
             direct: self.identity,
             base: 0,
             row: &mut self.row,
+            spans: &mut self.spans,
             overflow: false,
             fields,
             starts,
@@ -324,14 +354,14 @@ impl CsvParser {
             match memchr(b'"', &data[pos..]) {
                 None => {
                     out.sync_line(data, pos);
-                    scan_plain(data, pos, data.len(), delimiter, &mut out);
+                    scan(scanner, data, pos, data.len(), delimiter, &mut out);
                     break;
                 }
                 Some(k) => {
                     let quote = pos + k;
                     let line_start = memrchr(b'\n', &data[pos..quote]).map_or(pos, |k| pos + k + 1);
                     out.sync_line(data, pos);
-                    scan_plain(data, pos, line_start, delimiter, &mut out);
+                    scan(scanner, data, pos, line_start, delimiter, &mut out);
                     pos = parse_records(data, line_start, quote, delimiter, &mut out);
                 }
             }
@@ -368,6 +398,7 @@ impl CsvParser {
             direct: false,
             base: 0,
             row: &mut row,
+            spans: &mut [],
             overflow: false,
             fields: &mut fields,
             starts: &mut starts,
@@ -473,6 +504,8 @@ struct Out<'a> {
     base: usize,
     /// The current record's fields in file order (not direct mode).
     row: &'a mut Vec<Span>,
+    /// The fast path's scratch row (`CsvParser::spans`).
+    spans: &'a mut [Span],
     /// The record had more than FIELDS_MAX fields.
     overflow: bool,
     fields: &'a mut Vec<Span>,
@@ -608,6 +641,64 @@ impl Out<'_> {
         self.base = self.fields.len();
         debug_assert_eq!(self.base, self.starts.len() * self.width);
     }
+
+    /// Ends a fast-path record spanning `start..end` on line `line`: its
+    /// split fields are `spans[..stored]`, and `skipped` more were
+    /// counted. `spans[self.needed..self.width]` are absent.
+    ///
+    /// The common record (the file's width, not too long, columns in
+    /// schema order) is copied out here in one go; any other goes through
+    /// [`finish`](Self::finish), so the policies and rejects live in one
+    /// place.
+    #[inline(always)]
+    #[allow(clippy::cast_possible_truncation)]
+    fn finish_plain(
+        &mut self,
+        start: usize,
+        end: usize,
+        spans: &[Span],
+        stored: usize,
+        skipped: usize,
+        line: u32,
+    ) {
+        debug_assert!(!self.capture);
+        debug_assert_eq!(self.count(), 0);
+        debug_assert!(stored <= self.needed);
+        let count = stored + skipped;
+        if !(self.direct
+            && count == self.file_width
+            && count <= FIELDS_MAX
+            && end - start <= RECORD_BYTES_MAX)
+        {
+            for &span in &spans[..stored] {
+                self.push_needed(span);
+            }
+            self.skipped = skipped;
+            self.line = line;
+            return self.finish(start, end);
+        }
+        // Direct mode is the identity map, so the file's width is the
+        // schema's and every split field is kept; a record of the file's
+        // width has split all `needed` fields.
+        debug_assert_eq!(self.file_width, self.width);
+        debug_assert_eq!(stored, self.needed);
+        let base = self.fields.len();
+        self.fields.extend_from_slice(&spans[..self.width]);
+        // Columns from `needed` on are absent in `spans` already.
+        for &column in self.blank {
+            let column = column as usize;
+            if column >= stored {
+                break;
+            }
+            self.fields[base + column] = Span::ABSENT;
+        }
+        // Offsets and line indexes fit 31 bits (Batch::begin).
+        self.starts.push(start as u32);
+        self.lines.push(line);
+        self.line = line;
+        self.base = self.fields.len();
+        debug_assert_eq!(self.base, self.starts.len() * self.width);
+    }
 }
 
 /// The general path: parses records from `from` (a line start) until a
@@ -705,21 +796,23 @@ fn parse_record(data: &[u8], start: usize, delimiter: u8, out: &mut Out) -> usiz
     }
 }
 
-const LOW_BITS: u64 = 0x0101_0101_0101_0101;
-const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-
-/// The high bit of every byte of `x` that is zero, and no other bit
-/// (exact, unlike the classic `(x - 0x01..) & !x & 0x80..`, which flags
-/// bytes above a zero: no carry crosses a byte here because
-/// `(x & 0x7f) + 0x7f <= 0xfe`). Hacker's Delight, 2nd ed., §6-1.
+/// The fast path over `from..to`: whole lines without a quote byte, 64
+/// bytes per step, classified by `classify` into delimiter and newline
+/// masks ([`crate::structural`]).
+///
+/// Work is per field, not per byte: each set bit of the masks up to the
+/// projection's last needed field ends a span; past it, the record's
+/// remaining fields are counted with `count_ones` over the delimiter mask
+/// up to the next newline bit, a block at a time.
 #[inline(always)]
-fn zero_bytes(x: u64) -> u64 {
-    let low7_nonzero = (x & !HIGH_BITS).wrapping_add(!HIGH_BITS);
-    !(low7_nonzero | x | !HIGH_BITS)
-}
-
-/// The fast path over `from..to`: whole lines without a quote byte.
-fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
+fn scan_blocks<C: Classify>(
+    classify: C,
+    data: &[u8],
+    from: usize,
+    to: usize,
+    delimiter: u8,
+    out: &mut Out,
+) {
     debug_assert!(
         memchr(b'"', &data[from..to]).is_none(),
         "fast path needs quote-free lines"
@@ -730,45 +823,42 @@ fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out)
     debug_assert_eq!(out.line_pos, from);
     debug_assert!(out.needed >= 1);
     let data = &data[..to];
-    let delimiters = LOW_BITS * u64::from(delimiter);
-    let newlines = LOW_BITS * u64::from(b'\n');
     out.side_mark = out.side.len();
-    let mut cursor = Plain {
+    let spans = std::mem::take(&mut out.spans);
+    assert!(
+        out.needed <= spans.len(),
+        "FIELDS_MAX spans for FIELDS_MAX fields"
+    );
+    assert!(
+        out.width <= spans.len(),
+        "FIELDS_MAX spans for FIELDS_MAX columns"
+    );
+    // The columns past the projection are never split: absent (records
+    // are copied out of `spans` whole only when the file's columns are
+    // the schema's, `Out::finish_plain`).
+    spans[out.needed.min(out.width)..out.width].fill(Span::ABSENT);
+    let mut cursor = Cursor {
         field_start: from,
         record_start: from,
         line: out.line,
         needed: out.needed,
-        left: out.needed,
+        taken: 0,
+        skipped: 0,
+        spans,
     };
-    let mut i = from;
-    'words: while i + 8 <= to {
-        let word = u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
-        let at_newline = zero_bytes(word ^ newlines);
-        let mut mask = zero_bytes(word ^ delimiters) | at_newline;
-        while mask != 0 {
-            let bit = mask & mask.wrapping_neg();
-            let pos = i + (bit.trailing_zeros() / 8) as usize;
-            if at_newline & bit != 0 {
-                cursor.newline(data, pos, out);
-            } else if cursor.delimiter(pos, out) {
-                // The projection's last field is split: count the rest of
-                // the line's fields and go on after its newline.
-                let end = cursor.skip(data, pos + 1, delimiter, out);
-                i = end + 1;
-                continue 'words;
-            }
-            mask ^= bit;
-        }
-        i += 8;
+    let mut base = from;
+    while to - base >= BLOCK {
+        let block = data[base..base + BLOCK].try_into().expect("64 bytes");
+        cursor.block(data, base, classify.block(block, delimiter), out);
+        base += BLOCK;
     }
-    while i < to {
-        if data[i] == b'\n' {
-            cursor.newline(data, i, out);
-        } else if data[i] == delimiter && cursor.delimiter(i, out) {
-            i = cursor.skip(data, i + 1, delimiter, out) + 1;
-            continue;
-        }
-        i += 1;
+    if base < to {
+        // The last bytes, padded; the padding's bits are masked off (a
+        // zero byte may be the delimiter).
+        let mut block = [0; BLOCK];
+        block[..to - base].copy_from_slice(&data[base..]);
+        let masks = classify.block(&block, delimiter).below(to - base);
+        cursor.block(data, base, masks, out);
     }
     if cursor.record_start < to {
         // The input's last line, without a newline: as if it had one.
@@ -776,134 +866,152 @@ fn scan_plain(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out)
     }
     out.line = cursor.line;
     out.line_pos = to;
+    out.spans = cursor.spans;
 }
 
-/// The fast path's position: where the current field and record began.
-struct Plain {
+/// The fast path over `from..to` with `scanner`'s classifier.
+fn scan(scanner: Scanner, data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
+    match scanner {
+        Scanner::Swar => scan_swar(data, from, to, delimiter, out),
+        #[cfg(target_arch = "x86_64")]
+        Scanner::Sse2 => scan_sse2(data, from, to, delimiter, out),
+        #[cfg(target_arch = "x86_64")]
+        Scanner::Avx2 => {
+            let avx2 = Avx2::new().expect("the parser checked its scanner");
+            // SAFETY: `avx2` exists, so this CPU has AVX2, BMI1 and
+            // POPCNT, the features `scan_avx2` is compiled for.
+            unsafe { scan_avx2(avx2, data, from, to, delimiter, out) }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Scanner::Sse2 | Scanner::Avx2 => unreachable!("{scanner:?} is x86_64 only"),
+    }
+}
+
+/// [`scan_blocks`] with the portable classifier.
+fn scan_swar(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
+    scan_blocks(Swar, data, from, to, delimiter, out);
+}
+
+/// [`scan_blocks`] with SSE2 (in every x86_64 CPU).
+#[cfg(target_arch = "x86_64")]
+fn scan_sse2(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
+    scan_blocks(Sse2, data, from, to, delimiter, out);
+}
+
+/// [`scan_blocks`] with AVX2, compiled for AVX2, BMI1 (`tzcnt`, `blsr`)
+/// and POPCNT, which `avx2` guarantees the CPU has.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,bmi1,popcnt")]
+fn scan_avx2(avx2: Avx2, data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
+    scan_blocks(avx2, data, from, to, delimiter, out);
+}
+
+/// The fast path's position: where the current field and record began,
+/// and the record's split fields.
+struct Cursor<'a> {
     field_start: usize,
     record_start: usize,
     line: u32,
-    /// `Out::needed`, and how many of those fields the current record
-    /// has yet to split.
+    /// `Out::needed`: fields split per record before the rest are only
+    /// counted.
     needed: usize,
-    left: usize,
+    /// Fields of the current record split so far, in `spans[..taken]`;
+    /// `needed` once the rest of the line is only counted.
+    taken: usize,
+    /// Fields counted past the projection (`taken == needed`), the one
+    /// after the last split delimiter included.
+    skipped: usize,
+    /// `Out::spans`: split fields, then absent ones up to the width.
+    spans: &'a mut [Span],
 }
 
-impl Plain {
-    /// A field ends at delimiter `pos`; true when it was the last one the
-    /// projection needs.
+impl Cursor<'_> {
+    /// Takes the structural bytes of the block at `base`, in order.
     #[inline(always)]
-    fn delimiter(&mut self, pos: usize, out: &mut Out) -> bool {
-        out.push_needed(Span::chunk(self.field_start, pos));
+    fn block(&mut self, data: &[u8], base: usize, masks: Masks, out: &mut Out) {
+        let Masks {
+            delimiters,
+            newlines,
+        } = masks;
+        // Delimiters and newlines not taken yet.
+        let mut rest = delimiters | newlines;
+        while rest != 0 {
+            if self.taken == self.needed {
+                // Past the projection: count delimiters up to the newline.
+                let ends = newlines & rest;
+                if ends == 0 {
+                    self.skipped += (delimiters & rest).count_ones() as usize;
+                    return;
+                }
+                let end = ends & ends.wrapping_neg();
+                self.skipped += (delimiters & rest & (end - 1)).count_ones() as usize;
+                self.newline(data, base + ends.trailing_zeros() as usize, out);
+                // Everything above the newline; nothing when it is bit 63.
+                rest &= (end << 1).wrapping_neg();
+            } else {
+                let bit = rest & rest.wrapping_neg();
+                let pos = base + rest.trailing_zeros() as usize;
+                if newlines & bit != 0 {
+                    self.newline(data, pos, out);
+                } else {
+                    self.delimiter(pos);
+                }
+                rest ^= bit;
+            }
+        }
+    }
+
+    /// A field ends at delimiter `pos`.
+    #[inline(always)]
+    fn delimiter(&mut self, pos: usize) {
+        debug_assert!(self.taken < self.needed);
+        self.spans[self.taken] = Span::chunk(self.field_start, pos);
         self.field_start = pos + 1;
-        self.left -= 1;
-        self.left == 0
+        self.taken += 1;
+        if self.taken == self.needed {
+            // The projection's last field is split; the one after this
+            // delimiter is the first only counted.
+            self.skipped = 1;
+        }
     }
 
     /// A record ends at `pos`: a newline, or the end of the last line.
     #[inline(always)]
     fn newline(&mut self, data: &[u8], pos: usize, out: &mut Out) {
-        let end = if pos > self.field_start && data[pos - 1] == b'\r' {
-            pos - 1
+        if self.taken == self.needed {
+            debug_assert!(pos > self.record_start);
+            out.finish_plain(
+                self.record_start,
+                pos,
+                self.spans,
+                self.taken,
+                self.skipped,
+                self.line,
+            );
         } else {
-            pos
-        };
-        // A blank line: nothing but an optional CR, no field split yet.
-        if !(end == self.record_start && self.left == self.needed) {
-            out.push_needed(Span::chunk(self.field_start, end));
-            out.line = self.line;
-            out.finish(self.record_start, pos);
+            let end = if pos > self.field_start && data[pos - 1] == b'\r' {
+                pos - 1
+            } else {
+                pos
+            };
+            // A blank line: nothing but an optional CR, no field split yet.
+            if !(end == self.record_start && self.taken == 0) {
+                self.spans[self.taken] = Span::chunk(self.field_start, end);
+                out.finish_plain(
+                    self.record_start,
+                    pos,
+                    self.spans,
+                    self.taken + 1,
+                    0,
+                    self.line,
+                );
+            }
         }
+        debug_assert_eq!(out.count(), 0);
         self.line += 1;
         self.field_start = pos + 1;
         self.record_start = pos + 1;
-        self.left = self.needed;
-    }
-
-    /// The rest of a record from `from` (just after a delimiter), whose
-    /// fields no column needs: counts them, ends the record at its
-    /// newline (or the end of `data`) and returns that position.
-    #[inline(always)]
-    fn skip(&mut self, data: &[u8], from: usize, delimiter: u8, out: &mut Out) -> usize {
-        debug_assert!(from > self.record_start);
-        debug_assert_eq!(data[from - 1], delimiter);
-        let (end, fields) = rest_of_line(data, from, delimiter);
-        out.skipped += fields;
-        out.line = self.line;
-        out.finish(self.record_start, end);
-        debug_assert_eq!(out.count(), 0);
-        self.line += 1;
-        self.field_start = end + 1;
-        self.record_start = end + 1;
-        self.left = self.needed;
-        end
-    }
-}
-
-/// Where the line from `from` ends (its newline, or the end of `data`),
-/// and how many fields it holds from `from` on. Out of line, so that the
-/// fast path's loop keeps its cursor in registers.
-#[inline(never)]
-fn rest_of_line(data: &[u8], from: usize, delimiter: u8) -> (usize, usize) {
-    let end = memchr(b'\n', &data[from..]).map_or(data.len(), |k| from + k);
-    (end, 1 + count_byte(&data[from..end], delimiter))
-}
-
-/// How many bytes of `bytes` equal `byte`, 8 bytes per step (SWAR).
-#[allow(clippy::cast_possible_truncation)]
-fn count_byte(bytes: &[u8], byte: u8) -> usize {
-    let splat = LOW_BITS * u64::from(byte);
-    // The high bit of each matching byte, moved to the low bit and summed
-    // across the 8 lanes by a multiply into the top byte (at most 8).
-    let hits = |word: u64| ((zero_bytes(word ^ splat) >> 7).wrapping_mul(LOW_BITS) >> 56) as usize;
-    let len = bytes.len();
-    if len < 8 {
-        return bytes.iter().filter(|&&b| b == byte).count();
-    }
-    let mut total = 0;
-    let mut i = 0;
-    while i + 8 <= len {
-        total += hits(u64::from_le_bytes(
-            bytes[i..i + 8].try_into().expect("8 bytes"),
-        ));
-        i += 8;
-    }
-    if i < len {
-        // The last 8 bytes, with the ones already counted (the low lanes)
-        // replaced by a byte that cannot match.
-        let seen = 8 - (len - i);
-        let word = u64::from_le_bytes(bytes[len - 8..].try_into().expect("8 bytes"));
-        let keep = u64::MAX << (8 * seen);
-        total += hits((word & keep) | (!splat & !keep));
-    }
-    total
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn count_byte_counts() {
-        let text: Vec<u8> = (0..5000u32)
-            .map(|i| [b',', b'a', 0, b'\n'][(i % 7 % 4) as usize])
-            .collect();
-        for len in [0, 1, 7, 8, 9, 63, 2039, 2040, 2041, 5000] {
-            for byte in [b',', 0, b'a', b'z'] {
-                let expected = text[..len].iter().filter(|&&b| b == byte).count();
-                assert_eq!(count_byte(&text[..len], byte), expected, "{len} {byte}");
-            }
-        }
-    }
-
-    #[test]
-    fn zero_bytes_is_exact() {
-        for byte in 0..=255u8 {
-            let word = u64::from_le_bytes([byte, 0, 1, 0x80, 0xff, 0, 0x7f, byte]);
-            let mask = zero_bytes(word);
-            for (i, b) in word.to_le_bytes().iter().enumerate() {
-                assert_eq!(mask >> (8 * i) & 0xff, if *b == 0 { 0x80 } else { 0 });
-            }
-        }
+        self.taken = 0;
+        self.skipped = 0;
     }
 }

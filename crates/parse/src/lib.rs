@@ -50,6 +50,7 @@ mod csv;
 mod error;
 mod ndjson;
 mod parquet;
+mod structural;
 
 pub use batch::{Batch, RecordRef, Reject, RejectReason};
 pub use csv::{CsvConfig, CsvParser, Extra, Missing};
@@ -59,6 +60,7 @@ pub use parquet::{
     PARQUET_BATCH_BYTES_MAX, PARQUET_BATCH_ROWS, PARQUET_MAGIC, ParquetBatch, ParquetFile,
     ParquetReader, ParquetRecord, is_parquet,
 };
+pub use structural::Scanner;
 
 /// The most fields a record may have: 1024. Declared streams have tens of
 /// columns; a line with a thousand delimiters is a wrong delimiter or
