@@ -50,7 +50,7 @@ use memchr::{memchr, memchr2, memrchr};
 
 use crate::batch::{Batch, Reject, RejectReason, Span};
 #[cfg(target_arch = "x86_64")]
-use crate::structural::{Avx2, Sse2};
+use crate::structural::{Avx2, Avx512, Sse2};
 use crate::structural::{BLOCK, Classify, Masks, Scanner, Swar};
 use crate::{Error, FIELDS_MAX, RECORD_BYTES_MAX, Result};
 
@@ -144,6 +144,9 @@ pub struct CsvParser {
     wanted: Vec<bool>,
     /// The schema columns outside the projection, ascending.
     blank: Vec<u32>,
+    /// The columns of `blank` below `needed`: the ones the fast path
+    /// splits and then blanks.
+    blank_split: Vec<u32>,
     /// How many leading file fields the fast path splits: one past the
     /// last file column the projection maps to (at least 1).
     needed: usize,
@@ -188,6 +191,7 @@ impl CsvParser {
             identity: true,
             wanted: vec![true; width],
             blank: Vec::new(),
+            blank_split: Vec::new(),
             needed: width,
             header_pending: config.header,
             row: Vec::with_capacity(FIELDS_MAX),
@@ -270,6 +274,16 @@ impl CsvParser {
             .filter(|&c| !self.wanted[c])
             .map(|c| u32::try_from(c).expect("width <= FIELDS_MAX"))
             .collect();
+        self.blank_split = self
+            .blank
+            .iter()
+            .copied()
+            .filter(|&c| (c as usize) < self.needed)
+            .collect();
+        assert!(
+            self.file_width <= FIELDS_MAX,
+            "a header has at most FIELDS_MAX names"
+        );
         assert!(self.needed >= 1);
         assert!(self.needed <= FIELDS_MAX);
         assert!(self.needed <= self.file_width.max(1));
@@ -323,6 +337,7 @@ impl CsvParser {
             map: &self.row_map,
             identity: self.identity,
             blank: &self.blank,
+            blank_split: &self.blank_split,
             needed: self.needed,
             skipped: 0,
             width: self.width,
@@ -387,6 +402,7 @@ impl CsvParser {
             map: &[],
             identity: true,
             blank: &[],
+            blank_split: &[],
             needed: FIELDS_MAX,
             skipped: 0,
             width: 0,
@@ -485,6 +501,8 @@ struct Out<'a> {
     identity: bool,
     /// Schema columns outside the projection (identity mode blanks them).
     blank: &'a [u32],
+    /// The ones below `needed` (`CsvParser::blank_split`).
+    blank_split: &'a [u32],
     /// Leading fields the fast path splits before it only counts.
     needed: usize,
     /// Fields of the current record counted but not stored (fast path,
@@ -665,11 +683,9 @@ impl Out<'_> {
         debug_assert_eq!(self.count(), 0);
         debug_assert!(stored <= self.needed);
         let count = stored + skipped;
-        if !(self.direct
-            && count == self.file_width
-            && count <= FIELDS_MAX
-            && end - start <= RECORD_BYTES_MAX)
-        {
+        // `count <= FIELDS_MAX` follows from the width check, since
+        // `file_width <= FIELDS_MAX` (`refresh_projection`).
+        if !(self.direct && count == self.file_width && end - start <= RECORD_BYTES_MAX) {
             for &span in &spans[..stored] {
                 self.push_needed(span);
             }
@@ -682,15 +698,12 @@ impl Out<'_> {
         // width has split all `needed` fields.
         debug_assert_eq!(self.file_width, self.width);
         debug_assert_eq!(stored, self.needed);
+        debug_assert!(count <= FIELDS_MAX);
         let base = self.fields.len();
-        self.fields.extend_from_slice(&spans[..self.width]);
+        self.fields.extend(spans[..self.width].iter().copied());
         // Columns from `needed` on are absent in `spans` already.
-        for &column in self.blank {
-            let column = column as usize;
-            if column >= stored {
-                break;
-            }
-            self.fields[base + column] = Span::ABSENT;
+        for &column in self.blank_split {
+            self.fields[base + column as usize] = Span::ABSENT;
         }
         // Offsets and line indexes fit 31 bits (Batch::begin).
         self.starts.push(start as u32);
@@ -844,14 +857,18 @@ fn scan_blocks<C: Classify>(
         needed: out.needed,
         taken: 0,
         skipped: 0,
-        spans,
+        spans: (&mut spans[..FIELDS_MAX])
+            .try_into()
+            .expect("FIELDS_MAX spans"),
     };
     let mut base = from;
-    while to - base >= BLOCK {
-        let block = data[base..base + BLOCK].try_into().expect("64 bytes");
+    let mut blocks = data[from..].chunks_exact(BLOCK);
+    for block in &mut blocks {
+        let block = block.try_into().expect("64 bytes");
         cursor.block(data, base, classify.block(block, delimiter), out);
         base += BLOCK;
     }
+    debug_assert_eq!(to - base, blocks.remainder().len());
     if base < to {
         // The last bytes, padded; the padding's bits are masked off (a
         // zero byte may be the delimiter).
@@ -866,7 +883,7 @@ fn scan_blocks<C: Classify>(
     }
     out.line = cursor.line;
     out.line_pos = to;
-    out.spans = cursor.spans;
+    out.spans = spans;
 }
 
 /// The fast path over `from..to` with `scanner`'s classifier.
@@ -882,8 +899,17 @@ fn scan(scanner: Scanner, data: &[u8], from: usize, to: usize, delimiter: u8, ou
             // POPCNT, the features `scan_avx2` is compiled for.
             unsafe { scan_avx2(avx2, data, from, to, delimiter, out) }
         }
+        #[cfg(target_arch = "x86_64")]
+        Scanner::Avx512 => {
+            let avx512 = Avx512::new().expect("the parser checked its scanner");
+            // SAFETY: `avx512` exists, so this CPU has AVX-512BW, BMI1 and
+            // POPCNT, the features `scan_avx512` is compiled for.
+            unsafe { scan_avx512(avx512, data, from, to, delimiter, out) }
+        }
         #[cfg(not(target_arch = "x86_64"))]
-        Scanner::Sse2 | Scanner::Avx2 => unreachable!("{scanner:?} is x86_64 only"),
+        Scanner::Sse2 | Scanner::Avx2 | Scanner::Avx512 => {
+            unreachable!("{scanner:?} is x86_64 only")
+        }
     }
 }
 
@@ -906,6 +932,14 @@ fn scan_avx2(avx2: Avx2, data: &[u8], from: usize, to: usize, delimiter: u8, out
     scan_blocks(avx2, data, from, to, delimiter, out);
 }
 
+/// [`scan_blocks`] with AVX-512BW, compiled for AVX-512BW, BMI1 and
+/// POPCNT, which `avx512` guarantees the CPU has.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw,bmi1,popcnt")]
+fn scan_avx512(avx512: Avx512, data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
+    scan_blocks(avx512, data, from, to, delimiter, out);
+}
+
 /// The fast path's position: where the current field and record began,
 /// and the record's split fields.
 struct Cursor<'a> {
@@ -922,7 +956,7 @@ struct Cursor<'a> {
     /// after the last split delimiter included.
     skipped: usize,
     /// `Out::spans`: split fields, then absent ones up to the width.
-    spans: &'a mut [Span],
+    spans: &'a mut [Span; FIELDS_MAX],
 }
 
 impl Cursor<'_> {
@@ -935,8 +969,26 @@ impl Cursor<'_> {
         } = masks;
         // Delimiters and newlines not taken yet.
         let mut rest = delimiters | newlines;
-        while rest != 0 {
-            if self.taken == self.needed {
+        loop {
+            if self.taken < self.needed {
+                // Splitting: each bit ends a field, until the projection's
+                // last one or a newline.
+                loop {
+                    if rest == 0 {
+                        return;
+                    }
+                    let bit = rest & rest.wrapping_neg();
+                    let pos = base + rest.trailing_zeros() as usize;
+                    rest ^= bit;
+                    if newlines & bit != 0 {
+                        self.newline(data, pos, out);
+                        break;
+                    }
+                    if self.delimiter(pos) {
+                        break;
+                    }
+                }
+            } else {
                 // Past the projection: count delimiters up to the newline.
                 let ends = newlines & rest;
                 if ends == 0 {
@@ -948,31 +1000,25 @@ impl Cursor<'_> {
                 self.newline(data, base + ends.trailing_zeros() as usize, out);
                 // Everything above the newline; nothing when it is bit 63.
                 rest &= (end << 1).wrapping_neg();
-            } else {
-                let bit = rest & rest.wrapping_neg();
-                let pos = base + rest.trailing_zeros() as usize;
-                if newlines & bit != 0 {
-                    self.newline(data, pos, out);
-                } else {
-                    self.delimiter(pos);
-                }
-                rest ^= bit;
             }
         }
     }
 
-    /// A field ends at delimiter `pos`.
+    /// A field ends at delimiter `pos`; true when it was the last one
+    /// the projection needs.
     #[inline(always)]
-    fn delimiter(&mut self, pos: usize) {
+    fn delimiter(&mut self, pos: usize) -> bool {
         debug_assert!(self.taken < self.needed);
         self.spans[self.taken] = Span::chunk(self.field_start, pos);
         self.field_start = pos + 1;
         self.taken += 1;
         if self.taken == self.needed {
-            // The projection's last field is split; the one after this
-            // delimiter is the first only counted.
+            // The one after this delimiter is the first field only
+            // counted.
             self.skipped = 1;
+            return true;
         }
+        false
     }
 
     /// A record ends at `pos`: a newline, or the end of the last line.

@@ -1,11 +1,13 @@
 //! Delimited text: a table of cases (quoting, escapes, CRLF, empty fields,
-//! header mapping, limits), the fast path against the general path on
-//! arbitrary input, and arbitrary bytes without a panic.
+//! header mapping, limits), the fast path with each scanner this CPU runs
+//! against the general path on arbitrary input, and arbitrary bytes
+//! without a panic.
 
 mod common;
 
 use cardinal_parse::{
-    Batch, CsvConfig, CsvParser, Error, Extra, FIELDS_MAX, Missing, RECORD_BYTES_MAX,
+    Batch, CsvConfig, CsvParser, Error, Extra, FIELDS_MAX, Missing, RECORD_BYTES_MAX, Result,
+    Scanner,
 };
 use common::{load, render_records, render_rejects, schema};
 use proptest::prelude::*;
@@ -39,6 +41,33 @@ const HEADER_LENIENT: CsvConfig = CsvConfig {
     header: true,
     ..LENIENT
 };
+
+/// How a chunk is parsed: the general path (`None`), or the fast path with
+/// a scanner.
+type Path = Option<Scanner>;
+
+/// The general path and the fast path with every scanner this CPU runs,
+/// so that each is exercised wherever the tests run.
+fn paths() -> Vec<Path> {
+    std::iter::once(None)
+        .chain(
+            Scanner::ALL
+                .into_iter()
+                .filter(|s| s.is_supported())
+                .map(Some),
+        )
+        .collect()
+}
+
+fn parse_on(parser: &mut CsvParser, batch: &mut Batch, path: Path) -> Result<()> {
+    match path {
+        None => parser.parse_without_fast_path(batch),
+        Some(scanner) => {
+            parser.set_scanner(scanner);
+            parser.parse(batch)
+        }
+    }
+}
 
 const CASES: &[Case] = &[
     Case {
@@ -242,26 +271,21 @@ const CASES: &[Case] = &[
 fn table() {
     let columns = schema(&["a", "b", "c"]);
     for case in CASES {
-        for fast in [true, false] {
+        for path in paths() {
             let mut parser = CsvParser::new(&columns, case.config).expect(case.name);
             let mut batch = Batch::new();
             load(&mut batch, case.input.as_bytes());
-            if fast {
-                parser.parse(&mut batch).expect(case.name);
-            } else {
-                parser.parse_without_fast_path(&mut batch).expect(case.name);
-            }
-            let path = if fast { "fast" } else { "general" };
+            parse_on(&mut parser, &mut batch, path).expect(case.name);
             assert_eq!(
                 render_records(&batch),
                 case.records,
-                "{} ({path})",
+                "{} ({path:?})",
                 case.name
             );
             assert_eq!(
                 render_rejects(&batch),
                 case.rejects,
-                "{} ({path})",
+                "{} ({path:?})",
                 case.name
             );
         }
@@ -335,17 +359,11 @@ fn fields_max_is_a_reject() {
     let mut line = ",".repeat(FIELDS_MAX);
     line.push('\n');
     line.push_str("a,b,c\n");
-    for fast in [true, false] {
+    for path in paths() {
         let mut parser = CsvParser::new(&columns, LENIENT).expect("valid");
         let mut batch = Batch::new();
         load(&mut batch, line.as_bytes());
-        if fast {
-            parser.parse(&mut batch).expect("no header");
-        } else {
-            parser
-                .parse_without_fast_path(&mut batch)
-                .expect("no header");
-        }
+        parse_on(&mut parser, &mut batch, path).expect("no header");
         assert_eq!(
             render_rejects(&batch),
             [format!("1:{FIELDS_MAX}:FieldsMax")]
@@ -366,14 +384,57 @@ fn projection_keeps_limits() {
     input.push_str(&"x".repeat(RECORD_BYTES_MAX));
     input.push_str("\na\na,b,c,d\na,b,c\n");
     for config in [STRICT, LENIENT] {
-        let [full, fast, general] = projected(input.as_bytes(), config, &names, &[0]);
-        assert_eq!(fast, full);
-        assert_eq!(general, full);
+        let (full, projections) = projected(input.as_bytes(), config, &names, &[0]);
+        for (path, projection) in projections {
+            assert_eq!(projection, full, "{path:?}");
+        }
         assert_eq!(full.1[..2], ["1:1024:FieldsMax", "2:-:RecordBytesMax"]);
     }
-    let [full, ..] = projected(input.as_bytes(), STRICT, &names, &[0]);
+    let (full, _) = projected(input.as_bytes(), STRICT, &names, &[0]);
     assert_eq!(full.0, ["Some(5):a|~|~"]);
     assert_eq!(full.1[2..], ["3:1:TooFewFields", "4:3:TooManyFields"]);
+}
+
+#[test]
+fn counting_crosses_blocks() {
+    // Fields past the projection counted over several 64-byte blocks, the
+    // newline in each position of a block, with and without a CR.
+    let names = ["a", "b", "c", "d"];
+    let mut input = String::new();
+    for pad in 0..130 {
+        let x = "x".repeat(pad);
+        input.push_str(&format!("{x},b{x},c,d{x}\n"));
+        input.push_str(&format!("{x},{x},c{x},d\r\n"));
+        input.push_str(&format!("a,{x},{x},d,{x}\n"));
+        input.push_str(&format!("y{x}{}\n", ",".repeat(pad % 7)));
+    }
+    for config in [STRICT, LENIENT] {
+        for keep in [&[][..], &[0], &[1], &[0, 2], &[3], &[0, 1, 2, 3]] {
+            let (full, projections) = projected(input.as_bytes(), config, &names, keep);
+            assert_eq!(full.0.len() + full.1.len(), 4 * 130);
+            for (path, projection) in projections {
+                assert_eq!(projection, full, "{path:?} {keep:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn scanners_are_forced_and_checked() {
+    let mut parser = CsvParser::new(&schema(&["a"]), STRICT).expect("valid");
+    assert!(parser.scanner().is_supported());
+    assert_eq!(parser.scanner(), Scanner::detect());
+    parser.set_scanner(Scanner::Swar);
+    assert_eq!(parser.scanner(), Scanner::Swar);
+    for scanner in Scanner::ALL {
+        if !scanner.is_supported() {
+            let result = std::panic::catch_unwind(move || {
+                let mut parser = CsvParser::new(&schema(&["a"]), STRICT).expect("valid");
+                parser.set_scanner(scanner);
+            });
+            assert!(result.is_err(), "{scanner:?} accepted but not supported");
+        }
+    }
 }
 
 #[test]
@@ -397,48 +458,65 @@ fn batches_are_reused_across_chunks() {
     assert!(batch.rejects().is_empty());
 }
 
-/// Text made mostly of the bytes the grammar cares about.
+/// Text made mostly of the bytes the grammar cares about, and runs of
+/// plain text (0 to 129 bytes) that move the rest across the scanners'
+/// 16, 32 and 64-byte blocks.
 fn csvish() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(
         prop_oneof![
-            4 => Just(b','), 3 => Just(b'\n'), 2 => Just(b'"'), 1 => Just(b'\r'),
-            6 => Just(b'a'), 2 => Just(b'b'), 1 => any::<u8>(),
+            4 => Just(vec![b',']), 3 => Just(vec![b'\n']), 2 => Just(vec![b'"']),
+            1 => Just(vec![b'\r']), 6 => Just(vec![b'a']), 2 => Just(vec![b'b']),
+            1 => any::<u8>().prop_map(|b| vec![b]),
+            1 => (0..130usize).prop_map(|n| vec![b'x'; n]),
         ],
         0..300,
     )
+    .prop_map(|tokens| tokens.concat())
 }
 
 /// The same, without quotes: lines the fast path takes whole.
 fn plain() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(
-        prop_oneof![4 => Just(b','), 3 => Just(b'\n'), 1 => Just(b'\r'), 6 => Just(b'a'), 1 => Just(b'b')],
+        prop_oneof![
+            4 => Just(vec![b',']), 3 => Just(vec![b'\n']), 1 => Just(vec![b'\r']),
+            6 => Just(vec![b'a']), 1 => Just(vec![b'b']),
+            1 => (0..130usize).prop_map(|n| vec![b'x'; n]),
+            1 => (0..70usize).prop_map(|n| vec![b','; n]),
+        ],
         0..300,
     )
+    .prop_map(|tokens| tokens.concat())
 }
 
 /// Records and rejects, rendered.
 type Rendered = (Vec<String>, Vec<String>);
 
-fn both_paths(input: &[u8], config: CsvConfig) -> (Rendered, Rendered) {
+/// `input` parsed on every path ([`paths`]), the general path first.
+fn all_paths(input: &[u8], config: CsvConfig) -> Vec<(Path, Rendered)> {
     let columns = schema(&["a", "b", "c"]);
-    let mut results = Vec::new();
-    for fast in [true, false] {
-        let mut parser = CsvParser::new(&columns, config).expect("valid");
-        let mut batch = Batch::new();
-        load(&mut batch, input);
-        let parsed = if fast {
-            parser.parse(&mut batch)
-        } else {
-            parser.parse_without_fast_path(&mut batch)
-        };
-        match parsed {
-            Ok(()) => results.push((render_records(&batch), render_rejects(&batch))),
-            Err(e) => results.push((vec![e.to_string()], Vec::new())),
-        }
+    paths()
+        .into_iter()
+        .map(|path| {
+            let mut parser = CsvParser::new(&columns, config).expect("valid");
+            let mut batch = Batch::new();
+            load(&mut batch, input);
+            let rendered = match parse_on(&mut parser, &mut batch, path) {
+                Ok(()) => (render_records(&batch), render_rejects(&batch)),
+                Err(e) => (vec![e.to_string()], Vec::new()),
+            };
+            (path, rendered)
+        })
+        .collect()
+}
+
+/// Every fast path gives the general path's records and rejects.
+fn assert_paths_agree(input: &[u8], config: CsvConfig) -> std::result::Result<(), TestCaseError> {
+    let results = all_paths(input, config);
+    let (_, general) = &results[0];
+    for (path, fast) in &results[1..] {
+        prop_assert_eq!(fast, general, "{:?}", path);
     }
-    let general = results.pop().expect("two");
-    let fast = results.pop().expect("two");
-    (fast, general)
+    Ok(())
 }
 
 /// Records with the columns outside `keep` shown as `~`, and rejects.
@@ -461,23 +539,23 @@ fn render_kept(batch: &Batch, keep: &[usize]) -> Rendered {
 }
 
 /// `input` parsed in full on the general path with the columns outside
-/// `keep` masked, then projected to `keep` on the fast and the general
-/// path; each with the columns outside `keep` masked.
-fn projected(input: &[u8], config: CsvConfig, names: &[&str], keep: &[usize]) -> [Rendered; 3] {
+/// `keep` masked, then projected to `keep` on every path ([`paths`]);
+/// each with the columns outside `keep` masked.
+fn projected(
+    input: &[u8],
+    config: CsvConfig,
+    names: &[&str],
+    keep: &[usize],
+) -> (Rendered, Vec<(Path, Rendered)>) {
     let columns = schema(names);
-    let run = |project: bool, fast: bool| {
+    let run = |project: bool, path: Path| {
         let mut parser = CsvParser::new(&columns, config).expect("valid");
         if project {
             parser.project(keep);
         }
         let mut batch = Batch::new();
         load(&mut batch, input);
-        let parsed = if fast {
-            parser.parse(&mut batch)
-        } else {
-            parser.parse_without_fast_path(&mut batch)
-        };
-        match parsed {
+        match parse_on(&mut parser, &mut batch, path) {
             Ok(()) => {
                 if project {
                     // Columns outside the projection are absent, not merely
@@ -493,7 +571,11 @@ fn projected(input: &[u8], config: CsvConfig, names: &[&str], keep: &[usize]) ->
             Err(e) => (vec![e.to_string()], Vec::new()),
         }
     };
-    [run(false, false), run(true, true), run(true, false)]
+    let projections = paths()
+        .into_iter()
+        .map(|path| (path, run(true, path)))
+        .collect();
+    (run(false, None), projections)
 }
 
 /// Lines for the projection: the grammar's bytes, runs of text long
@@ -529,34 +611,39 @@ proptest! {
         }
         input.extend_from_slice(&body);
         let config = CsvConfig { header: header.is_some(), ..base };
-        let [full, fast, general] = projected(&input, config, &["a", "b", "c", "d", "e"], &keep);
-        prop_assert_eq!(&fast, &full);
-        prop_assert_eq!(&general, &full);
+        let (full, projections) = projected(&input, config, &["a", "b", "c", "d", "e"], &keep);
+        for (path, projection) in projections {
+            prop_assert_eq!(&projection, &full, "{:?}", path);
+        }
     }
 
     #[test]
-    fn fast_path_equals_general_path(input in csvish(), lenient in any::<bool>(), header in any::<bool>()) {
-        let config = CsvConfig { header, ..if lenient { LENIENT } else { STRICT } };
-        let (fast, general) = both_paths(&input, config);
-        prop_assert_eq!(fast, general);
+    fn fast_path_equals_general_path(
+        input in csvish(),
+        lenient in any::<bool>(),
+        header in any::<bool>(),
+        delimiter in prop_oneof![Just(b','), Just(b'\t'), Just(0u8), Just(b'x')],
+    ) {
+        let config = CsvConfig { header, delimiter, ..if lenient { LENIENT } else { STRICT } };
+        assert_paths_agree(&input, config)?;
     }
 
     #[test]
     fn fast_path_equals_general_path_without_quotes(input in plain(), lenient in any::<bool>()) {
-        let (fast, general) = both_paths(&input, if lenient { LENIENT } else { STRICT });
-        prop_assert_eq!(fast, general);
+        assert_paths_agree(&input, if lenient { LENIENT } else { STRICT })?;
     }
 
     #[test]
     fn any_bytes_never_panic(input in proptest::collection::vec(any::<u8>(), 0..400), header in any::<bool>()) {
-        let _ = both_paths(&input, CsvConfig { header, ..LENIENT });
+        assert_paths_agree(&input, CsvConfig { header, ..LENIENT })?;
     }
 
     /// Records plus rejects account for every non-blank line when nothing
     /// is quoted.
     #[test]
     fn every_line_is_a_record_or_a_reject(input in plain()) {
-        let (fast, _) = both_paths(&input, STRICT);
+        let results = all_paths(&input, STRICT);
+        let fast = &results.last().expect("the general path at least").1;
         let lines = input
             .split(|&b| b == b'\n')
             .filter(|line| !line.is_empty() && *line != b"\r")
