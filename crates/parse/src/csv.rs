@@ -674,7 +674,7 @@ impl Out<'_> {
         &mut self,
         start: usize,
         end: usize,
-        spans: &[Span],
+        spans: &[Span; FIELDS_MAX],
         stored: usize,
         skipped: usize,
         line: u32,
@@ -700,7 +700,7 @@ impl Out<'_> {
         debug_assert_eq!(stored, self.needed);
         debug_assert!(count <= FIELDS_MAX);
         let base = self.fields.len();
-        self.fields.extend(spans[..self.width].iter().copied());
+        copy_row(self.fields, spans, self.width);
         // Columns from `needed` on are absent in `spans` already.
         for &column in self.blank_split {
             self.fields[base + column as usize] = Span::ABSENT;
@@ -711,6 +711,26 @@ impl Out<'_> {
         self.line = line;
         self.base = self.fields.len();
         debug_assert_eq!(self.base, self.starts.len() * self.width);
+    }
+}
+
+/// Appends `spans[..width]` to `fields`. Rows of up to 8 and 16 spans
+/// (most streams) are copied as one fixed-size block and cut back, which
+/// compiles to a few vector moves instead of a loop or a `memcpy` call.
+#[inline(always)]
+fn copy_row(fields: &mut Vec<Span>, spans: &[Span; FIELDS_MAX], width: usize) {
+    fn block<const N: usize>(fields: &mut Vec<Span>, spans: &[Span; FIELDS_MAX], width: usize) {
+        let base = fields.len();
+        let row: [Span; N] = spans[..N].try_into().expect("N <= FIELDS_MAX");
+        fields.extend(row);
+        fields.truncate(base + width);
+    }
+    if width <= 8 {
+        block::<8>(fields, spans, width);
+    } else if width <= 16 {
+        block::<16>(fields, spans, width);
+    } else {
+        fields.extend_from_slice(&spans[..width]);
     }
 }
 

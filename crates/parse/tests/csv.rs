@@ -420,6 +420,41 @@ fn counting_crosses_blocks() {
 }
 
 #[test]
+fn rows_of_every_width_class() {
+    // Schemas of 1 to 40 columns (rows copied as blocks of 8 or 16 spans,
+    // or one by one), records one field short, exact and one long.
+    for width in [1usize, 2, 7, 8, 9, 15, 16, 17, 40] {
+        let names: Vec<String> = (0..width).map(|c| format!("c{c}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut input = String::new();
+        for line in 0..60 {
+            let fields = width - 1 + line % 3;
+            let row: Vec<String> = (0..fields)
+                .map(|f| "v".repeat((line * 7 + f) % 11))
+                .collect();
+            input.push_str(&row.join(","));
+            input.push_str(if line % 4 == 0 { "\r\n" } else { "\n" });
+        }
+        let keeps = [
+            (0..width).collect::<Vec<_>>(),
+            vec![0],
+            vec![width - 1],
+            vec![],
+            (0..width).step_by(2).collect(),
+        ];
+        for config in [STRICT, LENIENT] {
+            for keep in &keeps {
+                let (full, projections) = projected(input.as_bytes(), config, &names, keep);
+                assert!(!full.0.is_empty());
+                for (path, projection) in projections {
+                    assert_eq!(projection, full, "{width} {path:?} {keep:?}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn scanners_are_forced_and_checked() {
     let mut parser = CsvParser::new(&schema(&["a"]), STRICT).expect("valid");
     assert!(parser.scanner().is_supported());
