@@ -11,11 +11,16 @@
 //! Each row is the best of `REPS` (5) runs, timed by the thread's CPU clock
 //! and the wall clock. Rows:
 //!
-//! - `parse`: the parser alone over chunks cut and loaded beforehand;
+//! - `parse`: the parser alone over chunks cut and loaded beforehand, with
+//!   the scanner the CPU's best (`parse`) and, for delimited text, with
+//!   each scanner it runs (`parse, Swar scanner`, ...);
 //! - `read+parse`: `LineReader` (chunking, the copy into the chunk, line
 //!   counting) plus the parser, the path one core of the engine runs;
 //! - `serde_json`: NDJSON lines read by `serde_json` into borrowed
 //!   `&RawValue` maps walked by path, the alternative to our scanner.
+//!
+//! `uservisits, columns 0 and 3` projects the table to the two columns
+//! AMPLab Query 2A reads (`CsvParser::project`), as `cardinal run` does.
 
 use std::collections::HashMap;
 use std::hint::black_box;
@@ -26,7 +31,7 @@ use std::time::Instant;
 use cardinal_event::{Column, ColumnType, Schema};
 use cardinal_gen::bdb::{BdbConfig, write_uservisits};
 use cardinal_gen::impressions::{Format, Impressions, ImpressionsConfig};
-use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, amplab};
+use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, Scanner, amplab};
 use cardinal_source::{CHUNK_BYTES_DEFAULT, Chunk, Input, LineReader};
 use serde_json::value::RawValue;
 
@@ -83,16 +88,25 @@ fn impressions_schema(paths: bool) -> Schema {
 }
 
 enum Kind {
-    Csv(Schema, CsvConfig),
+    /// A schema, its layout, and the columns kept (all when `None`).
+    Csv(Schema, CsvConfig, Option<Vec<usize>>),
     Ndjson(Schema),
 }
 
 impl Kind {
-    /// Parses one batch; returns its records.
-    fn parse_with(&self) -> impl FnMut(&mut Batch) -> usize {
+    /// Parses one batch; returns its records. `scanner` overrides the CSV
+    /// parser's choice.
+    fn parse_with(&self, scanner: Option<Scanner>) -> impl FnMut(&mut Batch) -> usize {
         let (mut csv, mut ndjson) = match self {
-            Kind::Csv(schema, config) => {
-                (Some(CsvParser::new(schema, *config).expect("fits")), None)
+            Kind::Csv(schema, config, keep) => {
+                let mut parser = CsvParser::new(schema, *config).expect("fits");
+                if let Some(columns) = keep {
+                    parser.project(columns);
+                }
+                if let Some(scanner) = scanner {
+                    parser.set_scanner(scanner);
+                }
+                (Some(parser), None)
             }
             Kind::Ndjson(schema) => (None, Some(NdjsonParser::new(schema).expect("fits"))),
         };
@@ -215,7 +229,7 @@ fn main() {
         (
             "impressions CSV",
             generate_impressions(Format::Csv, 87),
-            Kind::Csv(impressions_schema(false), CsvConfig::v1()),
+            Kind::Csv(impressions_schema(false), CsvConfig::v1(), None),
         ),
         (
             "impressions NDJSON",
@@ -224,8 +238,13 @@ fn main() {
         ),
         (
             "uservisits",
+            uservisits.clone(),
+            Kind::Csv(amplab::uservisits(), CsvConfig::amplab(), None),
+        ),
+        (
+            "uservisits, columns 0 and 3",
             uservisits,
-            Kind::Csv(amplab::uservisits(), CsvConfig::amplab()),
+            Kind::Csv(amplab::uservisits(), CsvConfig::amplab(), Some(vec![0, 3])),
         ),
     ];
 
@@ -249,12 +268,22 @@ fn main() {
             })
             .collect();
         let parse_only = best(reps, || {
-            let mut parse = kind.parse_with();
+            let mut parse = kind.parse_with(None);
             batches.iter_mut().map(&mut parse).sum()
         });
+        row(label, "parse", text.len(), text.len(), parse_only);
+        if let Kind::Csv(..) = kind {
+            for scanner in Scanner::ALL.into_iter().filter(|s| s.is_supported()) {
+                let timing = best(reps, || {
+                    let mut parse = kind.parse_with(Some(scanner));
+                    batches.iter_mut().map(&mut parse).sum()
+                });
+                let how = format!("parse, {scanner:?} scanner");
+                row(label, &how, text.len(), text.len(), timing);
+            }
+        }
         drop(batches);
         let mut batch = Batch::new();
-        row(label, "parse", text.len(), text.len(), parse_only);
         if let (Kind::Ndjson(_), false) = (kind, quick) {
             let paths: Vec<Vec<&str>> = vec![
                 vec!["ts"],
@@ -304,7 +333,7 @@ fn main() {
                 let bytes = std::io::Cursor::new(ArcBytes(packed.clone()));
                 let input = Input::from_reader("mem", bytes).expect("in memory");
                 let mut reader = LineReader::with_chunk_bytes(input, CHUNK_BYTES_DEFAULT);
-                let mut parse = kind.parse_with();
+                let mut parse = kind.parse_with(None);
                 let mut records = 0;
                 while reader.read_chunk(batch.chunk_mut()).expect("in memory") {
                     records += parse(&mut batch);

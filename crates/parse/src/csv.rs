@@ -50,7 +50,7 @@ use memchr::{memchr, memchr2, memrchr};
 
 use crate::batch::{Batch, Reject, RejectReason, Span};
 #[cfg(target_arch = "x86_64")]
-use crate::structural::{Avx2, Avx512, Sse2};
+use crate::structural::{Avx2, Sse2};
 use crate::structural::{BLOCK, Classify, Masks, Scanner, Swar};
 use crate::{Error, FIELDS_MAX, RECORD_BYTES_MAX, Result};
 
@@ -919,17 +919,8 @@ fn scan(scanner: Scanner, data: &[u8], from: usize, to: usize, delimiter: u8, ou
             // POPCNT, the features `scan_avx2` is compiled for.
             unsafe { scan_avx2(avx2, data, from, to, delimiter, out) }
         }
-        #[cfg(target_arch = "x86_64")]
-        Scanner::Avx512 => {
-            let avx512 = Avx512::new().expect("the parser checked its scanner");
-            // SAFETY: `avx512` exists, so this CPU has AVX-512BW, BMI1 and
-            // POPCNT, the features `scan_avx512` is compiled for.
-            unsafe { scan_avx512(avx512, data, from, to, delimiter, out) }
-        }
         #[cfg(not(target_arch = "x86_64"))]
-        Scanner::Sse2 | Scanner::Avx2 | Scanner::Avx512 => {
-            unreachable!("{scanner:?} is x86_64 only")
-        }
+        Scanner::Sse2 | Scanner::Avx2 => unreachable!("{scanner:?} is x86_64 only"),
     }
 }
 
@@ -950,14 +941,6 @@ fn scan_sse2(data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) 
 #[target_feature(enable = "avx2,bmi1,popcnt")]
 fn scan_avx2(avx2: Avx2, data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
     scan_blocks(avx2, data, from, to, delimiter, out);
-}
-
-/// [`scan_blocks`] with AVX-512BW, compiled for AVX-512BW, BMI1 and
-/// POPCNT, which `avx512` guarantees the CPU has.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512bw,bmi1,popcnt")]
-fn scan_avx512(avx512: Avx512, data: &[u8], from: usize, to: usize, delimiter: u8, out: &mut Out) {
-    scan_blocks(avx512, data, from, to, delimiter, out);
 }
 
 /// The fast path's position: where the current field and record began,

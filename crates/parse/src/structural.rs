@@ -17,14 +17,13 @@
 //! per field, not per byte. `\r` needs no mask: only the byte before a
 //! newline can be a dropped CR, and the scanner looks at that one byte.
 //!
-//! Four classifiers give identical masks:
+//! Three classifiers give identical masks:
 //!
 //! | classifier | where | per 64-byte block |
 //! |---|---|---|
 //! | [`Swar`] | everywhere | 8 words: exact zero-byte test (Hacker's Delight §6-1) and a multiply gathering the 8 flag bits |
 //! | [`Sse2`] | x86_64 (SSE2 is part of the baseline) | 4 loads, 8 `pcmpeqb`, 8 `pmovmskb` |
 //! | [`Avx2`] | x86_64 with AVX2, BMI1 and POPCNT, detected at run time | 2 loads, 4 `vpcmpeqb`, 4 `vpmovmskb` |
-//! | [`Avx512`] | x86_64 with AVX-512BW, BMI1 and POPCNT, detected at run time | 1 load, 2 `vpcmpeqb` into mask registers, 2 `kmovq` |
 //!
 //! [`Scanner`] names them for callers; the parser picks the fastest the CPU
 //! has once, when it is built ([`Scanner::detect`]).
@@ -32,7 +31,7 @@
 // Maintainer note: this module holds the crate's only `unsafe`: the
 // intrinsics and unaligned loads of the x86_64 classifiers. An
 // `Sse2` or `Avx2` value is a proof that the CPU runs its instructions
-// (`Avx2::new`, `Avx512::new` check), which is what each `// SAFETY:` comment leans on;
+// (`Avx2::new` checks), which is what each `// SAFETY:` comment leans on;
 // keep their constructors private to this module. The scanner that uses
 // the masks is generic over `Classify` (`csv::scan_blocks`) and is
 // instantiated inside a `#[target_feature]` function per classifier, so
@@ -82,14 +81,11 @@ pub enum Scanner {
     /// 32 bytes per step with AVX2 (x86_64 CPUs since about 2013, with
     /// BMI1 and POPCNT for the bit walking).
     Avx2,
-    /// 64 bytes per step with AVX-512BW (x86_64 server CPUs since about
-    /// 2017, AMD since Zen 4), with BMI1 and POPCNT.
-    Avx512,
 }
 
 impl Scanner {
     /// Every scanner, slowest first.
-    pub const ALL: [Scanner; 4] = [Scanner::Swar, Scanner::Sse2, Scanner::Avx2, Scanner::Avx512];
+    pub const ALL: [Scanner; 3] = [Scanner::Swar, Scanner::Sse2, Scanner::Avx2];
 
     /// Whether this CPU runs `self`.
     pub fn is_supported(self) -> bool {
@@ -97,7 +93,6 @@ impl Scanner {
             Scanner::Swar => true,
             Scanner::Sse2 => cfg!(target_arch = "x86_64"),
             Scanner::Avx2 => avx2_detected(),
-            Scanner::Avx512 => avx512_detected(),
         }
     }
 
@@ -120,20 +115,8 @@ fn avx2_detected() -> bool {
         && std::arch::is_x86_feature_detected!("popcnt")
 }
 
-#[cfg(target_arch = "x86_64")]
-fn avx512_detected() -> bool {
-    std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("bmi1")
-        && std::arch::is_x86_feature_detected!("popcnt")
-}
-
 #[cfg(not(target_arch = "x86_64"))]
 fn avx2_detected() -> bool {
-    false
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn avx512_detected() -> bool {
     false
 }
 
@@ -265,46 +248,6 @@ impl Classify for Avx2 {
     }
 }
 
-/// The AVX-512BW classifier: 64 bytes per step, compared straight into
-/// mask registers. Only [`Avx512::new`] makes one, after checking the CPU.
-#[cfg(target_arch = "x86_64")]
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Avx512 {
-    _detected: (),
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Avx512 {
-    /// The classifier, if this CPU has AVX-512BW (and BMI1 and POPCNT).
-    pub(crate) fn new() -> Option<Avx512> {
-        avx512_detected().then_some(Avx512 { _detected: () })
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-impl Classify for Avx512 {
-    #[inline(always)]
-    fn block(self, block: &[u8; BLOCK], delimiter: u8) -> Masks {
-        use std::arch::x86_64::{
-            __m512i, _mm512_cmpeq_epi8_mask, _mm512_loadu_si512, _mm512_set1_epi8,
-        };
-        // SAFETY: an `Avx512` exists only after `avx512_detected` (see
-        // `Avx512::new`), so the CPU runs AVX-512BW (and AVX-512F, which
-        // it implies); the load reads the 64 bytes of `block`, and `loadu`
-        // needs no alignment.
-        unsafe {
-            let bytes = _mm512_loadu_si512(block.as_ptr().cast::<__m512i>());
-            Masks {
-                delimiters: _mm512_cmpeq_epi8_mask(
-                    bytes,
-                    _mm512_set1_epi8(delimiter.cast_signed()),
-                ),
-                newlines: _mm512_cmpeq_epi8_mask(bytes, _mm512_set1_epi8(b'\n'.cast_signed())),
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,9 +298,6 @@ mod tests {
                     if let Some(avx2) = Avx2::new() {
                         assert_eq!(avx2.block(&block, delimiter), expected);
                     }
-                    if let Some(avx512) = Avx512::new() {
-                        assert_eq!(avx512.block(&block, delimiter), expected);
-                    }
                 }
             }
         }
@@ -403,7 +343,5 @@ mod tests {
         assert!(Scanner::Swar.is_supported());
         #[cfg(target_arch = "x86_64")]
         assert_eq!(Scanner::Avx2.is_supported(), Avx2::new().is_some());
-        #[cfg(target_arch = "x86_64")]
-        assert_eq!(Scanner::Avx512.is_supported(), Avx512::new().is_some());
     }
 }
