@@ -9,14 +9,29 @@
 //! - the **fast path** runs over stretches of whole lines that contain no
 //!   quote at all (the predicate, checked with one `memchr` per stretch).
 //!   There a field ends at every delimiter and a record at every newline,
-//!   so it finds both with a SWAR scan of 8 bytes per step and writes spans
-//!   with no other branch. Impressions and AMPLab files never quote, so
-//!   they run on the fast path from end to end; a chunk with a few quoted
-//!   lines runs the general path only on those lines.
+//!   so a [`Scanner`] classifies 64 bytes at a time into a delimiter mask
+//!   and a newline mask (`crate::structural`: SWAR, SSE2, or AVX2 when
+//!   the CPU has it, chosen once per parser) and the scan walks their set
+//!   bits: up to the projection's last needed field each bit ends a span;
+//!   after it the line's remaining fields are counted with `count_ones`
+//!   up to the next newline bit, not split. Impressions and AMPLab files
+//!   never quote, so they run on the fast path from end to end; a chunk
+//!   with a few quoted lines runs the general path only on those lines
+//!   (a quote anywhere in a line sends the whole line there: a quoted
+//!   field may hold delimiters and newlines).
 //!
-//! The fast path is tested against the general path on arbitrary input
-//! (`tests/csv.rs`), and both share `Out::finish`, which applies the
-//! header mapping and the [`Missing`] / [`Extra`] policies.
+//! A record of the file's width in schema order leaves the fast path in
+//! one copy of its scratch row; any other record (too few or too many
+//! fields, too long, reordered by a header) goes through `Out::finish`,
+//! which both paths share and which applies the header mapping, the
+//! limits and the [`Missing`] / [`Extra`] policies. The fast path with
+//! each scanner is tested against the general path on arbitrary input
+//! (`tests/csv.rs`, and the `parse_csv` fuzz target).
+//!
+//! Per line, on 200K lines with one thread (callgrind, AVX2, 2026-11-21):
+//! impressions (8 columns, all split) 725 -> 340 instructions, AMPLab
+//! uservisits projected to the 2 columns Query 2A reads (4 split, 5
+//! counted) 1,012 -> 350.
 //!
 //! Rules both paths follow:
 //!
@@ -39,8 +54,11 @@
 
 // Maintainer note: the two paths must agree byte for byte; a rule changed
 // in `parse_record` (blank lines, CR handling, the last line without a
-// newline) must change in `scan_plain` too, and `tests/csv.rs`'s
-// `fast_path_equals_general_path` will say so if it does not.
+// newline) must change in `scan_blocks` / `Cursor` too, and
+// `tests/csv.rs`'s `fast_path_equals_general_path` will say so if it does
+// not. A limit or policy changed in `Out::finish` must keep
+// `Out::finish_plain`'s shortcut (the file's width, within
+// RECORD_BYTES_MAX, identity map) a case that `finish` accepts unchanged.
 
 use std::sync::Arc;
 
