@@ -599,6 +599,19 @@ impl Report {
     }
 }
 
+/// Page faults of this thread so far (minor and major), from
+/// `getrusage(RUSAGE_THREAD)`: a batch that faulted had the kernel find
+/// memory for it, whose time the thread CPU clock charges to the batch.
+fn page_faults() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_THREAD is a
+    // constant Linux supports.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_THREAD) failed");
+    (usage.ru_minflt + usage.ru_majflt) as u64
+}
+
 /// The thread's CPU clock in nanoseconds (`clock_gettime`, ~0.4 us).
 fn cpu_now() -> u64 {
     OpClock {
@@ -754,6 +767,8 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
     let mut pending: Vec<(UserId, Record)> = Vec::with_capacity(BATCH_OPS);
     let mut outcomes = Vec::with_capacity(BATCH_OPS);
     let mut trims = Vec::with_capacity(BATCH_OPS);
+    let mut unfaulted = Histogram::new();
+    let mut faulted_over_1ms = 0u64;
     let mut t0 = cpu_now();
     while run.appends < run.args.appends {
         ops.clear();
@@ -765,6 +780,7 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
             ops.push((now_ms, op));
             trims.push(trim);
         }
+        let faults = page_faults();
         let t1 = cpu_now();
         let (mut moved, mut grew, mut trimmed, mut emitted) = (false, false, false, false);
         pending.clear();
@@ -787,6 +803,7 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
         }
         flush(run, &mut pending, &mut outcomes, &mut moved, &mut grew);
         let t2 = cpu_now();
+        let faulted = page_faults() != faults;
         let cause = if grew {
             2
         } else if trimmed {
@@ -800,12 +817,24 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
         };
         let ns = t2 - t1;
         hists[cause].record(ns);
+        if faulted {
+            faulted_over_1ms += u64::from(ns > 1_000_000);
+        } else {
+            unfaulted.record(ns);
+        }
         report.interval.max_ns = report.interval.max_ns.max(ns);
         report.generator_ns += t1 - t0;
         report.generator_ns_total += t1 - t0;
         report.maybe_print(run.appends, &run.store);
         t0 = t2;
     }
+    println!(
+        "\nbatches without a page fault: {} of {}, max {} us, {} over 1 ms; batches with page faults over 1 ms: {faulted_over_1ms}",
+        unfaulted.total,
+        hists.iter().map(|h| h.total).sum::<u64>(),
+        us(unfaulted.max),
+        unfaulted.over_1ms
+    );
     hists
 }
 
@@ -847,6 +876,8 @@ fn run_index(args: &Args) {
     let cpu_started = thread_cpu();
     let mut interval = Interval::start();
     let mut peak_b_per_key: f64 = 0.0;
+    let mut batch_faults = page_faults();
+    let mut unfaulted_max = 0;
     let mut batch_cpu = cpu_now();
     println!(
         "keys_M\twall_Mops\tcpu_Mops\tkeys\trss_MiB\trss_B_per_key\tindex_B_per_key\tmax_op_us"
@@ -863,7 +894,12 @@ fn run_index(args: &Args) {
         if i.is_multiple_of(64) {
             let now = cpu_now();
             hists[2].record(now - batch_cpu);
-            batch_cpu = now;
+            let faults = page_faults();
+            if faults == batch_faults {
+                unfaulted_max = unfaulted_max.max(now - batch_cpu);
+            }
+            batch_faults = faults;
+            batch_cpu = cpu_now();
         }
         if i.is_multiple_of(args.report_every) {
             let wall = interval.started.elapsed().as_secs_f64();
@@ -913,6 +949,10 @@ fn run_index(args: &Args) {
         rss_bytes() >> 20,
         rss_bytes() as f64 / keys,
         peak_rss_bytes() >> 20
+    );
+    println!(
+        "worst 64 inserts without a page fault: {} us (CPU clock)",
+        us(unfaulted_max)
     );
     print_histograms(&hists, &names);
 }

@@ -239,17 +239,20 @@ impl Arena {
         self.slots_live[class] -= 1;
     }
 
+    #[inline]
     pub(crate) fn class_of(&self, handle: Handle) -> usize {
         usize::from(self.page_class[locate(handle.0).0])
     }
 
     /// The whole slot, header included.
+    #[inline]
     pub(crate) fn slot(&self, handle: Handle) -> &[u8] {
         let (page, byte) = locate(handle.0);
         let bytes = CLASS_BYTES[usize::from(self.page_class[page])] as usize;
         &self.pages[page][byte..byte + bytes]
     }
 
+    #[inline]
     pub(crate) fn slot_mut(&mut self, handle: Handle) -> &mut [u8] {
         let (page, byte) = locate(handle.0);
         let bytes = CLASS_BYTES[usize::from(self.page_class[page])] as usize;
@@ -257,6 +260,7 @@ impl Arena {
     }
 
     /// The chain's content: its encoded records.
+    #[inline]
     pub(crate) fn chain(&self, handle: Handle) -> &[u8] {
         let slot = self.slot(handle);
         let used = usize::from(u16::from_le_bytes([slot[0], slot[1]]));
@@ -286,16 +290,19 @@ impl Arena {
 }
 
 /// Sets a slot's chain byte count.
+#[inline]
 pub(crate) fn set_used(slot: &mut [u8], used: usize) {
     let used = u16::try_from(used).expect("chain bytes are at most CHAIN_BYTES_MAX");
     assert!(HEADER_BYTES + usize::from(used) <= slot.len());
     slot[..HEADER_BYTES].copy_from_slice(&used.to_le_bytes());
 }
 
+#[inline]
 pub(crate) fn used_of(slot: &[u8]) -> usize {
     usize::from(u16::from_le_bytes([slot[0], slot[1]]))
 }
 
+#[inline]
 fn locate(handle: u32) -> (usize, usize) {
     let page = (handle / UNITS_PER_PAGE) as usize;
     let byte = (handle % UNITS_PER_PAGE) as usize * UNIT_BYTES;

@@ -240,7 +240,17 @@ impl Table {
         self.slots[i][2] = handle.0;
     }
 
+    /// The first occupied slot in `from..to`, or `to` if there is none.
+    #[inline]
+    pub(crate) fn next_occupied(&self, from: usize, to: usize) -> usize {
+        self.slots[from..to]
+            .iter()
+            .position(|slot| slot[2] != EMPTY)
+            .map_or(to, |i| from + i)
+    }
+
     /// The entry in slot `i`, if any (for scans: trimming, snapshots).
+    #[inline]
     pub(crate) fn entry(&self, i: usize) -> Option<(u64, Handle)> {
         let slot = self.slots[i];
         (slot[2] != EMPTY).then(|| {

@@ -554,21 +554,30 @@ impl ShardGroup {
                     break 'slots;
                 }
             }
-            outcome.slots_scanned += 1;
             let table = &mut self.shards[self.cursor_shard];
+            // Empty slots are passed over in one tight loop, within budget.
+            let capacity = table.capacity() as usize;
+            let budget_left =
+                usize::try_from(slots_budget - outcome.slots_scanned).unwrap_or(usize::MAX);
+            let limit = capacity.min(self.cursor_slot.saturating_add(budget_left));
+            let next = table.next_occupied(self.cursor_slot, limit);
+            outcome.slots_scanned += (next - self.cursor_slot) as u64;
+            self.cursor_slot = next;
+            if next == limit {
+                continue;
+            }
+            outcome.slots_scanned += 1;
             // The slots are read in order (the hardware prefetcher follows),
             // the chains they point to are not: ask for the chain
-            // `TRIM_PREFETCH_SLOTS` slots ahead so its line arrives in time.
+            // `TRIM_PREFETCH_SLOTS` slots ahead so its line arrives in time
+            // (ahead of an occupied slot only, which is most of them).
             if let Some(ahead) = self.cursor_slot.checked_add(TRIM_PREFETCH_SLOTS)
-                && ahead < table.capacity() as usize
+                && ahead < capacity
                 && let Some((_, handle)) = table.entry(ahead)
             {
                 self.arena.prefetch(handle);
             }
-            let Some((_, handle)) = table.entry(self.cursor_slot) else {
-                self.cursor_slot += 1;
-                continue;
-            };
+            let (_, handle) = table.entry(self.cursor_slot).expect("an occupied slot");
             let slot = self.arena.slot_mut(handle);
             let used = used_of(slot);
             let (kept, dropped) =
@@ -790,6 +799,14 @@ fn evict_prefix(chain: &[u8], n: usize, outcome: &mut AppendOutcome) -> usize {
 /// Keeps the records of `chain` with `time_ms >= cutoff`, in order,
 /// compacted to the front; returns (bytes kept, records dropped).
 fn retain_recent(chain: &mut [u8], cutoff: u64) -> (usize, u64) {
+    // Most chains a pass visits keep every record: check before copying.
+    let mut read = 0;
+    while read < chain.len() && time_ms_at(&chain[read..]) >= cutoff {
+        read += encoded_len_at(&chain[read..]).expect("the arena holds valid records");
+    }
+    if read == chain.len() {
+        return (read, 0);
+    }
     let mut read = 0;
     let mut write = 0;
     let mut dropped = 0;
