@@ -32,7 +32,9 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cardinal_chains::attribution::{self, Conversion, Model};
-use cardinal_chains::{CampaignId, Config, Kind, Record, SiteId, Store, UserId};
+use cardinal_chains::{
+    AppendOutcome, CampaignId, Config, KeyIndex, Kind, Record, SiteId, Store, UserId,
+};
 
 const REPORT_EVERY: u64 = 1_000_000;
 const APPENDS_PER_SECOND: u64 = 200_000;
@@ -53,6 +55,15 @@ struct Args {
     /// clock: preemption on a shared machine then does not count, at ~0.4 us
     /// of system call per reading.
     cpu_clock: bool,
+    /// `op`: one `append` per operation, each timed (the latency
+    /// histograms); `batch`: `append_batch` over batches of 64 operations,
+    /// each batch timed by the thread CPU clock and the generator timed
+    /// apart (the throughput).
+    timing: String,
+    /// Per mille of operations that are a brand-new user (see `Users`); 0
+    /// draws every user from Zipf over `--ids`.
+    new_user_permille: u64,
+    report_every: u64,
 }
 
 fn parse_args() -> Args {
@@ -69,6 +80,9 @@ fn parse_args() -> Args {
         port: 0,
         seed: 1,
         cpu_clock: false,
+        timing: "op".into(),
+        new_user_permille: 0,
+        report_every: REPORT_EVERY,
     };
     let raw: Vec<String> = std::env::args().skip(1).collect();
     for pair in raw.chunks(2) {
@@ -87,6 +101,9 @@ fn parse_args() -> Args {
             "--port" => args.port = number() as u16,
             "--seed" => args.seed = number(),
             "--clock" => args.cpu_clock = value == "cpu",
+            "--timing" => args.timing = value.clone(),
+            "--new-user-permille" => args.new_user_permille = number(),
+            "--report-every" => args.report_every = number(),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -294,6 +311,17 @@ fn rss_bytes() -> u64 {
         * 4096
 }
 
+/// The process's peak resident set (VmHWM), in bytes.
+fn peak_rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
 /// A timestamp in nanoseconds for per-operation latency: the wall clock, or
 /// with `--clock cpu` the thread's CPU clock.
 struct OpClock {
@@ -382,116 +410,276 @@ fn header() {
     );
 }
 
-fn run_chains(args: &Args) {
-    let config = Config::for_keys(args.keys_max, 0, args.lookback_s * 1000);
-    eprintln!("config: {config:?}");
-    let mut store = Store::new(config).expect("valid config");
-    let clock = OpClock {
-        cpu: args.cpu_clock,
-        origin: Instant::now(),
-    };
-    let zipf = Zipf::new(args.ids, 1.1);
-    let mut rng = Rng(args.seed);
-    let mut hists: Vec<Histogram> = CAUSES.iter().map(|_| Histogram::new()).collect();
-    let mut chain = Vec::with_capacity(1024);
-    let mut rows = Vec::with_capacity(1024);
-    let (mut appends, mut conversions, mut credited) = (0u64, 0u64, 0u64);
-    let started = Instant::now();
-    let cpu_started = thread_cpu();
-    let mut interval = Interval::start();
-    header();
-    while appends < args.appends {
-        let now_ms = 1_700_000_000_000 + appends * 1000 / APPENDS_PER_SECOND;
-        let user = UserId(user_of(zipf.sample(&mut rng)));
-        if rng.below(1000) < args.conversion_permille {
-            let t = clock.now();
-            chain.clear();
-            rows.clear();
-            if store.take(user, &mut chain).expect("routed") {
-                let conversion = Conversion {
-                    user,
-                    time_ms: now_ms,
-                    revenue_micros: 1_000_000,
-                };
-                let lookback = args.lookback_s * 1000;
-                attribution::attribute(
-                    &conversion,
-                    &chain,
-                    lookback,
-                    Model::Linear,
-                    |r| r.kind == Kind::CLICK,
-                    &mut rows,
-                );
-                credited += rows.len() as u64;
-            }
-            let ns = clock.now() - t;
-            hists[4].record(ns);
-            interval.max_ns = interval.max_ns.max(ns);
-            conversions += 1;
-            continue;
-        }
-        let r = record(&mut rng, now_ms);
-        let t = clock.now();
-        let outcome = store.append(user, &r).expect("room");
-        let ns = clock.now() - t;
-        let cause = if outcome.shard_grew {
-            2
-        } else if outcome.chain_moved {
-            1
+/// Where the users of the workload come from.
+///
+/// Without `--new-user-permille` (0): Zipf ranks over an id space of `--ids`
+/// users, as the issue describes. That cannot reach 200M live keys in a
+/// feasible run (about 30M distinct keys after 400M appends over 300M ids),
+/// so with `--new-user-permille P` an operation is, with probability
+/// P/1000, the first event of a brand-new user (a new cookie), and
+/// otherwise an event of a user seen before, picked by Zipf (s = 1.1) over
+/// recency: rank 1 is the newest user, rank n the oldest of the n seen so
+/// far. The Zipf sampler is rebuilt over the users seen every 1M draws.
+struct Users {
+    zipf: Zipf,
+    new_user_permille: u64,
+    seen: u64,
+    draws_since_rebuild: u64,
+}
+
+impl Users {
+    fn new(args: &Args) -> Users {
+        let n = if args.new_user_permille == 0 {
+            args.ids
         } else {
-            0
+            1
         };
-        hists[cause].record(ns);
-        interval.max_ns = interval.max_ns.max(ns);
-        appends += 1;
-        if appends.is_multiple_of(args.trim_every) {
-            let t = clock.now();
-            store.trim_slice(now_ms, args.trim_budget);
-            let ns = clock.now() - t;
-            hists[3].record(ns);
-            interval.max_ns = interval.max_ns.max(ns);
-        }
-        if appends.is_multiple_of(REPORT_EVERY) {
-            let wall = interval.started.elapsed().as_secs_f64();
-            let cpu = (thread_cpu() - interval.cpu).as_secs_f64();
-            let m = store.memory();
-            let rss = rss_bytes();
-            let keys = m.keys.max(1) as f64;
-            println!(
-                "{}\t{:.2}\t{:.2}\t{}\t{}\t{:.1}\t{:.1}\t{:.1}\t{}",
-                appends / REPORT_EVERY,
-                REPORT_EVERY as f64 / wall / 1e6,
-                REPORT_EVERY as f64 / cpu.max(1e-9) / 1e6,
-                m.keys,
-                rss >> 20,
-                rss as f64 / keys,
-                m.index_bytes as f64 / keys,
-                (m.heap_bytes - m.record_bytes) as f64 / keys,
-                us(interval.max_ns)
-            );
-            interval = Interval::start();
+        Users {
+            zipf: Zipf::new(n, 1.1),
+            new_user_permille: args.new_user_permille,
+            seen: 0,
+            draws_since_rebuild: 0,
         }
     }
+
+    fn next(&mut self, rng: &mut Rng) -> UserId {
+        if self.new_user_permille == 0 {
+            return UserId(user_of(self.zipf.sample(rng)));
+        }
+        self.draws_since_rebuild += 1;
+        if self.draws_since_rebuild == 1_000_000 {
+            self.draws_since_rebuild = 0;
+            self.zipf = Zipf::new(self.seen.max(1), 1.1);
+        }
+        if self.seen == 0 || rng.below(1000) < self.new_user_permille {
+            self.seen += 1;
+            return UserId(user_of(self.seen));
+        }
+        // The sampler's n is at most `seen`, so the rank names a seen user.
+        let rank = self.zipf.sample(rng);
+        UserId(user_of(self.seen + 1 - rank))
+    }
+}
+
+/// One generated operation.
+enum Op {
+    Append(UserId, Record),
+    Convert(UserId),
+}
+
+/// The driver of one chains run: the store, the generator and the counts.
+struct ChainsRun<'a> {
+    args: &'a Args,
+    store: Store,
+    users: Users,
+    rng: Rng,
+    chain: Vec<Record>,
+    rows: Vec<attribution::Credit>,
+    appends: u64,
+    conversions: u64,
+    credited: u64,
+    next_trim: u64,
+}
+
+impl ChainsRun<'_> {
+    fn now_ms(&self) -> u64 {
+        1_700_000_000_000 + self.appends * 1000 / APPENDS_PER_SECOND
+    }
+
+    /// The next operation; an append counts at generation, so its record's
+    /// time follows the virtual clock.
+    fn generate(&mut self) -> Op {
+        let user = self.users.next(&mut self.rng);
+        if self.rng.below(1000) < self.args.conversion_permille {
+            return Op::Convert(user);
+        }
+        let now_ms = self.now_ms();
+        let r = record(&mut self.rng, now_ms);
+        self.appends += 1;
+        Op::Append(user, r)
+    }
+
+    fn convert(&mut self, user: UserId, now_ms: u64) {
+        self.chain.clear();
+        self.rows.clear();
+        if self.store.take(user, &mut self.chain).expect("routed") {
+            let conversion = Conversion {
+                user,
+                time_ms: now_ms,
+                revenue_micros: 1_000_000,
+            };
+            attribution::attribute(
+                &conversion,
+                &self.chain,
+                self.args.lookback_s * 1000,
+                Model::Linear,
+                |r| r.kind == Kind::CLICK,
+                &mut self.rows,
+            );
+            self.credited += self.rows.len() as u64;
+        }
+        self.conversions += 1;
+    }
+
+    /// Whether a trim slice is due after the appends generated so far.
+    fn trim_due(&mut self) -> bool {
+        if self.appends >= self.next_trim {
+            self.next_trim += self.args.trim_every;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Per-interval and whole-run counters of one chains run.
+struct Report {
+    every: u64,
+    next: u64,
+    interval: Interval,
+    /// CPU nanoseconds of the generator in this interval (batch timing).
+    generator_ns: u64,
+    generator_ns_total: u64,
+    peak_index_b_per_key: f64,
+}
+
+impl Report {
+    fn new(every: u64) -> Report {
+        Report {
+            every,
+            next: every,
+            interval: Interval::start(),
+            generator_ns: 0,
+            generator_ns_total: 0,
+            peak_index_b_per_key: 0.0,
+        }
+    }
+
+    fn header(&self) {
+        println!(
+            "appends_M\twall_Mops\tcpu_Mops\tstore_cpu_Mops\tlive_keys\trss_MiB\trss_B_per_key\tindex_B_per_key\toverhead_B_per_key\tmax_op_us"
+        );
+    }
+
+    /// Prints a line if `appends` passed the next report point.
+    fn maybe_print(&mut self, appends: u64, store: &Store) {
+        if appends < self.next {
+            return;
+        }
+        let done = appends - (self.next - self.every);
+        self.next += self.every;
+        let wall = self.interval.started.elapsed().as_secs_f64();
+        let cpu = (thread_cpu() - self.interval.cpu).as_secs_f64();
+        let store_cpu = cpu - self.generator_ns as f64 / 1e9;
+        let m = store.memory();
+        let rss = rss_bytes();
+        let keys = m.keys.max(1) as f64;
+        let index = m.index_bytes as f64 / keys;
+        if m.keys > 1_000_000 {
+            self.peak_index_b_per_key = self.peak_index_b_per_key.max(index);
+        }
+        let store_mops = if self.generator_ns == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.2}", done as f64 / store_cpu.max(1e-9) / 1e6)
+        };
+        println!(
+            "{}\t{:.2}\t{:.2}\t{store_mops}\t{}\t{}\t{:.1}\t{index:.1}\t{:.1}\t{}",
+            appends / 1_000_000,
+            done as f64 / wall / 1e6,
+            done as f64 / cpu.max(1e-9) / 1e6,
+            m.keys,
+            rss >> 20,
+            rss as f64 / keys,
+            (m.heap_bytes - m.record_bytes) as f64 / keys,
+            us(self.interval.max_ns)
+        );
+        self.interval = Interval::start();
+        self.generator_ns = 0;
+    }
+}
+
+/// Page faults of this thread so far (minor and major), from
+/// `getrusage(RUSAGE_THREAD)`: a batch that faulted had the kernel find
+/// memory for it, whose time the thread CPU clock charges to the batch.
+fn page_faults() -> u64 {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_THREAD is a
+    // constant Linux supports.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) };
+    assert_eq!(rc, 0, "getrusage(RUSAGE_THREAD) failed");
+    (usage.ru_minflt + usage.ru_majflt) as u64
+}
+
+/// The thread's CPU clock in nanoseconds (`clock_gettime`, ~0.4 us).
+fn cpu_now() -> u64 {
+    OpClock {
+        cpu: true,
+        origin: Instant::now(),
+    }
+    .now()
+}
+
+fn run_chains(args: &Args) {
+    let config = Config::for_keys(args.keys_max, 0, args.lookback_s * 1000);
+    eprintln!("config: {config:?} timing {}", args.timing);
+    let mut run = ChainsRun {
+        args,
+        store: Store::new(config).expect("valid config"),
+        users: Users::new(args),
+        rng: Rng(args.seed),
+        chain: Vec::with_capacity(1024),
+        rows: Vec::with_capacity(1024),
+        appends: 0,
+        conversions: 0,
+        credited: 0,
+        next_trim: args.trim_every,
+    };
+    let mut report = Report::new(args.report_every);
+    let started = Instant::now();
+    let cpu_started = thread_cpu();
+    report.header();
+    let (hists, names): (Vec<Histogram>, &[&str]) = match args.timing.as_str() {
+        "op" => (run_per_op(&mut run, &mut report), &CAUSES),
+        "batch" => (run_batched(&mut run, &mut report), &BATCH_CAUSES),
+        other => panic!("unknown timing {other}"),
+    };
     let wall = started.elapsed().as_secs_f64();
     let cpu = (thread_cpu() - cpu_started).as_secs_f64();
+    let store = run.store;
     let m = store.memory();
+    let appends = run.appends;
     println!(
-        "\nchains: {appends} appends, {conversions} conversions ({credited} credit rows), {:.2} M appends/s wall, {:.2} M appends/CPU-s",
+        "\nchains: {appends} appends, {} conversions ({} credit rows), {} users created, {:.2} M appends/s wall, {:.2} M appends/CPU-s",
+        run.conversions,
+        run.credited,
+        run.users.seen,
         appends as f64 / wall / 1e6,
         appends as f64 / cpu / 1e6
     );
+    if report.generator_ns_total > 0 {
+        let generator = report.generator_ns_total as f64 / 1e9;
+        println!(
+            "generator {generator:.1} CPU-s ({:.0} ns per append); store alone {:.2} M appends/CPU-s",
+            generator * 1e9 / appends as f64,
+            appends as f64 / (cpu - generator) / 1e6
+        );
+    }
     println!("memory: {m:?}");
     let keys = m.keys.max(1) as f64;
     println!(
-        "per key: index {:.1} B, arena slots {:.1} B, records {:.1} B, heap {:.1} B, overhead (heap - records) {:.1} B, RSS {:.1} B",
+        "per key: index {:.1} B (peak past 1M keys {:.1}), arena slots {:.1} B, records {:.1} B, heap {:.1} B, overhead (heap - records) {:.1} B, RSS {:.1} B, peak RSS {} MiB",
         m.index_bytes as f64 / keys,
+        report.peak_index_b_per_key,
         m.slot_bytes as f64 / keys,
         m.record_bytes as f64 / keys,
         m.heap_bytes as f64 / keys,
         (m.heap_bytes - m.record_bytes) as f64 / keys,
-        rss_bytes() as f64 / keys
+        rss_bytes() as f64 / keys,
+        peak_rss_bytes() >> 20
     );
-    print_histograms(&hists, &CAUSES);
+    print_histograms(&hists, names);
     if let Some(path) = &args.snapshot {
         let written = store.write_snapshot_file(path).expect("snapshot");
         let keys = store.keys();
@@ -509,6 +697,264 @@ fn run_chains(args: &Args) {
         );
         std::fs::remove_file(path).expect("remove snapshot");
     }
+}
+
+/// One `append` per operation, each timed by `--clock` (wall or thread
+/// CPU): the per-operation latency histograms.
+fn run_per_op(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
+    let clock = OpClock {
+        cpu: run.args.cpu_clock,
+        origin: Instant::now(),
+    };
+    let mut hists: Vec<Histogram> = CAUSES.iter().map(|_| Histogram::new()).collect();
+    while run.appends < run.args.appends {
+        let now_ms = run.now_ms();
+        match run.generate() {
+            Op::Convert(user) => {
+                let t = clock.now();
+                run.convert(user, now_ms);
+                let ns = clock.now() - t;
+                hists[4].record(ns);
+                report.interval.max_ns = report.interval.max_ns.max(ns);
+            }
+            Op::Append(user, r) => {
+                let t = clock.now();
+                let outcome = run.store.append(user, &r).expect("room");
+                let ns = clock.now() - t;
+                let cause = if outcome.shard_grew {
+                    2
+                } else if outcome.chain_moved {
+                    1
+                } else {
+                    0
+                };
+                hists[cause].record(ns);
+                report.interval.max_ns = report.interval.max_ns.max(ns);
+                if run.trim_due() {
+                    let t = clock.now();
+                    run.store.trim_slice(now_ms, run.args.trim_budget);
+                    let ns = clock.now() - t;
+                    hists[3].record(ns);
+                    report.interval.max_ns = report.interval.max_ns.max(ns);
+                }
+                report.maybe_print(run.appends, &run.store);
+            }
+        }
+    }
+    hists
+}
+
+/// Operations per timed batch in `--timing batch`.
+const BATCH_OPS: usize = 64;
+
+/// Causes of a batch, by what the slowest thing in it was.
+const BATCH_CAUSES: [&str; 5] = [
+    "batch: appends only",
+    "batch with chain move",
+    "batch with shard growth",
+    "batch with trim slice",
+    "batch with emit",
+];
+
+/// Batches of `BATCH_OPS` operations: generated (timed apart, by the
+/// thread CPU clock), then applied with `append_batch` for each run of
+/// appends, `take` + attribution for conversions and the trim slices due,
+/// timed as one by the thread CPU clock. A batch's time bounds the time of
+/// every operation in it, so the worst batch bounds the worst operation.
+fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
+    let mut hists: Vec<Histogram> = BATCH_CAUSES.iter().map(|_| Histogram::new()).collect();
+    let mut ops: Vec<(u64, Op)> = Vec::with_capacity(BATCH_OPS);
+    let mut pending: Vec<(UserId, Record)> = Vec::with_capacity(BATCH_OPS);
+    let mut outcomes = Vec::with_capacity(BATCH_OPS);
+    let mut trims = Vec::with_capacity(BATCH_OPS);
+    let mut unfaulted = Histogram::new();
+    let mut faulted_over_1ms = 0u64;
+    let mut t0 = cpu_now();
+    while run.appends < run.args.appends {
+        ops.clear();
+        trims.clear();
+        while ops.len() < BATCH_OPS && run.appends < run.args.appends {
+            let now_ms = run.now_ms();
+            let op = run.generate();
+            let trim = matches!(op, Op::Append(..)) && run.trim_due();
+            ops.push((now_ms, op));
+            trims.push(trim);
+        }
+        let faults = page_faults();
+        let t1 = cpu_now();
+        let (mut moved, mut grew, mut trimmed, mut emitted) = (false, false, false, false);
+        pending.clear();
+        for ((now_ms, op), &trim) in ops.drain(..).zip(&trims) {
+            match op {
+                Op::Append(user, r) => {
+                    pending.push((user, r));
+                    if trim {
+                        flush(run, &mut pending, &mut outcomes, &mut moved, &mut grew);
+                        run.store.trim_slice(now_ms, run.args.trim_budget);
+                        trimmed = true;
+                    }
+                }
+                Op::Convert(user) => {
+                    flush(run, &mut pending, &mut outcomes, &mut moved, &mut grew);
+                    run.convert(user, now_ms);
+                    emitted = true;
+                }
+            }
+        }
+        flush(run, &mut pending, &mut outcomes, &mut moved, &mut grew);
+        let t2 = cpu_now();
+        let faulted = page_faults() != faults;
+        let cause = if grew {
+            2
+        } else if trimmed {
+            3
+        } else if emitted {
+            4
+        } else if moved {
+            1
+        } else {
+            0
+        };
+        let ns = t2 - t1;
+        hists[cause].record(ns);
+        if faulted {
+            faulted_over_1ms += u64::from(ns > 1_000_000);
+        } else {
+            unfaulted.record(ns);
+        }
+        report.interval.max_ns = report.interval.max_ns.max(ns);
+        report.generator_ns += t1 - t0;
+        report.generator_ns_total += t1 - t0;
+        report.maybe_print(run.appends, &run.store);
+        t0 = t2;
+    }
+    println!(
+        "\nbatches without a page fault: {} of {}, max {} us, {} over 1 ms; batches with page faults over 1 ms: {faulted_over_1ms}",
+        unfaulted.total,
+        hists.iter().map(|h| h.total).sum::<u64>(),
+        us(unfaulted.max),
+        unfaulted.over_1ms
+    );
+    hists
+}
+
+fn flush(
+    run: &mut ChainsRun,
+    pending: &mut Vec<(UserId, Record)>,
+    outcomes: &mut Vec<AppendOutcome>,
+    moved: &mut bool,
+    grew: &mut bool,
+) {
+    if pending.is_empty() {
+        return;
+    }
+    outcomes.clear();
+    run.store.append_batch(pending, outcomes).expect("room");
+    for outcome in outcomes.iter() {
+        *moved |= outcome.chain_moved;
+        *grew |= outcome.shard_grew;
+    }
+    pending.clear();
+}
+
+/// The index alone ([`KeyIndex`], no chains): `--keys-max` distinct keys
+/// inserted once each. Every insert is timed by the wall clock (the
+/// histogram) and every 64 inserts by the thread CPU clock: the worst
+/// 64-insert batch bounds the worst single insert's CPU time.
+fn run_index(args: &Args) {
+    let config = Config::for_keys(args.keys_max, 0, 0);
+    eprintln!("index: {} shards", 1u64 << config.shard_bits);
+    let mut index = KeyIndex::new(config.shard_bits, config.shard_slots_initial).expect("valid");
+    let names = [
+        "insert",
+        "insert with shard growth",
+        "64 inserts (CPU clock)",
+    ];
+    let mut hists: Vec<Histogram> = names.iter().map(|_| Histogram::new()).collect();
+    let origin = Instant::now();
+    let started = Instant::now();
+    let cpu_started = thread_cpu();
+    let mut interval = Interval::start();
+    let mut peak_b_per_key: f64 = 0.0;
+    let mut batch_faults = page_faults();
+    let mut unfaulted_max = 0;
+    let mut batch_cpu = cpu_now();
+    println!(
+        "keys_M\twall_Mops\tcpu_Mops\tkeys\trss_MiB\trss_B_per_key\tindex_B_per_key\tmax_op_us"
+    );
+    for i in 1..=args.keys_max {
+        let t = origin.elapsed().as_nanos() as u64;
+        let outcome = index
+            .insert(user_of(i), (i % u64::from(u32::MAX)) as u32)
+            .expect("room");
+        let ns = origin.elapsed().as_nanos() as u64 - t;
+        assert!(outcome.new_key);
+        hists[usize::from(outcome.shard_grew)].record(ns);
+        interval.max_ns = interval.max_ns.max(ns);
+        if i.is_multiple_of(64) {
+            let now = cpu_now();
+            hists[2].record(now - batch_cpu);
+            let faults = page_faults();
+            if faults == batch_faults {
+                unfaulted_max = unfaulted_max.max(now - batch_cpu);
+            }
+            batch_faults = faults;
+            batch_cpu = cpu_now();
+        }
+        if i.is_multiple_of(args.report_every) {
+            let wall = interval.started.elapsed().as_secs_f64();
+            let cpu = (thread_cpu() - interval.cpu).as_secs_f64();
+            let rss = rss_bytes();
+            let keys = index.len() as f64;
+            let b_per_key = index.heap_bytes() as f64 / keys;
+            if index.len() >= 1_000_000 {
+                peak_b_per_key = peak_b_per_key.max(b_per_key);
+            }
+            println!(
+                "{}\t{:.2}\t{:.2}\t{}\t{}\t{:.1}\t{b_per_key:.1}\t{}",
+                i / 1_000_000,
+                args.report_every as f64 / wall / 1e6,
+                args.report_every as f64 / cpu.max(1e-9) / 1e6,
+                index.len(),
+                rss >> 20,
+                rss as f64 / keys,
+                us(interval.max_ns)
+            );
+            interval = Interval::start();
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = (thread_cpu() - cpu_started).as_secs_f64();
+    // Spot check: a million keys present, a million absent.
+    let mut rng = Rng(args.seed);
+    for _ in 0..1_000_000 {
+        let i = 1 + rng.below(args.keys_max);
+        assert_eq!(
+            index.get(user_of(i)),
+            Some((i % u64::from(u32::MAX)) as u32)
+        );
+        assert_eq!(
+            index.get(user_of(args.keys_max + 1 + rng.below(1 << 40))),
+            None
+        );
+    }
+    let keys = index.len() as f64;
+    println!(
+        "\nindex: {} keys, {:.2} M inserts/s wall, {:.2} M inserts/CPU-s; {:.1} B/key at the end, peak {:.1} B/key past 1M keys; RSS {} MiB = {:.1} B/key, peak RSS {} MiB",
+        index.len(),
+        keys / wall / 1e6,
+        keys / cpu / 1e6,
+        index.heap_bytes() as f64 / keys,
+        peak_b_per_key,
+        rss_bytes() >> 20,
+        rss_bytes() as f64 / keys,
+        peak_rss_bytes() >> 20
+    );
+    println!(
+        "worst 64 inserts without a page fault: {} us (CPU clock)",
+        us(unfaulted_max)
+    );
+    print_histograms(&hists, &names);
 }
 
 fn run_hashbrown(args: &Args) {
@@ -713,6 +1159,7 @@ fn main() {
     );
     match args.mode.as_str() {
         "chains" => run_chains(&args),
+        "index" => run_index(&args),
         "hashbrown" => run_hashbrown(&args),
         "redis" => run_redis(&args),
         other => panic!("unknown mode {other}"),

@@ -17,6 +17,9 @@
 //!   sizes (`index.rs`).
 //! - Chains live in size-class slabs of 256 KiB pages addressed by 4-byte
 //!   handles (`arena.rs`); a [`Record`] encodes in 16-64 bytes (`record.rs`).
+//! - [`KeyIndex`] is the same sharded index on its own, `u64 -> u32`.
+//! - [`ShardGroup::append_batch`] appends many records with their memory
+//!   accesses overlapped (prefetching), with the result of one append each.
 //! - [`ShardGroup::trim_slice`] drops records older than the lookback window
 //!   a bounded number of slots at a time.
 //! - [`Store::write_snapshot_file`] and [`Store::read_snapshot_file`] save
@@ -55,6 +58,7 @@ mod arena;
 pub mod attribution;
 mod error;
 mod index;
+mod key_index;
 mod record;
 mod snapshot;
 mod store;
@@ -62,12 +66,13 @@ mod store;
 pub use arena::{ARENA_BYTES_MAX, CHAIN_BYTES_MAX, CLASS_COUNT, PAGE_BYTES};
 pub use error::{Error, Result};
 pub use index::{SHARD_SLOTS_MAX, mix};
+pub use key_index::{IndexInsert, KeyIndex};
 pub use record::{
     ATTRS_BYTES_MAX, CampaignId, Kind, RECORD_BYTES_MAX, RECORD_BYTES_MIN, Record, SiteId,
     TIME_MS_MAX,
 };
 pub use snapshot::{SNAPSHOT_VERSION, SnapshotStats};
 pub use store::{
-    AppendOutcome, Config, MemoryStats, Router, SHARD_BITS_MAX, SHARD_KEYS_TARGET,
-    SHARD_SLOTS_INITIAL_MIN, ShardGroup, Store, TrimOutcome, UserId,
+    APPEND_BATCH_WINDOW, AppendOutcome, Config, MemoryStats, Router, SHARD_BITS_MAX,
+    SHARD_KEYS_TARGET, SHARD_SLOTS_INITIAL_MIN, ShardGroup, Store, TrimOutcome, UserId,
 };

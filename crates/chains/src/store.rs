@@ -44,6 +44,16 @@ pub const SHARD_SLOTS_INITIAL_MIN: u32 = 4;
 /// many keys rehashes them in well under the 1 ms goal (measured ~10-20 ns
 /// per key on the 2026-11-21 benchmark machine, see bench/README.md).
 pub const SHARD_KEYS_TARGET: u64 = 16 * 1024;
+/// How far ahead of its cursor a trim slice prefetches chains, in index
+/// slots: ~12 chains at the table's load, enough to cover a memory access
+/// at the ~10 ns a cached chain check costs.
+const TRIM_PREFETCH_SLOTS: usize = 16;
+/// Pairs [`ShardGroup::append_batch`] hashes and prefetches ahead of its
+/// appends. Each pair in flight holds an index line and a chain line on
+/// their way from memory; 32 covers the memory latency (~100 ns) at the
+/// ~10 ns a cached append costs, and keeps the window's lines (2 per pair,
+/// 4 KiB) in L1. Measured in bench/README.md ("Journeys").
+pub const APPEND_BATCH_WINDOW: usize = 32;
 
 /// A user id: the key of a chain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -346,6 +356,70 @@ impl ShardGroup {
     /// [`Error::WrongGroup`].
     pub fn append(&mut self, user: UserId, record: &Record) -> Result<AppendOutcome> {
         let (shard, h) = self.locate(user)?;
+        self.append_located(user, shard, h, record)
+    }
+
+    /// [`ShardGroup::append`] of every pair in order, with the same result
+    /// as one call per pair: each outcome is pushed to `outcomes`, and the
+    /// first error stops the batch (the pairs before it stay appended, as
+    /// `outcomes.len()` tells).
+    ///
+    /// Faster than one call per pair on a store larger than the caches: the
+    /// pairs go in windows of [`APPEND_BATCH_WINDOW`]; for a window, every
+    /// user is hashed and its index slot prefetched, then every user is
+    /// probed and its chain's slot prefetched, then the appends run on
+    /// cache lines already on their way, so the window's misses overlap
+    /// instead of following one another.
+    pub fn append_batch(
+        &mut self,
+        batch: &[(UserId, Record)],
+        outcomes: &mut Vec<AppendOutcome>,
+    ) -> Result<()> {
+        let mut hashes = [0u64; APPEND_BATCH_WINDOW];
+        for window in batch.chunks(APPEND_BATCH_WINDOW) {
+            for ((user, _), h) in window.iter().zip(&mut hashes) {
+                *h = mix(user.0);
+                if let Some(shard) = self.local_shard(*h) {
+                    self.shards[shard].prefetch(*h);
+                }
+            }
+            // Probing before any append of the window sees the state before
+            // the window: a handle found here may have moved by the time its
+            // append runs. It is only a prefetch hint; the append probes
+            // again.
+            for ((user, _), &h) in window.iter().zip(&hashes) {
+                if let Some(shard) = self.local_shard(h)
+                    && let Probe::Found(_, handle) = self.shards[shard].probe(user.0, h)
+                {
+                    self.arena.prefetch(handle);
+                }
+            }
+            for ((user, record), &h) in window.iter().zip(&hashes) {
+                let Some(shard) = self.local_shard(h) else {
+                    // The error `append` gives, at this pair's turn.
+                    return Err(self.locate(*user).expect_err("not this group's user"));
+                };
+                outcomes.push(self.append_located(*user, shard, h, record)?);
+            }
+        }
+        Ok(())
+    }
+
+    /// The local shard of hash `h`, or `None` if another group owns it.
+    #[inline]
+    fn local_shard(&self, h: u64) -> Option<usize> {
+        let shard = top_bits(h, self.config.shard_bits);
+        let per_group = self.config.shards_per_group();
+        (shard / per_group == self.group).then_some((shard % per_group) as usize)
+    }
+
+    fn append_located(
+        &mut self,
+        user: UserId,
+        shard: usize,
+        h: u64,
+        record: &Record,
+    ) -> Result<AppendOutcome> {
         let mut bytes = [0u8; RECORD_BYTES_MAX];
         let n = record.encode_into(&mut bytes);
         let bytes = &bytes[..n];
@@ -480,12 +554,30 @@ impl ShardGroup {
                     break 'slots;
                 }
             }
-            outcome.slots_scanned += 1;
             let table = &mut self.shards[self.cursor_shard];
-            let Some((_, handle)) = table.entry(self.cursor_slot) else {
-                self.cursor_slot += 1;
+            // Empty slots are passed over in one tight loop, within budget.
+            let capacity = table.capacity() as usize;
+            let budget_left =
+                usize::try_from(slots_budget - outcome.slots_scanned).unwrap_or(usize::MAX);
+            let limit = capacity.min(self.cursor_slot.saturating_add(budget_left));
+            let next = table.next_occupied(self.cursor_slot, limit);
+            outcome.slots_scanned += (next - self.cursor_slot) as u64;
+            self.cursor_slot = next;
+            if next == limit {
                 continue;
-            };
+            }
+            outcome.slots_scanned += 1;
+            // The slots are read in order (the hardware prefetcher follows),
+            // the chains they point to are not: ask for the chain
+            // `TRIM_PREFETCH_SLOTS` slots ahead so its line arrives in time
+            // (ahead of an occupied slot only, which is most of them).
+            if let Some(ahead) = self.cursor_slot.checked_add(TRIM_PREFETCH_SLOTS)
+                && ahead < capacity
+                && let Some((_, handle)) = table.entry(ahead)
+            {
+                self.arena.prefetch(handle);
+            }
+            let (_, handle) = table.entry(self.cursor_slot).expect("an occupied slot");
             let slot = self.arena.slot_mut(handle);
             let used = used_of(slot);
             let (kept, dropped) =
@@ -683,7 +775,7 @@ fn initial_capacity(config: &Config, group: u32, shard: usize) -> u32 {
 
 /// `base * (5/4)^(index / count)`: capacities spread evenly over one growth
 /// step, so shards that fill at the same rate grow at different times.
-fn staggered(base: u32, index: u32, count: u32) -> u32 {
+pub(crate) fn staggered(base: u32, index: u32, count: u32) -> u32 {
     let step = GROWTH_NUM as f64 / GROWTH_DEN as f64;
     let capacity = f64::from(base) * step.powf(f64::from(index) / f64::from(count));
     // The product is at most base * 1.25 <= SHARD_SLOTS_MAX / 2 * 1.25.
@@ -707,6 +799,14 @@ fn evict_prefix(chain: &[u8], n: usize, outcome: &mut AppendOutcome) -> usize {
 /// Keeps the records of `chain` with `time_ms >= cutoff`, in order,
 /// compacted to the front; returns (bytes kept, records dropped).
 fn retain_recent(chain: &mut [u8], cutoff: u64) -> (usize, u64) {
+    // Most chains a pass visits keep every record: check before copying.
+    let mut read = 0;
+    while read < chain.len() && time_ms_at(&chain[read..]) >= cutoff {
+        read += encoded_len_at(&chain[read..]).expect("the arena holds valid records");
+    }
+    if read == chain.len() {
+        return (read, 0);
+    }
     let mut read = 0;
     let mut write = 0;
     let mut dropped = 0;
@@ -804,6 +904,30 @@ impl Store {
     /// [`ShardGroup::append`] on the owning group.
     pub fn append(&mut self, user: UserId, record: &Record) -> Result<AppendOutcome> {
         self.group_mut(user).append(user, record)
+    }
+
+    /// [`ShardGroup::append_batch`] on the owning groups: each run of
+    /// consecutive pairs of one group goes to that group as one batch, so
+    /// the result is that of one [`Store::append`] per pair, in order. With
+    /// one group the whole batch is one run; a multi-group caller that
+    /// wants the prefetching should batch per group (its writer threads do).
+    pub fn append_batch(
+        &mut self,
+        batch: &[(UserId, Record)],
+        outcomes: &mut Vec<AppendOutcome>,
+    ) -> Result<()> {
+        let router = self.router();
+        let mut rest = batch;
+        while let Some((first, _)) = rest.first() {
+            let g = router.group_of(*first);
+            let run = rest
+                .iter()
+                .position(|(user, _)| router.group_of(*user) != g)
+                .unwrap_or(rest.len());
+            self.groups[g as usize].append_batch(&rest[..run], outcomes)?;
+            rest = &rest[run..];
+        }
+        Ok(())
     }
 
     /// [`ShardGroup::chain`] on the owning group.

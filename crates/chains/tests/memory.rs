@@ -5,7 +5,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use cardinal_chains::{CampaignId, Config, Kind, Record, SiteId, Store, UserId};
+use cardinal_chains::{CampaignId, Config, KeyIndex, Kind, Record, SiteId, Store, UserId};
 
 struct Counting;
 
@@ -127,4 +127,29 @@ fn heap_bytes_match_the_allocator() {
     drop(snapshot);
     drop(out);
     assert_eq!(live(), baseline - snapshot_bytes - out_bytes);
+}
+
+#[test]
+fn key_index_heap_bytes_match_the_allocator() {
+    let baseline = live();
+    let mut index = Box::new(KeyIndex::new(5, 8).expect("valid"));
+    let own = i64::try_from(size_of::<KeyIndex>()).expect("small");
+    let check = |index: &KeyIndex, what: &str| {
+        let reported = i64::try_from(index.heap_bytes()).expect("fits");
+        assert_eq!(live() - baseline - own, reported, "after {what}");
+    };
+    check(&index, "new");
+    let mut growths = 0;
+    for i in 0..50_000u64 {
+        growths += u32::from(index.insert(i * 7919, 1).expect("room").shard_grew);
+    }
+    assert!(growths > 100, "growths {growths}");
+    check(&index, "inserts and growth");
+    for i in 0..25_000u64 {
+        assert_eq!(index.remove(i * 7919), Some(1));
+    }
+    check(&index, "removals");
+    assert!(index.heap_bytes() <= 18 * 50_000 + 12 * 8 * 32 * 2);
+    drop(index);
+    assert_eq!(live(), baseline);
 }

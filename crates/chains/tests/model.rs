@@ -21,6 +21,9 @@ enum Op {
         revenue: i64,
         attrs: u8,
     },
+    /// Appends to several users through one `append_batch` call: `(user,
+    /// skew_ms, attrs)` per record.
+    Batch { items: Vec<(u64, u64, u8)> },
     /// A conversion: take the chain.
     Take { user: u64 },
     /// Advance the clock, then run a full trim pass.
@@ -37,6 +40,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(user, count, skew_ms, revenue, attrs)| Op::Append { user, count, skew_ms, revenue, attrs }),
         1 => (0..USERS, 200u16..400, 0u64..100, Just(7i64), 40u8..=40)
             .prop_map(|(user, count, skew_ms, revenue, attrs)| Op::Append { user, count, skew_ms, revenue, attrs }),
+        2 => proptest::collection::vec((0..USERS, 0u64..8_000, 0u8..=40), 1..100)
+            .prop_map(|items| Op::Batch { items }),
         2 => (0..USERS).prop_map(|user| Op::Take { user }),
         1 => (0u64..4_000).prop_map(|advance_ms| Op::Trim { advance_ms }),
         1 => (0u64..4_000, 1u64..64).prop_map(|(advance_ms, budget)| Op::TrimSlice { advance_ms, budget }),
@@ -115,6 +120,29 @@ fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
                     chain.push(r);
                 }
             }
+            Op::Batch { ref items } => {
+                let mut batch = Vec::new();
+                for &(user, skew_ms, attrs) in items {
+                    serial += 1;
+                    now += 1;
+                    let r = record(now - skew_ms.min(now), serial, 0, attrs);
+                    batch.push((UserId(user), r));
+                }
+                let mut outcomes = Vec::new();
+                store.append_batch(&batch, &mut outcomes).expect("room");
+                prop_assert_eq!(outcomes.len(), batch.len());
+                for ((user, r), outcome) in batch.iter().zip(&outcomes) {
+                    let chain = oracle.entry(user.0).or_default();
+                    prop_assert_eq!(outcome.new_key, chain.is_empty());
+                    let mut evicted = 0;
+                    while chain_bytes(chain) + r.encoded_len() > CHAIN_BYTES_MAX {
+                        chain.remove(0);
+                        evicted += 1;
+                    }
+                    prop_assert_eq!(outcome.records_evicted, evicted);
+                    chain.push(*r);
+                }
+            }
             Op::Take { user } => {
                 out.clear();
                 let found = store.take(UserId(user), &mut out).expect("own group");
@@ -184,5 +212,60 @@ proptest! {
     #[test]
     fn one_shard_one_group_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..80)) {
         run(&ops, Config { shard_bits: 0, group_bits: 0, lookback_ms: LOOKBACK_MS, shard_slots_initial: 4 })?;
+    }
+}
+
+/// `append_batch` against one `append` per pair on a twin store: the same
+/// outcomes (new key, chain move, shard growth, evictions), chains and byte
+/// counts, over batches that cross the prefetch window and repeat users.
+fn batch_equals_one_by_one(
+    batches: &[Vec<(u64, u8)>],
+    config: Config,
+) -> Result<(), TestCaseError> {
+    let mut one = Store::new(config).expect("valid config");
+    let mut batched = Store::new(config).expect("valid config");
+    let mut t = 1_000u64;
+    let mut outcomes = Vec::new();
+    for items in batches {
+        let batch: Vec<(UserId, Record)> = items
+            .iter()
+            .map(|&(user, attrs)| {
+                t += 1;
+                (UserId(user), record(t, t, i64::from(attrs % 3), attrs))
+            })
+            .collect();
+        outcomes.clear();
+        batched.append_batch(&batch, &mut outcomes).expect("room");
+        prop_assert_eq!(outcomes.len(), batch.len());
+        for ((user, r), outcome) in batch.iter().zip(&outcomes) {
+            prop_assert_eq!(&one.append(*user, r).expect("room"), outcome);
+        }
+        prop_assert_eq!(one.memory(), batched.memory());
+    }
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for user in 0..USERS * 4 {
+        a.clear();
+        b.clear();
+        prop_assert_eq!(
+            one.chain(UserId(user), &mut a).expect("own group"),
+            batched.chain(UserId(user), &mut b).expect("own group")
+        );
+        prop_assert_eq!(&a, &b);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    #[test]
+    fn append_batch_equals_one_append_per_pair(
+        batches in proptest::collection::vec(
+            proptest::collection::vec((0..USERS * 4, 0u8..=40), 0..200),
+            1..12,
+        )
+    ) {
+        batch_equals_one_by_one(&batches, Config { shard_bits: 3, group_bits: 0, lookback_ms: LOOKBACK_MS, shard_slots_initial: 4 })?;
+        batch_equals_one_by_one(&batches, Config { shard_bits: 4, group_bits: 2, lookback_ms: LOOKBACK_MS, shard_slots_initial: 4 })?;
     }
 }

@@ -174,3 +174,40 @@ fn the_index_stays_under_18_bytes_per_key_while_growing() {
     // 64 * log_1.25(256) ~ 1,590 growths.
     assert!((1_400..1_700).contains(&growths), "{growths}");
 }
+
+#[test]
+fn a_batch_stops_at_a_user_of_another_group() {
+    let config = Config {
+        shard_bits: 6,
+        group_bits: 1,
+        ..Config::default()
+    };
+    let router = config.router();
+    let mut groups = Store::new(config).expect("valid").into_groups();
+    let group = &mut groups[0];
+    let own: Vec<UserId> = (0..1_000u64)
+        .map(UserId)
+        .filter(|&u| router.group_of(u) == 0)
+        .take(40)
+        .collect();
+    let stranger = (0..1_000u64)
+        .map(UserId)
+        .find(|&u| router.group_of(u) == 1)
+        .expect("some user of group 1");
+    // 40 pairs of the group (past one prefetch window), then a stranger,
+    // then more of the group's own: the first 40 are appended, the rest not.
+    let mut batch: Vec<(UserId, Record)> = own.iter().map(|&u| (u, click(u.0))).collect();
+    batch.push((stranger, click(1)));
+    batch.push((UserId(own[0].0), click(2)));
+    let mut outcomes = Vec::new();
+    let err = group
+        .append_batch(&batch, &mut outcomes)
+        .expect_err("a stranger in the batch");
+    assert!(matches!(err, Error::WrongGroup { owner: 1, .. }));
+    assert_eq!(outcomes.len(), 40);
+    assert!(outcomes.iter().all(|o| o.new_key));
+    assert_eq!(group.keys(), 40);
+    let mut out = Vec::new();
+    assert!(group.chain(own[0], &mut out).expect("own"));
+    assert_eq!(out, vec![click(own[0].0)]);
+}

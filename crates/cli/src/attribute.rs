@@ -365,8 +365,14 @@ fn apply_group(
     let mut rows = Vec::new();
     let mut chain = Vec::new();
     let mut credits = Vec::new();
+    // Touches wait here and go to the group in batches (`append_batch`
+    // overlaps their memory accesses), always before the next trim slice or
+    // conversion, so the group sees the events in their order.
+    let mut touches = Vec::with_capacity(TOUCH_BATCH);
+    let mut outcomes = Vec::with_capacity(TOUCH_BATCH);
     for (n, e) in events.iter().enumerate() {
         if n % TRIM_EVERY_EVENTS == 0 {
+            append_touches(&mut group, &mut touches, &mut outcomes, &mut stats)?;
             group.trim_slice(e.time_ms, TRIM_SLOTS_BUDGET);
         }
         let user = UserId(e.user);
@@ -378,13 +384,13 @@ fn apply_group(
                     CampaignId(campaign),
                     SiteId(site),
                 )?;
-                match group.append(user, &record) {
-                    Ok(outcome) => stats.touches_dropped += u64::from(outcome.records_evicted),
-                    Err(cardinal_chains::Error::LimitExceeded { .. }) => stats.touches_dropped += 1,
-                    Err(other) => return Err(other.into()),
+                touches.push((user, record));
+                if touches.len() == TOUCH_BATCH {
+                    append_touches(&mut group, &mut touches, &mut outcomes, &mut stats)?;
                 }
             }
             What::Conversion { value_micros } => {
+                append_touches(&mut group, &mut touches, &mut outcomes, &mut stats)?;
                 chain.clear();
                 credits.clear();
                 group.take(user, &mut chain)?;
@@ -421,7 +427,41 @@ fn apply_group(
             }
         }
     }
+    append_touches(&mut group, &mut touches, &mut outcomes, &mut stats)?;
     Ok((group, rows, stats))
+}
+
+/// Touches [`apply_group`] hands to the chains at once.
+const TOUCH_BATCH: usize = 4 * cardinal_chains::APPEND_BATCH_WINDOW;
+
+/// Appends the waiting touches in order and empties the list. A touch that
+/// finds its group's arena or shard full is dropped and counted, as are
+/// the records a full chain evicts; the touches after it still go in.
+fn append_touches(
+    group: &mut ShardGroup,
+    touches: &mut Vec<(UserId, cardinal_chains::Record)>,
+    outcomes: &mut Vec<cardinal_chains::AppendOutcome>,
+    stats: &mut Stats,
+) -> Result<()> {
+    let mut rest = &touches[..];
+    while !rest.is_empty() {
+        outcomes.clear();
+        let result = group.append_batch(rest, outcomes);
+        stats.touches_dropped += outcomes
+            .iter()
+            .map(|o| u64::from(o.records_evicted))
+            .sum::<u64>();
+        match result {
+            Ok(()) => break,
+            Err(cardinal_chains::Error::LimitExceeded { .. }) => {
+                stats.touches_dropped += 1;
+                rest = &rest[outcomes.len() + 1..];
+            }
+            Err(other) => return Err(other.into()),
+        }
+    }
+    touches.clear();
+    Ok(())
 }
 
 /// A worker's side of the attributions: evaluates the touch and conversion

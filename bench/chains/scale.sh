@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The issue 4 scale runs, one after the other (each takes a core for many
+# minutes; the long run needs ~14 GiB):
+#
+#  1. the index alone (KeyIndex, no chains): 500M distinct keys inserted;
+#  2. the store grown from 0 to ~200M live keys by an arrival process of new
+#     users (75% of operations; the rest Zipf s = 1.1 over recency), then
+#     held there by a lookback of 1050 virtual seconds at 200,000 appends/s
+#     and trim slices of 1024 index slots every 256 appends, for 1.3B
+#     appends in all; append_batch over batches of 64 operations, each
+#     batch timed by the thread CPU clock;
+#  3. the same workload one append at a time, every operation timed by the
+#     thread CPU clock (the per-operation histogram), to 20M live keys.
+#
+#   bench/chains/scale.sh [index|long|per-op]...   (default: all three)
+#
+# Results go to bench/chains/out/ (not committed); bench/README.md has the
+# numbers of a run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/cardinal-target-chains}"
+OUT=bench/chains/out
+mkdir -p "$OUT"
+cargo build --release -p cardinal-chains --example chains_bench
+BIN="$CARGO_TARGET_DIR/release/examples/chains_bench"
+WORKLOAD=(--new-user-permille 750 --lookback-s 1050 --trim-budget 1024 --trim-every 256 --keys-max 200000000)
+
+for step in "${@:-index long per-op}"; do
+    for s in $step; do
+        case "$s" in
+        index)
+            echo "== the index alone, 500M keys"
+            "$BIN" --mode index --keys-max 500000000 --report-every 20000000 | tee "$OUT/index_500m.txt"
+            ;;
+        long)
+            echo "== grow to ~200M keys, then steady state: 1.3B appends, batches of 64"
+            "$BIN" --mode chains "${WORKLOAD[@]}" --appends 1300000000 --timing batch --report-every 20000000 | tee "$OUT/long.txt"
+            ;;
+        per-op)
+            echo "== per operation, thread CPU clock, 30M appends"
+            "$BIN" --mode chains "${WORKLOAD[@]}" --appends 30000000 --timing op --clock cpu | tee "$OUT/per_op_cpu.txt"
+            ;;
+        *)
+            echo "unknown step $s" >&2
+            exit 1
+            ;;
+        esac
+    done
+done
