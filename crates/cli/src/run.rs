@@ -24,7 +24,7 @@ use anyhow::{Context, Result, bail, ensure};
 use cardinal_event::{Record, Timestamp, Value};
 use cardinal_export::{Columns, Options, ResultRow, Results};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
-use cardinal_rollup::{AggKind, Folded, Input, Limits, Rollup, Shape};
+use cardinal_rollup::{AggKind, Folded, Limits, Rollup, Shape};
 use cardinal_route::{
     AggregateKind, Arg, ColumnCache, Format, OutputSource, Plan, Routed, Scratch, Summary,
 };
@@ -870,7 +870,7 @@ fn worker<'p>(
         }
     }
     Ok(WorkerOutput {
-        rollups: fold.rollups,
+        rollups: fold.lanes.into_iter().map(|lane| lane.rollup).collect(),
         counts: fold.counts,
         collector,
     })
@@ -907,25 +907,32 @@ fn read_parquet(
 /// A worker's partial rollups and the buffers routing reuses: every
 /// record of every format goes through [`Fold::record`].
 struct Fold<'a> {
-    summaries: &'a [&'a Summary],
-    shapes: &'a [Shape],
     shown: &'a std::sync::atomic::AtomicU64,
-    rollups: Vec<Rollup>,
+    /// One per summary, in order: everything one record's pass through
+    /// the summary touches, side by side.
+    lanes: Vec<Lane<'a>>,
     counts: Counts,
     /// Each typed field parsed once per record, whatever reads it.
     cache: ColumnCache,
-    /// Per summary: the first summary with an equal filter, which
-    /// evaluates it for both.
-    filter_owner: Vec<usize>,
-    /// Per summary: whether the current record passed its filter.
-    passed: Vec<bool>,
-    /// Per summary: the current record's route.
-    routes: Vec<Routed>,
     hashed: HashMemo,
     scratch: Scratch,
-    names: Vec<u8>,
     /// Reject lines not yet written to the rejects file.
     reject_lines: String,
+}
+
+/// One summary's part of a [`Fold`].
+struct Lane<'a> {
+    summary: &'a Summary,
+    /// How each aggregate takes the routed record.
+    feeds: Vec<Feed>,
+    /// The first summary with an equal filter, which evaluates it for
+    /// both (this lane's own index when it is the first).
+    filter_owner: usize,
+    /// Whether the current record passed the filter.
+    passed: bool,
+    /// The current record's route.
+    routed: Routed,
+    rollup: Rollup,
 }
 
 impl<'a> Fold<'a> {
@@ -936,30 +943,30 @@ impl<'a> Fold<'a> {
         shown: &'a std::sync::atomic::AtomicU64,
         stream: &cardinal_route::Stream,
     ) -> Result<Self> {
+        let lanes = summaries
+            .iter()
+            .zip(shapes)
+            .map(|(summary, shape)| -> Result<Lane<'a>> {
+                Ok(Lane {
+                    summary,
+                    feeds: feeds_of(summary, shape),
+                    filter_owner: summaries
+                        .iter()
+                        .position(|t| t.filter == summary.filter)
+                        .expect("a summary's filter equals itself"),
+                    passed: false,
+                    routed: Routed::default(),
+                    rollup: Rollup::new(shape.clone(), limits)?,
+                })
+            })
+            .collect::<Result<_>>()?;
         Ok(Self {
-            summaries,
-            shapes,
             shown,
-            rollups: shapes
-                .iter()
-                .map(|s| Rollup::new(s.clone(), limits))
-                .collect::<Result<_, _>>()?,
+            lanes,
             counts: Counts::default(),
             cache: ColumnCache::new(stream.schema.columns.len()),
-            filter_owner: summaries
-                .iter()
-                .map(|s| {
-                    summaries
-                        .iter()
-                        .position(|t| t.filter == s.filter)
-                        .expect("a summary's filter equals itself")
-                })
-                .collect(),
-            passed: vec![false; summaries.len()],
-            routes: vec![Routed::default(); summaries.len()],
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
-            names: Vec::new(),
             reject_lines: String::new(),
         })
     }
@@ -973,67 +980,54 @@ impl<'a> Fold<'a> {
     fn record<R: Record>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
         self.counts.records += 1;
         let record = self.cache.record(raw);
-        let mut failed = None;
-        for (s, summary) in self.summaries.iter().enumerate() {
-            let owner = self.filter_owner[s];
+        for s in 0..self.lanes.len() {
+            let owner = self.lanes[s].filter_owner;
             let pass = if owner == s {
-                summary.passes(&record, &mut self.scratch)
+                self.lanes[s].summary.passes(&record, &mut self.scratch)
             } else {
-                Ok(self.passed[owner])
+                // The owner comes first, so it has evaluated this record.
+                Ok(self.lanes[owner].passed)
             };
+            let lane = &mut self.lanes[s];
             let routed = pass.and_then(|pass| {
-                self.passed[s] = pass;
+                lane.passed = pass;
                 if pass {
-                    summary.route_passed(&record, &mut self.scratch, &mut self.routes[s])
+                    lane.summary
+                        .route_passed(&record, &mut self.scratch, &mut lane.routed)
                 } else {
                     Ok(())
                 }
             });
             if let Err(e) = routed {
-                failed = Some((summary, e));
-                break;
+                let text = format!("{name}:{}: {}: {e}", at(), lane.summary.name);
+                reject(
+                    &mut self.counts,
+                    &mut self.reject_lines,
+                    self.shown,
+                    &eval_reason(&e),
+                    &text,
+                );
+                return;
             }
         }
-        if let Some((summary, e)) = failed {
-            let text = format!("{name}:{}: {}: {e}", at(), summary.name);
-            reject(
-                &mut self.counts,
-                &mut self.reject_lines,
-                self.shown,
-                &eval_reason(&e),
-                &text,
-            );
-            return;
-        }
-        for (s, ((summary, rollup), shape)) in self
-            .summaries
-            .iter()
-            .zip(&mut self.rollups)
-            .zip(self.shapes)
-            .enumerate()
-        {
-            if !self.passed[s] {
+        for lane in &mut self.lanes {
+            if !lane.passed {
                 continue;
             }
             let folded = fold_routed(
-                summary,
-                shape,
-                rollup,
-                &self.routes[s],
-                &mut self.names,
+                &lane.feeds,
+                &mut lane.rollup,
+                &lane.routed,
                 &mut self.hashed,
             );
-            match folded {
-                Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {}
-                Folded::DroppedKeyTooLong => {
-                    reject(
-                        &mut self.counts,
-                        &mut self.reject_lines,
-                        self.shown,
-                        "group key too long",
-                        &format!("{name}: {}", at()),
-                    );
-                }
+            if folded == Folded::DroppedKeyTooLong {
+                reject(
+                    &mut self.counts,
+                    &mut self.reject_lines,
+                    self.shown,
+                    "group key too long",
+                    &format!("{name}: {}", at()),
+                );
             }
         }
     }
@@ -1066,42 +1060,114 @@ impl<'a> Fold<'a> {
     }
 }
 
-/// Folds one routed record into `rollup`. Top-k reports names: text is the
-/// routed argument's bytes; an integer is printed into `names` first, then
-/// borrowed.
+/// How one aggregate takes a routed record, decided once per run from
+/// its kind, so that folding a record is one `match` per aggregate on a
+/// small enum and a direct call of the state's method: no [`cardinal_rollup::Input`] per
+/// aggregate, no dispatch on (kind, argument) pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Feed {
+    /// `count(*)`: every record.
+    CountAll,
+    /// `count(x)`: records whose argument `x` (an index into the routed
+    /// arguments) is not NULL.
+    Count(usize),
+    /// sum, avg, min, max, quantiles: the argument as a number.
+    Number(usize),
+    /// hll, theta, exact_distinct: the argument's hash (and integer id).
+    Key(usize),
+    /// topk: the argument's hash, named by its text or printed integer.
+    TopK(usize),
+}
+
+/// The feeds of a summary's aggregates, in shape order.
+pub(crate) fn feeds_of(summary: &Summary, shape: &Shape) -> Vec<Feed> {
+    summary
+        .aggregates
+        .iter()
+        .zip(&shape.aggs)
+        .map(|(aggregate, kind)| match (kind, aggregate.argument) {
+            (AggKind::CountAll, _) | (_, None) => Feed::CountAll,
+            (AggKind::Count, Some(a)) => Feed::Count(a),
+            (
+                AggKind::Sum
+                | AggKind::Avg
+                | AggKind::Min
+                | AggKind::Max
+                | AggKind::Quantiles { .. },
+                Some(a),
+            ) => Feed::Number(a),
+            (AggKind::Hll { .. } | AggKind::Theta { .. } | AggKind::ExactDistinct, Some(a)) => {
+                Feed::Key(a)
+            }
+            (AggKind::TopK { .. }, Some(a)) => Feed::TopK(a),
+        })
+        .collect()
+}
+
+/// Folds one routed record into `rollup` through the summary's `feeds`.
+/// Top-k reports names: text is the routed argument's bytes; an integer is
+/// printed when it becomes a candidate.
+#[inline]
 pub(crate) fn fold_routed(
-    summary: &Summary,
-    shape: &Shape,
+    feeds: &[Feed],
     rollup: &mut Rollup,
     routed: &Routed,
-    names: &mut Vec<u8>,
     hashed: &mut HashMemo,
 ) -> Folded {
-    names.clear();
-    let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
-    for (i, (aggregate, kind)) in summary.aggregates.iter().zip(&shape.aggs).enumerate() {
-        if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument)
-            && let Arg::Int(v) = routed.args[a]
-        {
-            let start = names.len();
-            let _ = write!(names, "{v}");
-            spans[i] = (start, names.len());
-        }
-    }
-    let mut inputs = [Input::Null; AGGREGATES_MAX];
-    for (i, (aggregate, kind)) in summary.aggregates.iter().zip(&shape.aggs).enumerate() {
-        let Some(a) = aggregate.argument else {
-            continue;
-        };
-        let arg = routed.args[a];
-        let name = match (kind, arg) {
-            (AggKind::TopK { .. }, Arg::Text { .. }) => routed.text_of(a),
-            _ => &names[spans[i].0..spans[i].1],
-        };
-        inputs[i] = input_of(arg, kind, name, hashed);
-    }
     let bucket = routed.bucket.unwrap_or(Timestamp(0));
-    rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()])
+    rollup.fold_with(bucket, &routed.key, |states| {
+        for (state, &feed) in states.iter_mut().zip(feeds) {
+            match feed {
+                Feed::CountAll => state.fold_count(),
+                Feed::Count(a) => {
+                    if routed.args[a] != Arg::Null {
+                        state.fold_count();
+                    }
+                }
+                Feed::Number(a) => {
+                    if let Some(v) = number_of(routed.args[a]) {
+                        state.fold_number(v);
+                    }
+                }
+                Feed::Key(a) => {
+                    let arg = routed.args[a];
+                    if let Some(hash) = hashed.hash(arg) {
+                        state.fold_key(hash, id_of(arg));
+                    }
+                }
+                Feed::TopK(a) => {
+                    let arg = routed.args[a];
+                    if let Some(hash) = hashed.hash(arg) {
+                        state.fold_topk(hash, || match arg {
+                            Arg::Int(v) => v.to_string().into_bytes().into(),
+                            _ => routed.text_of(a).into(),
+                        });
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// A routed argument as a number for sum, avg, min, max and quantiles.
+#[inline]
+fn number_of(arg: Arg) -> Option<f64> {
+    match arg {
+        Arg::Int(i) => Some(i as f64),
+        Arg::Float(f) => Some(f),
+        Arg::Time(t) => Some(t.0 as f64),
+        Arg::Bool(b) => Some(f64::from(u8::from(b))),
+        Arg::Null | Arg::Text { .. } => None,
+    }
+}
+
+/// The integer id exact sets keep (the hash for text).
+#[inline]
+fn id_of(arg: Arg) -> Option<u64> {
+    match arg {
+        Arg::Int(i) => Some(u64::from_ne_bytes(i.to_ne_bytes())),
+        _ => None,
+    }
 }
 
 fn where_(record: &cardinal_parse::RecordRef<'_>) -> String {
@@ -1173,46 +1239,6 @@ impl HashMemo {
     }
 }
 
-/// One aggregate's input from the routed argument (`name`: the argument's
-/// text, read for top-k only).
-pub(crate) fn input_of<'a>(
-    arg: Arg,
-    kind: &AggKind,
-    name: &'a [u8],
-    hashed: &mut HashMemo,
-) -> Input<'a> {
-    match kind {
-        AggKind::CountAll => Input::Null,
-        AggKind::Count => match arg {
-            Arg::Null => Input::Null,
-            _ => Input::Number(0.0),
-        },
-        AggKind::Sum | AggKind::Avg | AggKind::Min | AggKind::Max | AggKind::Quantiles { .. } => {
-            match arg {
-                Arg::Int(i) => Input::Number(i as f64),
-                Arg::Float(f) => Input::Number(f),
-                Arg::Time(t) => Input::Number(t.0 as f64),
-                Arg::Bool(b) => Input::Number(f64::from(u8::from(b))),
-                Arg::Null | Arg::Text { .. } => Input::Null,
-            }
-        }
-        AggKind::Hll { .. }
-        | AggKind::Theta { .. }
-        | AggKind::ExactDistinct
-        | AggKind::TopK { .. } => match hashed.hash(arg) {
-            Some(hash) => Input::Key {
-                hash,
-                id: match arg {
-                    Arg::Int(i) => Some(u64::from_ne_bytes(i.to_ne_bytes())),
-                    _ => None,
-                },
-                text: name,
-            },
-            None => Input::Null,
-        },
-    }
-}
-
 /// Decodes each group's key into display values and names the columns.
 pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'a>> {
     let name_of = |source: OutputSource| {
@@ -1264,5 +1290,99 @@ mod tests {
         // are checked once, in the dialect, and must be the same.
         assert_eq!(cardinal_route::TOPK_K_MAX, cardinal_rollup::TOPK_K_MAX);
         assert_eq!(cardinal_route::RANKS_MAX, cardinal_rollup::RANKS_MAX);
+    }
+}
+
+#[cfg(test)]
+mod fold_tests {
+    use super::*;
+    use cardinal_rollup::Input;
+    use proptest::prelude::*;
+
+    const SQL: &str = "
+        CREATE STREAM s (ts TIMESTAMP, n BIGINT, x DOUBLE, t TEXT) WITH (time = 'ts');
+        CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS day, t,
+            count(*), count(x), sum(x), avg(n), min(x), max(n), hll(n), theta(t),
+            exact_distinct(n), exact_distinct(t), approx_quantile(x, 0.5), topk(t, 3), topk(n, 3)
+          FROM s GROUP BY day, t;";
+
+    /// The general path: one [`Input`] per aggregate, built from the
+    /// aggregate's kind and routed argument, folded by [`Rollup::fold`].
+    fn fold_general(summary: &Summary, rollup: &mut Rollup, routed: &Routed) -> Folded {
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        for aggregate in &summary.aggregates {
+            names.push(match aggregate.argument.map(|a| (a, routed.args[a])) {
+                Some((_, Arg::Int(v))) => v.to_string().into_bytes(),
+                Some((a, _)) => routed.text_of(a).to_vec(),
+                None => Vec::new(),
+            });
+        }
+        let inputs: Vec<Input<'_>> = summary
+            .aggregates
+            .iter()
+            .zip(&rollup.shape().aggs.clone())
+            .zip(&names)
+            .map(|((aggregate, kind), name)| {
+                let Some(a) = aggregate.argument else {
+                    return Input::Null;
+                };
+                let arg = routed.args[a];
+                match kind {
+                    AggKind::CountAll => Input::Null,
+                    AggKind::Count if arg == Arg::Null => Input::Null,
+                    AggKind::Count => Input::Number(0.0),
+                    AggKind::Hll { .. }
+                    | AggKind::Theta { .. }
+                    | AggKind::ExactDistinct
+                    | AggKind::TopK { .. } => match arg.hash() {
+                        Some(hash) => Input::Key {
+                            hash,
+                            id: id_of(arg),
+                            text: name,
+                        },
+                        None => Input::Null,
+                    },
+                    _ => number_of(arg).map_or(Input::Null, Input::Number),
+                }
+            })
+            .collect();
+        rollup.fold(routed.bucket.unwrap_or(Timestamp(0)), &routed.key, &inputs)
+    }
+
+    proptest! {
+        /// Feeds fold exactly what the general path folds (few records
+        /// per group, so the quantile sketches stay exact).
+        #[test]
+        fn feeds_fold_like_inputs(
+            rows in proptest::collection::vec(
+                (0u8..3, proptest::option::of(-5i64..5), proptest::option::of(-2.0f64..2.0), 0u8..4),
+                0..120,
+            )
+        ) {
+            let plan = Plan::compile(SQL).expect("compiles");
+            let summary = &plan.summaries[0];
+            let shape = shape_of(summary).expect("shape");
+            let feeds = feeds_of(summary, &shape);
+            let mut fast = Rollup::new(shape.clone(), Limits::default()).expect("rollup");
+            let mut general = Rollup::new(shape, Limits::default()).expect("rollup");
+            let mut scratch = Scratch::default();
+            let mut routed = Routed::default();
+            let mut hashed = HashMemo::default();
+            for (day, n, x, t) in rows {
+                let fields = [
+                    format!("2026-11-0{}T10:00:00Z", day + 1),
+                    n.map(|n| n.to_string()).unwrap_or_default(),
+                    x.map(|x| x.to_string()).unwrap_or_default(),
+                    if t == 0 { String::new() } else { format!("t{t}") },
+                ];
+                let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+                prop_assert!(summary.route(fields.as_slice(), &mut scratch, &mut routed).expect("routes"));
+                prop_assert_eq!(
+                    fold_routed(&feeds, &mut fast, &routed, &mut hashed),
+                    fold_general(summary, &mut general, &routed)
+                );
+            }
+            prop_assert_eq!(fast.rows(), general.rows());
+        }
     }
 }

@@ -258,40 +258,88 @@ impl AggState {
     /// every call; every other state ignores [`Input::Null`] and inputs of a
     /// kind it does not take (the planner type-checks, so those do not
     /// happen in a compiled summary).
+    ///
+    /// The general entry point; an engine that knows at plan time what
+    /// each aggregate takes calls [`AggState::fold_count`],
+    /// [`AggState::fold_number`], [`AggState::fold_key`] or
+    /// [`AggState::fold_topk`] directly, which is what this does.
     #[inline]
     pub fn fold(&mut self, kind: &AggKind, input: Input<'_>) {
-        match (self, input) {
-            (AggState::Count(n), _) if *kind == AggKind::CountAll => *n += 1,
-            (AggState::Count(n), Input::Null) => {
-                let _ = n;
+        match input {
+            Input::Null => {
+                if *kind == AggKind::CountAll {
+                    self.fold_count();
+                }
             }
-            (AggState::Count(n), _) => *n += 1,
-            (AggState::Sum { fixed, big, count }, Input::Number(v)) if v.is_finite() => {
+            Input::Number(v) => match self {
+                AggState::Count(n) => *n += 1,
+                _ => self.fold_number(v),
+            },
+            Input::Key { hash, id, text } => match self {
+                AggState::Count(n) => *n += 1,
+                AggState::TopK { .. } => self.fold_topk(hash, || text.into()),
+                _ => self.fold_key(hash, id),
+            },
+        }
+    }
+
+    /// Counts one record into a `count` state (nothing for other states).
+    #[inline]
+    pub fn fold_count(&mut self) {
+        if let AggState::Count(n) = self {
+            *n += 1;
+        }
+    }
+
+    /// Folds a number into a sum, avg, min, max or quantiles state
+    /// (nothing for other states). Sums skip infinities and NaN, min and
+    /// max skip NaN.
+    #[inline]
+    pub fn fold_number(&mut self, v: f64) {
+        match self {
+            AggState::Sum { fixed, big, count } if v.is_finite() => {
                 add_value(fixed, big, v);
                 *count += 1;
             }
-            (AggState::Min(m), Input::Number(v)) if !v.is_nan() => {
+            AggState::Min(m) if !v.is_nan() => {
                 *m = Some(m.map_or(v, |m| m.min(v)));
             }
-            (AggState::Max(m), Input::Number(v)) if !v.is_nan() => {
+            AggState::Max(m) if !v.is_nan() => {
                 *m = Some(m.map_or(v, |m| m.max(v)));
             }
-            (AggState::Hll(h), Input::Key { hash, .. }) => h.insert(hash),
-            (AggState::Exact(set), Input::Key { hash, id, .. }) => {
+            AggState::Quantiles(q) => q.insert(v),
+            _ => {}
+        }
+    }
+
+    /// Folds a distinct-count key (its hash, and for exact sets the
+    /// integer id when there is one) into an hll, theta or exact state
+    /// (nothing for other states; top-k takes [`AggState::fold_topk`]).
+    #[inline]
+    pub fn fold_key(&mut self, hash: u64, id: Option<u64>) {
+        match self {
+            AggState::Hll(h) => h.insert(hash),
+            AggState::Exact(set) => {
                 set.insert(id.unwrap_or(hash));
             }
-            (AggState::Quantiles(q), Input::Number(v)) => q.insert(v),
-            (AggState::TopK { sketch, names, .. }, Input::Key { hash, text, .. }) => {
-                sketch.insert(hash, 1);
-                if !names.contains_key(&hash) && sketch.is_candidate(hash) {
-                    if names.len() >= 2 * sketch.capacity() as usize {
-                        names.retain(|key, _| sketch.is_candidate(*key));
-                    }
-                    names.insert(hash, text.into());
-                }
-            }
-            (AggState::Theta(t), Input::Key { hash, .. }) => t.insert(hash),
+            AggState::Theta(t) => t.insert(hash),
             _ => {}
+        }
+    }
+
+    /// Counts a key into a top-k state (nothing for other states). `name`
+    /// makes the value's text, called only when the key becomes a new
+    /// candidate, so callers with integer values print them only then.
+    #[inline]
+    pub fn fold_topk(&mut self, hash: u64, name: impl FnOnce() -> Box<[u8]>) {
+        if let AggState::TopK { sketch, names, .. } = self {
+            sketch.insert(hash, 1);
+            if !names.contains_key(&hash) && sketch.is_candidate(hash) {
+                if names.len() >= 2 * sketch.capacity() as usize {
+                    names.retain(|key, _| sketch.is_candidate(*key));
+                }
+                names.insert(hash, name());
+            }
         }
     }
 

@@ -105,9 +105,15 @@ pub struct Rollup {
     /// with one key skip the hash and the probe.
     last: u32,
     newest_bucket: i64,
-    dropped_group_limit: u64,
-    dropped_expired: u64,
-    dropped_key_too_long: u64,
+    drops: Drops,
+}
+
+/// Records a rollup dropped, by reason.
+#[derive(Debug, Clone, Copy, Default)]
+struct Drops {
+    group_limit: u64,
+    expired: u64,
+    key_too_long: u64,
 }
 
 /// `last` when no fold has found a row yet (never a row: `groups_max` is
@@ -153,91 +159,126 @@ impl Rollup {
             states: Vec::new(),
             last: NO_ROW,
             newest_bucket: i64::MIN,
-            dropped_group_limit: 0,
-            dropped_expired: 0,
-            dropped_key_too_long: 0,
+            drops: Drops::default(),
         })
     }
 
     /// Folds one record: its bucket, its encoded dimension key and one
     /// evaluated argument per aggregate.
     pub fn fold(&mut self, bucket: Timestamp, key: &[u8], inputs: &[Input<'_>]) -> Folded {
-        if key.len() > KEY_BYTES_MAX {
-            self.dropped_key_too_long += 1;
-            return Folded::DroppedKeyTooLong;
-        }
         assert_eq!(
             inputs.len(),
             self.shape.aggs.len(),
             "one input per aggregate"
         );
-        if let Some(window) = self.limits.retention_ms
-            && bucket.0 < self.newest_bucket.saturating_sub(window)
-        {
-            self.dropped_expired += 1;
-            return Folded::DroppedExpired;
-        }
-        self.newest_bucket = self.newest_bucket.max(bucket.0);
-        let row = match self.groups.get(self.last as usize) {
-            Some(last) if last.bucket == bucket.0 && key_eq(last.key(&self.arena), key) => {
-                self.last
+        let aggs = &self.shape.aggs;
+        let (folded, states) = Self::row_states(
+            &mut self.table,
+            &mut self.groups,
+            &mut self.arena,
+            &mut self.states,
+            &mut self.last,
+            &mut self.newest_bucket,
+            &mut self.drops,
+            aggs,
+            self.limits,
+            bucket,
+            key,
+        );
+        if let Some(states) = states {
+            for ((state, kind), &input) in states.iter_mut().zip(aggs).zip(inputs) {
+                state.fold(kind, input);
             }
-            _ => match self.find_or_open(key_hash(bucket.0, key), bucket.0, key) {
-                Some(row) => {
-                    self.last = row;
-                    row
-                }
-                None => {
-                    self.dropped_group_limit += 1;
-                    return Folded::DroppedGroupLimit;
-                }
-            },
-        };
-        let width = self.shape.aggs.len();
-        let start = row as usize * width;
-        for ((state, kind), &input) in self.states[start..start + width]
-            .iter_mut()
-            .zip(&self.shape.aggs)
-            .zip(inputs)
-        {
-            state.fold(kind, input);
         }
-        Folded::Ok
+        folded
     }
 
-    /// The row of (bucket, key), opening it if it is new, unless that would
-    /// pass `groups_max`: one probe either way.
+    /// Folds one record through `update`, which gets the record's group's
+    /// states (one per aggregate, in shape order) and folds the record's
+    /// arguments into them itself: the path for an engine that decided at
+    /// plan time which [`AggState`] method feeds each aggregate
+    /// ([`AggState::fold_number`], ...), instead of building one
+    /// [`Input`] per aggregate per record. Drops are as in
+    /// [`Rollup::fold`]; `update` is not called for a dropped record.
     #[inline]
-    fn find_or_open(&mut self, hash: u64, bucket: i64, key: &[u8]) -> Option<u32> {
-        let (groups, arena) = (&self.groups, &self.arena);
-        let entry = self.table.entry(
-            hash,
-            |&row| {
-                let group = &groups[row as usize];
-                group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
-            },
-            |&row| groups[row as usize].hash,
-        );
-        let vacant = match entry {
-            Entry::Occupied(found) => return Some(*found.get()),
-            Entry::Vacant(vacant) => vacant,
-        };
-        if self.groups.len() as u64 >= self.limits.groups_max {
-            return None;
-        }
-        let row = u32::try_from(self.groups.len()).expect("groups_max < 2^32");
-        vacant.insert(row);
-        for kind in &self.shape.aggs {
-            self.states.push(kind.state().expect("validated in new"));
-        }
-        self.groups.push(Group {
+    pub fn fold_with(
+        &mut self,
+        bucket: Timestamp,
+        key: &[u8],
+        update: impl FnOnce(&mut [AggState]),
+    ) -> Folded {
+        let (folded, states) = Self::row_states(
+            &mut self.table,
+            &mut self.groups,
+            &mut self.arena,
+            &mut self.states,
+            &mut self.last,
+            &mut self.newest_bucket,
+            &mut self.drops,
+            &self.shape.aggs,
+            self.limits,
             bucket,
-            hash,
-            start: self.arena.len(),
-            len: u32::try_from(key.len()).expect("key length <= KEY_BYTES_MAX"),
-        });
-        self.arena.extend_from_slice(key);
-        Some(row)
+            key,
+        );
+        if let Some(states) = states {
+            update(states);
+        }
+        folded
+    }
+
+    /// The states of the group of (bucket, key), opening it if it is new,
+    /// or why the record is dropped. Takes the fields apart so that the
+    /// caller can keep borrowing the shape.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the rollup's fields, borrowed apart"
+    )]
+    #[inline]
+    fn row_states<'s>(
+        table: &mut HashTable<u32>,
+        groups: &mut Vec<Group>,
+        arena: &mut Vec<u8>,
+        states: &'s mut Vec<AggState>,
+        last: &mut u32,
+        newest_bucket: &mut i64,
+        drops: &mut Drops,
+        aggs: &[AggKind],
+        limits: Limits,
+        bucket: Timestamp,
+        key: &[u8],
+    ) -> (Folded, Option<&'s mut [AggState]>) {
+        if key.len() > KEY_BYTES_MAX {
+            drops.key_too_long += 1;
+            return (Folded::DroppedKeyTooLong, None);
+        }
+        if let Some(window) = limits.retention_ms
+            && bucket.0 < newest_bucket.saturating_sub(window)
+        {
+            drops.expired += 1;
+            return (Folded::DroppedExpired, None);
+        }
+        *newest_bucket = (*newest_bucket).max(bucket.0);
+        let row = match groups.get(*last as usize) {
+            Some(group) if group.bucket == bucket.0 && key_eq(group.key(arena), key) => *last,
+            _ => {
+                let hash = key_hash(bucket.0, key);
+                match find_or_open(
+                    table, groups, arena, states, aggs, limits, hash, bucket.0, key,
+                ) {
+                    Some(row) => {
+                        *last = row;
+                        row
+                    }
+                    None => {
+                        drops.group_limit += 1;
+                        return (Folded::DroppedGroupLimit, None);
+                    }
+                }
+            }
+        };
+        let width = aggs.len();
+        let start = row as usize * width;
+        (Folded::Ok, Some(&mut states[start..start + width]))
     }
 
     /// Folds another partial rollup of the same summary into this one.
@@ -264,9 +305,9 @@ impl Rollup {
             }
         }
         self.newest_bucket = self.newest_bucket.max(other.newest_bucket);
-        self.dropped_group_limit += other.dropped_group_limit;
-        self.dropped_expired += other.dropped_expired;
-        self.dropped_key_too_long += other.dropped_key_too_long;
+        self.drops.group_limit += other.drops.group_limit;
+        self.drops.expired += other.drops.expired;
+        self.drops.key_too_long += other.drops.key_too_long;
         Ok(())
     }
 
@@ -349,22 +390,37 @@ impl Rollup {
 
     /// Records dropped because of `groups_max`.
     pub fn dropped_group_limit(&self) -> u64 {
-        self.dropped_group_limit
+        self.drops.group_limit
     }
 
     /// Records dropped because their bucket was older than the retention.
     pub fn dropped_expired(&self) -> u64 {
-        self.dropped_expired
+        self.drops.expired
     }
 
     /// Records dropped because their key was longer than [`KEY_BYTES_MAX`].
     pub fn dropped_key_too_long(&self) -> u64 {
-        self.dropped_key_too_long
+        self.drops.key_too_long
     }
 
     /// The shape.
     pub fn shape(&self) -> &Shape {
         &self.shape
+    }
+
+    /// The row of (bucket, key) for a merge: see [`find_or_open`].
+    fn find_or_open(&mut self, hash: u64, bucket: i64, key: &[u8]) -> Option<u32> {
+        find_or_open(
+            &mut self.table,
+            &mut self.groups,
+            &mut self.arena,
+            &mut self.states,
+            &self.shape.aggs,
+            self.limits,
+            hash,
+            bucket,
+            key,
+        )
     }
 
     /// Heap bytes this rollup holds, counted from what it allocated: the
@@ -379,6 +435,54 @@ impl Rollup {
             + self.states.capacity() * std::mem::size_of::<AggState>();
         states + table
     }
+}
+
+/// The row of (bucket, key), opening it if it is new, unless that would
+/// pass `groups_max`: one probe either way.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the rollup's fields, borrowed apart"
+)]
+#[inline]
+fn find_or_open(
+    table: &mut HashTable<u32>,
+    groups: &mut Vec<Group>,
+    arena: &mut Vec<u8>,
+    states: &mut Vec<AggState>,
+    aggs: &[AggKind],
+    limits: Limits,
+    hash: u64,
+    bucket: i64,
+    key: &[u8],
+) -> Option<u32> {
+    let entry = table.entry(
+        hash,
+        |&row| {
+            let group = &groups[row as usize];
+            group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
+        },
+        |&row| groups[row as usize].hash,
+    );
+    let vacant = match entry {
+        Entry::Occupied(found) => return Some(*found.get()),
+        Entry::Vacant(vacant) => vacant,
+    };
+    if groups.len() as u64 >= limits.groups_max {
+        return None;
+    }
+    let row = u32::try_from(groups.len()).expect("groups_max < 2^32");
+    vacant.insert(row);
+    for kind in aggs {
+        states.push(kind.state().expect("validated in new"));
+    }
+    groups.push(Group {
+        bucket,
+        hash,
+        start: arena.len(),
+        len: u32::try_from(key.len()).expect("key length <= KEY_BYTES_MAX"),
+    });
+    arena.extend_from_slice(key);
+    Some(row)
 }
 
 /// The rollup's hash of (bucket, key bytes), for its in-memory table only
