@@ -15,6 +15,7 @@
 //! rest of their batch goes on.
 
 use std::collections::VecDeque;
+use std::fmt::Write as _;
 use std::io::{BufRead, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use cardinal_event::{Record, Timestamp, Value};
-use cardinal_export::{Columns, Options, ResultRow, Results};
+use cardinal_export::{Columns, Options, Results, Rows};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
 use cardinal_rollup::{AggKind, Folded, Limits, Rollup, Shape};
 use cardinal_route::{
@@ -1260,26 +1261,29 @@ pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'
             .map(|i| name_of(OutputSource::Aggregate(i)).unwrap_or_else(|| format!("agg{i}")))
             .collect(),
     };
-    let rows = rollup
-        .groups()
-        .map(|(bucket, key, states)| ResultRow {
-            bucket,
-            dims: cardinal_route::key_values(key).map(display).collect(),
-            states,
-        })
-        .collect();
-    Ok(Results::new(columns, &rollup.shape().aggs, rows)?)
-}
-
-fn display(value: Value<'_>) -> Option<String> {
-    match value {
-        Value::Null => None,
-        Value::Int(i) => Some(i.to_string()),
-        Value::Float(f) => Some(f.to_string()),
-        Value::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Time(t) => Some(t.to_string()),
+    let mut rows = Rows::with_capacity(rollup.group_count(), summary.dimensions.len());
+    for (bucket, key, states) in rollup.groups() {
+        rows.push(bucket, states);
+        for value in cardinal_route::key_values(key) {
+            match value {
+                Value::Null => rows.push_null(),
+                Value::Text(t) => rows.push_str(&String::from_utf8_lossy(t)),
+                Value::Int(i) => rows.push_with(|text| {
+                    let _ = write!(text, "{i}");
+                }),
+                Value::Float(f) => rows.push_with(|text| {
+                    let _ = write!(text, "{f}");
+                }),
+                Value::Bool(b) => rows.push_with(|text| {
+                    let _ = write!(text, "{b}");
+                }),
+                Value::Time(t) => rows.push_with(|text| {
+                    let _ = write!(text, "{t}");
+                }),
+            }
+        }
     }
+    Ok(Results::new(columns, &rollup.shape().aggs, rows)?)
 }
 
 #[cfg(test)]
