@@ -241,7 +241,7 @@ impl<'a> Answer<'a> {
 
     /// The answer of aggregate `index` for one row's states.
     fn output(&self, states: &[AggState], index: usize) -> Output {
-        states[index].output(&self.kinds[index])
+        cardinal_rollup::output_of(states, self.kinds, index)
     }
 }
 
@@ -420,10 +420,15 @@ fn print_quantiles(executed: &Executed<'_>) -> Result<()> {
         match merged.get_mut(&name) {
             Some((total, state)) => {
                 *total += count;
-                state.merge(&row.states[revenue])?;
+                state.merge(cardinal_rollup::state_of(
+                    row.states,
+                    providers.kinds,
+                    revenue,
+                ))?;
             }
             None => {
-                merged.insert(name, (count, row.states[revenue].clone()));
+                let state = cardinal_rollup::state_of(row.states, providers.kinds, revenue);
+                merged.insert(name, (count, state.clone()));
             }
         }
     }

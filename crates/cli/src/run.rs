@@ -593,7 +593,21 @@ fn shape_of(summary: &Summary) -> Result<Shape> {
     let aggs = summary
         .aggregates
         .iter()
-        .map(|a| -> Result<AggKind> {
+        .enumerate()
+        .map(|(index, a)| -> Result<AggKind> {
+            // A quantile aggregate over the argument and k of an earlier
+            // one reads that one's sketch.
+            if let AggregateKind::Quantiles { k, ranks } = &a.kind
+                && let Some(of) = summary.aggregates[..index].iter().position(|b| {
+                    b.argument == a.argument
+                        && matches!(b.kind, AggregateKind::Quantiles { k: other, .. } if other == *k)
+                })
+            {
+                return Ok(AggKind::QuantilesOf {
+                    of: u8::try_from(of).expect("at most AGGREGATES_MAX aggregates"),
+                    ranks: cardinal_rollup::Ranks::new(ranks)?,
+                });
+            }
             Ok(match &a.kind {
                 AggregateKind::CountAll => AggKind::CountAll,
                 AggregateKind::Count => AggKind::Count,
@@ -1078,6 +1092,8 @@ pub(crate) enum Feed {
     Key(usize),
     /// topk: the argument's hash, named by its text or printed integer.
     TopK(usize),
+    /// Nothing: a quantile aggregate that reads another's sketch.
+    Skip,
 }
 
 /// The feeds of a summary's aggregates, in shape order.
@@ -1101,6 +1117,7 @@ pub(crate) fn feeds_of(summary: &Summary, shape: &Shape) -> Vec<Feed> {
                 Feed::Key(a)
             }
             (AggKind::TopK { .. }, Some(a)) => Feed::TopK(a),
+            (AggKind::QuantilesOf { .. }, Some(_)) => Feed::Skip,
         })
         .collect()
 }
@@ -1120,6 +1137,7 @@ pub(crate) fn fold_routed(
         for (state, &feed) in states.iter_mut().zip(feeds) {
             match feed {
                 Feed::CountAll => state.fold_count(),
+                Feed::Skip => {}
                 Feed::Count(a) => {
                     if routed.args[a] != Arg::Null {
                         state.fold_count();
@@ -1307,8 +1325,27 @@ mod fold_tests {
         CREATE STREAM s (ts TIMESTAMP, n BIGINT, x DOUBLE, t TEXT) WITH (time = 'ts');
         CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS day, t,
             count(*), count(x), sum(x), avg(n), min(x), max(n), hll(n), theta(t),
-            exact_distinct(n), exact_distinct(t), approx_quantile(x, 0.5), topk(t, 3), topk(n, 3)
+            exact_distinct(n), exact_distinct(t), approx_quantile(x, 0.5), topk(t, 3), topk(n, 3),
+            approx_quantile(x, 0.9, 0.99)
           FROM s GROUP BY day, t;";
+
+    /// The shape with every quantile aggregate keeping its own sketch.
+    fn unshared(shape: &Shape) -> Shape {
+        let aggs = shape
+            .aggs
+            .iter()
+            .map(|kind| match *kind {
+                AggKind::QuantilesOf { of, ranks } => {
+                    let AggKind::Quantiles { k, .. } = shape.aggs[usize::from(of)] else {
+                        unreachable!("QuantilesOf reads a Quantiles");
+                    };
+                    AggKind::Quantiles { k, ranks }
+                }
+                other => other,
+            })
+            .collect();
+        Shape { aggs }
+    }
 
     /// The general path: one [`Input`] per aggregate, built from the
     /// aggregate's kind and routed argument, folded by [`Rollup::fold`].
@@ -1354,8 +1391,9 @@ mod fold_tests {
     }
 
     proptest! {
-        /// Feeds fold exactly what the general path folds (few records
-        /// per group, so the quantile sketches stay exact).
+        /// Feeds fold exactly what the general path folds, and quantile
+        /// aggregates sharing one sketch answer what sketches of their own
+        /// answer (few records per group, so the sketches stay exact).
         #[test]
         fn feeds_fold_like_inputs(
             rows in proptest::collection::vec(
@@ -1367,8 +1405,9 @@ mod fold_tests {
             let summary = &plan.summaries[0];
             let shape = shape_of(summary).expect("shape");
             let feeds = feeds_of(summary, &shape);
+            prop_assert!(feeds.contains(&Feed::Skip), "the second quantile aggregate shares");
             let mut fast = Rollup::new(shape.clone(), Limits::default()).expect("rollup");
-            let mut general = Rollup::new(shape, Limits::default()).expect("rollup");
+            let mut general = Rollup::new(unshared(&shape), Limits::default()).expect("rollup");
             let mut scratch = Scratch::default();
             let mut routed = Routed::default();
             let mut hashed = HashMemo::default();

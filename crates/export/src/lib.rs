@@ -46,7 +46,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cardinal_event::Timestamp;
-use cardinal_rollup::{AggKind, AggState, Output};
+use cardinal_rollup::{AggKind, AggState, Output, output_of};
 use cardinal_sketch::Estimate;
 
 pub use error::{Error, Result};
@@ -421,12 +421,7 @@ pub fn table(results: &Results<'_>) -> String {
                 .iter()
                 .map(|d| d.unwrap_or("NULL").to_string()),
         );
-        line.extend(
-            row.states
-                .iter()
-                .zip(results.kinds)
-                .map(|(s, k)| human(&s.output(k))),
-        );
+        line.extend((0..row.states.len()).map(|i| human(&output_of(row.states, results.kinds, i))));
         cells.push(line);
     }
     let widths: Vec<usize> = (0..cells[0].len())
@@ -528,12 +523,12 @@ pub fn write_json_lines(
             let value = value.map_or_else(|| "null".to_string(), |v| json_string(v.as_bytes()));
             let _ = write!(line, ",{}:{value}", json_string(name.as_bytes()));
         }
-        for ((name, state), kind) in columns.aggs.iter().zip(row.states).zip(results.kinds) {
+        for (i, (name, state)) in columns.aggs.iter().zip(row.states).enumerate() {
             let _ = write!(
                 line,
                 ",{}:{}",
                 json_string(name.as_bytes()),
-                json_output(&state.output(kind))
+                json_output(&output_of(row.states, results.kinds, i))
             );
             if let (true, AggState::Hll(h)) = (options.hll_hex, state) {
                 let _ = write!(
@@ -557,7 +552,7 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
     fields.extend(columns.dims.iter().cloned());
     let first = results.rows.first();
     for (i, name) in columns.aggs.iter().enumerate() {
-        let sample = first.map(|row| row.states[i].output(&results.kinds[i]));
+        let sample = first.map(|row| output_of(row.states, results.kinds, i));
         match sample {
             Some(Output::Estimate(_)) => {
                 fields.extend([
@@ -610,8 +605,8 @@ fn csv_line(
         dims.iter()
             .map(|d| d.map_or_else(String::new, |d| csv_field(d.as_bytes()))),
     );
-    for (state, kind) in row.states.iter().zip(kinds) {
-        match state.output(kind) {
+    for (i, state) in row.states.iter().enumerate() {
+        match output_of(row.states, kinds, i) {
             Output::Count(n) => fields.push(n.to_string()),
             Output::Number(v) => fields.push(v.map_or_else(String::new, |v| v.to_string())),
             Output::Estimate(e) => {

@@ -147,8 +147,18 @@ impl Rollup {
                 reason: "must be in 1..=2^32-1",
             });
         }
-        for kind in &shape.aggs {
+        for (index, kind) in shape.aggs.iter().enumerate() {
             kind.state()?; // validate parameters once, up front
+            if let AggKind::QuantilesOf { of, .. } = *kind
+                && (usize::from(of) >= index
+                    || !matches!(shape.aggs[usize::from(of)], AggKind::Quantiles { .. }))
+            {
+                return Err(Error::Shape {
+                    reason: format!(
+                        "aggregate {index} reads the quantiles of aggregate {of}, which is not an earlier quantiles aggregate"
+                    ),
+                });
+            }
         }
         Ok(Self {
             shape,
@@ -359,10 +369,8 @@ impl Rollup {
             .map(|(bucket, key, states)| Row {
                 bucket,
                 key,
-                outputs: states
-                    .iter()
-                    .zip(&self.shape.aggs)
-                    .map(|(state, kind)| state.output(kind))
+                outputs: (0..states.len())
+                    .map(|i| crate::agg::output_of(states, &self.shape.aggs, i))
                     .collect(),
             })
             .collect();
@@ -557,6 +565,59 @@ mod tests {
         assert!(tags.len() > 100, "{}", tags.len());
         assert_ne!(key_hash(0, b"a"), key_hash(0, b"a\0"));
         assert_ne!(key_hash(0, b"a"), key_hash(86_400_000, b"a"));
+    }
+
+    #[test]
+    fn shared_quantiles_read_an_earlier_sketch_and_merge() {
+        use crate::agg::Ranks;
+        let ranks = |r: &[f64]| Ranks::new(r).expect("valid ranks");
+        let shape = Shape {
+            aggs: vec![
+                AggKind::Quantiles {
+                    k: 200,
+                    ranks: ranks(&[0.5]),
+                },
+                AggKind::QuantilesOf {
+                    of: 0,
+                    ranks: ranks(&[0.25, 1.0]),
+                },
+            ],
+        };
+        let mut a = Rollup::new(shape.clone(), Limits::default()).expect("valid");
+        let mut b = Rollup::new(shape, Limits::default()).expect("valid");
+        for v in 1..=100 {
+            let inputs = [Input::Number(f64::from(v)), Input::Number(f64::from(v))];
+            let into = if v % 2 == 0 { &mut a } else { &mut b };
+            assert_eq!(into.fold(Timestamp(0), b"k", &inputs), Folded::Ok);
+        }
+        a.merge(&b).expect("same shape");
+        let rows = a.rows();
+        assert_eq!(
+            rows[0].outputs[1],
+            Output::Quantiles {
+                values: vec![(0.25, 25.0), (1.0, 100.0)],
+                rank_error: match &rows[0].outputs[0] {
+                    Output::Quantiles { rank_error, .. } => *rank_error,
+                    other => panic!("{other:?}"),
+                },
+            }
+        );
+        // Only an earlier quantiles aggregate can be read.
+        for aggs in [
+            vec![AggKind::QuantilesOf {
+                of: 0,
+                ranks: ranks(&[]),
+            }],
+            vec![
+                AggKind::Sum,
+                AggKind::QuantilesOf {
+                    of: 0,
+                    ranks: ranks(&[]),
+                },
+            ],
+        ] {
+            assert!(Rollup::new(Shape { aggs }, Limits::default()).is_err());
+        }
     }
 
     #[test]
