@@ -15,7 +15,6 @@
 //! rest of their batch goes on.
 
 use std::collections::VecDeque;
-use std::fmt::Write as _;
 use std::io::{BufRead, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -927,8 +926,9 @@ struct Fold<'a> {
     /// the summary touches, side by side.
     lanes: Vec<Lane<'a>>,
     counts: Counts,
-    /// Each typed field parsed once per record, whatever reads it.
-    cache: ColumnCache,
+    /// Each typed field parsed once per record, whatever reads it; `None`
+    /// when no typed column is read twice.
+    cache: Option<ColumnCache>,
     hashed: HashMemo,
     scratch: Scratch,
     /// Reject lines not yet written to the rejects file.
@@ -979,7 +979,8 @@ impl<'a> Fold<'a> {
             shown,
             lanes,
             counts: Counts::default(),
-            cache: ColumnCache::new(stream.schema.columns.len()),
+            cache: reads_a_typed_column_twice(summaries)
+                .then(|| ColumnCache::new(stream.schema.columns.len())),
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
             reject_lines: String::new(),
@@ -994,36 +995,20 @@ impl<'a> Fold<'a> {
     /// every summary counts the same records.
     fn record<R: Record>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
         self.counts.records += 1;
-        let record = self.cache.record(raw);
-        for s in 0..self.lanes.len() {
-            let owner = self.lanes[s].filter_owner;
-            let pass = if owner == s {
-                self.lanes[s].summary.passes(&record, &mut self.scratch)
-            } else {
-                // The owner comes first, so it has evaluated this record.
-                Ok(self.lanes[owner].passed)
-            };
-            let lane = &mut self.lanes[s];
-            let routed = pass.and_then(|pass| {
-                lane.passed = pass;
-                if pass {
-                    lane.summary
-                        .route_passed(&record, &mut self.scratch, &mut lane.routed)
-                } else {
-                    Ok(())
-                }
-            });
-            if let Err(e) = routed {
-                let text = format!("{name}:{}: {}: {e}", at(), lane.summary.name);
-                reject(
-                    &mut self.counts,
-                    &mut self.reject_lines,
-                    self.shown,
-                    &eval_reason(&e),
-                    &text,
-                );
-                return;
-            }
+        let routed = match &mut self.cache {
+            Some(cache) => route_lanes(&mut self.lanes, &cache.record(raw), &mut self.scratch),
+            None => route_lanes(&mut self.lanes, raw, &mut self.scratch),
+        };
+        if let Err((s, e)) = routed {
+            let text = format!("{name}:{}: {}: {e}", at(), self.lanes[s].summary.name);
+            reject(
+                &mut self.counts,
+                &mut self.reject_lines,
+                self.shown,
+                &eval_reason(&e),
+                &text,
+            );
+            return;
         }
         for lane in &mut self.lanes {
             if !lane.passed {
@@ -1073,6 +1058,68 @@ impl<'a> Fold<'a> {
         }
         Ok(())
     }
+}
+
+/// Routes `record` through every lane's filter and route; on the first
+/// failure, the lane's index and the error (the record is then folded
+/// into none).
+#[inline]
+fn route_lanes<Q: Record + ?Sized>(
+    lanes: &mut [Lane<'_>],
+    record: &Q,
+    scratch: &mut Scratch,
+) -> Result<(), (usize, cardinal_route::EvalError)> {
+    for s in 0..lanes.len() {
+        let owner = lanes[s].filter_owner;
+        let pass = if owner == s {
+            lanes[s].summary.passes(record, scratch)
+        } else {
+            // The owner comes first, so it has evaluated this record.
+            Ok(lanes[owner].passed)
+        };
+        let lane = &mut lanes[s];
+        let routed = pass.and_then(|pass| {
+            lane.passed = pass;
+            if pass {
+                lane.summary.route_passed(record, scratch, &mut lane.routed)
+            } else {
+                Ok(())
+            }
+        });
+        routed.map_err(|e| (s, e))?;
+    }
+    Ok(())
+}
+
+/// Whether some typed (non-text) column is read in more than one place
+/// by `summaries` (filters, time buckets, dimensions, arguments): only
+/// then does a [`ColumnCache`] save parsing; otherwise each field is
+/// parsed once anyway and records are routed as they are.
+fn reads_a_typed_column_twice(summaries: &[&Summary]) -> bool {
+    let mut reads: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for summary in summaries {
+        let schema = &summary.schema.columns;
+        let mut count = |column: usize| {
+            if schema
+                .get(column)
+                .is_some_and(|c| c.ty != cardinal_event::ColumnType::Text)
+            {
+                *reads.entry(column).or_default() += 1;
+            }
+        };
+        for e in summary
+            .filter
+            .iter()
+            .chain(&summary.dimensions)
+            .chain(&summary.arguments)
+        {
+            e.columns(&mut count);
+        }
+        if let Some(bucket) = &summary.bucket {
+            count(bucket.column);
+        }
+    }
+    reads.values().any(|&n| n > 1)
 }
 
 /// How one aggregate takes a routed record, decided once per run from
@@ -1285,7 +1332,7 @@ pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'
         for value in cardinal_route::key_values(key) {
             match value {
                 Value::Null => rows.push_null(),
-                Value::Text(t) => rows.push_str(&String::from_utf8_lossy(t)),
+                Value::Text(t) => rows.push_bytes(t),
                 Value::Int(i) => rows.push_with(|text| {
                     let _ = write!(text, "{i}");
                 }),

@@ -106,7 +106,8 @@ impl Span {
 pub struct Rows<'a> {
     rows: Vec<ResultRow<'a>>,
     spans: Vec<Span>,
-    text: String,
+    /// UTF-8 (only `str`s and checked bytes are appended).
+    text: Vec<u8>,
 }
 
 impl<'a> Rows<'a> {
@@ -115,7 +116,7 @@ impl<'a> Rows<'a> {
         Self {
             rows: Vec::with_capacity(rows),
             spans: Vec::with_capacity(rows * dims),
-            text: String::new(),
+            text: Vec::new(),
         }
     }
 
@@ -147,14 +148,37 @@ impl<'a> Rows<'a> {
 
     /// The current row's next dimension value is `text`.
     pub fn push_str(&mut self, text: &str) {
-        self.push_with(|buffer| buffer.push_str(text));
+        self.push_bytes(text.as_bytes());
     }
 
-    /// The current row's next dimension value is what `write` appends to
-    /// the buffer (e.g. a number printed in place).
-    pub fn push_with(&mut self, write: impl FnOnce(&mut String)) {
+    /// The current row's next dimension value is `bytes` as text, invalid
+    /// UTF-8 replaced (as [`String::from_utf8_lossy`] does). ASCII, the
+    /// usual case, is copied without a UTF-8 check.
+    pub fn push_bytes(&mut self, bytes: &[u8]) {
         let start = self.offset();
-        write(&mut self.text);
+        if bytes.is_ascii() {
+            self.text.extend_from_slice(bytes);
+        } else {
+            self.text
+                .extend_from_slice(String::from_utf8_lossy(bytes).as_bytes());
+        }
+        let end = self.offset();
+        self.add(Span { start, end });
+    }
+
+    /// The current row's next dimension value is what `write` prints
+    /// (e.g. a number printed in place, with `write!`).
+    pub fn push_with(&mut self, write: impl FnOnce(&mut dyn std::fmt::Write)) {
+        /// Appends what is printed to the text buffer.
+        struct Append<'b>(&'b mut Vec<u8>);
+        impl std::fmt::Write for Append<'_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                self.0.extend_from_slice(s.as_bytes());
+                Ok(())
+            }
+        }
+        let start = self.offset();
+        write(&mut Append(&mut self.text));
         let end = self.offset();
         self.add(Span { start, end });
     }
@@ -187,14 +211,21 @@ impl<'a> Rows<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Dims<'r> {
     spans: &'r [Span],
-    text: &'r str,
+    text: &'r [u8],
+}
+
+/// The text of `span` in `text` (`None` for NULL).
+fn text_of(text: &[u8], span: Span) -> Option<&str> {
+    // Rows appends only UTF-8 and spans cut between values, so the check
+    // cannot fail; an empty string would stand in if it did.
+    (span != Span::NULL)
+        .then(|| std::str::from_utf8(&text[span.start as usize..span.end as usize]).unwrap_or(""))
 }
 
 impl<'r> Dims<'r> {
     /// Value `index` (`None`: NULL, or no such dimension).
     pub fn get(&self, index: usize) -> Option<&'r str> {
-        let span = *self.spans.get(index)?;
-        (span != Span::NULL).then(|| &self.text[span.start as usize..span.end as usize])
+        text_of(self.text, *self.spans.get(index)?)
     }
 
     /// How many values.
@@ -209,6 +240,12 @@ impl<'r> Dims<'r> {
 
     /// The values in order (`None`: NULL).
     pub fn iter(&self) -> impl ExactSizeIterator<Item = Option<&'r str>> + 'r {
+        let text = self.text;
+        self.spans.iter().map(move |&span| text_of(text, span))
+    }
+
+    /// The values' bytes (`None`: NULL), for sorting without UTF-8 checks.
+    fn bytes(&self) -> impl Iterator<Item = Option<&'r [u8]>> + 'r {
         let text = self.text;
         self.spans.iter().map(move |&span| {
             (span != Span::NULL).then(|| &text[span.start as usize..span.end as usize])
@@ -229,7 +266,7 @@ pub struct Results<'a> {
     kinds: &'a [AggKind],
     rows: Vec<ResultRow<'a>>,
     spans: Vec<Span>,
-    text: String,
+    text: Vec<u8>,
 }
 
 impl<'a> Results<'a> {
@@ -288,7 +325,7 @@ impl<'a> Results<'a> {
 /// equal keys stay in input order, and only such runs (dimension values
 /// longer than the prefix) are then sorted by their values, stably.
 /// Query 2A's 8-byte IP prefixes never reach the values.
-fn sort_rows(rows: &mut Vec<ResultRow<'_>>, spans: &[Span], text: &str) {
+fn sort_rows(rows: &mut Vec<ResultRow<'_>>, spans: &[Span], text: &[u8]) {
     /// Bytes least significant first: 0..16 the prefix, 16..24 the bucket.
     #[derive(Clone, Copy)]
     struct Key {
@@ -343,10 +380,7 @@ fn sort_rows(rows: &mut Vec<ResultRow<'_>>, spans: &[Span], text: &str) {
         if end - start > 1 {
             keys[start..end].sort_by(|a, b| {
                 let (x, y) = (&rows[a.row as usize], &rows[b.row as usize]);
-                dims(x)
-                    .iter()
-                    .map(|d| d.map(str::as_bytes))
-                    .cmp(dims(y).iter().map(|d| d.map(str::as_bytes)))
+                dims(x).bytes().cmp(dims(y).bytes())
             });
         }
         start = end;
@@ -358,38 +392,41 @@ fn sort_rows(rows: &mut Vec<ResultRow<'_>>, spans: &[Span], text: &str) {
 /// The first 16 bytes of the order-preserving encoding of `dims` (see
 /// [`sort_rows`]), zero-padded, as a big-endian integer.
 fn prefix(dims: Dims<'_>) -> u128 {
-    let mut bytes = [0u8; 16];
+    const LEN: usize = 16;
+    let mut bytes = [0u8; LEN];
     let mut at = 0;
-    let mut put = |b: u8| {
-        if at < bytes.len() {
-            bytes[at] = b;
-            at += 1;
-            true
+    for dim in dims.bytes() {
+        // Here at < LEN.
+        let Some(text) = dim else {
+            at += 1; // NULL: 00
+            if at >= LEN {
+                break;
+            }
+            continue;
+        };
+        bytes[at] = 1;
+        at += 1;
+        let fits = text.len().min(LEN - at);
+        if !text[..fits].contains(&0) {
+            // No byte to escape: copy what fits at once.
+            bytes[at..at + fits].copy_from_slice(&text[..fits]);
+            at += fits;
         } else {
-            false
+            for &b in text {
+                if at >= LEN {
+                    break;
+                }
+                bytes[at] = b;
+                at += 1;
+                if b == 0 && at < LEN {
+                    bytes[at] = 0xff;
+                    at += 1;
+                }
+            }
         }
-    };
-    'dims: for dim in dims.iter() {
-        match dim {
-            None => {
-                if !put(0) {
-                    break;
-                }
-            }
-            Some(text) => {
-                if !put(1) {
-                    break;
-                }
-                for &b in text.as_bytes() {
-                    let fits = if b == 0 { put(0) && put(0xff) } else { put(b) };
-                    if !fits {
-                        break 'dims;
-                    }
-                }
-                if !(put(0) && put(0)) {
-                    break;
-                }
-            }
+        at += 2; // 00 00, or past the end when the text was cut
+        if at >= LEN {
+            break;
         }
     }
     u128::from_be_bytes(bytes)
@@ -773,4 +810,79 @@ fn json_escape(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The whole order-preserving encoding of `dims` (see [`sort_rows`]).
+    fn encoding(dims: &[Option<String>]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for dim in dims {
+            match dim {
+                None => bytes.push(0),
+                Some(text) => {
+                    bytes.push(1);
+                    for &b in text.as_bytes() {
+                        if b == 0 {
+                            bytes.extend_from_slice(&[0, 0xff]);
+                        } else {
+                            bytes.push(b);
+                        }
+                    }
+                    bytes.extend_from_slice(&[0, 0]);
+                }
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn rows_keep_text_numbers_and_nulls() {
+        let mut rows = Rows::default();
+        rows.push(Timestamp(0), &[]);
+        rows.push_bytes(b"a\xffb");
+        rows.push_null();
+        rows.push_with(|text| {
+            let _ = write!(text, "{}", -42);
+        });
+        rows.push_bytes(b"plain");
+        let dims = Dims {
+            spans: &rows.spans,
+            text: &rows.text,
+        };
+        assert_eq!(
+            dims.to_vec(),
+            [
+                Some("a\u{fffd}b".to_owned()),
+                None,
+                Some("-42".to_owned()),
+                Some("plain".to_owned())
+            ]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn prefix_is_the_encodings_first_16_bytes(
+            dims in proptest::collection::vec(
+                proptest::option::of(proptest::collection::vec(
+                    prop_oneof![Just('\0'), Just('a'), Just('ÿ')], 0..20,
+                ).prop_map(|c| c.into_iter().collect::<String>())),
+                0..4,
+            )
+        ) {
+            let mut rows = Rows::default();
+            let refs: Vec<Option<&str>> = dims.iter().map(Option::as_deref).collect();
+            rows.push_row(Timestamp(0), &refs, &[]);
+            let got = prefix(Dims { spans: &rows.spans, text: &rows.text });
+            let mut want = [0u8; 16];
+            let full = encoding(&dims);
+            let n = full.len().min(16);
+            want[..n].copy_from_slice(&full[..n]);
+            prop_assert_eq!(got, u128::from_be_bytes(want));
+        }
+    }
 }
