@@ -943,6 +943,10 @@ struct Lane<'a> {
     /// The first summary with an equal filter, which evaluates it for
     /// both (this lane's own index when it is the first).
     filter_owner: usize,
+    /// The first summary with an equal time bucket (this lane's own index
+    /// when it is the first): when it routed the record, its bucket is
+    /// this lane's too.
+    bucket_owner: usize,
     /// Whether the current record passed the filter.
     passed: bool,
     /// The current record's route.
@@ -969,6 +973,10 @@ impl<'a> Fold<'a> {
                         .iter()
                         .position(|t| t.filter == summary.filter)
                         .expect("a summary's filter equals itself"),
+                    bucket_owner: summaries
+                        .iter()
+                        .position(|t| t.bucket == summary.bucket)
+                        .expect("a summary's bucket equals itself"),
                     passed: false,
                     routed: Routed::default(),
                     rollup: Rollup::new(shape.clone(), limits)?,
@@ -1077,11 +1085,16 @@ fn route_lanes<Q: Record + ?Sized>(
             // The owner comes first, so it has evaluated this record.
             Ok(lanes[owner].passed)
         };
+        let bucket_owner = lanes[s].bucket_owner;
+        let known = (bucket_owner != s && lanes[bucket_owner].passed)
+            .then(|| lanes[bucket_owner].routed.bucket)
+            .flatten();
         let lane = &mut lanes[s];
         let routed = pass.and_then(|pass| {
             lane.passed = pass;
             if pass {
-                lane.summary.route_passed(record, scratch, &mut lane.routed)
+                lane.summary
+                    .route_passed_in(record, known, scratch, &mut lane.routed)
             } else {
                 Ok(())
             }

@@ -150,8 +150,23 @@ impl Summary {
         scratch: &mut Scratch,
         out: &mut Routed,
     ) -> Result<(), EvalError> {
+        self.route_passed_in(record, None, scratch, out)
+    }
+
+    /// [`Summary::route_passed`], given the record's bucket when another
+    /// summary with an equal [`Summary::bucket`] has computed it for this
+    /// record (`known`), so that it is read and truncated once.
+    pub fn route_passed_in<R: Record + ?Sized>(
+        &self,
+        record: &R,
+        known: Option<Timestamp>,
+        scratch: &mut Scratch,
+        out: &mut Routed,
+    ) -> Result<(), EvalError> {
         out.bucket = None;
-        if let Some(bucket) = &self.bucket {
+        if let (Some(_), Some(t)) = (&self.bucket, known) {
+            out.bucket = Some(t);
+        } else if let Some(bucket) = &self.bucket {
             match record.value(bucket.column, cardinal_event::ColumnType::Timestamp) {
                 Ok(Value::Time(t)) => out.bucket = Some(t.truncate(bucket.unit)),
                 Ok(_) => {
