@@ -2,7 +2,8 @@
 //! aggregate states.
 //!
 //! ```text
-//!  table: HashTable<row u32>, probed by key_hash(bucket, key bytes)
+//!  index:  Index           slots of (hash high 32 bits | row + 1), probed by
+//!                          key_hash(bucket, key bytes), linear, at most half full
 //!  groups: Vec<Group>      Group = | bucket i64 | hash u64 | arena start | len u32 |
 //!  arena:  Vec<u8>         every group's key bytes back to back
 //!  states: Vec<AggState>   row r owns states[r*A .. (r+1)*A]
@@ -23,8 +24,6 @@
 //! dropped and counted, and [`Rollup::evict_expired`] drops their groups.
 
 use cardinal_event::Timestamp;
-use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
 
 use crate::agg::{AggKind, AggState, Input, Output};
 use crate::{Error, Result};
@@ -94,7 +93,7 @@ pub struct Rollup {
     shape: Shape,
     limits: Limits,
     /// Row ids, found by [`key_hash`] of (bucket, key bytes).
-    table: HashTable<u32>,
+    table: Index,
     /// One per row, in the order groups opened.
     groups: Vec<Group>,
     /// Every group's key bytes, back to back, append-only (until eviction).
@@ -163,7 +162,7 @@ impl Rollup {
         Ok(Self {
             shape,
             limits,
-            table: HashTable::new(),
+            table: Index::default(),
             groups: Vec::new(),
             arena: Vec::new(),
             states: Vec::new(),
@@ -245,7 +244,7 @@ impl Rollup {
     )]
     #[inline]
     fn row_states<'s>(
-        table: &mut HashTable<u32>,
+        table: &mut Index,
         groups: &mut Vec<Group>,
         arena: &mut Vec<u8>,
         states: &'s mut Vec<AggState>,
@@ -349,15 +348,7 @@ impl Rollup {
         self.groups.truncate(keep);
         self.states.truncate(keep * width);
         self.arena = arena;
-        self.table.clear();
-        let groups = &self.groups;
-        for (row, group) in groups.iter().enumerate() {
-            self.table.insert_unique(
-                group.hash,
-                u32::try_from(row).expect("< groups_max"),
-                |&row| groups[row as usize].hash,
-            );
-        }
+        self.table.rebuild(&self.groups);
         self.last = NO_ROW;
         before - keep
     }
@@ -437,7 +428,7 @@ impl Rollup {
     /// ([`AggState::heap_bytes`]).
     pub fn heap_bytes(&self) -> usize {
         let states: usize = self.states.iter().map(AggState::heap_bytes).sum();
-        let table = self.table.allocation_size()
+        let table = self.table.heap_bytes()
             + self.groups.capacity() * std::mem::size_of::<Group>()
             + self.arena.capacity()
             + self.states.capacity() * std::mem::size_of::<AggState>();
@@ -453,7 +444,7 @@ impl Rollup {
 )]
 #[inline]
 fn find_or_open(
-    table: &mut HashTable<u32>,
+    table: &mut Index,
     groups: &mut Vec<Group>,
     arena: &mut Vec<u8>,
     states: &mut Vec<AggState>,
@@ -463,23 +454,21 @@ fn find_or_open(
     bucket: i64,
     key: &[u8],
 ) -> Option<u32> {
-    let entry = table.entry(
-        hash,
-        |&row| {
-            let group = &groups[row as usize];
-            group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
-        },
-        |&row| groups[row as usize].hash,
-    );
-    let vacant = match entry {
-        Entry::Occupied(found) => return Some(*found.get()),
-        Entry::Vacant(vacant) => vacant,
+    if table.is_full() {
+        table.grow(groups);
+    }
+    let slot = match table.find(hash, |row| {
+        let group = &groups[row as usize];
+        group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
+    }) {
+        Ok(row) => return Some(row),
+        Err(slot) => slot,
     };
     if groups.len() as u64 >= limits.groups_max {
         return None;
     }
     let row = u32::try_from(groups.len()).expect("groups_max < 2^32");
-    vacant.insert(row);
+    table.insert_at(slot, hash, row);
     for kind in aggs {
         states.push(kind.state().expect("validated in new"));
     }
@@ -491,6 +480,102 @@ fn find_or_open(
     });
     arena.extend_from_slice(key);
     Some(row)
+}
+
+/// Row ids by key hash: open addressing with linear probing over a
+/// power-of-two array of 8-byte slots, each `(hash & 0xffffffff00000000) |
+/// (row + 1)`, 0 when empty; at most half full, so a probe for a new key
+/// reads about 2.5 slots, mostly in one cache line. The slot a hash starts
+/// at is its low bits; the high 32 bits are kept as a tag so that most
+/// mismatches are told apart without reading the group. Rows are below
+/// `groups_max` < 2^32, so `row + 1` fits the low half. Growing rehashes
+/// from the groups' stored hashes, never their keys.
+#[derive(Debug, Clone, Default)]
+struct Index {
+    slots: Vec<u64>,
+    len: usize,
+}
+
+/// The tag half of a slot.
+const TAG_MASK: u64 = 0xffff_ffff_0000_0000;
+
+/// Slots of the first table (grown from empty).
+const INDEX_SLOTS_MIN: usize = 16;
+
+impl Index {
+    /// Whether one more row would make the table more than half full.
+    #[inline]
+    fn is_full(&self) -> bool {
+        (self.len + 1) * 2 > self.slots.len()
+    }
+
+    /// The row whose group `eq` accepts among those with `hash`'s tag, or
+    /// the empty slot where a new row with `hash` goes.
+    #[inline]
+    fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Result<u32, usize> {
+        debug_assert!(!self.slots.is_empty() && self.len < self.slots.len());
+        let mask = self.slots.len() - 1;
+        let tag = hash & TAG_MASK;
+        #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
+        let mut at = hash as usize & mask;
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                return Err(at);
+            }
+            #[expect(clippy::cast_possible_truncation, reason = "the row half")]
+            let row = (slot as u32).wrapping_sub(1);
+            if slot & TAG_MASK == tag && eq(row) {
+                return Ok(row);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Puts `row` in the empty slot `at` that [`Index::find`] returned.
+    #[inline]
+    fn insert_at(&mut self, at: usize, hash: u64, row: u32) {
+        debug_assert_eq!(self.slots[at], 0);
+        self.slots[at] = (hash & TAG_MASK) | (u64::from(row) + 1);
+        self.len += 1;
+    }
+
+    /// Doubles the slots (or makes the first ones) and puts every row of
+    /// `groups` back, by its stored hash.
+    fn grow(&mut self, groups: &[Group]) {
+        let slots = (self.slots.len() * 2).max(INDEX_SLOTS_MIN);
+        self.fill(slots, groups);
+    }
+
+    /// Rebuilds from `groups` (after eviction), at the smallest size that
+    /// keeps them at most half full.
+    fn rebuild(&mut self, groups: &[Group]) {
+        let slots = ((groups.len() + 1) * 2)
+            .next_power_of_two()
+            .max(INDEX_SLOTS_MIN);
+        self.fill(slots, groups);
+    }
+
+    fn fill(&mut self, slots: usize, groups: &[Group]) {
+        self.slots.clear();
+        self.slots.resize(slots, 0);
+        self.len = 0;
+        let mask = slots - 1;
+        for (row, group) in groups.iter().enumerate() {
+            // Every stored hash is distinct as (bucket, key) is: the first
+            // empty slot from its start is its place.
+            #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
+            let mut at = group.hash as usize & mask;
+            while self.slots[at] != 0 {
+                at = (at + 1) & mask;
+            }
+            self.insert_at(at, group.hash, u32::try_from(row).expect("< groups_max"));
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<u64>()
+    }
 }
 
 /// The rollup's hash of (bucket, key bytes), for its in-memory table only
@@ -617,6 +702,43 @@ mod tests {
             ],
         ] {
             assert!(Rollup::new(Shape { aggs }, Limits::default()).is_err());
+        }
+    }
+
+    proptest::proptest! {
+        /// The index finds every group again through growth and eviction:
+        /// per-group counts equal a map's, whatever the keys.
+        #[test]
+        fn counts_per_group_equal_a_maps(
+            folds in proptest::collection::vec(
+                (0i64..4, proptest::collection::vec(0u8..4, 0..20)),
+                0..3000,
+            ),
+            evict_at in 0usize..3000,
+        ) {
+            use std::collections::BTreeMap;
+            let limits = Limits { retention_ms: Some(1), ..Limits::default() };
+            let mut rollup = Rollup::new(Shape { aggs: vec![AggKind::CountAll] }, limits).expect("valid");
+            let mut want: BTreeMap<(i64, Vec<u8>), u64> = BTreeMap::new();
+            for (i, (bucket, key)) in folds.iter().enumerate() {
+                if i == evict_at {
+                    rollup.evict_expired();
+                    let newest = rollup.newest_bucket;
+                    want.retain(|(b, _), _| *b >= newest - 1);
+                }
+                if rollup.fold(Timestamp(*bucket), key, &[Input::Null]) == Folded::Ok {
+                    *want.entry((*bucket, key.clone())).or_default() += 1;
+                }
+            }
+            let got: BTreeMap<(i64, Vec<u8>), u64> = rollup
+                .groups()
+                .map(|(bucket, key, states)| {
+                    let AggState::Count(n) = states[0] else { unreachable!("a count") };
+                    ((bucket.0, key.to_vec()), n)
+                })
+                .collect();
+            proptest::prop_assert_eq!(got.len(), rollup.group_count());
+            proptest::prop_assert_eq!(got, want);
         }
     }
 
