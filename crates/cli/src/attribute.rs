@@ -667,7 +667,7 @@ pub(crate) fn fold_credits(
             {
                 continue;
             }
-            fold_routed(&feeds, &mut rollup, &routed, &mut hashed);
+            fold_routed(&feeds, &mut rollup, &routed, &mut hashed, None);
         }
         rollups.push(rollup);
     }

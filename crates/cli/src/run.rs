@@ -24,7 +24,7 @@ use anyhow::{Context, Result, bail, ensure};
 use cardinal_event::{Record, Timestamp, Value};
 use cardinal_export::{Columns, Options, Results, Rows};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
-use cardinal_rollup::{AggKind, Folded, Limits, Rollup, Shape};
+use cardinal_rollup::{AggKind, Folded, KeyHash, Limits, Rollup, Shape};
 use cardinal_route::{
     AggregateKind, Arg, ColumnCache, Format, OutputSource, Plan, Routed, Scratch, Summary,
 };
@@ -879,6 +879,7 @@ fn worker<'p>(
                 }
                 fold.record(&record, &name, || where_(&record));
             }
+            fold.flush();
             fold.flush_rejects(rejects_file)?;
             tap.report(&fold.counts);
         }
@@ -913,6 +914,7 @@ fn read_parquet(
             }
             fold.record(&record, batch.input(), || record.row().to_string());
         }
+        fold.flush();
         fold.flush_rejects(rejects_file)?;
     }
     Ok(())
@@ -933,6 +935,9 @@ struct Fold<'a> {
     scratch: Scratch,
     /// Reject lines not yet written to the rejects file.
     reject_lines: String,
+    /// Lanes whose rollup has at least this many groups hold routes back
+    /// and prefetch ([`PREFETCH_GROUPS_MIN`]; tests vary it).
+    prefetch_groups_min: usize,
 }
 
 /// One summary's part of a [`Fold`].
@@ -952,6 +957,30 @@ struct Lane<'a> {
     /// The current record's route.
     routed: Routed,
     rollup: Rollup,
+    /// Routes waiting to be folded while their groups load.
+    deferred: Deferred,
+}
+
+/// Records routed at least this many groups ago are folded through
+/// [`Deferred`]: below it a rollup's index, groups and states fit in the
+/// caches and prefetching only costs instructions.
+const PREFETCH_GROUPS_MIN: usize = 1 << 16;
+
+/// How many routed records a lane holds back before folding the oldest:
+/// the prefetch distance, in records. The group record and states are
+/// prefetched halfway.
+const PREFETCH_DEPTH: usize = 8;
+
+/// A lane's routed records waiting to be folded, oldest first, in a ring
+/// of [`PREFETCH_DEPTH`] routes. A record's index slot is prefetched when it
+/// enters, its group and states halfway, and it is folded when it leaves,
+/// in arrival order, so the rollup sees exactly the folds it would have
+/// seen. Routes are swapped in and out, never copied.
+#[derive(Debug, Default)]
+struct Deferred {
+    ring: Vec<(Routed, Option<KeyHash>)>,
+    first: usize,
+    len: usize,
 }
 
 impl<'a> Fold<'a> {
@@ -980,6 +1009,11 @@ impl<'a> Fold<'a> {
                     passed: false,
                     routed: Routed::default(),
                     rollup: Rollup::new(shape.clone(), limits)?,
+                    deferred: Deferred {
+                        ring: vec![(Routed::default(), None); PREFETCH_DEPTH],
+                        first: 0,
+                        len: 0,
+                    },
                 })
             })
             .collect::<Result<_>>()?;
@@ -992,6 +1026,7 @@ impl<'a> Fold<'a> {
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
             reject_lines: String::new(),
+            prefetch_groups_min: PREFETCH_GROUPS_MIN,
         })
     }
 
@@ -1001,7 +1036,7 @@ impl<'a> Fold<'a> {
     /// The record is routed through every summary before it is folded into
     /// any: a record that one summary rejects is folded into none, so that
     /// every summary counts the same records.
-    fn record<R: Record>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
+    fn record<R: Record + ?Sized>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
         self.counts.records += 1;
         let routed = match &mut self.cache {
             Some(cache) => route_lanes(&mut self.lanes, &cache.record(raw), &mut self.scratch),
@@ -1022,11 +1057,20 @@ impl<'a> Fold<'a> {
             if !lane.passed {
                 continue;
             }
+            if lane.rollup.group_count() >= self.prefetch_groups_min
+                && lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX
+            {
+                lane.defer(&mut self.hashed);
+                continue;
+            }
+            // Folds stay in arrival order: held-back routes go first.
+            lane.flush(&mut self.hashed);
             let folded = fold_routed(
                 &lane.feeds,
                 &mut lane.rollup,
                 &lane.routed,
                 &mut self.hashed,
+                None,
             );
             if folded == Folded::DroppedKeyTooLong {
                 reject(
@@ -1037,6 +1081,14 @@ impl<'a> Fold<'a> {
                     &format!("{name}: {}", at()),
                 );
             }
+        }
+    }
+
+    /// Folds every held-back route: at the end of each batch, so that
+    /// nothing waits across inputs or outlives the worker.
+    fn flush(&mut self) {
+        for lane in &mut self.lanes {
+            lane.flush(&mut self.hashed);
         }
     }
 
@@ -1065,6 +1117,47 @@ impl<'a> Fold<'a> {
             self.reject_lines.clear();
         }
         Ok(())
+    }
+}
+
+impl Lane<'_> {
+    /// Holds the current route back (see [`Deferred`]), folding the
+    /// oldest held one if the ring is full. The key fits
+    /// [`cardinal_rollup::KEY_BYTES_MAX`], so the fold cannot be a reject.
+    fn defer(&mut self, hashed: &mut HashMemo) {
+        let bucket = self.routed.bucket.unwrap_or(Timestamp(0));
+        let hash = self.rollup.prefetch(bucket, &self.routed.key);
+        if self.deferred.len == PREFETCH_DEPTH {
+            self.fold_oldest(hashed);
+        }
+        let d = &mut self.deferred;
+        let at = (d.first + d.len) % PREFETCH_DEPTH;
+        std::mem::swap(&mut d.ring[at].0, &mut self.routed);
+        d.ring[at].1 = Some(hash);
+        d.len += 1;
+        if d.len > PREFETCH_DEPTH / 2 {
+            let halfway = (d.first + d.len - 1 - PREFETCH_DEPTH / 2) % PREFETCH_DEPTH;
+            if let Some(hash) = d.ring[halfway].1 {
+                self.rollup.prefetch_group(hash);
+            }
+        }
+    }
+
+    /// Folds the oldest held-back route.
+    fn fold_oldest(&mut self, hashed: &mut HashMemo) {
+        let d = &mut self.deferred;
+        let (routed, hash) = &d.ring[d.first];
+        let folded = fold_routed(&self.feeds, &mut self.rollup, routed, hashed, *hash);
+        debug_assert_ne!(folded, Folded::DroppedKeyTooLong, "checked when held back");
+        d.first = (d.first + 1) % PREFETCH_DEPTH;
+        d.len -= 1;
+    }
+
+    /// Folds every held-back route, oldest first.
+    fn flush(&mut self, hashed: &mut HashMemo) {
+        while self.deferred.len > 0 {
+            self.fold_oldest(hashed);
+        }
     }
 }
 
@@ -1191,9 +1284,10 @@ pub(crate) fn fold_routed(
     rollup: &mut Rollup,
     routed: &Routed,
     hashed: &mut HashMemo,
+    key_hash: Option<KeyHash>,
 ) -> Folded {
     let bucket = routed.bucket.unwrap_or(Timestamp(0));
-    rollup.fold_with(bucket, &routed.key, |states| {
+    rollup.fold_hashed(key_hash, bucket, &routed.key, |states| {
         for (state, &feed) in states.iter_mut().zip(feeds) {
             match feed {
                 Feed::CountAll => state.fold_count(),
@@ -1450,7 +1544,67 @@ mod fold_tests {
         rollup.fold(routed.bucket.unwrap_or(Timestamp(0)), &routed.key, &inputs)
     }
 
+    /// Everything comparable about a rollup's groups, in group order.
+    fn fingerprint(rollup: &Rollup) -> Vec<String> {
+        let mut rows: Vec<String> = rollup.rows().iter().map(|r| format!("{r:?}")).collect();
+        rows.push(format!(
+            "{} groups, {} dropped",
+            rollup.group_count(),
+            rollup.dropped_group_limit()
+        ));
+        rows
+    }
+
     proptest! {
+        /// Holding routes back to prefetch their groups folds exactly what
+        /// folding at once does: same groups, same states, same drops,
+        /// whichever lanes defer and wherever batches end.
+        #[test]
+        fn deferred_folds_equal_direct_folds(
+            rows in proptest::collection::vec((0u8..3, 0u16..600, -5i64..5, 0u8..8), 0..1500),
+            batch in 1usize..200,
+            groups_max in 300u64..2000,
+        ) {
+            let plan = Plan::compile(
+                "CREATE STREAM s (ts TIMESTAMP, ip TEXT, n BIGINT, site TEXT) WITH (time = 'ts');
+                 CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS day, substr(ip, 1, 3) AS p,
+                   count(*), sum(n), hll(n), topk(site, 3) FROM s GROUP BY day, p;
+                 CREATE SUMMARY b AS SELECT date_trunc('day', ts) AS day, ip, count(*), min(n)
+                   FROM s WHERE site <> 's0' GROUP BY day, ip;",
+            )
+            .expect("compiles");
+            let summaries: Vec<&Summary> = plan.summaries.iter().collect();
+            let shapes: Vec<Shape> = summaries.iter().map(|s| shape_of(s).expect("shape")).collect();
+            let limits = Limits { groups_max, retention_ms: None };
+            let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
+            let stream = &plan.streams[0];
+            let mut folds = [0, usize::MAX].map(|min| {
+                let mut fold = Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
+                fold.prefetch_groups_min = min;
+                fold
+            });
+            for fold in &mut folds {
+                for (i, (day, ip, n, site)) in rows.iter().enumerate() {
+                    let fields = [
+                        format!("2026-11-0{}T00:00:00Z", day + 1),
+                        format!("{ip:04}"),
+                        n.to_string(),
+                        format!("s{site}"),
+                    ];
+                    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+                    fold.record(fields.as_slice(), "test", || i.to_string());
+                    if (i + 1) % batch == 0 {
+                        fold.flush();
+                    }
+                }
+                fold.flush();
+            }
+            let [deferred, direct] = folds;
+            for (a, b) in deferred.lanes.iter().zip(&direct.lanes) {
+                prop_assert_eq!(fingerprint(&a.rollup), fingerprint(&b.rollup));
+            }
+        }
+
         /// Feeds fold exactly what the general path folds, and quantile
         /// aggregates sharing one sketch answer what sketches of their own
         /// answer (few records per group, so the sketches stay exact).
@@ -1481,7 +1635,7 @@ mod fold_tests {
                 let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
                 prop_assert!(summary.route(fields.as_slice(), &mut scratch, &mut routed).expect("routes"));
                 prop_assert_eq!(
-                    fold_routed(&feeds, &mut fast, &routed, &mut hashed),
+                    fold_routed(&feeds, &mut fast, &routed, &mut hashed, None),
                     fold_general(summary, &mut general, &routed)
                 );
             }

@@ -119,6 +119,27 @@ struct Drops {
 /// below 2^32).
 const NO_ROW: u32 = u32::MAX;
 
+/// A key's hash from [`Rollup::prefetch`], for [`Rollup::fold_hashed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHash(u64);
+
+/// Asks the CPU to start loading the cache line that holds `item`. A hint:
+/// it changes neither memory nor results.
+#[inline]
+fn prefetch<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has. It
+    // reads nothing the program can observe and cannot fault, and the
+    // pointer comes from a live reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            std::ptr::from_ref(item).cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
+}
+
 /// A group's bucket, where its key bytes sit in the arena and their hash
 /// (kept so the table can grow and merges can probe without rehashing).
 #[derive(Debug, Clone, Copy)]
@@ -193,6 +214,7 @@ impl Rollup {
             self.limits,
             bucket,
             key,
+            None,
         );
         if let Some(states) = states {
             for ((state, kind), &input) in states.iter_mut().zip(aggs).zip(inputs) {
@@ -216,6 +238,19 @@ impl Rollup {
         key: &[u8],
         update: impl FnOnce(&mut [AggState]),
     ) -> Folded {
+        self.fold_hashed(None, bucket, key, update)
+    }
+
+    /// [`Rollup::fold_with`] for a record whose (bucket, key) went through
+    /// [`Rollup::prefetch`] (which gave `hash`), so it is not hashed again.
+    #[inline]
+    pub fn fold_hashed(
+        &mut self,
+        hash: Option<KeyHash>,
+        bucket: Timestamp,
+        key: &[u8],
+        update: impl FnOnce(&mut [AggState]),
+    ) -> Folded {
         let (folded, states) = Self::row_states(
             &mut self.table,
             &mut self.groups,
@@ -228,6 +263,7 @@ impl Rollup {
             self.limits,
             bucket,
             key,
+            hash,
         );
         if let Some(states) = states {
             update(states);
@@ -255,6 +291,7 @@ impl Rollup {
         limits: Limits,
         bucket: Timestamp,
         key: &[u8],
+        hash: Option<KeyHash>,
     ) -> (Folded, Option<&'s mut [AggState]>) {
         if key.len() > KEY_BYTES_MAX {
             drops.key_too_long += 1;
@@ -270,7 +307,8 @@ impl Rollup {
         let row = match groups.get(*last as usize) {
             Some(group) if group.bucket == bucket.0 && key_eq(group.key(arena), key) => *last,
             _ => {
-                let hash = key_hash(bucket.0, key);
+                let hash = hash.map_or_else(|| key_hash(bucket.0, key), |h| h.0);
+                debug_assert_eq!(hash, key_hash(bucket.0, key), "a KeyHash of this key");
                 match find_or_open(
                     table, groups, arena, states, aggs, limits, hash, bucket.0, key,
                 ) {
@@ -288,6 +326,39 @@ impl Rollup {
         let width = aggs.len();
         let start = row as usize * width;
         (Folded::Ok, Some(&mut states[start..start + width]))
+    }
+
+    /// Starts loading the index slot of (bucket, key) into the cache and
+    /// returns the key's hash, for [`Rollup::prefetch_group`] and
+    /// [`Rollup::fold_hashed`] a few records later. With hundreds of
+    /// thousands of groups a fold's probe is a chain of cache misses (index
+    /// slot, group record, key bytes, states); a caller that knows the next
+    /// records' keys early overlaps them with other work. Only a hint: what
+    /// is folded does not change.
+    #[inline]
+    pub fn prefetch(&self, bucket: Timestamp, key: &[u8]) -> KeyHash {
+        let hash = key_hash(bucket.0, key);
+        if let Some(slot) = self.table.slot_of(hash) {
+            prefetch(slot);
+        }
+        KeyHash(hash)
+    }
+
+    /// The second stage of [`Rollup::prefetch`], once the slot has had time
+    /// to arrive: starts loading the group record and the states of the
+    /// rows whose tag matches in the slots probed (usually one).
+    #[inline]
+    pub fn prefetch_group(&self, hash: KeyHash) {
+        let width = self.shape.aggs.len();
+        self.table.rows_tagged(hash.0, |row| {
+            let row = row as usize;
+            if let Some(group) = self.groups.get(row) {
+                prefetch(group);
+            }
+            if let Some(state) = self.states.get(row * width) {
+                prefetch(state);
+            }
+        });
     }
 
     /// Folds another partial rollup of the same summary into this one.
@@ -527,6 +598,39 @@ impl Index {
             let row = (slot as u32).wrapping_sub(1);
             if slot & TAG_MASK == tag && eq(row) {
                 return Ok(row);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// The slot a probe for `hash` starts at (`None` before the first
+    /// group).
+    #[inline]
+    fn slot_of(&self, hash: u64) -> Option<&u64> {
+        #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
+        let at = hash as usize & self.slots.len().wrapping_sub(1);
+        self.slots.get(at)
+    }
+
+    /// Calls `visit` with each row whose slot on `hash`'s probe path has
+    /// its tag, up to the first empty slot.
+    #[inline]
+    fn rows_tagged(&self, hash: u64, mut visit: impl FnMut(u32)) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let tag = hash & TAG_MASK;
+        #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
+        let mut at = hash as usize & mask;
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                return;
+            }
+            if slot & TAG_MASK == tag {
+                #[expect(clippy::cast_possible_truncation, reason = "the row half")]
+                visit((slot as u32).wrapping_sub(1));
             }
             at = (at + 1) & mask;
         }
