@@ -1135,10 +1135,19 @@ impl Lane<'_> {
         std::mem::swap(&mut d.ring[at].0, &mut self.routed);
         d.ring[at].1 = Some(hash);
         d.len += 1;
+        // The route PREFETCH_DEPTH / 2 back has its slot by now: load its
+        // group record and states; the one 3/4 back has those: load its
+        // key bytes.
         if d.len > PREFETCH_DEPTH / 2 {
             let halfway = (d.first + d.len - 1 - PREFETCH_DEPTH / 2) % PREFETCH_DEPTH;
             if let Some(hash) = d.ring[halfway].1 {
                 self.rollup.prefetch_group(hash);
+            }
+        }
+        if d.len > PREFETCH_DEPTH * 3 / 4 {
+            let later = (d.first + d.len - 1 - PREFETCH_DEPTH * 3 / 4) % PREFETCH_DEPTH;
+            if let Some(hash) = d.ring[later].1 {
+                self.rollup.prefetch_key(hash);
             }
         }
     }

@@ -361,6 +361,20 @@ impl Rollup {
         });
     }
 
+    /// The third stage of [`Rollup::prefetch`], once the group records
+    /// have arrived: starts loading the key bytes of the rows whose tag
+    /// matches, which the fold compares.
+    #[inline]
+    pub fn prefetch_key(&self, hash: KeyHash) {
+        self.table.rows_tagged(hash.0, |row| {
+            if let Some(group) = self.groups.get(row as usize)
+                && let Some(byte) = self.arena.get(group.start)
+            {
+                prefetch(byte);
+            }
+        });
+    }
+
     /// Folds another partial rollup of the same summary into this one.
     pub fn merge(&mut self, other: &Rollup) -> Result<()> {
         if self.shape != other.shape {
