@@ -119,6 +119,10 @@ struct Drops {
 /// below 2^32).
 const NO_ROW: u32 = u32::MAX;
 
+/// How many groups ahead a merge starts loading the other side's groups
+/// and their places in this side's index.
+const MERGE_PREFETCH_DEPTH: usize = 8;
+
 /// A key's hash from [`Rollup::prefetch`], for [`Rollup::fold_hashed`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyHash(u64);
@@ -383,7 +387,29 @@ impl Rollup {
             });
         }
         let width = self.shape.aggs.len();
+        // Room for every group of both sides at once (one rebuild instead
+        // of one per doubling, and no growth to undo the prefetches).
+        let groups_max = usize::try_from(self.limits.groups_max).unwrap_or(usize::MAX);
+        let most = (self.groups.len() + other.groups.len()).min(groups_max);
+        self.table.reserve(most, &self.groups);
         for (row, group) in other.groups.iter().enumerate() {
+            // The probes of the groups MERGE_PREFETCH_DEPTH ahead are
+            // under way, as in a worker's fold (see `Rollup::prefetch`).
+            if let Some(ahead) = other.groups.get(row + MERGE_PREFETCH_DEPTH) {
+                if let Some(slot) = self.table.slot_of(ahead.hash) {
+                    prefetch(slot);
+                }
+                prefetch(ahead);
+            }
+            if let Some(halfway) = other.groups.get(row + MERGE_PREFETCH_DEPTH / 2) {
+                self.prefetch_group(KeyHash(halfway.hash));
+                if let Some(byte) = other.arena.get(halfway.start) {
+                    prefetch(byte);
+                }
+                if let Some(state) = other.states.get((row + MERGE_PREFETCH_DEPTH / 2) * width) {
+                    prefetch(state);
+                }
+            }
             // Both sides hash with the same fixed function, so the other
             // side's hash is this side's.
             let target = self
@@ -656,6 +682,14 @@ impl Index {
         debug_assert_eq!(self.slots[at], 0);
         self.slots[at] = (hash & TAG_MASK) | (u64::from(row) + 1);
         self.len += 1;
+    }
+
+    /// Grows once, if needed, so that `rows` rows fit at most half full.
+    fn reserve(&mut self, rows: usize, groups: &[Group]) {
+        let slots = ((rows + 1) * 2).next_power_of_two().max(INDEX_SLOTS_MIN);
+        if slots > self.slots.len() {
+            self.fill(slots, groups);
+        }
     }
 
     /// Doubles the slots (or makes the first ones) and puts every row of
