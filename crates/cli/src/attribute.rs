@@ -38,7 +38,7 @@ use cardinal_event::{ColumnType, Record, Timestamp, Value, ValueError};
 use cardinal_rollup::{Limits, Rollup, Shape};
 use cardinal_route::{Attribution, EvalError, Expr, Model, Plan, Routed, Scratch, Summary};
 
-use crate::run::{HashMemo, fold_routed};
+use crate::run::{HashMemo, feeds_of, fold_routed};
 
 /// Most distinct campaigns, and most distinct sites, one attribution keeps
 /// (codes `1..=NAMES_MAX`). A touch point with a new value past the limit
@@ -692,9 +692,9 @@ pub(crate) fn fold_credits(
     let mut scratch = Scratch::default();
     let mut hashed = HashMemo::default();
     let mut routed = Routed::default();
-    let mut names = Vec::new();
     for (summary, shape) in summaries.iter().zip(shapes) {
         let mut rollup = Rollup::new(shape.clone(), limits)?;
+        let feeds = feeds_of(summary, shape);
         let of = credits
             .iter()
             .find(|c| c.attribution.credit_stream == summary.stream)
@@ -707,14 +707,7 @@ pub(crate) fn fold_credits(
             {
                 continue;
             }
-            fold_routed(
-                summary,
-                shape,
-                &mut rollup,
-                &routed,
-                &mut names,
-                &mut hashed,
-            );
+            fold_routed(&feeds, &mut rollup, &routed, &mut hashed, None);
         }
         rollups.push(rollup);
     }

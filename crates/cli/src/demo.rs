@@ -241,7 +241,7 @@ impl<'a> Answer<'a> {
 
     /// The answer of aggregate `index` for one row's states.
     fn output(&self, states: &[AggState], index: usize) -> Output {
-        states[index].output(&self.kinds[index])
+        cardinal_rollup::output_of(states, self.kinds, index)
     }
 }
 
@@ -265,7 +265,7 @@ fn print_reach(executed: &Executed<'_>, truth: &Truth, start: Date) -> Result<()
     let mut revenue_total = 0.0;
     for row in reach.results.rows() {
         let day = day_index(row.bucket, start)?;
-        let state = row.dims[0].as_deref().unwrap_or("NULL");
+        let state = reach.results.dims(row).get(0).unwrap_or("NULL");
         let state_index = STATES
             .iter()
             .position(|&(name, _)| name == state)
@@ -329,7 +329,7 @@ fn print_audiences(
         let AggState::Hll(hll) = &row.states[users] else {
             bail!("audience.users is not a HyperLogLog");
         };
-        by_name.insert(row.dims[0].as_deref().unwrap_or("NULL"), hll);
+        by_name.insert(audience.results.dims(row).get(0).unwrap_or("NULL"), hll);
     }
     println!("AUDIENCES: unique users per provider, all days (hll(user_id, 13, 6)) vs the truth");
     println!(
@@ -408,17 +408,27 @@ fn print_quantiles(executed: &Executed<'_>) -> Result<()> {
     // Merge each provider's days: quantile sketches merge like the rest.
     let mut merged: BTreeMap<String, (u64, AggState)> = BTreeMap::new();
     for row in providers.results.rows() {
-        let name = row.dims[0].clone().unwrap_or_default();
+        let name = providers
+            .results
+            .dims(row)
+            .get(0)
+            .unwrap_or_default()
+            .to_owned();
         let Output::Count(count) = providers.output(row.states, impressions) else {
             bail!("providers.impressions is not a count");
         };
         match merged.get_mut(&name) {
             Some((total, state)) => {
                 *total += count;
-                state.merge(&row.states[revenue])?;
+                state.merge(cardinal_rollup::state_of(
+                    row.states,
+                    providers.kinds,
+                    revenue,
+                ))?;
             }
             None => {
-                merged.insert(name, (count, row.states[revenue].clone()));
+                let state = cardinal_rollup::state_of(row.states, providers.kinds, revenue);
+                merged.insert(name, (count, state.clone()));
             }
         }
     }
@@ -537,12 +547,7 @@ fn print_attribution(executed: &Executed<'_>) -> Result<()> {
                 Output::Count(n) => n as f64,
                 _ => 0.0,
             };
-            let name = row
-                .dims
-                .first()
-                .cloned()
-                .flatten()
-                .unwrap_or_else(|| "NULL".into());
+            let name = credit.results.dims(row).get(0).unwrap_or("NULL").to_owned();
             let touches = match credit.output(row.states, touches) {
                 Output::Count(n) => n,
                 _ => 0,

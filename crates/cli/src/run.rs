@@ -22,9 +22,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use cardinal_event::{Record, Timestamp, Value};
-use cardinal_export::{Columns, Options, ResultRow, Results};
+use cardinal_export::{Columns, Options, Results, Rows};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
-use cardinal_rollup::{AggKind, Folded, Input, Limits, Rollup, Shape};
+use cardinal_rollup::{AggKind, Folded, KeyHash, Limits, Rollup, Shape};
 use cardinal_route::{
     AggregateKind, Arg, ColumnCache, Format, OutputSource, Plan, Routed, Scratch, Summary,
 };
@@ -592,7 +592,21 @@ fn shape_of(summary: &Summary) -> Result<Shape> {
     let aggs = summary
         .aggregates
         .iter()
-        .map(|a| -> Result<AggKind> {
+        .enumerate()
+        .map(|(index, a)| -> Result<AggKind> {
+            // A quantile aggregate over the argument and k of an earlier
+            // one reads that one's sketch.
+            if let AggregateKind::Quantiles { k, ranks } = &a.kind
+                && let Some(of) = summary.aggregates[..index].iter().position(|b| {
+                    b.argument == a.argument
+                        && matches!(b.kind, AggregateKind::Quantiles { k: other, .. } if other == *k)
+                })
+            {
+                return Ok(AggKind::QuantilesOf {
+                    of: u8::try_from(of).expect("at most AGGREGATES_MAX aggregates"),
+                    ranks: cardinal_rollup::Ranks::new(ranks)?,
+                });
+            }
             Ok(match &a.kind {
                 AggregateKind::CountAll => AggKind::CountAll,
                 AggregateKind::Count => AggKind::Count,
@@ -865,12 +879,13 @@ fn worker<'p>(
                 }
                 fold.record(&record, &name, || where_(&record));
             }
+            fold.flush();
             fold.flush_rejects(rejects_file)?;
             tap.report(&fold.counts);
         }
     }
     Ok(WorkerOutput {
-        rollups: fold.rollups,
+        rollups: fold.lanes.into_iter().map(|lane| lane.rollup).collect(),
         counts: fold.counts,
         collector,
     })
@@ -899,6 +914,7 @@ fn read_parquet(
             }
             fold.record(&record, batch.input(), || record.row().to_string());
         }
+        fold.flush();
         fold.flush_rejects(rejects_file)?;
     }
     Ok(())
@@ -907,25 +923,64 @@ fn read_parquet(
 /// A worker's partial rollups and the buffers routing reuses: every
 /// record of every format goes through [`Fold::record`].
 struct Fold<'a> {
-    summaries: &'a [&'a Summary],
-    shapes: &'a [Shape],
     shown: &'a std::sync::atomic::AtomicU64,
-    rollups: Vec<Rollup>,
+    /// One per summary, in order: everything one record's pass through
+    /// the summary touches, side by side.
+    lanes: Vec<Lane<'a>>,
     counts: Counts,
-    /// Each typed field parsed once per record, whatever reads it.
-    cache: ColumnCache,
-    /// Per summary: the first summary with an equal filter, which
-    /// evaluates it for both.
-    filter_owner: Vec<usize>,
-    /// Per summary: whether the current record passed its filter.
-    passed: Vec<bool>,
-    /// Per summary: the current record's route.
-    routes: Vec<Routed>,
+    /// Each typed field parsed once per record, whatever reads it; `None`
+    /// when no typed column is read twice.
+    cache: Option<ColumnCache>,
     hashed: HashMemo,
     scratch: Scratch,
-    names: Vec<u8>,
     /// Reject lines not yet written to the rejects file.
     reject_lines: String,
+    /// Lanes whose rollup has at least this many groups hold routes back
+    /// and prefetch ([`PREFETCH_GROUPS_MIN`]; tests vary it).
+    prefetch_groups_min: usize,
+}
+
+/// One summary's part of a [`Fold`].
+struct Lane<'a> {
+    summary: &'a Summary,
+    /// How each aggregate takes the routed record.
+    feeds: Vec<Feed>,
+    /// The first summary with an equal filter, which evaluates it for
+    /// both (this lane's own index when it is the first).
+    filter_owner: usize,
+    /// The first summary with an equal time bucket (this lane's own index
+    /// when it is the first): when it routed the record, its bucket is
+    /// this lane's too.
+    bucket_owner: usize,
+    /// Whether the current record passed the filter.
+    passed: bool,
+    /// The current record's route.
+    routed: Routed,
+    rollup: Rollup,
+    /// Routes waiting to be folded while their groups load.
+    deferred: Deferred,
+}
+
+/// Records routed at least this many groups ago are folded through
+/// [`Deferred`]: below it a rollup's index, groups and states fit in the
+/// caches and prefetching only costs instructions.
+const PREFETCH_GROUPS_MIN: usize = 1 << 16;
+
+/// How many routed records a lane holds back before folding the oldest:
+/// the prefetch distance, in records. The group record and states are
+/// prefetched halfway.
+const PREFETCH_DEPTH: usize = 8;
+
+/// A lane's routed records waiting to be folded, oldest first, in a ring
+/// of [`PREFETCH_DEPTH`] routes. A record's index slot is prefetched when it
+/// enters, its group and states halfway, and it is folded when it leaves,
+/// in arrival order, so the rollup sees exactly the folds it would have
+/// seen. Routes are swapped in and out, never copied.
+#[derive(Debug, Default)]
+struct Deferred {
+    ring: Vec<(Routed, Option<KeyHash>)>,
+    first: usize,
+    len: usize,
 }
 
 impl<'a> Fold<'a> {
@@ -936,31 +991,42 @@ impl<'a> Fold<'a> {
         shown: &'a std::sync::atomic::AtomicU64,
         stream: &cardinal_route::Stream,
     ) -> Result<Self> {
-        Ok(Self {
-            summaries,
-            shapes,
-            shown,
-            rollups: shapes
-                .iter()
-                .map(|s| Rollup::new(s.clone(), limits))
-                .collect::<Result<_, _>>()?,
-            counts: Counts::default(),
-            cache: ColumnCache::new(stream.schema.columns.len()),
-            filter_owner: summaries
-                .iter()
-                .map(|s| {
-                    summaries
+        let lanes = summaries
+            .iter()
+            .zip(shapes)
+            .map(|(summary, shape)| -> Result<Lane<'a>> {
+                Ok(Lane {
+                    summary,
+                    feeds: feeds_of(summary, shape),
+                    filter_owner: summaries
                         .iter()
-                        .position(|t| t.filter == s.filter)
-                        .expect("a summary's filter equals itself")
+                        .position(|t| t.filter == summary.filter)
+                        .expect("a summary's filter equals itself"),
+                    bucket_owner: summaries
+                        .iter()
+                        .position(|t| t.bucket == summary.bucket)
+                        .expect("a summary's bucket equals itself"),
+                    passed: false,
+                    routed: Routed::default(),
+                    rollup: Rollup::new(shape.clone(), limits)?,
+                    deferred: Deferred {
+                        ring: vec![(Routed::default(), None); PREFETCH_DEPTH],
+                        first: 0,
+                        len: 0,
+                    },
                 })
-                .collect(),
-            passed: vec![false; summaries.len()],
-            routes: vec![Routed::default(); summaries.len()],
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            shown,
+            lanes,
+            counts: Counts::default(),
+            cache: reads_a_typed_column_twice(summaries)
+                .then(|| ColumnCache::new(stream.schema.columns.len())),
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
-            names: Vec::new(),
             reject_lines: String::new(),
+            prefetch_groups_min: PREFETCH_GROUPS_MIN,
         })
     }
 
@@ -970,32 +1036,14 @@ impl<'a> Fold<'a> {
     /// The record is routed through every summary before it is folded into
     /// any: a record that one summary rejects is folded into none, so that
     /// every summary counts the same records.
-    fn record<R: Record>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
+    fn record<R: Record + ?Sized>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
         self.counts.records += 1;
-        let record = self.cache.record(raw);
-        let mut failed = None;
-        for (s, summary) in self.summaries.iter().enumerate() {
-            let owner = self.filter_owner[s];
-            let pass = if owner == s {
-                summary.passes(&record, &mut self.scratch)
-            } else {
-                Ok(self.passed[owner])
-            };
-            let routed = pass.and_then(|pass| {
-                self.passed[s] = pass;
-                if pass {
-                    summary.route_passed(&record, &mut self.scratch, &mut self.routes[s])
-                } else {
-                    Ok(())
-                }
-            });
-            if let Err(e) = routed {
-                failed = Some((summary, e));
-                break;
-            }
-        }
-        if let Some((summary, e)) = failed {
-            let text = format!("{name}:{}: {}: {e}", at(), summary.name);
+        let routed = match &mut self.cache {
+            Some(cache) => route_lanes(&mut self.lanes, &cache.record(raw), &mut self.scratch),
+            None => route_lanes(&mut self.lanes, raw, &mut self.scratch),
+        };
+        if let Err((s, e)) = routed {
+            let text = format!("{name}:{}: {}: {e}", at(), self.lanes[s].summary.name);
             reject(
                 &mut self.counts,
                 &mut self.reject_lines,
@@ -1005,36 +1053,42 @@ impl<'a> Fold<'a> {
             );
             return;
         }
-        for (s, ((summary, rollup), shape)) in self
-            .summaries
-            .iter()
-            .zip(&mut self.rollups)
-            .zip(self.shapes)
-            .enumerate()
-        {
-            if !self.passed[s] {
+        for lane in &mut self.lanes {
+            if !lane.passed {
                 continue;
             }
-            let folded = fold_routed(
-                summary,
-                shape,
-                rollup,
-                &self.routes[s],
-                &mut self.names,
-                &mut self.hashed,
-            );
-            match folded {
-                Folded::Ok | Folded::DroppedGroupLimit | Folded::DroppedExpired => {}
-                Folded::DroppedKeyTooLong => {
-                    reject(
-                        &mut self.counts,
-                        &mut self.reject_lines,
-                        self.shown,
-                        "group key too long",
-                        &format!("{name}: {}", at()),
-                    );
-                }
+            if lane.rollup.group_count() >= self.prefetch_groups_min
+                && lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX
+            {
+                lane.defer(&mut self.hashed);
+                continue;
             }
+            // Folds stay in arrival order: held-back routes go first.
+            lane.flush(&mut self.hashed);
+            let folded = fold_routed(
+                &lane.feeds,
+                &mut lane.rollup,
+                &lane.routed,
+                &mut self.hashed,
+                None,
+            );
+            if folded == Folded::DroppedKeyTooLong {
+                reject(
+                    &mut self.counts,
+                    &mut self.reject_lines,
+                    self.shown,
+                    "group key too long",
+                    &format!("{name}: {}", at()),
+                );
+            }
+        }
+    }
+
+    /// Folds every held-back route: at the end of each batch, so that
+    /// nothing waits across inputs or outlives the worker.
+    fn flush(&mut self) {
+        for lane in &mut self.lanes {
+            lane.flush(&mut self.hashed);
         }
     }
 
@@ -1066,42 +1120,236 @@ impl<'a> Fold<'a> {
     }
 }
 
-/// Folds one routed record into `rollup`. Top-k reports names: text is the
-/// routed argument's bytes; an integer is printed into `names` first, then
-/// borrowed.
-pub(crate) fn fold_routed(
-    summary: &Summary,
-    shape: &Shape,
-    rollup: &mut Rollup,
-    routed: &Routed,
-    names: &mut Vec<u8>,
-    hashed: &mut HashMemo,
-) -> Folded {
-    names.clear();
-    let mut spans = [(0usize, 0usize); AGGREGATES_MAX];
-    for (i, (aggregate, kind)) in summary.aggregates.iter().zip(&shape.aggs).enumerate() {
-        if let (AggKind::TopK { .. }, Some(a)) = (kind, aggregate.argument)
-            && let Arg::Int(v) = routed.args[a]
-        {
-            let start = names.len();
-            let _ = write!(names, "{v}");
-            spans[i] = (start, names.len());
+impl Lane<'_> {
+    /// Holds the current route back (see [`Deferred`]), folding the
+    /// oldest held one if the ring is full. The key fits
+    /// [`cardinal_rollup::KEY_BYTES_MAX`], so the fold cannot be a reject.
+    fn defer(&mut self, hashed: &mut HashMemo) {
+        let bucket = self.routed.bucket.unwrap_or(Timestamp(0));
+        let hash = self.rollup.prefetch(bucket, &self.routed.key);
+        if self.deferred.len == PREFETCH_DEPTH {
+            self.fold_oldest(hashed);
+        }
+        let d = &mut self.deferred;
+        let at = (d.first + d.len) % PREFETCH_DEPTH;
+        std::mem::swap(&mut d.ring[at].0, &mut self.routed);
+        d.ring[at].1 = Some(hash);
+        d.len += 1;
+        // The route PREFETCH_DEPTH / 2 back has its slot by now: load its
+        // group record and states; the one 3/4 back has those: load its
+        // key bytes.
+        if d.len > PREFETCH_DEPTH / 2 {
+            let halfway = (d.first + d.len - 1 - PREFETCH_DEPTH / 2) % PREFETCH_DEPTH;
+            if let Some(hash) = d.ring[halfway].1 {
+                self.rollup.prefetch_group(hash);
+            }
+        }
+        if d.len > PREFETCH_DEPTH * 3 / 4 {
+            let later = (d.first + d.len - 1 - PREFETCH_DEPTH * 3 / 4) % PREFETCH_DEPTH;
+            if let Some(hash) = d.ring[later].1 {
+                self.rollup.prefetch_key(hash);
+            }
         }
     }
-    let mut inputs = [Input::Null; AGGREGATES_MAX];
-    for (i, (aggregate, kind)) in summary.aggregates.iter().zip(&shape.aggs).enumerate() {
-        let Some(a) = aggregate.argument else {
-            continue;
-        };
-        let arg = routed.args[a];
-        let name = match (kind, arg) {
-            (AggKind::TopK { .. }, Arg::Text { .. }) => routed.text_of(a),
-            _ => &names[spans[i].0..spans[i].1],
-        };
-        inputs[i] = input_of(arg, kind, name, hashed);
+
+    /// Folds the oldest held-back route.
+    fn fold_oldest(&mut self, hashed: &mut HashMemo) {
+        let d = &mut self.deferred;
+        let (routed, hash) = &d.ring[d.first];
+        let folded = fold_routed(&self.feeds, &mut self.rollup, routed, hashed, *hash);
+        debug_assert_ne!(folded, Folded::DroppedKeyTooLong, "checked when held back");
+        d.first = (d.first + 1) % PREFETCH_DEPTH;
+        d.len -= 1;
     }
+
+    /// Folds every held-back route, oldest first.
+    fn flush(&mut self, hashed: &mut HashMemo) {
+        while self.deferred.len > 0 {
+            self.fold_oldest(hashed);
+        }
+    }
+}
+
+/// Routes `record` through every lane's filter and route; on the first
+/// failure, the lane's index and the error (the record is then folded
+/// into none).
+#[inline]
+fn route_lanes<Q: Record + ?Sized>(
+    lanes: &mut [Lane<'_>],
+    record: &Q,
+    scratch: &mut Scratch,
+) -> Result<(), (usize, cardinal_route::EvalError)> {
+    for s in 0..lanes.len() {
+        let owner = lanes[s].filter_owner;
+        let pass = if owner == s {
+            lanes[s].summary.passes(record, scratch)
+        } else {
+            // The owner comes first, so it has evaluated this record.
+            Ok(lanes[owner].passed)
+        };
+        let bucket_owner = lanes[s].bucket_owner;
+        let known = (bucket_owner != s && lanes[bucket_owner].passed)
+            .then(|| lanes[bucket_owner].routed.bucket)
+            .flatten();
+        let lane = &mut lanes[s];
+        let routed = pass.and_then(|pass| {
+            lane.passed = pass;
+            if pass {
+                lane.summary
+                    .route_passed_in(record, known, scratch, &mut lane.routed)
+            } else {
+                Ok(())
+            }
+        });
+        routed.map_err(|e| (s, e))?;
+    }
+    Ok(())
+}
+
+/// Whether some typed (non-text) column is read in more than one place
+/// by `summaries` (filters, time buckets, dimensions, arguments): only
+/// then does a [`ColumnCache`] save parsing; otherwise each field is
+/// parsed once anyway and records are routed as they are.
+fn reads_a_typed_column_twice(summaries: &[&Summary]) -> bool {
+    let mut reads: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for summary in summaries {
+        let schema = &summary.schema.columns;
+        let mut count = |column: usize| {
+            if schema
+                .get(column)
+                .is_some_and(|c| c.ty != cardinal_event::ColumnType::Text)
+            {
+                *reads.entry(column).or_default() += 1;
+            }
+        };
+        for e in summary
+            .filter
+            .iter()
+            .chain(&summary.dimensions)
+            .chain(&summary.arguments)
+        {
+            e.columns(&mut count);
+        }
+        if let Some(bucket) = &summary.bucket {
+            count(bucket.column);
+        }
+    }
+    reads.values().any(|&n| n > 1)
+}
+
+/// How one aggregate takes a routed record, decided once per run from
+/// its kind, so that folding a record is one `match` per aggregate on a
+/// small enum and a direct call of the state's method: no [`cardinal_rollup::Input`] per
+/// aggregate, no dispatch on (kind, argument) pairs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Feed {
+    /// `count(*)`: every record.
+    CountAll,
+    /// `count(x)`: records whose argument `x` (an index into the routed
+    /// arguments) is not NULL.
+    Count(usize),
+    /// sum, avg, min, max, quantiles: the argument as a number.
+    Number(usize),
+    /// hll, theta, exact_distinct: the argument's hash (and integer id).
+    Key(usize),
+    /// topk: the argument's hash, named by its text or printed integer.
+    TopK(usize),
+    /// Nothing: a quantile aggregate that reads another's sketch.
+    Skip,
+}
+
+/// The feeds of a summary's aggregates, in shape order.
+pub(crate) fn feeds_of(summary: &Summary, shape: &Shape) -> Vec<Feed> {
+    summary
+        .aggregates
+        .iter()
+        .zip(&shape.aggs)
+        .map(|(aggregate, kind)| match (kind, aggregate.argument) {
+            (AggKind::CountAll, _) | (_, None) => Feed::CountAll,
+            (AggKind::Count, Some(a)) => Feed::Count(a),
+            (
+                AggKind::Sum
+                | AggKind::Avg
+                | AggKind::Min
+                | AggKind::Max
+                | AggKind::Quantiles { .. },
+                Some(a),
+            ) => Feed::Number(a),
+            (AggKind::Hll { .. } | AggKind::Theta { .. } | AggKind::ExactDistinct, Some(a)) => {
+                Feed::Key(a)
+            }
+            (AggKind::TopK { .. }, Some(a)) => Feed::TopK(a),
+            (AggKind::QuantilesOf { .. }, Some(_)) => Feed::Skip,
+        })
+        .collect()
+}
+
+/// Folds one routed record into `rollup` through the summary's `feeds`.
+/// Top-k reports names: text is the routed argument's bytes; an integer is
+/// printed when it becomes a candidate.
+#[inline]
+pub(crate) fn fold_routed(
+    feeds: &[Feed],
+    rollup: &mut Rollup,
+    routed: &Routed,
+    hashed: &mut HashMemo,
+    key_hash: Option<KeyHash>,
+) -> Folded {
     let bucket = routed.bucket.unwrap_or(Timestamp(0));
-    rollup.fold(bucket, &routed.key, &inputs[..shape.aggs.len()])
+    rollup.fold_hashed(key_hash, bucket, &routed.key, |states| {
+        for (state, &feed) in states.iter_mut().zip(feeds) {
+            match feed {
+                Feed::CountAll => state.fold_count(),
+                Feed::Skip => {}
+                Feed::Count(a) => {
+                    if routed.args[a] != Arg::Null {
+                        state.fold_count();
+                    }
+                }
+                Feed::Number(a) => {
+                    if let Some(v) = number_of(routed.args[a]) {
+                        state.fold_number(v);
+                    }
+                }
+                Feed::Key(a) => {
+                    let arg = routed.args[a];
+                    if let Some(hash) = hashed.hash(arg) {
+                        state.fold_key(hash, id_of(arg));
+                    }
+                }
+                Feed::TopK(a) => {
+                    let arg = routed.args[a];
+                    if let Some(hash) = hashed.hash(arg) {
+                        state.fold_topk(hash, || match arg {
+                            Arg::Int(v) => v.to_string().into_bytes().into(),
+                            _ => routed.text_of(a).into(),
+                        });
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// A routed argument as a number for sum, avg, min, max and quantiles.
+#[inline]
+fn number_of(arg: Arg) -> Option<f64> {
+    match arg {
+        Arg::Int(i) => Some(i as f64),
+        Arg::Float(f) => Some(f),
+        Arg::Time(t) => Some(t.0 as f64),
+        Arg::Bool(b) => Some(f64::from(u8::from(b))),
+        Arg::Null | Arg::Text { .. } => None,
+    }
+}
+
+/// The integer id exact sets keep (the hash for text).
+#[inline]
+fn id_of(arg: Arg) -> Option<u64> {
+    match arg {
+        Arg::Int(i) => Some(u64::from_ne_bytes(i.to_ne_bytes())),
+        _ => None,
+    }
 }
 
 fn where_(record: &cardinal_parse::RecordRef<'_>) -> String {
@@ -1173,46 +1421,6 @@ impl HashMemo {
     }
 }
 
-/// One aggregate's input from the routed argument (`name`: the argument's
-/// text, read for top-k only).
-pub(crate) fn input_of<'a>(
-    arg: Arg,
-    kind: &AggKind,
-    name: &'a [u8],
-    hashed: &mut HashMemo,
-) -> Input<'a> {
-    match kind {
-        AggKind::CountAll => Input::Null,
-        AggKind::Count => match arg {
-            Arg::Null => Input::Null,
-            _ => Input::Number(0.0),
-        },
-        AggKind::Sum | AggKind::Avg | AggKind::Min | AggKind::Max | AggKind::Quantiles { .. } => {
-            match arg {
-                Arg::Int(i) => Input::Number(i as f64),
-                Arg::Float(f) => Input::Number(f),
-                Arg::Time(t) => Input::Number(t.0 as f64),
-                Arg::Bool(b) => Input::Number(f64::from(u8::from(b))),
-                Arg::Null | Arg::Text { .. } => Input::Null,
-            }
-        }
-        AggKind::Hll { .. }
-        | AggKind::Theta { .. }
-        | AggKind::ExactDistinct
-        | AggKind::TopK { .. } => match hashed.hash(arg) {
-            Some(hash) => Input::Key {
-                hash,
-                id: match arg {
-                    Arg::Int(i) => Some(u64::from_ne_bytes(i.to_ne_bytes())),
-                    _ => None,
-                },
-                text: name,
-            },
-            None => Input::Null,
-        },
-    }
-}
-
 /// Decodes each group's key into display values and names the columns.
 pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'a>> {
     let name_of = |source: OutputSource| {
@@ -1234,26 +1442,29 @@ pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'
             .map(|i| name_of(OutputSource::Aggregate(i)).unwrap_or_else(|| format!("agg{i}")))
             .collect(),
     };
-    let rows = rollup
-        .groups()
-        .map(|(bucket, key, states)| ResultRow {
-            bucket,
-            dims: cardinal_route::key_values(key).map(display).collect(),
-            states,
-        })
-        .collect();
-    Ok(Results::new(columns, &rollup.shape().aggs, rows)?)
-}
-
-fn display(value: Value<'_>) -> Option<String> {
-    match value {
-        Value::Null => None,
-        Value::Int(i) => Some(i.to_string()),
-        Value::Float(f) => Some(f.to_string()),
-        Value::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Time(t) => Some(t.to_string()),
+    let mut rows = Rows::with_capacity(rollup.group_count(), summary.dimensions.len());
+    for (bucket, key, states) in rollup.groups() {
+        rows.push(bucket, states);
+        for value in cardinal_route::key_values(key) {
+            match value {
+                Value::Null => rows.push_null(),
+                Value::Text(t) => rows.push_bytes(t),
+                Value::Int(i) => rows.push_with(|text| {
+                    let _ = write!(text, "{i}");
+                }),
+                Value::Float(f) => rows.push_with(|text| {
+                    let _ = write!(text, "{f}");
+                }),
+                Value::Bool(b) => rows.push_with(|text| {
+                    let _ = write!(text, "{b}");
+                }),
+                Value::Time(t) => rows.push_with(|text| {
+                    let _ = write!(text, "{t}");
+                }),
+            }
+        }
     }
+    Ok(Results::new(columns, &rollup.shape().aggs, rows)?)
 }
 
 #[cfg(test)]
@@ -1264,5 +1475,180 @@ mod tests {
         // are checked once, in the dialect, and must be the same.
         assert_eq!(cardinal_route::TOPK_K_MAX, cardinal_rollup::TOPK_K_MAX);
         assert_eq!(cardinal_route::RANKS_MAX, cardinal_rollup::RANKS_MAX);
+    }
+}
+
+#[cfg(test)]
+mod fold_tests {
+    use super::*;
+    use cardinal_rollup::Input;
+    use proptest::prelude::*;
+
+    const SQL: &str = "
+        CREATE STREAM s (ts TIMESTAMP, n BIGINT, x DOUBLE, t TEXT) WITH (time = 'ts');
+        CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS day, t,
+            count(*), count(x), sum(x), avg(n), min(x), max(n), hll(n), theta(t),
+            exact_distinct(n), exact_distinct(t), approx_quantile(x, 0.5), topk(t, 3), topk(n, 3),
+            approx_quantile(x, 0.9, 0.99)
+          FROM s GROUP BY day, t;";
+
+    /// The shape with every quantile aggregate keeping its own sketch.
+    fn unshared(shape: &Shape) -> Shape {
+        let aggs = shape
+            .aggs
+            .iter()
+            .map(|kind| match *kind {
+                AggKind::QuantilesOf { of, ranks } => {
+                    let AggKind::Quantiles { k, .. } = shape.aggs[usize::from(of)] else {
+                        unreachable!("QuantilesOf reads a Quantiles");
+                    };
+                    AggKind::Quantiles { k, ranks }
+                }
+                other => other,
+            })
+            .collect();
+        Shape { aggs }
+    }
+
+    /// The general path: one [`Input`] per aggregate, built from the
+    /// aggregate's kind and routed argument, folded by [`Rollup::fold`].
+    fn fold_general(summary: &Summary, rollup: &mut Rollup, routed: &Routed) -> Folded {
+        let mut names: Vec<Vec<u8>> = Vec::new();
+        for aggregate in &summary.aggregates {
+            names.push(match aggregate.argument.map(|a| (a, routed.args[a])) {
+                Some((_, Arg::Int(v))) => v.to_string().into_bytes(),
+                Some((a, _)) => routed.text_of(a).to_vec(),
+                None => Vec::new(),
+            });
+        }
+        let inputs: Vec<Input<'_>> = summary
+            .aggregates
+            .iter()
+            .zip(&rollup.shape().aggs.clone())
+            .zip(&names)
+            .map(|((aggregate, kind), name)| {
+                let Some(a) = aggregate.argument else {
+                    return Input::Null;
+                };
+                let arg = routed.args[a];
+                match kind {
+                    AggKind::CountAll => Input::Null,
+                    AggKind::Count if arg == Arg::Null => Input::Null,
+                    AggKind::Count => Input::Number(0.0),
+                    AggKind::Hll { .. }
+                    | AggKind::Theta { .. }
+                    | AggKind::ExactDistinct
+                    | AggKind::TopK { .. } => match arg.hash() {
+                        Some(hash) => Input::Key {
+                            hash,
+                            id: id_of(arg),
+                            text: name,
+                        },
+                        None => Input::Null,
+                    },
+                    _ => number_of(arg).map_or(Input::Null, Input::Number),
+                }
+            })
+            .collect();
+        rollup.fold(routed.bucket.unwrap_or(Timestamp(0)), &routed.key, &inputs)
+    }
+
+    /// Everything comparable about a rollup's groups, in group order.
+    fn fingerprint(rollup: &Rollup) -> Vec<String> {
+        let mut rows: Vec<String> = rollup.rows().iter().map(|r| format!("{r:?}")).collect();
+        rows.push(format!(
+            "{} groups, {} dropped",
+            rollup.group_count(),
+            rollup.dropped_group_limit()
+        ));
+        rows
+    }
+
+    proptest! {
+        /// Holding routes back to prefetch their groups folds exactly what
+        /// folding at once does: same groups, same states, same drops,
+        /// whichever lanes defer and wherever batches end.
+        #[test]
+        fn deferred_folds_equal_direct_folds(
+            rows in proptest::collection::vec((0u8..3, 0u16..600, -5i64..5, 0u8..8), 0..1500),
+            batch in 1usize..200,
+            groups_max in 300u64..2000,
+        ) {
+            let plan = Plan::compile(
+                "CREATE STREAM s (ts TIMESTAMP, ip TEXT, n BIGINT, site TEXT) WITH (time = 'ts');
+                 CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS day, substr(ip, 1, 3) AS p,
+                   count(*), sum(n), hll(n), topk(site, 3) FROM s GROUP BY day, p;
+                 CREATE SUMMARY b AS SELECT date_trunc('day', ts) AS day, ip, count(*), min(n)
+                   FROM s WHERE site <> 's0' GROUP BY day, ip;",
+            )
+            .expect("compiles");
+            let summaries: Vec<&Summary> = plan.summaries.iter().collect();
+            let shapes: Vec<Shape> = summaries.iter().map(|s| shape_of(s).expect("shape")).collect();
+            let limits = Limits { groups_max, retention_ms: None };
+            let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
+            let stream = &plan.streams[0];
+            let mut folds = [0, usize::MAX].map(|min| {
+                let mut fold = Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
+                fold.prefetch_groups_min = min;
+                fold
+            });
+            for fold in &mut folds {
+                for (i, (day, ip, n, site)) in rows.iter().enumerate() {
+                    let fields = [
+                        format!("2026-11-0{}T00:00:00Z", day + 1),
+                        format!("{ip:04}"),
+                        n.to_string(),
+                        format!("s{site}"),
+                    ];
+                    let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+                    fold.record(fields.as_slice(), "test", || i.to_string());
+                    if (i + 1) % batch == 0 {
+                        fold.flush();
+                    }
+                }
+                fold.flush();
+            }
+            let [deferred, direct] = folds;
+            for (a, b) in deferred.lanes.iter().zip(&direct.lanes) {
+                prop_assert_eq!(fingerprint(&a.rollup), fingerprint(&b.rollup));
+            }
+        }
+
+        /// Feeds fold exactly what the general path folds, and quantile
+        /// aggregates sharing one sketch answer what sketches of their own
+        /// answer (few records per group, so the sketches stay exact).
+        #[test]
+        fn feeds_fold_like_inputs(
+            rows in proptest::collection::vec(
+                (0u8..3, proptest::option::of(-5i64..5), proptest::option::of(-2.0f64..2.0), 0u8..4),
+                0..120,
+            )
+        ) {
+            let plan = Plan::compile(SQL).expect("compiles");
+            let summary = &plan.summaries[0];
+            let shape = shape_of(summary).expect("shape");
+            let feeds = feeds_of(summary, &shape);
+            prop_assert!(feeds.contains(&Feed::Skip), "the second quantile aggregate shares");
+            let mut fast = Rollup::new(shape.clone(), Limits::default()).expect("rollup");
+            let mut general = Rollup::new(unshared(&shape), Limits::default()).expect("rollup");
+            let mut scratch = Scratch::default();
+            let mut routed = Routed::default();
+            let mut hashed = HashMemo::default();
+            for (day, n, x, t) in rows {
+                let fields = [
+                    format!("2026-11-0{}T10:00:00Z", day + 1),
+                    n.map(|n| n.to_string()).unwrap_or_default(),
+                    x.map(|x| x.to_string()).unwrap_or_default(),
+                    if t == 0 { String::new() } else { format!("t{t}") },
+                ];
+                let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+                prop_assert!(summary.route(fields.as_slice(), &mut scratch, &mut routed).expect("routes"));
+                prop_assert_eq!(
+                    fold_routed(&feeds, &mut fast, &routed, &mut hashed, None),
+                    fold_general(summary, &mut general, &routed)
+                );
+            }
+            prop_assert_eq!(fast.rows(), general.rows());
+        }
     }
 }

@@ -22,18 +22,15 @@
 //!
 //! ```
 //! use cardinal_event::Timestamp;
-//! use cardinal_export::{Columns, ResultRow, Results};
+//! use cardinal_export::{Columns, Results, Rows};
 //! use cardinal_rollup::{AggKind, Input, Limits, Rollup, Shape};
 //! let mut r = Rollup::new(Shape { aggs: vec![AggKind::CountAll] }, Limits::default()).unwrap();
 //! r.fold(Timestamp(0), b"CA", &[Input::Null]);
-//! let rows = r
-//!     .groups()
-//!     .map(|(bucket, key, states)| ResultRow {
-//!         bucket,
-//!         dims: vec![Some(String::from_utf8_lossy(key).into_owned())],
-//!         states,
-//!     })
-//!     .collect();
+//! let mut rows = Rows::default();
+//! for (bucket, key, states) in r.groups() {
+//!     rows.push(bucket, states);
+//!     rows.push_str(&String::from_utf8_lossy(key));
+//! }
 //! let columns = Columns { bucket: Some("day".into()), dims: vec!["state".into()], aggs: vec!["events".into()] };
 //! let results = Results::new(columns, &r.shape().aggs, rows).unwrap();
 //! let text = cardinal_export::table(&results);
@@ -49,7 +46,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cardinal_event::Timestamp;
-use cardinal_rollup::{AggKind, AggState, Output};
+use cardinal_rollup::{AggKind, AggState, Output, output_of};
 use cardinal_sketch::Estimate;
 
 pub use error::{Error, Result};
@@ -67,16 +64,198 @@ pub struct Columns {
     pub aggs: Vec<String>,
 }
 
-/// One group's result: bucket, dimension values for display (`None` is
-/// NULL) and its aggregate states.
-#[derive(Debug, Clone)]
+/// One group's result: bucket, its aggregate states and where its
+/// dimension values are in its [`Results`] (read them with
+/// [`Results::dims`]).
+#[derive(Debug, Clone, Copy)]
 pub struct ResultRow<'a> {
     /// Bucket start.
     pub bucket: Timestamp,
-    /// Dimension values as text.
-    pub dims: Vec<Option<String>>,
     /// One state per aggregate.
     pub states: &'a [AggState],
+    /// The row's dimension values: `spans[first..first + count]`.
+    first: u32,
+    count: u32,
+}
+
+/// Where one dimension value's display text is in [`Rows`]' text buffer;
+/// [`Span::NULL`] for NULL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    /// NULL: no text (a real span never starts past its end).
+    const NULL: Span = Span {
+        start: u32::MAX,
+        end: 0,
+    };
+}
+
+/// Rows gathered for [`Results::new`]: every dimension value's display
+/// text back to back in one buffer, so that building the results of a
+/// million groups allocates a few growing buffers, not a `Vec` and a
+/// `String` per row.
+///
+/// Start each row with [`Rows::push`], then give its dimension values in
+/// order with [`Rows::push_null`], [`Rows::push_str`] or
+/// [`Rows::push_with`].
+#[derive(Debug, Clone, Default)]
+pub struct Rows<'a> {
+    rows: Vec<ResultRow<'a>>,
+    spans: Vec<Span>,
+    /// UTF-8 (only `str`s and checked bytes are appended).
+    text: Vec<u8>,
+}
+
+impl<'a> Rows<'a> {
+    /// No rows yet, with room for `rows` rows of `dims` dimensions.
+    pub fn with_capacity(rows: usize, dims: usize) -> Self {
+        Self {
+            rows: Vec::with_capacity(rows),
+            spans: Vec::with_capacity(rows * dims),
+            text: Vec::new(),
+        }
+    }
+
+    /// Starts a row: its bucket and states; its dimension values follow.
+    pub fn push(&mut self, bucket: Timestamp, states: &'a [AggState]) {
+        self.rows.push(ResultRow {
+            bucket,
+            states,
+            first: u32::try_from(self.spans.len()).expect("fewer than 2^32 dimension values"),
+            count: 0,
+        });
+    }
+
+    /// A row of `dims` values, for callers that have them at hand.
+    pub fn push_row(&mut self, bucket: Timestamp, dims: &[Option<&str>], states: &'a [AggState]) {
+        self.push(bucket, states);
+        for dim in dims {
+            match dim {
+                None => self.push_null(),
+                Some(text) => self.push_str(text),
+            }
+        }
+    }
+
+    /// The current row's next dimension value is NULL.
+    pub fn push_null(&mut self) {
+        self.add(Span::NULL);
+    }
+
+    /// The current row's next dimension value is `text`.
+    pub fn push_str(&mut self, text: &str) {
+        self.push_bytes(text.as_bytes());
+    }
+
+    /// The current row's next dimension value is `bytes` as text, invalid
+    /// UTF-8 replaced (as [`String::from_utf8_lossy`] does). ASCII, the
+    /// usual case, is copied without a UTF-8 check.
+    pub fn push_bytes(&mut self, bytes: &[u8]) {
+        let start = self.offset();
+        if bytes.is_ascii() {
+            self.text.extend_from_slice(bytes);
+        } else {
+            self.text
+                .extend_from_slice(String::from_utf8_lossy(bytes).as_bytes());
+        }
+        let end = self.offset();
+        self.add(Span { start, end });
+    }
+
+    /// The current row's next dimension value is what `write` prints
+    /// (e.g. a number printed in place, with `write!`).
+    pub fn push_with(&mut self, write: impl FnOnce(&mut dyn std::fmt::Write)) {
+        /// Appends what is printed to the text buffer.
+        struct Append<'b>(&'b mut Vec<u8>);
+        impl std::fmt::Write for Append<'_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                self.0.extend_from_slice(s.as_bytes());
+                Ok(())
+            }
+        }
+        let start = self.offset();
+        write(&mut Append(&mut self.text));
+        let end = self.offset();
+        self.add(Span { start, end });
+    }
+
+    fn offset(&self) -> u32 {
+        u32::try_from(self.text.len()).expect("under 4 GiB of dimension text")
+    }
+
+    fn add(&mut self, span: Span) {
+        let row = self
+            .rows
+            .last_mut()
+            .expect("Rows::push starts a row before its values");
+        row.count += 1;
+        self.spans.push(span);
+    }
+
+    /// Rows so far.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+}
+
+/// One row's dimension values, from [`Results::dims`].
+#[derive(Debug, Clone, Copy)]
+pub struct Dims<'r> {
+    spans: &'r [Span],
+    text: &'r [u8],
+}
+
+/// The text of `span` in `text` (`None` for NULL).
+fn text_of(text: &[u8], span: Span) -> Option<&str> {
+    // Rows appends only UTF-8 and spans cut between values, so the check
+    // cannot fail; an empty string would stand in if it did.
+    (span != Span::NULL)
+        .then(|| std::str::from_utf8(&text[span.start as usize..span.end as usize]).unwrap_or(""))
+}
+
+impl<'r> Dims<'r> {
+    /// Value `index` (`None`: NULL, or no such dimension).
+    pub fn get(&self, index: usize) -> Option<&'r str> {
+        text_of(self.text, *self.spans.get(index)?)
+    }
+
+    /// How many values.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether the row has no dimensions.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    /// The values in order (`None`: NULL).
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Option<&'r str>> + 'r {
+        let text = self.text;
+        self.spans.iter().map(move |&span| text_of(text, span))
+    }
+
+    /// The values' bytes (`None`: NULL), for sorting without UTF-8 checks.
+    fn bytes(&self) -> impl Iterator<Item = Option<&'r [u8]>> + 'r {
+        let text = self.text;
+        self.spans.iter().map(move |&span| {
+            (span != Span::NULL).then(|| &text[span.start as usize..span.end as usize])
+        })
+    }
+
+    /// The values as owned strings (for tests and small outputs).
+    pub fn to_vec(&self) -> Vec<Option<String>> {
+        self.iter().map(|d| d.map(str::to_owned)).collect()
+    }
 }
 
 /// A summary's merged results, ready to export: rows ordered by bucket then
@@ -86,29 +265,34 @@ pub struct Results<'a> {
     columns: Columns,
     kinds: &'a [AggKind],
     rows: Vec<ResultRow<'a>>,
+    spans: Vec<Span>,
+    text: Vec<u8>,
 }
 
 impl<'a> Results<'a> {
     /// Checks the names against the rows and sorts the rows.
-    pub fn new(
-        columns: Columns,
-        kinds: &'a [AggKind],
-        mut rows: Vec<ResultRow<'a>>,
-    ) -> Result<Self> {
+    pub fn new(columns: Columns, kinds: &'a [AggKind], rows: Rows<'a>) -> Result<Self> {
+        let Rows {
+            mut rows,
+            spans,
+            text,
+        } = rows;
         let bad = rows
             .iter()
-            .find(|r| r.dims.len() != columns.dims.len() || r.states.len() != kinds.len());
+            .find(|r| r.count as usize != columns.dims.len() || r.states.len() != kinds.len());
         if columns.aggs.len() != kinds.len() || bad.is_some() {
             return Err(Error::Columns {
                 names: columns.dims.len() + columns.aggs.len(),
-                columns: bad.map_or(kinds.len(), |r| r.dims.len() + r.states.len()),
+                columns: bad.map_or(kinds.len(), |r| r.count as usize + r.states.len()),
             });
         }
-        sort_rows(&mut rows);
+        sort_rows(&mut rows, &spans, &text);
         Ok(Self {
             columns,
             kinds,
             rows,
+            spans,
+            text,
         })
     }
 
@@ -116,69 +300,136 @@ impl<'a> Results<'a> {
     pub fn rows(&self) -> &[ResultRow<'a>] {
         &self.rows
     }
+
+    /// The dimension values of `row`, one of [`Results::rows`].
+    pub fn dims(&self, row: &ResultRow<'_>) -> Dims<'_> {
+        Dims {
+            spans: &self.spans[row.first as usize..(row.first + row.count) as usize],
+            text: &self.text,
+        }
+    }
 }
 
 /// Sorts rows by bucket, then dimension values (NULL first, text by bytes),
 /// then their original position: the order of a stable sort by (bucket,
-/// dims), without comparing `Vec<Option<String>>`s.
+/// dims).
 ///
-/// Each row's dimension values are encoded once into one buffer so that
-/// byte order is their order: NULL is `00`; a value is `01`, its bytes with
-/// `00` escaped as `00 ff`, then `00 00` (a value's encoding is never a
-/// prefix of a larger value's). Rows then sort unstably on (bucket, the
-/// encoding's first 8 bytes as a big-endian integer, the encoding, original
-/// index), which are unique, so the result equals the stable sort's.
-fn sort_rows(rows: &mut Vec<ResultRow<'_>>) {
-    struct SortKey {
-        bucket: i64,
-        prefix: u64,
-        start: usize,
-        end: usize,
-        row: usize,
+/// The dimension values compare as the byte order of an encoding in which
+/// NULL is `00` and a value is `01`, its bytes with `00` escaped as
+/// `00 ff`, then `00 00` (a value's encoding is never a prefix of a larger
+/// value's). Each row gets a 24-byte key once: its bucket (sign bit
+/// flipped, so unsigned order is signed order) and the first 16 bytes of
+/// its encoding. A least-significant-digit radix sort orders the keys a
+/// byte at a time, skipping the bytes every key shares (the padding of
+/// short keys, a summary's single bucket); it is stable, so rows with
+/// equal keys stay in input order, and only such runs (dimension values
+/// longer than the prefix) are then sorted by their values, stably.
+/// Query 2A's 8-byte IP prefixes never reach the values.
+fn sort_rows(rows: &mut Vec<ResultRow<'_>>, spans: &[Span], text: &[u8]) {
+    /// Bytes least significant first: 0..16 the prefix, 16..24 the bucket.
+    #[derive(Clone, Copy)]
+    struct Key {
+        bytes: [u8; 24],
+        row: u32,
     }
-    let mut bytes = Vec::new();
-    let mut keys: Vec<SortKey> = Vec::with_capacity(rows.len());
-    for (row, r) in rows.iter().enumerate() {
-        let start = bytes.len();
-        for dim in &r.dims {
-            match dim {
-                None => bytes.push(0),
-                Some(text) => {
-                    bytes.push(1);
-                    for &b in text.as_bytes() {
-                        if b == 0 {
-                            bytes.extend_from_slice(&[0, 0xff]);
-                        } else {
-                            bytes.push(b);
-                        }
-                    }
-                    bytes.extend_from_slice(&[0, 0]);
+    let dims = |row: &ResultRow<'_>| Dims {
+        spans: &spans[row.first as usize..(row.first + row.count) as usize],
+        text,
+    };
+    let mut keys: Vec<Key> = rows
+        .iter()
+        .enumerate()
+        .map(|(index, row)| {
+            let mut bytes = [0u8; 24];
+            bytes[..16].copy_from_slice(&prefix(dims(row)).to_le_bytes());
+            bytes[16..].copy_from_slice(&(row.bucket.0.cast_unsigned() ^ (1 << 63)).to_le_bytes());
+            Key {
+                bytes,
+                row: u32::try_from(index).expect("fewer than 2^32 rows"),
+            }
+        })
+        .collect();
+    let mut counts = vec![[0u32; 256]; 24];
+    for key in &keys {
+        for (count, &byte) in counts.iter_mut().zip(&key.bytes) {
+            count[usize::from(byte)] += 1;
+        }
+    }
+    let mut other = keys.clone();
+    for (i, count) in counts.iter().enumerate() {
+        if count.iter().any(|&c| c as usize == keys.len()) {
+            continue; // every key has the same byte here
+        }
+        let mut at = [0usize; 256];
+        let mut sum = 0;
+        for (slot, &c) in at.iter_mut().zip(count) {
+            *slot = sum;
+            sum += c as usize;
+        }
+        for key in &keys {
+            let slot = &mut at[usize::from(key.bytes[i])];
+            other[*slot] = *key;
+            *slot += 1;
+        }
+        std::mem::swap(&mut keys, &mut other);
+    }
+    let mut start = 0;
+    while start < keys.len() {
+        let same = |k: &Key| k.bytes == keys[start].bytes;
+        let end = start + keys[start..].iter().take_while(|k| same(k)).count();
+        if end - start > 1 {
+            keys[start..end].sort_by(|a, b| {
+                let (x, y) = (&rows[a.row as usize], &rows[b.row as usize]);
+                dims(x).bytes().cmp(dims(y).bytes())
+            });
+        }
+        start = end;
+    }
+    let sorted: Vec<ResultRow<'_>> = keys.iter().map(|key| rows[key.row as usize]).collect();
+    *rows = sorted;
+}
+
+/// The first 16 bytes of the order-preserving encoding of `dims` (see
+/// [`sort_rows`]), zero-padded, as a big-endian integer.
+fn prefix(dims: Dims<'_>) -> u128 {
+    const LEN: usize = 16;
+    let mut bytes = [0u8; LEN];
+    let mut at = 0;
+    for dim in dims.bytes() {
+        // Here at < LEN.
+        let Some(text) = dim else {
+            at += 1; // NULL: 00
+            if at >= LEN {
+                break;
+            }
+            continue;
+        };
+        bytes[at] = 1;
+        at += 1;
+        let fits = text.len().min(LEN - at);
+        if !text[..fits].contains(&0) {
+            // No byte to escape: copy what fits at once.
+            bytes[at..at + fits].copy_from_slice(&text[..fits]);
+            at += fits;
+        } else {
+            for &b in text {
+                if at >= LEN {
+                    break;
+                }
+                bytes[at] = b;
+                at += 1;
+                if b == 0 && at < LEN {
+                    bytes[at] = 0xff;
+                    at += 1;
                 }
             }
         }
-        let mut prefix = [0u8; 8];
-        let head = &bytes[start..];
-        let n = head.len().min(8);
-        prefix[..n].copy_from_slice(&head[..n]);
-        keys.push(SortKey {
-            bucket: r.bucket.0,
-            prefix: u64::from_be_bytes(prefix),
-            start,
-            end: bytes.len(),
-            row,
-        });
+        at += 2; // 00 00, or past the end when the text was cut
+        if at >= LEN {
+            break;
+        }
     }
-    keys.sort_unstable_by(|a, b| {
-        (a.bucket, a.prefix)
-            .cmp(&(b.bucket, b.prefix))
-            .then_with(|| bytes[a.start..a.end].cmp(&bytes[b.start..b.end]))
-            .then(a.row.cmp(&b.row))
-    });
-    let mut taken: Vec<Option<ResultRow<'_>>> = rows.drain(..).map(Some).collect();
-    rows.extend(
-        keys.iter()
-            .map(|key| taken[key.row].take().expect("each row once")),
-    );
+    u128::from_be_bytes(bytes)
 }
 
 /// What to add to file outputs.
@@ -202,16 +453,12 @@ pub fn table(results: &Results<'_>) -> String {
             .map(|_| day_or_instant(row.bucket))
             .collect();
         line.extend(
-            row.dims
+            results
+                .dims(row)
                 .iter()
-                .map(|d| d.clone().unwrap_or_else(|| "NULL".to_string())),
+                .map(|d| d.unwrap_or("NULL").to_string()),
         );
-        line.extend(
-            row.states
-                .iter()
-                .zip(results.kinds)
-                .map(|(s, k)| human(&s.output(k))),
-        );
+        line.extend((0..row.states.len()).map(|i| human(&output_of(row.states, results.kinds, i))));
         cells.push(line);
     }
     let widths: Vec<usize> = (0..cells[0].len())
@@ -278,6 +525,7 @@ pub fn write_daily_csv(
         for row in &rows[start..end] {
             body.push_str(&csv_line(
                 row,
+                results.dims(row),
                 results.columns.bucket.is_some(),
                 results.kinds,
                 options,
@@ -308,18 +556,16 @@ pub fn write_json_lines(
                 row.bucket
             );
         }
-        for (name, value) in columns.dims.iter().zip(&row.dims) {
-            let value = value
-                .as_ref()
-                .map_or_else(|| "null".to_string(), |v| json_string(v.as_bytes()));
+        for (name, value) in columns.dims.iter().zip(results.dims(row).iter()) {
+            let value = value.map_or_else(|| "null".to_string(), |v| json_string(v.as_bytes()));
             let _ = write!(line, ",{}:{value}", json_string(name.as_bytes()));
         }
-        for ((name, state), kind) in columns.aggs.iter().zip(row.states).zip(results.kinds) {
+        for (i, (name, state)) in columns.aggs.iter().zip(row.states).enumerate() {
             let _ = write!(
                 line,
                 ",{}:{}",
                 json_string(name.as_bytes()),
-                json_output(&state.output(kind))
+                json_output(&output_of(row.states, results.kinds, i))
             );
             if let (true, AggState::Hll(h)) = (options.hll_hex, state) {
                 let _ = write!(
@@ -343,7 +589,7 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
     fields.extend(columns.dims.iter().cloned());
     let first = results.rows.first();
     for (i, name) in columns.aggs.iter().enumerate() {
-        let sample = first.map(|row| row.states[i].output(&results.kinds[i]));
+        let sample = first.map(|row| output_of(row.states, results.kinds, i));
         match sample {
             Some(Output::Estimate(_)) => {
                 fields.extend([
@@ -380,18 +626,24 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
     line
 }
 
-fn csv_line(row: &ResultRow<'_>, bucket: bool, kinds: &[AggKind], options: Options) -> String {
+fn csv_line(
+    row: &ResultRow<'_>,
+    dims: Dims<'_>,
+    bucket: bool,
+    kinds: &[AggKind],
+    options: Options,
+) -> String {
     let mut fields: Vec<String> = if bucket {
         vec![row.bucket.to_string()]
     } else {
         Vec::new()
     };
-    fields.extend(row.dims.iter().map(|d| {
-        d.as_deref()
-            .map_or_else(String::new, |d| csv_field(d.as_bytes()))
-    }));
-    for (state, kind) in row.states.iter().zip(kinds) {
-        match state.output(kind) {
+    fields.extend(
+        dims.iter()
+            .map(|d| d.map_or_else(String::new, |d| csv_field(d.as_bytes()))),
+    );
+    for (i, state) in row.states.iter().enumerate() {
+        match output_of(row.states, kinds, i) {
             Output::Count(n) => fields.push(n.to_string()),
             Output::Number(v) => fields.push(v.map_or_else(String::new, |v| v.to_string())),
             Output::Estimate(e) => {
@@ -558,4 +810,79 @@ fn json_escape(text: &str) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The whole order-preserving encoding of `dims` (see [`sort_rows`]).
+    fn encoding(dims: &[Option<String>]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for dim in dims {
+            match dim {
+                None => bytes.push(0),
+                Some(text) => {
+                    bytes.push(1);
+                    for &b in text.as_bytes() {
+                        if b == 0 {
+                            bytes.extend_from_slice(&[0, 0xff]);
+                        } else {
+                            bytes.push(b);
+                        }
+                    }
+                    bytes.extend_from_slice(&[0, 0]);
+                }
+            }
+        }
+        bytes
+    }
+
+    #[test]
+    fn rows_keep_text_numbers_and_nulls() {
+        let mut rows = Rows::default();
+        rows.push(Timestamp(0), &[]);
+        rows.push_bytes(b"a\xffb");
+        rows.push_null();
+        rows.push_with(|text| {
+            let _ = write!(text, "{}", -42);
+        });
+        rows.push_bytes(b"plain");
+        let dims = Dims {
+            spans: &rows.spans,
+            text: &rows.text,
+        };
+        assert_eq!(
+            dims.to_vec(),
+            [
+                Some("a\u{fffd}b".to_owned()),
+                None,
+                Some("-42".to_owned()),
+                Some("plain".to_owned())
+            ]
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn prefix_is_the_encodings_first_16_bytes(
+            dims in proptest::collection::vec(
+                proptest::option::of(proptest::collection::vec(
+                    prop_oneof![Just('\0'), Just('a'), Just('ÿ')], 0..20,
+                ).prop_map(|c| c.into_iter().collect::<String>())),
+                0..4,
+            )
+        ) {
+            let mut rows = Rows::default();
+            let refs: Vec<Option<&str>> = dims.iter().map(Option::as_deref).collect();
+            rows.push_row(Timestamp(0), &refs, &[]);
+            let got = prefix(Dims { spans: &rows.spans, text: &rows.text });
+            let mut want = [0u8; 16];
+            let full = encoding(&dims);
+            let n = full.len().min(16);
+            want[..n].copy_from_slice(&full[..n]);
+            prop_assert_eq!(got, u128::from_be_bytes(want));
+        }
+    }
 }

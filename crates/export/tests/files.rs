@@ -1,9 +1,7 @@
 //! Per-day files, JSON lines and tables from a small rollup.
 
 use cardinal_event::Timestamp;
-use cardinal_export::{
-    Columns, Options, ResultRow, Results, table, write_daily_csv, write_json_lines,
-};
+use cardinal_export::{Columns, Options, Results, Rows, table, write_daily_csv, write_json_lines};
 use cardinal_rollup::{AggKind, Input, Limits, Rollup, Shape};
 use cardinal_sketch::hash;
 
@@ -11,14 +9,10 @@ const DAY: i64 = 86_400_000;
 
 /// The rollup's groups as results, the key bytes being the state's name.
 fn results<'a>(columns: &Columns, rollup: &'a Rollup) -> Results<'a> {
-    let rows = rollup
-        .groups()
-        .map(|(bucket, key, states)| ResultRow {
-            bucket,
-            dims: vec![Some(String::from_utf8_lossy(key).into_owned())],
-            states,
-        })
-        .collect();
+    let mut rows = Rows::default();
+    for (bucket, key, states) in rollup.groups() {
+        rows.push_row(bucket, &[Some(&String::from_utf8_lossy(key))], states);
+    }
     Results::new(columns.clone(), &rollup.shape().aggs, rows).expect("matching columns")
 }
 
@@ -130,13 +124,16 @@ fn json_lines_and_table() {
 fn mismatched_columns_are_refused() {
     let (mut columns, rollup) = sample();
     columns.aggs.pop();
-    let rows = rollup
-        .groups()
-        .map(|(bucket, _, states)| ResultRow {
-            bucket,
-            dims: vec![None],
-            states,
-        })
-        .collect();
+    let mut rows = Rows::default();
+    for (bucket, _, states) in rollup.groups() {
+        rows.push_row(bucket, &[None], states);
+    }
+    assert!(Results::new(columns.clone(), &rollup.shape().aggs, rows).is_err());
+    // A row with fewer dimension values than columns is refused too.
+    let (columns, rollup) = sample();
+    let mut rows = Rows::default();
+    for (bucket, _, states) in rollup.groups() {
+        rows.push(bucket, states);
+    }
     assert!(Results::new(columns, &rollup.shape().aggs, rows).is_err());
 }

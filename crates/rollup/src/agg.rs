@@ -120,6 +120,19 @@ pub enum AggKind {
         /// The ranks asked for.
         ranks: Ranks,
     },
+    /// A second quantile aggregate over the same argument with the same
+    /// `k` as aggregate `of` (an earlier [`AggKind::Quantiles`] of the same
+    /// shape): it keeps no sketch of its own (its state is
+    /// [`AggState::Shared`]) and answers at its own `ranks` from `of`'s
+    /// sketch, which is the sketch it would have built. Three
+    /// `approx_quantile(revenue, ...)` columns cost one sketch update per
+    /// record instead of three. Read its answer with [`output_of`].
+    QuantilesOf {
+        /// The aggregate whose sketch it reads.
+        of: u8,
+        /// The ranks asked for.
+        ranks: Ranks,
+    },
     /// `topk(x, k)`.
     TopK {
         /// How many items to report.
@@ -179,6 +192,8 @@ pub enum AggState {
     Exact(ExactSet),
     /// `quantiles(x)`.
     Quantiles(Box<Quantiles>),
+    /// An [`AggKind::QuantilesOf`]: nothing of its own.
+    Shared,
     /// `topk(x, k)`: counts and the names of the current candidates.
     TopK {
         /// Frequencies and candidate keys.
@@ -231,6 +246,7 @@ impl AggKind {
             }
             AggKind::ExactDistinct => AggState::Exact(ExactSet::new()),
             AggKind::Quantiles { k, .. } => AggState::Quantiles(Box::new(Quantiles::new(k)?)),
+            AggKind::QuantilesOf { .. } => AggState::Shared,
             AggKind::TopK { k } => {
                 if k == 0 || k > TOPK_K_MAX {
                     return Err(crate::Error::Limit {
@@ -258,40 +274,88 @@ impl AggState {
     /// every call; every other state ignores [`Input::Null`] and inputs of a
     /// kind it does not take (the planner type-checks, so those do not
     /// happen in a compiled summary).
+    ///
+    /// The general entry point; an engine that knows at plan time what
+    /// each aggregate takes calls [`AggState::fold_count`],
+    /// [`AggState::fold_number`], [`AggState::fold_key`] or
+    /// [`AggState::fold_topk`] directly, which is what this does.
     #[inline]
     pub fn fold(&mut self, kind: &AggKind, input: Input<'_>) {
-        match (self, input) {
-            (AggState::Count(n), _) if *kind == AggKind::CountAll => *n += 1,
-            (AggState::Count(n), Input::Null) => {
-                let _ = n;
+        match input {
+            Input::Null => {
+                if *kind == AggKind::CountAll {
+                    self.fold_count();
+                }
             }
-            (AggState::Count(n), _) => *n += 1,
-            (AggState::Sum { fixed, big, count }, Input::Number(v)) if v.is_finite() => {
+            Input::Number(v) => match self {
+                AggState::Count(n) => *n += 1,
+                _ => self.fold_number(v),
+            },
+            Input::Key { hash, id, text } => match self {
+                AggState::Count(n) => *n += 1,
+                AggState::TopK { .. } => self.fold_topk(hash, || text.into()),
+                _ => self.fold_key(hash, id),
+            },
+        }
+    }
+
+    /// Counts one record into a `count` state (nothing for other states).
+    #[inline]
+    pub fn fold_count(&mut self) {
+        if let AggState::Count(n) = self {
+            *n += 1;
+        }
+    }
+
+    /// Folds a number into a sum, avg, min, max or quantiles state
+    /// (nothing for other states). Sums skip infinities and NaN, min and
+    /// max skip NaN.
+    #[inline]
+    pub fn fold_number(&mut self, v: f64) {
+        match self {
+            AggState::Sum { fixed, big, count } if v.is_finite() => {
                 add_value(fixed, big, v);
                 *count += 1;
             }
-            (AggState::Min(m), Input::Number(v)) if !v.is_nan() => {
+            AggState::Min(m) if !v.is_nan() => {
                 *m = Some(m.map_or(v, |m| m.min(v)));
             }
-            (AggState::Max(m), Input::Number(v)) if !v.is_nan() => {
+            AggState::Max(m) if !v.is_nan() => {
                 *m = Some(m.map_or(v, |m| m.max(v)));
             }
-            (AggState::Hll(h), Input::Key { hash, .. }) => h.insert(hash),
-            (AggState::Exact(set), Input::Key { hash, id, .. }) => {
+            AggState::Quantiles(q) => q.insert(v),
+            _ => {}
+        }
+    }
+
+    /// Folds a distinct-count key (its hash, and for exact sets the
+    /// integer id when there is one) into an hll, theta or exact state
+    /// (nothing for other states; top-k takes [`AggState::fold_topk`]).
+    #[inline]
+    pub fn fold_key(&mut self, hash: u64, id: Option<u64>) {
+        match self {
+            AggState::Hll(h) => h.insert(hash),
+            AggState::Exact(set) => {
                 set.insert(id.unwrap_or(hash));
             }
-            (AggState::Quantiles(q), Input::Number(v)) => q.insert(v),
-            (AggState::TopK { sketch, names, .. }, Input::Key { hash, text, .. }) => {
-                sketch.insert(hash, 1);
-                if !names.contains_key(&hash) && sketch.is_candidate(hash) {
-                    if names.len() >= 2 * sketch.capacity() as usize {
-                        names.retain(|key, _| sketch.is_candidate(*key));
-                    }
-                    names.insert(hash, text.into());
-                }
-            }
-            (AggState::Theta(t), Input::Key { hash, .. }) => t.insert(hash),
+            AggState::Theta(t) => t.insert(hash),
             _ => {}
+        }
+    }
+
+    /// Counts a key into a top-k state (nothing for other states). `name`
+    /// makes the value's text, called only when the key becomes a new
+    /// candidate, so callers with integer values print them only then.
+    #[inline]
+    pub fn fold_topk(&mut self, hash: u64, name: impl FnOnce() -> Box<[u8]>) {
+        if let AggState::TopK { sketch, names, .. } = self {
+            sketch.insert(hash, 1);
+            if !names.contains_key(&hash) && sketch.is_candidate(hash) {
+                if names.len() >= 2 * sketch.capacity() as usize {
+                    names.retain(|key, _| sketch.is_candidate(*key));
+                }
+                names.insert(hash, name());
+            }
         }
     }
 
@@ -334,6 +398,7 @@ impl AggState {
                 names.retain(|hash, _| sketch.is_candidate(*hash));
             }
             (AggState::Theta(a), AggState::Theta(b)) => a.merge(b)?,
+            (AggState::Shared, AggState::Shared) => {}
             (a, b) => {
                 return Err(crate::Error::Shape {
                     reason: format!("aggregate states differ: {} and {}", a.name(), b.name()),
@@ -343,7 +408,8 @@ impl AggState {
         Ok(())
     }
 
-    /// The aggregate's answer.
+    /// The aggregate's answer. A [`AggState::Shared`] state has none of
+    /// its own (empty quantiles): read it with [`output_of`].
     pub fn output(&self, kind: &AggKind) -> Output {
         match self {
             AggState::Count(n) => Output::Count(*n),
@@ -359,7 +425,9 @@ impl AggState {
             AggState::Exact(set) => Output::Estimate(set.estimate()),
             AggState::Quantiles(q) => {
                 let asked = match kind {
-                    AggKind::Quantiles { ranks, .. } if !ranks.as_slice().is_empty() => {
+                    AggKind::Quantiles { ranks, .. } | AggKind::QuantilesOf { ranks, .. }
+                        if !ranks.as_slice().is_empty() =>
+                    {
                         ranks.as_slice()
                     }
                     _ => &[0.5, 0.9, 0.99],
@@ -383,6 +451,10 @@ impl AggState {
                     .collect(),
             ),
             AggState::Theta(t) => Output::Estimate(t.estimate()),
+            AggState::Shared => Output::Quantiles {
+                values: Vec::new(),
+                rank_error: f64::NAN,
+            },
         }
     }
 
@@ -411,8 +483,24 @@ impl AggState {
             AggState::Quantiles(_) => "quantiles",
             AggState::TopK { .. } => "topk",
             AggState::Theta(_) => "theta",
+            AggState::Shared => "shared quantiles",
         }
     }
+}
+
+/// The state aggregate `index` of a group answers from: its own, or for
+/// an [`AggKind::QuantilesOf`] the sketch of the aggregate it reads.
+/// `states` and `kinds` are one group's states and its shape's kinds.
+pub fn state_of<'s>(states: &'s [AggState], kinds: &[AggKind], index: usize) -> &'s AggState {
+    match kinds[index] {
+        AggKind::QuantilesOf { of, .. } => &states[usize::from(of)],
+        _ => &states[index],
+    }
+}
+
+/// Aggregate `index`'s answer for a group (see [`state_of`]).
+pub fn output_of(states: &[AggState], kinds: &[AggKind], index: usize) -> Output {
+    state_of(states, kinds, index).output(&kinds[index])
 }
 
 fn pick(a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64) -> Option<f64> {

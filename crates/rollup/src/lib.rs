@@ -29,6 +29,8 @@ mod agg;
 mod error;
 mod table;
 
-pub use agg::{AggKind, AggState, Input, Output, RANKS_MAX, Ranks, TOPK_K_MAX};
+pub use agg::{
+    AggKind, AggState, Input, Output, RANKS_MAX, Ranks, TOPK_K_MAX, output_of, state_of,
+};
 pub use error::{Error, Result};
-pub use table::{Folded, GROUPS_MAX_DEFAULT, KEY_BYTES_MAX, Limits, Rollup, Row, Shape};
+pub use table::{Folded, GROUPS_MAX_DEFAULT, KEY_BYTES_MAX, KeyHash, Limits, Rollup, Row, Shape};

@@ -2,7 +2,8 @@
 //! aggregate states.
 //!
 //! ```text
-//!  table: HashTable<row u32>, probed by key_hash(bucket, key bytes)
+//!  index:  Index           slots of (hash high 32 bits | row + 1), probed by
+//!                          key_hash(bucket, key bytes), linear, at most half full
 //!  groups: Vec<Group>      Group = | bucket i64 | hash u64 | arena start | len u32 |
 //!  arena:  Vec<u8>         every group's key bytes back to back
 //!  states: Vec<AggState>   row r owns states[r*A .. (r+1)*A]
@@ -23,8 +24,6 @@
 //! dropped and counted, and [`Rollup::evict_expired`] drops their groups.
 
 use cardinal_event::Timestamp;
-use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
 
 use crate::agg::{AggKind, AggState, Input, Output};
 use crate::{Error, Result};
@@ -94,7 +93,7 @@ pub struct Rollup {
     shape: Shape,
     limits: Limits,
     /// Row ids, found by [`key_hash`] of (bucket, key bytes).
-    table: HashTable<u32>,
+    table: Index,
     /// One per row, in the order groups opened.
     groups: Vec<Group>,
     /// Every group's key bytes, back to back, append-only (until eviction).
@@ -105,14 +104,45 @@ pub struct Rollup {
     /// with one key skip the hash and the probe.
     last: u32,
     newest_bucket: i64,
-    dropped_group_limit: u64,
-    dropped_expired: u64,
-    dropped_key_too_long: u64,
+    drops: Drops,
+}
+
+/// Records a rollup dropped, by reason.
+#[derive(Debug, Clone, Copy, Default)]
+struct Drops {
+    group_limit: u64,
+    expired: u64,
+    key_too_long: u64,
 }
 
 /// `last` when no fold has found a row yet (never a row: `groups_max` is
 /// below 2^32).
 const NO_ROW: u32 = u32::MAX;
+
+/// How many groups ahead a merge starts loading the other side's groups
+/// and their places in this side's index.
+const MERGE_PREFETCH_DEPTH: usize = 8;
+
+/// A key's hash from [`Rollup::prefetch`], for [`Rollup::fold_hashed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyHash(u64);
+
+/// Asks the CPU to start loading the cache line that holds `item`. A hint:
+/// it changes neither memory nor results.
+#[inline]
+fn prefetch<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has. It
+    // reads nothing the program can observe and cannot fault, and the
+    // pointer comes from a live reference anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            std::ptr::from_ref(item).cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
+}
 
 /// A group's bucket, where its key bytes sit in the arena and their hash
 /// (kept so the table can grow and merges can probe without rehashing).
@@ -141,103 +171,212 @@ impl Rollup {
                 reason: "must be in 1..=2^32-1",
             });
         }
-        for kind in &shape.aggs {
+        for (index, kind) in shape.aggs.iter().enumerate() {
             kind.state()?; // validate parameters once, up front
+            if let AggKind::QuantilesOf { of, .. } = *kind
+                && (usize::from(of) >= index
+                    || !matches!(shape.aggs[usize::from(of)], AggKind::Quantiles { .. }))
+            {
+                return Err(Error::Shape {
+                    reason: format!(
+                        "aggregate {index} reads the quantiles of aggregate {of}, which is not an earlier quantiles aggregate"
+                    ),
+                });
+            }
         }
         Ok(Self {
             shape,
             limits,
-            table: HashTable::new(),
+            table: Index::default(),
             groups: Vec::new(),
             arena: Vec::new(),
             states: Vec::new(),
             last: NO_ROW,
             newest_bucket: i64::MIN,
-            dropped_group_limit: 0,
-            dropped_expired: 0,
-            dropped_key_too_long: 0,
+            drops: Drops::default(),
         })
     }
 
     /// Folds one record: its bucket, its encoded dimension key and one
     /// evaluated argument per aggregate.
     pub fn fold(&mut self, bucket: Timestamp, key: &[u8], inputs: &[Input<'_>]) -> Folded {
-        if key.len() > KEY_BYTES_MAX {
-            self.dropped_key_too_long += 1;
-            return Folded::DroppedKeyTooLong;
-        }
         assert_eq!(
             inputs.len(),
             self.shape.aggs.len(),
             "one input per aggregate"
         );
-        if let Some(window) = self.limits.retention_ms
-            && bucket.0 < self.newest_bucket.saturating_sub(window)
-        {
-            self.dropped_expired += 1;
-            return Folded::DroppedExpired;
-        }
-        self.newest_bucket = self.newest_bucket.max(bucket.0);
-        let row = match self.groups.get(self.last as usize) {
-            Some(last) if last.bucket == bucket.0 && key_eq(last.key(&self.arena), key) => {
-                self.last
+        let aggs = &self.shape.aggs;
+        let (folded, states) = Self::row_states(
+            &mut self.table,
+            &mut self.groups,
+            &mut self.arena,
+            &mut self.states,
+            &mut self.last,
+            &mut self.newest_bucket,
+            &mut self.drops,
+            aggs,
+            self.limits,
+            bucket,
+            key,
+            None,
+        );
+        if let Some(states) = states {
+            for ((state, kind), &input) in states.iter_mut().zip(aggs).zip(inputs) {
+                state.fold(kind, input);
             }
-            _ => match self.find_or_open(key_hash(bucket.0, key), bucket.0, key) {
-                Some(row) => {
-                    self.last = row;
-                    row
-                }
-                None => {
-                    self.dropped_group_limit += 1;
-                    return Folded::DroppedGroupLimit;
-                }
-            },
-        };
-        let width = self.shape.aggs.len();
-        let start = row as usize * width;
-        for ((state, kind), &input) in self.states[start..start + width]
-            .iter_mut()
-            .zip(&self.shape.aggs)
-            .zip(inputs)
-        {
-            state.fold(kind, input);
         }
-        Folded::Ok
+        folded
     }
 
-    /// The row of (bucket, key), opening it if it is new, unless that would
-    /// pass `groups_max`: one probe either way.
+    /// Folds one record through `update`, which gets the record's group's
+    /// states (one per aggregate, in shape order) and folds the record's
+    /// arguments into them itself: the path for an engine that decided at
+    /// plan time which [`AggState`] method feeds each aggregate
+    /// ([`AggState::fold_number`], ...), instead of building one
+    /// [`Input`] per aggregate per record. Drops are as in
+    /// [`Rollup::fold`]; `update` is not called for a dropped record.
     #[inline]
-    fn find_or_open(&mut self, hash: u64, bucket: i64, key: &[u8]) -> Option<u32> {
-        let (groups, arena) = (&self.groups, &self.arena);
-        let entry = self.table.entry(
-            hash,
-            |&row| {
-                let group = &groups[row as usize];
-                group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
-            },
-            |&row| groups[row as usize].hash,
-        );
-        let vacant = match entry {
-            Entry::Occupied(found) => return Some(*found.get()),
-            Entry::Vacant(vacant) => vacant,
-        };
-        if self.groups.len() as u64 >= self.limits.groups_max {
-            return None;
-        }
-        let row = u32::try_from(self.groups.len()).expect("groups_max < 2^32");
-        vacant.insert(row);
-        for kind in &self.shape.aggs {
-            self.states.push(kind.state().expect("validated in new"));
-        }
-        self.groups.push(Group {
+    pub fn fold_with(
+        &mut self,
+        bucket: Timestamp,
+        key: &[u8],
+        update: impl FnOnce(&mut [AggState]),
+    ) -> Folded {
+        self.fold_hashed(None, bucket, key, update)
+    }
+
+    /// [`Rollup::fold_with`] for a record whose (bucket, key) went through
+    /// [`Rollup::prefetch`] (which gave `hash`), so it is not hashed again.
+    #[inline]
+    pub fn fold_hashed(
+        &mut self,
+        hash: Option<KeyHash>,
+        bucket: Timestamp,
+        key: &[u8],
+        update: impl FnOnce(&mut [AggState]),
+    ) -> Folded {
+        let (folded, states) = Self::row_states(
+            &mut self.table,
+            &mut self.groups,
+            &mut self.arena,
+            &mut self.states,
+            &mut self.last,
+            &mut self.newest_bucket,
+            &mut self.drops,
+            &self.shape.aggs,
+            self.limits,
             bucket,
+            key,
             hash,
-            start: self.arena.len(),
-            len: u32::try_from(key.len()).expect("key length <= KEY_BYTES_MAX"),
+        );
+        if let Some(states) = states {
+            update(states);
+        }
+        folded
+    }
+
+    /// The states of the group of (bucket, key), opening it if it is new,
+    /// or why the record is dropped. Takes the fields apart so that the
+    /// caller can keep borrowing the shape.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the rollup's fields, borrowed apart"
+    )]
+    #[inline]
+    fn row_states<'s>(
+        table: &mut Index,
+        groups: &mut Vec<Group>,
+        arena: &mut Vec<u8>,
+        states: &'s mut Vec<AggState>,
+        last: &mut u32,
+        newest_bucket: &mut i64,
+        drops: &mut Drops,
+        aggs: &[AggKind],
+        limits: Limits,
+        bucket: Timestamp,
+        key: &[u8],
+        hash: Option<KeyHash>,
+    ) -> (Folded, Option<&'s mut [AggState]>) {
+        if key.len() > KEY_BYTES_MAX {
+            drops.key_too_long += 1;
+            return (Folded::DroppedKeyTooLong, None);
+        }
+        if let Some(window) = limits.retention_ms
+            && bucket.0 < newest_bucket.saturating_sub(window)
+        {
+            drops.expired += 1;
+            return (Folded::DroppedExpired, None);
+        }
+        *newest_bucket = (*newest_bucket).max(bucket.0);
+        let row = match groups.get(*last as usize) {
+            Some(group) if group.bucket == bucket.0 && key_eq(group.key(arena), key) => *last,
+            _ => {
+                let hash = hash.map_or_else(|| key_hash(bucket.0, key), |h| h.0);
+                debug_assert_eq!(hash, key_hash(bucket.0, key), "a KeyHash of this key");
+                match find_or_open(
+                    table, groups, arena, states, aggs, limits, hash, bucket.0, key,
+                ) {
+                    Some(row) => {
+                        *last = row;
+                        row
+                    }
+                    None => {
+                        drops.group_limit += 1;
+                        return (Folded::DroppedGroupLimit, None);
+                    }
+                }
+            }
+        };
+        let width = aggs.len();
+        let start = row as usize * width;
+        (Folded::Ok, Some(&mut states[start..start + width]))
+    }
+
+    /// Starts loading the index slot of (bucket, key) into the cache and
+    /// returns the key's hash, for [`Rollup::prefetch_group`] and
+    /// [`Rollup::fold_hashed`] a few records later. With hundreds of
+    /// thousands of groups a fold's probe is a chain of cache misses (index
+    /// slot, group record, key bytes, states); a caller that knows the next
+    /// records' keys early overlaps them with other work. Only a hint: what
+    /// is folded does not change.
+    #[inline]
+    pub fn prefetch(&self, bucket: Timestamp, key: &[u8]) -> KeyHash {
+        let hash = key_hash(bucket.0, key);
+        if let Some(slot) = self.table.slot_of(hash) {
+            prefetch(slot);
+        }
+        KeyHash(hash)
+    }
+
+    /// The second stage of [`Rollup::prefetch`], once the slot has had time
+    /// to arrive: starts loading the group record and the states of the
+    /// rows whose tag matches in the slots probed (usually one).
+    #[inline]
+    pub fn prefetch_group(&self, hash: KeyHash) {
+        let width = self.shape.aggs.len();
+        self.table.rows_tagged(hash.0, |row| {
+            let row = row as usize;
+            if let Some(group) = self.groups.get(row) {
+                prefetch(group);
+            }
+            if let Some(state) = self.states.get(row * width) {
+                prefetch(state);
+            }
         });
-        self.arena.extend_from_slice(key);
-        Some(row)
+    }
+
+    /// The third stage of [`Rollup::prefetch`], once the group records
+    /// have arrived: starts loading the key bytes of the rows whose tag
+    /// matches, which the fold compares.
+    #[inline]
+    pub fn prefetch_key(&self, hash: KeyHash) {
+        self.table.rows_tagged(hash.0, |row| {
+            if let Some(group) = self.groups.get(row as usize)
+                && let Some(byte) = self.arena.get(group.start)
+            {
+                prefetch(byte);
+            }
+        });
     }
 
     /// Folds another partial rollup of the same summary into this one.
@@ -248,7 +387,29 @@ impl Rollup {
             });
         }
         let width = self.shape.aggs.len();
+        // Room for every group of both sides at once (one rebuild instead
+        // of one per doubling, and no growth to undo the prefetches).
+        let groups_max = usize::try_from(self.limits.groups_max).unwrap_or(usize::MAX);
+        let most = (self.groups.len() + other.groups.len()).min(groups_max);
+        self.table.reserve(most, &self.groups);
         for (row, group) in other.groups.iter().enumerate() {
+            // The probes of the groups MERGE_PREFETCH_DEPTH ahead are
+            // under way, as in a worker's fold (see `Rollup::prefetch`).
+            if let Some(ahead) = other.groups.get(row + MERGE_PREFETCH_DEPTH) {
+                if let Some(slot) = self.table.slot_of(ahead.hash) {
+                    prefetch(slot);
+                }
+                prefetch(ahead);
+            }
+            if let Some(halfway) = other.groups.get(row + MERGE_PREFETCH_DEPTH / 2) {
+                self.prefetch_group(KeyHash(halfway.hash));
+                if let Some(byte) = other.arena.get(halfway.start) {
+                    prefetch(byte);
+                }
+                if let Some(state) = other.states.get((row + MERGE_PREFETCH_DEPTH / 2) * width) {
+                    prefetch(state);
+                }
+            }
             // Both sides hash with the same fixed function, so the other
             // side's hash is this side's.
             let target = self
@@ -264,9 +425,9 @@ impl Rollup {
             }
         }
         self.newest_bucket = self.newest_bucket.max(other.newest_bucket);
-        self.dropped_group_limit += other.dropped_group_limit;
-        self.dropped_expired += other.dropped_expired;
-        self.dropped_key_too_long += other.dropped_key_too_long;
+        self.drops.group_limit += other.drops.group_limit;
+        self.drops.expired += other.drops.expired;
+        self.drops.key_too_long += other.drops.key_too_long;
         Ok(())
     }
 
@@ -298,15 +459,7 @@ impl Rollup {
         self.groups.truncate(keep);
         self.states.truncate(keep * width);
         self.arena = arena;
-        self.table.clear();
-        let groups = &self.groups;
-        for (row, group) in groups.iter().enumerate() {
-            self.table.insert_unique(
-                group.hash,
-                u32::try_from(row).expect("< groups_max"),
-                |&row| groups[row as usize].hash,
-            );
-        }
+        self.table.rebuild(&self.groups);
         self.last = NO_ROW;
         before - keep
     }
@@ -318,10 +471,8 @@ impl Rollup {
             .map(|(bucket, key, states)| Row {
                 bucket,
                 key,
-                outputs: states
-                    .iter()
-                    .zip(&self.shape.aggs)
-                    .map(|(state, kind)| state.output(kind))
+                outputs: (0..states.len())
+                    .map(|i| crate::agg::output_of(states, &self.shape.aggs, i))
                     .collect(),
             })
             .collect();
@@ -349,22 +500,37 @@ impl Rollup {
 
     /// Records dropped because of `groups_max`.
     pub fn dropped_group_limit(&self) -> u64 {
-        self.dropped_group_limit
+        self.drops.group_limit
     }
 
     /// Records dropped because their bucket was older than the retention.
     pub fn dropped_expired(&self) -> u64 {
-        self.dropped_expired
+        self.drops.expired
     }
 
     /// Records dropped because their key was longer than [`KEY_BYTES_MAX`].
     pub fn dropped_key_too_long(&self) -> u64 {
-        self.dropped_key_too_long
+        self.drops.key_too_long
     }
 
     /// The shape.
     pub fn shape(&self) -> &Shape {
         &self.shape
+    }
+
+    /// The row of (bucket, key) for a merge: see [`find_or_open`].
+    fn find_or_open(&mut self, hash: u64, bucket: i64, key: &[u8]) -> Option<u32> {
+        find_or_open(
+            &mut self.table,
+            &mut self.groups,
+            &mut self.arena,
+            &mut self.states,
+            &self.shape.aggs,
+            self.limits,
+            hash,
+            bucket,
+            key,
+        )
     }
 
     /// Heap bytes this rollup holds, counted from what it allocated: the
@@ -373,11 +539,194 @@ impl Rollup {
     /// ([`AggState::heap_bytes`]).
     pub fn heap_bytes(&self) -> usize {
         let states: usize = self.states.iter().map(AggState::heap_bytes).sum();
-        let table = self.table.allocation_size()
+        let table = self.table.heap_bytes()
             + self.groups.capacity() * std::mem::size_of::<Group>()
             + self.arena.capacity()
             + self.states.capacity() * std::mem::size_of::<AggState>();
         states + table
+    }
+}
+
+/// The row of (bucket, key), opening it if it is new, unless that would
+/// pass `groups_max`: one probe either way.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the rollup's fields, borrowed apart"
+)]
+#[inline]
+fn find_or_open(
+    table: &mut Index,
+    groups: &mut Vec<Group>,
+    arena: &mut Vec<u8>,
+    states: &mut Vec<AggState>,
+    aggs: &[AggKind],
+    limits: Limits,
+    hash: u64,
+    bucket: i64,
+    key: &[u8],
+) -> Option<u32> {
+    if table.is_full() {
+        table.grow(groups);
+    }
+    let slot = match table.find(hash, |row| {
+        let group = &groups[row as usize];
+        group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
+    }) {
+        Ok(row) => return Some(row),
+        Err(slot) => slot,
+    };
+    if groups.len() as u64 >= limits.groups_max {
+        return None;
+    }
+    let row = u32::try_from(groups.len()).expect("groups_max < 2^32");
+    table.insert_at(slot, hash, row);
+    for kind in aggs {
+        states.push(kind.state().expect("validated in new"));
+    }
+    groups.push(Group {
+        bucket,
+        hash,
+        start: arena.len(),
+        len: u32::try_from(key.len()).expect("key length <= KEY_BYTES_MAX"),
+    });
+    arena.extend_from_slice(key);
+    Some(row)
+}
+
+/// Row ids by key hash: open addressing with linear probing over a
+/// power-of-two array of 8-byte slots, each `(hash & 0xffffffff00000000) |
+/// (row + 1)`, 0 when empty; at most half full, so a probe for a new key
+/// reads about 2.5 slots, mostly in one cache line. The slot a hash starts
+/// at is its low bits; the high 32 bits are kept as a tag so that most
+/// mismatches are told apart without reading the group. Rows are below
+/// `groups_max` < 2^32, so `row + 1` fits the low half. Growing rehashes
+/// from the groups' stored hashes, never their keys.
+#[derive(Debug, Clone, Default)]
+struct Index {
+    slots: Vec<u64>,
+    len: usize,
+}
+
+/// The tag half of a slot.
+const TAG_MASK: u64 = 0xffff_ffff_0000_0000;
+
+/// Slots of the first table (grown from empty).
+const INDEX_SLOTS_MIN: usize = 16;
+
+impl Index {
+    /// Whether one more row would make the table more than half full.
+    #[inline]
+    fn is_full(&self) -> bool {
+        (self.len + 1) * 2 > self.slots.len()
+    }
+
+    /// The row whose group `eq` accepts among those with `hash`'s tag, or
+    /// the empty slot where a new row with `hash` goes.
+    #[inline]
+    fn find(&self, hash: u64, mut eq: impl FnMut(u32) -> bool) -> Result<u32, usize> {
+        debug_assert!(!self.slots.is_empty() && self.len < self.slots.len());
+        let mask = self.slots.len() - 1;
+        let tag = hash & TAG_MASK;
+        #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
+        let mut at = hash as usize & mask;
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                return Err(at);
+            }
+            #[expect(clippy::cast_possible_truncation, reason = "the row half")]
+            let row = (slot as u32).wrapping_sub(1);
+            if slot & TAG_MASK == tag && eq(row) {
+                return Ok(row);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// The slot a probe for `hash` starts at (`None` before the first
+    /// group).
+    #[inline]
+    fn slot_of(&self, hash: u64) -> Option<&u64> {
+        #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
+        let at = hash as usize & self.slots.len().wrapping_sub(1);
+        self.slots.get(at)
+    }
+
+    /// Calls `visit` with each row whose slot on `hash`'s probe path has
+    /// its tag, up to the first empty slot.
+    #[inline]
+    fn rows_tagged(&self, hash: u64, mut visit: impl FnMut(u32)) {
+        if self.slots.is_empty() {
+            return;
+        }
+        let mask = self.slots.len() - 1;
+        let tag = hash & TAG_MASK;
+        #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
+        let mut at = hash as usize & mask;
+        loop {
+            let slot = self.slots[at];
+            if slot == 0 {
+                return;
+            }
+            if slot & TAG_MASK == tag {
+                #[expect(clippy::cast_possible_truncation, reason = "the row half")]
+                visit((slot as u32).wrapping_sub(1));
+            }
+            at = (at + 1) & mask;
+        }
+    }
+
+    /// Puts `row` in the empty slot `at` that [`Index::find`] returned.
+    #[inline]
+    fn insert_at(&mut self, at: usize, hash: u64, row: u32) {
+        debug_assert_eq!(self.slots[at], 0);
+        self.slots[at] = (hash & TAG_MASK) | (u64::from(row) + 1);
+        self.len += 1;
+    }
+
+    /// Grows once, if needed, so that `rows` rows fit at most half full.
+    fn reserve(&mut self, rows: usize, groups: &[Group]) {
+        let slots = ((rows + 1) * 2).next_power_of_two().max(INDEX_SLOTS_MIN);
+        if slots > self.slots.len() {
+            self.fill(slots, groups);
+        }
+    }
+
+    /// Doubles the slots (or makes the first ones) and puts every row of
+    /// `groups` back, by its stored hash.
+    fn grow(&mut self, groups: &[Group]) {
+        let slots = (self.slots.len() * 2).max(INDEX_SLOTS_MIN);
+        self.fill(slots, groups);
+    }
+
+    /// Rebuilds from `groups` (after eviction), at the smallest size that
+    /// keeps them at most half full.
+    fn rebuild(&mut self, groups: &[Group]) {
+        let slots = ((groups.len() + 1) * 2)
+            .next_power_of_two()
+            .max(INDEX_SLOTS_MIN);
+        self.fill(slots, groups);
+    }
+
+    fn fill(&mut self, slots: usize, groups: &[Group]) {
+        self.slots.clear();
+        self.slots.resize(slots, 0);
+        self.len = 0;
+        let mask = slots - 1;
+        for (row, group) in groups.iter().enumerate() {
+            // Every stored hash is distinct as (bucket, key) is: the first
+            // empty slot from its start is its place.
+            #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
+            let mut at = group.hash as usize & mask;
+            while self.slots[at] != 0 {
+                at = (at + 1) & mask;
+            }
+            self.insert_at(at, group.hash, u32::try_from(row).expect("< groups_max"));
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<u64>()
     }
 }
 
@@ -453,6 +802,96 @@ mod tests {
         assert!(tags.len() > 100, "{}", tags.len());
         assert_ne!(key_hash(0, b"a"), key_hash(0, b"a\0"));
         assert_ne!(key_hash(0, b"a"), key_hash(86_400_000, b"a"));
+    }
+
+    #[test]
+    fn shared_quantiles_read_an_earlier_sketch_and_merge() {
+        use crate::agg::Ranks;
+        let ranks = |r: &[f64]| Ranks::new(r).expect("valid ranks");
+        let shape = Shape {
+            aggs: vec![
+                AggKind::Quantiles {
+                    k: 200,
+                    ranks: ranks(&[0.5]),
+                },
+                AggKind::QuantilesOf {
+                    of: 0,
+                    ranks: ranks(&[0.25, 1.0]),
+                },
+            ],
+        };
+        let mut a = Rollup::new(shape.clone(), Limits::default()).expect("valid");
+        let mut b = Rollup::new(shape, Limits::default()).expect("valid");
+        for v in 1..=100 {
+            let inputs = [Input::Number(f64::from(v)), Input::Number(f64::from(v))];
+            let into = if v % 2 == 0 { &mut a } else { &mut b };
+            assert_eq!(into.fold(Timestamp(0), b"k", &inputs), Folded::Ok);
+        }
+        a.merge(&b).expect("same shape");
+        let rows = a.rows();
+        assert_eq!(
+            rows[0].outputs[1],
+            Output::Quantiles {
+                values: vec![(0.25, 25.0), (1.0, 100.0)],
+                rank_error: match &rows[0].outputs[0] {
+                    Output::Quantiles { rank_error, .. } => *rank_error,
+                    other => panic!("{other:?}"),
+                },
+            }
+        );
+        // Only an earlier quantiles aggregate can be read.
+        for aggs in [
+            vec![AggKind::QuantilesOf {
+                of: 0,
+                ranks: ranks(&[]),
+            }],
+            vec![
+                AggKind::Sum,
+                AggKind::QuantilesOf {
+                    of: 0,
+                    ranks: ranks(&[]),
+                },
+            ],
+        ] {
+            assert!(Rollup::new(Shape { aggs }, Limits::default()).is_err());
+        }
+    }
+
+    proptest::proptest! {
+        /// The index finds every group again through growth and eviction:
+        /// per-group counts equal a map's, whatever the keys.
+        #[test]
+        fn counts_per_group_equal_a_maps(
+            folds in proptest::collection::vec(
+                (0i64..4, proptest::collection::vec(0u8..4, 0..20)),
+                0..3000,
+            ),
+            evict_at in 0usize..3000,
+        ) {
+            use std::collections::BTreeMap;
+            let limits = Limits { retention_ms: Some(1), ..Limits::default() };
+            let mut rollup = Rollup::new(Shape { aggs: vec![AggKind::CountAll] }, limits).expect("valid");
+            let mut want: BTreeMap<(i64, Vec<u8>), u64> = BTreeMap::new();
+            for (i, (bucket, key)) in folds.iter().enumerate() {
+                if i == evict_at {
+                    rollup.evict_expired();
+                    let newest = rollup.newest_bucket;
+                    want.retain(|(b, _), _| *b >= newest - 1);
+                }
+                if rollup.fold(Timestamp(*bucket), key, &[Input::Null]) == Folded::Ok {
+                    *want.entry((*bucket, key.clone())).or_default() += 1;
+                }
+            }
+            let got: BTreeMap<(i64, Vec<u8>), u64> = rollup
+                .groups()
+                .map(|(bucket, key, states)| {
+                    let AggState::Count(n) = states[0] else { unreachable!("a count") };
+                    ((bucket.0, key.to_vec()), n)
+                })
+                .collect();
+            proptest::prop_assert_eq!(got.len(), rollup.group_count());
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     #[test]

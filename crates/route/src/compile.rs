@@ -464,7 +464,9 @@ impl Compiler<'_> {
                 .all(|a| a.argument.is_none_or(|i| i < arguments.len()))
         );
         assert_eq!(outputs.len(), decl.items.len());
+        let paths = crate::route::Paths::of(&dimensions, &arguments);
         let summary = Summary {
+            paths,
             name: decl.name.value.clone(),
             stream: stream_index,
             schema: stream.schema.clone(),

@@ -280,6 +280,10 @@ pub struct Summary {
     pub aggregates: Vec<Aggregate>,
     /// The result columns, in select-list order.
     pub outputs: Vec<Output>,
+    /// How [`Summary::route_passed`] evaluates each dimension and
+    /// argument: byte-level paths for the common shapes, decided once here
+    /// rather than matched against the expression trees per record.
+    pub(crate) paths: route::Paths,
 }
 
 /// An attribution model (issue 4).

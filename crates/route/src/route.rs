@@ -150,8 +150,23 @@ impl Summary {
         scratch: &mut Scratch,
         out: &mut Routed,
     ) -> Result<(), EvalError> {
+        self.route_passed_in(record, None, scratch, out)
+    }
+
+    /// [`Summary::route_passed`], given the record's bucket when another
+    /// summary with an equal [`Summary::bucket`] has computed it for this
+    /// record (`known`), so that it is read and truncated once.
+    pub fn route_passed_in<R: Record + ?Sized>(
+        &self,
+        record: &R,
+        known: Option<Timestamp>,
+        scratch: &mut Scratch,
+        out: &mut Routed,
+    ) -> Result<(), EvalError> {
         out.bucket = None;
-        if let Some(bucket) = &self.bucket {
+        if let (Some(_), Some(t)) = (&self.bucket, known) {
+            out.bucket = Some(t);
+        } else if let Some(bucket) = &self.bucket {
             match record.value(bucket.column, cardinal_event::ColumnType::Timestamp) {
                 Ok(Value::Time(t)) => out.bucket = Some(t.truncate(bucket.unit)),
                 Ok(_) => {
@@ -169,56 +184,45 @@ impl Summary {
         }
         out.key.clear();
         scratch.clear();
-        for dimension in &self.dimensions {
-            // A text column is its field's bytes: skip the evaluator.
-            if let Expr::Column {
-                index,
-                ty: ColumnType::Text,
-            } = dimension
-            {
-                match record.field(*index) {
-                    None => encode(Value::Null, &mut out.key),
-                    Some(text) => encode(Value::Text(text), &mut out.key),
-                }
-                continue;
-            }
-            // `substr(text_column, a, b)` with constant bounds (Query 2A's
-            // `substr(sourceIP, 1, 8)`): cut the field's bytes directly.
-            if let Expr::Substr {
-                text,
-                start,
-                length,
-            } = dimension
-                && let Expr::Column {
-                    index,
-                    ty: ColumnType::Text,
-                } = &**text
-                && let Expr::Literal(Literal::Int(start)) = &**start
-                && let Some(length) = match length.as_deref() {
-                    None => Some(None),
-                    Some(Expr::Literal(Literal::Int(length))) => Some(Some(*length)),
-                    Some(_) => None,
-                }
-            {
-                match record.field(*index) {
-                    None => encode(Value::Null, &mut out.key),
+        for (dimension, path) in self.dimensions.iter().zip(&self.paths.dims) {
+            match *path {
+                DimPath::Text { column } => match record.field(column) {
+                    None => out.key.push(TAG_NULL),
+                    Some(text) => encode_text(text, &mut out.key),
+                },
+                DimPath::Substr {
+                    column,
+                    start,
+                    length,
+                } => match record.field(column) {
+                    None => out.key.push(TAG_NULL),
                     Some(text) => {
-                        let (from, to) = crate::expr::substr_range(text, *start, length);
-                        encode(Value::Text(&text[from..to]), &mut out.key);
+                        let (from, to) = crate::expr::substr_range(text, start, length);
+                        encode_text(&text[from..to], &mut out.key);
                     }
+                },
+                DimPath::General => {
+                    let held = dimension.eval_held(record, scratch.buffer())?;
+                    encode(held.resolve(scratch.bytes()), &mut out.key);
                 }
-                continue;
             }
-            let held = dimension.eval_held(record, scratch.buffer())?;
-            encode(held.resolve(scratch.bytes()), &mut out.key);
         }
         out.args.clear();
         out.spans.clear();
         out.text.clear();
-        for argument in &self.arguments {
-            let held = argument.eval_held(record, scratch.buffer())?;
+        for (argument, path) in self.arguments.iter().zip(&self.paths.args) {
+            let value = match *path {
+                ArgPath::Typed { column, ty } => record
+                    .value(column, ty)
+                    .map_err(|reason| EvalError::Field { column, reason })?,
+                ArgPath::Text { column } => record.field(column).map_or(Value::Null, Value::Text),
+                ArgPath::General => {
+                    let held = argument.eval_held(record, scratch.buffer())?;
+                    held.resolve(scratch.bytes())
+                }
+            };
             let mut span = (0, 0);
-            let arg = match held.resolve(scratch.bytes()) {
+            let arg = match value {
                 Value::Null => Arg::Null,
                 Value::Bool(b) => Arg::Bool(b),
                 Value::Int(i) => Arg::Int(i),
@@ -243,6 +247,112 @@ impl Summary {
     }
 }
 
+/// How [`Summary::route_passed`] evaluates each dimension and argument,
+/// decided when the summary is compiled. Each fast path gives exactly what
+/// the expression evaluator gives for its shape (the tests compare them).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Paths {
+    dims: Vec<DimPath>,
+    args: Vec<ArgPath>,
+}
+
+/// How one dimension is encoded.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum DimPath {
+    /// A text column: its field's bytes.
+    Text { column: usize },
+    /// `substr(text_column, start[, length])` with constant bounds (Query
+    /// 2A's `substr(sourceIP, 1, 8)`): the field's bytes, cut.
+    Substr {
+        column: usize,
+        start: i64,
+        length: Option<i64>,
+    },
+    /// Anything else: the evaluator.
+    General,
+}
+
+/// How one aggregate argument is read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ArgPath {
+    /// A typed (non-text) column: the record's (cached) value.
+    Typed { column: usize, ty: ColumnType },
+    /// A text column: its field's bytes.
+    Text { column: usize },
+    /// Anything else: the evaluator.
+    General,
+}
+
+impl Paths {
+    pub(crate) fn of(dimensions: &[Expr], arguments: &[Expr]) -> Self {
+        let dims = dimensions
+            .iter()
+            .map(|dimension| match dimension {
+                Expr::Column {
+                    index,
+                    ty: ColumnType::Text,
+                } => DimPath::Text { column: *index },
+                Expr::Substr {
+                    text,
+                    start,
+                    length,
+                } if let Expr::Column {
+                    index,
+                    ty: ColumnType::Text,
+                } = &**text
+                    && let Expr::Literal(Literal::Int(start)) = &**start
+                    && let Some(length) = match length.as_deref() {
+                        None => Some(None),
+                        Some(Expr::Literal(Literal::Int(length))) => Some(Some(*length)),
+                        Some(_) => None,
+                    } =>
+                {
+                    DimPath::Substr {
+                        column: *index,
+                        start: *start,
+                        length,
+                    }
+                }
+                _ => DimPath::General,
+            })
+            .collect();
+        let args = arguments
+            .iter()
+            .map(|argument| match *argument {
+                Expr::Column {
+                    index,
+                    ty: ColumnType::Text,
+                } => ArgPath::Text { column: index },
+                Expr::Column { index, ty } => ArgPath::Typed { column: index, ty },
+                _ => ArgPath::General,
+            })
+            .collect();
+        Self { dims, args }
+    }
+
+    /// Every dimension and argument through the evaluator: the reference
+    /// the fast paths are tested against.
+    #[cfg(test)]
+    pub(crate) fn general(dimensions: usize, arguments: usize) -> Self {
+        Self {
+            dims: vec![DimPath::General; dimensions],
+            args: vec![ArgPath::General; arguments],
+        }
+    }
+}
+
+/// Appends a text entry (see the module doc).
+#[inline]
+fn encode_text(text: &[u8], key: &mut Vec<u8>) {
+    // Fields are bounded by the parsers' line limit, far below 4 GiB; a
+    // longer one is cut rather than mis-encoded.
+    let length = u32::try_from(text.len()).unwrap_or(u32::MAX);
+    key.reserve(5 + length as usize);
+    key.push(TAG_TEXT);
+    key.extend_from_slice(&length.to_le_bytes());
+    key.extend_from_slice(&text[..length as usize]);
+}
+
 fn encode(value: Value<'_>, key: &mut Vec<u8>) {
     match value {
         Value::Null => key.push(TAG_NULL),
@@ -255,14 +365,7 @@ fn encode(value: Value<'_>, key: &mut Vec<u8>) {
             key.push(TAG_FLOAT);
             key.extend_from_slice(&f.to_bits().to_le_bytes());
         }
-        Value::Text(t) => {
-            key.push(TAG_TEXT);
-            // Fields are bounded by the parsers' line limit, far below
-            // 4 GiB; a longer one is cut rather than mis-encoded.
-            let length = u32::try_from(t.len()).unwrap_or(u32::MAX);
-            key.extend_from_slice(&length.to_le_bytes());
-            key.extend_from_slice(&t[..length as usize]);
-        }
+        Value::Text(t) => encode_text(t, key),
         Value::Time(t) => {
             key.push(TAG_TIME);
             key.extend_from_slice(&t.0.to_le_bytes());
@@ -400,6 +503,59 @@ mod tests {
         assert_eq!(out.args[2], Arg::Int(4));
         assert_eq!(out.text_of(1), b"Example.COM");
         assert_eq!(out.text_of(0), b"");
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The paths decided at compile time route every record exactly as
+        /// the evaluator does: same bucket, key, arguments, text and errors.
+        #[test]
+        fn fast_paths_route_like_the_evaluator(
+            rows in proptest::collection::vec(
+                proptest::collection::vec(
+                    prop_oneof![
+                        Just(None),
+                        "[a-z0-9.]{0,12}".prop_map(Some),
+                        (-99i64..99).prop_map(|n| Some(n.to_string())),
+                        Just(Some("2026-11-04T13:45:59Z".to_owned())),
+                        Just(Some("0.25".to_owned())),
+                    ],
+                    0..6,
+                ),
+                1..40,
+            ),
+            start in -3i64..12,
+            length in proptest::option::of(-2i64..10),
+        ) {
+            let length = length.map_or(String::new(), |l| format!(", {l}"));
+            let plan = Plan::compile(&format!(
+                "CREATE STREAM s (ts TIMESTAMP, n BIGINT, site TEXT, x DOUBLE, t TEXT) WITH (time = 'ts');
+                 CREATE SUMMARY a AS SELECT date_trunc('hour', ts) AS h, site, substr(t, {start}{length}) AS p,
+                   lower(t) AS l, count(*), hll(n), topk(site, 3), sum(x), sum(n * 2), hll(t)
+                   FROM s GROUP BY h, site, p, l;"
+            ))
+            .expect("compiles");
+            let fast = &plan.summaries[0];
+            let mut general = fast.clone();
+            general.paths = Paths::general(fast.dimensions.len(), fast.arguments.len());
+            prop_assert_ne!(&fast.paths, &general.paths);
+            let (mut scratch, mut a, mut b) = (Scratch::new(), Routed::default(), Routed::default());
+            for row in &rows {
+                let fields: Vec<&[u8]> = row.iter().map(|f| f.as_deref().map_or(&b""[..], str::as_bytes)).collect();
+                let got = fast.route_passed(fields.as_slice(), &mut scratch, &mut a);
+                let want = general.route_passed(fields.as_slice(), &mut scratch, &mut b);
+                prop_assert_eq!(&got, &want);
+                if got.is_ok() {
+                    prop_assert_eq!(a.bucket, b.bucket);
+                    prop_assert_eq!(&a.key, &b.key);
+                    prop_assert_eq!(&a.args, &b.args);
+                    for i in 0..a.args.len() {
+                        prop_assert_eq!(a.text_of(i), b.text_of(i));
+                    }
+                }
+            }
+        }
     }
 
     #[test]
