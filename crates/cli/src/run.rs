@@ -122,6 +122,98 @@ struct Job {
     /// A Parquet file (footer read, columns matched) and the row groups
     /// to read.
     parquet: Option<(Arc<ParquetFile>, std::ops::Range<usize>)>,
+    /// A compressed file or stdin that every worker helps read: one job per
+    /// worker, all holding the same [`SharedInput`].
+    shared: Option<Arc<SharedInput>>,
+}
+
+/// An input that cannot be split into byte ranges (a compressed file, or
+/// stdin), read by several workers at once. Decoding is sequential, so a
+/// worker holds the lock only while it decodes its next chunk of whole
+/// lines, then parses and folds that chunk while the others decode
+/// theirs: with two workers, decompression overlaps the fold instead of
+/// adding to it.
+#[derive(Debug)]
+struct SharedInput {
+    path: Option<PathBuf>,
+    /// Opened by the first worker to read (so that stdin is not touched at
+    /// planning time); `None` again once the input has ended or failed.
+    reader: Mutex<SharedReader>,
+    /// The input's header line, published (under the lock) by the worker
+    /// that decodes the first chunk, before any later chunk is handed out.
+    header: std::sync::OnceLock<Vec<u8>>,
+}
+
+#[derive(Debug)]
+enum SharedReader {
+    Unopened,
+    Open(LineReader),
+    Done,
+}
+
+/// What one [`SharedInput::read_chunk`] gave.
+enum SharedRead {
+    /// `first`: the input's first chunk, whose first line is the header.
+    Chunk {
+        first: bool,
+    },
+    End,
+    /// A line longer than `LINE_BYTES_MAX` was skipped (the message).
+    LineTooLong(String),
+}
+
+impl SharedInput {
+    fn new(path: Option<PathBuf>) -> Self {
+        Self {
+            path,
+            reader: Mutex::new(SharedReader::Unopened),
+            header: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Decodes the next chunk into `chunk`. With `header`, the first
+    /// chunk's first line is also published as the header for workers
+    /// whose first chunk comes later (the first chunk read, as a single
+    /// reader's parser would take it: after a skipped over-long line, the
+    /// next line).
+    fn read_chunk(&self, chunk: &mut cardinal_source::Chunk, header: bool) -> Result<SharedRead> {
+        let mut guard = self.reader.lock().expect("shared input lock");
+        if matches!(*guard, SharedReader::Unopened) {
+            let input = match &self.path {
+                None => cardinal_source::Input::stdin()?,
+                Some(path) => cardinal_source::Input::open(path)
+                    .with_context(|| format!("opening {}", path.display()))?,
+            };
+            *guard = SharedReader::Open(LineReader::new(input));
+        }
+        let SharedReader::Open(reader) = &mut *guard else {
+            return Ok(SharedRead::End);
+        };
+        match reader.read_chunk(chunk) {
+            Ok(true) => {
+                if header && self.header.get().is_none() {
+                    let bytes = chunk.bytes();
+                    let end = bytes
+                        .iter()
+                        .position(|&b| b == b'\n')
+                        .map_or(bytes.len(), |i| i + 1);
+                    let _ = self.header.set(bytes[..end].to_vec());
+                    return Ok(SharedRead::Chunk { first: true });
+                }
+                Ok(SharedRead::Chunk { first: false })
+            }
+            Ok(false) => {
+                *guard = SharedReader::Done;
+                Ok(SharedRead::End)
+            }
+            Err(e) if e.is_recoverable() => Ok(SharedRead::LineTooLong(e.to_string())),
+            Err(e) => {
+                let name = reader.input_name().clone();
+                *guard = SharedReader::Done;
+                Err(e).with_context(|| format!("reading {name}"))
+            }
+        }
+    }
 }
 
 /// What one worker hands back.
@@ -649,13 +741,18 @@ fn plan_jobs(
                 "stream {} is Parquet, which cannot be read from stdin: name the file",
                 stream.name
             );
-            jobs.push(Job {
-                input,
-                path: None,
-                range: None,
-                header: None,
-                parquet: None,
-            });
+            if threads > 1 {
+                shared_jobs(&mut jobs, input, None, threads);
+            } else {
+                jobs.push(Job {
+                    input,
+                    path: None,
+                    range: None,
+                    header: None,
+                    parquet: None,
+                    shared: None,
+                });
+            }
             continue;
         }
         if let Some(file) = parquet_input(path, stream, reads)? {
@@ -665,6 +762,7 @@ fn plan_jobs(
                 range: None,
                 header: None,
                 parquet: Some((file.clone(), groups)),
+                shared: None,
             }));
             continue;
         }
@@ -693,8 +791,11 @@ fn plan_jobs(
                     range: Some(range),
                     header,
                     parquet: None,
+                    shared: None,
                 });
             }
+        } else if threads > 1 && !plain {
+            shared_jobs(&mut jobs, input, Some(path.clone()), threads);
         } else {
             jobs.push(Job {
                 input,
@@ -702,10 +803,26 @@ fn plan_jobs(
                 range: None,
                 header: None,
                 parquet: None,
+                shared: None,
             });
         }
     }
     Ok(jobs)
+}
+
+/// Queues one job per worker for an input they all read together (see
+/// [`SharedInput`]); a worker whose job finds the input already ended
+/// moves on to the next job.
+fn shared_jobs(jobs: &mut Vec<Job>, input: u32, path: Option<PathBuf>, threads: usize) {
+    let shared = Arc::new(SharedInput::new(path.clone()));
+    jobs.extend((0..threads).map(|_| Job {
+        input,
+        path: path.clone(),
+        range: None,
+        header: None,
+        parquet: None,
+        shared: Some(shared.clone()),
+    }));
 }
 
 /// The Parquet file at `path`, opened and matched to the stream, when the
@@ -841,6 +958,20 @@ fn worker<'p>(
             tap.report(&fold.counts);
             continue;
         }
+        if let Some(shared) = &job.shared {
+            read_shared(
+                shared,
+                stream_decl,
+                projection,
+                job.input,
+                &mut batch,
+                &mut fold,
+                &mut collector,
+                rejects_file,
+                &mut tap,
+            )?;
+            continue;
+        }
         let input = match (&job.path, &job.range) {
             (None, _) => cardinal_source::Input::stdin()?,
             (Some(path), None) => cardinal_source::Input::open(path)?,
@@ -862,26 +993,15 @@ fn worker<'p>(
                 }
                 Err(e) => return Err(e).with_context(|| format!("reading {name}")),
             }
-            fold.counts.bytes += batch.chunk().len() as u64;
-            parser
-                .parse(&mut batch)
-                .with_context(|| format!("parsing {name}"))?;
-            for r in batch.rejects() {
-                fold.reject(&r.reason.to_string(), &r.to_string());
-            }
-            for index in 0..batch.len() {
-                let record = batch.record(index);
-                if let Some(collector) = &mut collector
-                    && let Err(e) = collector.observe(&record, job.input, record.offset())
-                {
-                    let text = format!("{name}:{}: attribution: {e}", where_(&record));
-                    fold.reject(&eval_reason(&e), &text);
-                }
-                fold.record(&record, &name, || where_(&record));
-            }
-            fold.flush();
-            fold.flush_rejects(rejects_file)?;
-            tap.report(&fold.counts);
+            fold_chunk(
+                &mut parser,
+                job.input,
+                &mut batch,
+                &mut fold,
+                &mut collector,
+                rejects_file,
+                &mut tap,
+            )?;
         }
     }
     Ok(WorkerOutput {
@@ -889,6 +1009,87 @@ fn worker<'p>(
         counts: fold.counts,
         collector,
     })
+}
+
+/// Parses the chunk just read into `batch` and folds its records (and
+/// hands them to the attribution collector).
+fn fold_chunk<'p>(
+    parser: &mut Parser,
+    input: u32,
+    batch: &mut Batch,
+    fold: &mut Fold<'_>,
+    collector: &mut Option<attribute::Collector<'p>>,
+    rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
+    tap: &mut crate::progress::Tap<'_>,
+) -> Result<()> {
+    let name = batch.chunk().input.clone();
+    fold.counts.bytes += batch.chunk().len() as u64;
+    parser
+        .parse(batch)
+        .with_context(|| format!("parsing {name}"))?;
+    for r in batch.rejects() {
+        fold.reject(&r.reason.to_string(), &r.to_string());
+    }
+    for index in 0..batch.len() {
+        let record = batch.record(index);
+        if let Some(collector) = collector
+            && let Err(e) = collector.observe(&record, input, record.offset())
+        {
+            let text = format!("{name}:{}: attribution: {e}", where_(&record));
+            fold.reject(&eval_reason(&e), &text);
+        }
+        fold.record(&record, &name, || where_(&record));
+    }
+    fold.flush();
+    fold.flush_rejects(rejects_file)?;
+    tap.report(&fold.counts);
+    Ok(())
+}
+
+/// This worker's share of an input read by every worker (see
+/// [`SharedInput`]): chunks in turn until the input ends.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the worker's context for one job, as in `worker`"
+)]
+fn read_shared<'p>(
+    shared: &SharedInput,
+    stream: &cardinal_route::Stream,
+    projection: Option<&[usize]>,
+    input: u32,
+    batch: &mut Batch,
+    fold: &mut Fold<'_>,
+    collector: &mut Option<attribute::Collector<'p>>,
+    rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
+    tap: &mut crate::progress::Tap<'_>,
+) -> Result<()> {
+    let header = stream.format == Format::Csv && stream.header;
+    let mut parser: Option<Parser> = None;
+    loop {
+        let first = match shared.read_chunk(batch.chunk_mut(), header)? {
+            SharedRead::Chunk { first } => first,
+            SharedRead::End => return Ok(()),
+            SharedRead::LineTooLong(message) => {
+                fold.reject("line too long", &message);
+                continue;
+            }
+        };
+        let parser = match &mut parser {
+            Some(parser) => parser,
+            None => {
+                let mut fresh = Parser::new(stream, projection)?;
+                // The worker holding the first chunk reads the header from
+                // it; every other worker starts after it.
+                if let (false, Some(line), Parser::Csv(csv)) =
+                    (first, shared.header.get(), &mut fresh)
+                {
+                    csv.read_header(&batch.chunk().input, line)?;
+                }
+                parser.insert(fresh)
+            }
+        };
+        fold_chunk(parser, input, batch, fold, collector, rejects_file, tap)?;
+    }
 }
 
 /// Reads one Parquet job: the row groups `groups` of `file`, a bounded

@@ -230,3 +230,120 @@ fn a_record_one_summary_rejects_is_folded_into_none() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A compressed file, and stdin, cannot be split into byte ranges: every
+/// worker takes chunks of it in turn. The results, the rejects and the
+/// reject lines must be those of one worker reading the plain file.
+#[test]
+fn a_compressed_input_or_stdin_is_shared_by_every_worker() {
+    use std::io::Write;
+    let dir = dir("shared");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    ok(&cardinal(
+        &dir,
+        &[
+            "gen",
+            "impressions",
+            "--events",
+            "40000",
+            "--users",
+            "10000",
+            "--days",
+            "2",
+            "-o",
+            "imp.csv",
+        ],
+    ));
+    // Two bad lines far apart, so that they land in different chunks
+    // (a reader's chunks are 512 KiB; the file is ~3.5 MB).
+    let text = std::fs::read_to_string(dir.join("imp.csv")).expect("csv");
+    let mut lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() > 30_000);
+    lines.insert(
+        5_000,
+        "2026-11-01T00:00:02Z,not-a-number,impression,CA,s,alpha,c,0.5",
+    );
+    lines.insert(30_000, "2026-11-01T00:00:03Z,2,impression,CA");
+    let text = lines.join("\n") + "\n";
+    std::fs::write(dir.join("imp.csv"), &text).expect("csv");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(dir.join("imp.csv.gz")).expect("gz"),
+        flate2::Compression::fast(),
+    );
+    gz.write_all(text.as_bytes()).expect("gzip");
+    gz.finish().expect("gzip");
+
+    let run = |input: &str, threads: &str, out: &str| {
+        let output = cardinal(
+            &dir,
+            &[
+                "run",
+                "schema.sql",
+                input,
+                "--threads",
+                threads,
+                "--out",
+                out,
+                "--rejects",
+                &format!("{out}.rejects"),
+                "--quiet",
+            ],
+        );
+        ok(&output);
+        let mut rejects: Vec<String> = std::fs::read_to_string(dir.join(format!("{out}.rejects")))
+            .expect("rejects file")
+            .lines()
+            .map(|l| {
+                l.replace("imp.csv.gz", "imp.csv")
+                    .replace("<stdin>", "imp.csv")
+            })
+            .collect();
+        rejects.sort();
+        rejects
+    };
+    let plain = run("imp.csv", "1", "plain");
+    assert_eq!(plain.len(), 2, "{plain:?}");
+    assert!(
+        plain.iter().any(|l| l.contains("imp.csv:5001")),
+        "{plain:?}"
+    );
+    assert_eq!(run("imp.csv.gz", "3", "gz"), plain);
+    let piped = {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cardinal"))
+            .args([
+                "run",
+                "schema.sql",
+                "-",
+                "--threads",
+                "2",
+                "--out",
+                "stdin",
+                "--rejects",
+                "stdin.rejects",
+                "--quiet",
+            ])
+            .current_dir(&dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("cardinal runs");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let bytes = std::fs::read(dir.join("imp.csv.gz")).expect("gz");
+        let writer = std::thread::spawn(move || stdin.write_all(&bytes).expect("pipe"));
+        ok(&child.wait_with_output().expect("exit"));
+        writer.join().expect("writer");
+        std::fs::read_to_string(dir.join("stdin.rejects"))
+            .expect("rejects file")
+            .lines()
+            .count()
+    };
+    assert_eq!(piped, 2);
+    for summary in ["reach", "providers"] {
+        let plain = csv_lines(&dir.join("plain"), summary);
+        assert!(!plain.is_empty());
+        assert_eq!(csv_lines(&dir.join("gz"), summary), plain, "{summary}");
+        assert_eq!(csv_lines(&dir.join("stdin"), summary), plain, "{summary}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
