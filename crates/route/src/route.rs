@@ -167,7 +167,11 @@ impl Summary {
         if let (Some(_), Some(t)) = (&self.bucket, known) {
             out.bucket = Some(t);
         } else if let Some(bucket) = &self.bucket {
-            match record.value(bucket.column, cardinal_event::ColumnType::Timestamp) {
+            match record.value_memo(
+                bucket.column,
+                cardinal_event::ColumnType::Timestamp,
+                &mut scratch.date,
+            ) {
                 Ok(Value::Time(t)) => out.bucket = Some(t.truncate(bucket.unit)),
                 Ok(_) => {
                     return Err(EvalError::MissingTime {
@@ -184,7 +188,7 @@ impl Summary {
         }
         out.key.clear();
         scratch.clear();
-        for (dimension, path) in self.dimensions.iter().zip(&self.paths.dims) {
+        for (index, path) in self.paths.dims.iter().enumerate() {
             match *path {
                 DimPath::Text { column } => match record.field(column) {
                     None => out.key.push(TAG_NULL),
@@ -202,22 +206,27 @@ impl Summary {
                     }
                 },
                 DimPath::General => {
-                    let held = dimension.eval_held(record, scratch.buffer())?;
+                    let held = self.dimensions[index].eval_held(record, scratch.buffer())?;
                     encode(held.resolve(scratch.bytes()), &mut out.key);
                 }
             }
         }
-        out.args.clear();
-        out.spans.clear();
+        // One slot per argument, kept between records: written in place,
+        // never cleared and pushed again.
+        let count = self.paths.args.len();
+        if out.args.len() != count {
+            out.args.resize(count, Arg::Null);
+            out.spans.resize(count, (0, 0));
+        }
         out.text.clear();
-        for (argument, path) in self.arguments.iter().zip(&self.paths.args) {
+        for (index, path) in self.paths.args.iter().enumerate() {
             let value = match *path {
                 ArgPath::Typed { column, ty } => record
-                    .value(column, ty)
+                    .value_memo(column, ty, &mut scratch.date)
                     .map_err(|reason| EvalError::Field { column, reason })?,
                 ArgPath::Text { column } => record.field(column).map_or(Value::Null, Value::Text),
                 ArgPath::General => {
-                    let held = argument.eval_held(record, scratch.buffer())?;
+                    let held = self.arguments[index].eval_held(record, scratch.buffer())?;
                     held.resolve(scratch.bytes())
                 }
             };
@@ -239,8 +248,8 @@ impl Summary {
                     }
                 }
             };
-            out.args.push(arg);
-            out.spans.push(span);
+            out.args[index] = arg;
+            out.spans[index] = span;
         }
         debug_assert_eq!(out.args.len(), self.arguments.len());
         Ok(())
