@@ -386,10 +386,16 @@ impl RowHashes {
     /// The column of `key` in row `row`.
     #[inline]
     fn column(&self, row: usize, key: u64) -> usize {
-        let (a, b) = self.seeds[row];
+        Self::column_of(self.seeds[row], self.width as usize, key)
+    }
+
+    /// The column of `key` in the row whose seeds are `(a, b)`, for a
+    /// table `width` wide.
+    #[inline(always)]
+    fn column_of((a, b): (u128, u128), width: usize, key: u64) -> usize {
         let hash = a.wrapping_mul(u128::from(key)).wrapping_add(b) >> 64;
-        let column = (hash * u128::from(self.width)) >> 64;
-        debug_assert!(column < u128::from(self.width));
+        let column = (hash * width as u128) >> 64;
+        debug_assert!(column < width as u128);
         // Below `width`, a u32.
         #[allow(clippy::cast_possible_truncation)]
         let column = column as usize;
@@ -490,30 +496,34 @@ impl CountMin {
     fn insert_then_count(&mut self, key_hash: u64, weight: u64) -> u64 {
         self.total_weight = self.total_weight.saturating_add(weight);
         let width = self.params.width as usize;
-        let depth = self.params.depth as usize;
-        let mut cells = [0usize; DEPTH_MAX as usize];
-        for (row, cell) in cells.iter_mut().enumerate().take(depth) {
-            *cell = row * width + self.hashes.column(row, key_hash);
-        }
-        let cells = &cells[..depth];
+        let seeds = &self.hashes.seeds;
+        debug_assert_eq!(self.counters.len(), seeds.len() * width);
+        // Row by row: each row's counters and seeds are zipped, so that
+        // neither is indexed (and bounds-checked) per row, and the column
+        // is computed in place instead of kept in an array of DEPTH_MAX.
+        let rows = || self.counters.chunks_exact(width).zip(seeds);
         match self.params.update {
             Update::Plain => {
                 let mut count_min = u64::MAX;
-                for &cell in cells {
-                    let counter = &mut self.counters[cell];
+                for (counters, &seed) in self.counters.chunks_exact_mut(width).zip(seeds) {
+                    let counter = &mut counters[RowHashes::column_of(seed, width, key_hash)];
                     *counter = counter.saturating_add(weight);
                     count_min = count_min.min(*counter);
                 }
                 count_min
             }
             Update::Conservative => {
-                let count_min = cells.iter().map(|&cell| self.counters[cell]).min();
-                let count_min = count_min.expect("depth >= 1").saturating_add(weight);
-                for &cell in cells {
-                    let counter = &mut self.counters[cell];
+                // Computing the column twice costs less than keeping it.
+                let count_min = rows()
+                    .map(|(counters, &seed)| counters[RowHashes::column_of(seed, width, key_hash)])
+                    .min()
+                    .expect("depth >= 1")
+                    .saturating_add(weight);
+                for (counters, &seed) in self.counters.chunks_exact_mut(width).zip(seeds) {
+                    let counter = &mut counters[RowHashes::column_of(seed, width, key_hash)];
                     *counter = (*counter).max(count_min);
                 }
-                debug_assert!(cells.iter().all(|&cell| self.counters[cell] >= count_min));
+                debug_assert!(self.count(key_hash) >= count_min);
                 count_min
             }
         }
