@@ -147,6 +147,7 @@ impl Timestamp {
     }
 
     /// The start of the bucket of `unit` that holds this instant.
+    #[inline]
     pub fn truncate(self, unit: TimeUnit) -> Self {
         let ms = self.0;
         match unit {
