@@ -344,6 +344,10 @@ fn counters_bytes_check(counter_count: u64) -> Result<()> {
     Ok(())
 }
 
+/// Depths up to this keep each row's cell during a conservative insert
+/// (the default depth is 5); deeper tables compute it twice.
+const CELLS_KEPT_MAX: usize = 8;
+
 /// SplitMix64 (Steele, Lea and Flood 2014, "Fast Splittable Pseudorandom
 /// Number Generators", OOPSLA): one step, used to derive hash seeds.
 fn splitmix64(state: &mut u64) -> u64 {
@@ -499,8 +503,7 @@ impl CountMin {
         let seeds = &self.hashes.seeds;
         debug_assert_eq!(self.counters.len(), seeds.len() * width);
         // Row by row: each row's counters and seeds are zipped, so that
-        // neither is indexed (and bounds-checked) per row, and the column
-        // is computed in place instead of kept in an array of DEPTH_MAX.
+        // neither is indexed (and bounds-checked) per row.
         let rows = || self.counters.chunks_exact(width).zip(seeds);
         match self.params.update {
             Update::Plain => {
@@ -512,8 +515,29 @@ impl CountMin {
                 }
                 count_min
             }
+            Update::Conservative if seeds.len() <= CELLS_KEPT_MAX => {
+                // The usual depths: each row's cell is computed once and
+                // kept for the raise.
+                let mut cells = [0usize; CELLS_KEPT_MAX];
+                let mut count_min = u64::MAX;
+                for (row, ((counters, &seed), cell)) in
+                    rows().zip(cells.iter_mut()).enumerate()
+                {
+                    let column = RowHashes::column_of(seed, width, key_hash);
+                    *cell = row * width + column;
+                    count_min = count_min.min(counters[column]);
+                }
+                let count_min = count_min.saturating_add(weight);
+                for &cell in &cells[..seeds.len()] {
+                    let counter = &mut self.counters[cell];
+                    *counter = (*counter).max(count_min);
+                }
+                debug_assert!(self.count(key_hash) >= count_min);
+                count_min
+            }
             Update::Conservative => {
-                // Computing the column twice costs less than keeping it.
+                // Deeper tables compute each column twice rather than keep
+                // an array of DEPTH_MAX cells.
                 let count_min = rows()
                     .map(|(counters, &seed)| counters[RowHashes::column_of(seed, width, key_hash)])
                     .min()
@@ -750,6 +774,51 @@ mod tests {
         // keys stays well within +-20%.
         for row in seen {
             assert!(row.iter().all(|&n| (800..1200).contains(&n)), "{row:?}");
+        }
+    }
+
+    /// Inserts update exactly the counters a row-by-row reading of the
+    /// definition does, for depths that keep their cells
+    /// (`CELLS_KEPT_MAX`) and deeper ones that compute them twice, under
+    /// both update rules.
+    #[test]
+    fn inserts_match_the_definition_at_every_depth() {
+        for depth in [1, 2, 5, 8, 9, 16, DEPTH_MAX] {
+            for update in [Update::Plain, Update::Conservative] {
+                let params = Params {
+                    depth,
+                    width: 61,
+                    update,
+                    seed: SEED_DEFAULT,
+                };
+                let mut sketch = CountMin::new(params).expect("valid");
+                let mut counters = vec![0u64; sketch.counters.len()];
+                let width = params.width as usize;
+                for i in 0..2000u64 {
+                    let key = crate::hash::user_id(i % 97);
+                    let weight = 1 + i % 3;
+                    let cells: Vec<usize> = (0..depth as usize)
+                        .map(|row| row * width + sketch.hashes.column(row, key))
+                        .collect();
+                    let want = match update {
+                        Update::Plain => {
+                            for &cell in &cells {
+                                counters[cell] += weight;
+                            }
+                            cells.iter().map(|&cell| counters[cell]).min()
+                        }
+                        Update::Conservative => {
+                            let raised = cells.iter().map(|&cell| counters[cell]).min().expect("depth >= 1") + weight;
+                            for &cell in &cells {
+                                counters[cell] = counters[cell].max(raised);
+                            }
+                            Some(raised)
+                        }
+                    };
+                    assert_eq!(Some(sketch.insert_then_count(key, weight)), want, "depth {depth}, {update:?}");
+                }
+                assert_eq!(sketch.counters, counters, "depth {depth}, {update:?}");
+            }
         }
     }
 
