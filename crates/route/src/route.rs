@@ -356,9 +356,9 @@ fn encode_text(text: &[u8], key: &mut Vec<u8>) {
     // Fields are bounded by the parsers' line limit, far below 4 GiB; a
     // longer one is cut rather than mis-encoded.
     let length = u32::try_from(text.len()).unwrap_or(u32::MAX);
+    let [a, b, c, d] = length.to_le_bytes();
     key.reserve(5 + length as usize);
-    key.push(TAG_TEXT);
-    key.extend_from_slice(&length.to_le_bytes());
+    key.extend_from_slice(&[TAG_TEXT, a, b, c, d]);
     key.extend_from_slice(&text[..length as usize]);
 }
 
