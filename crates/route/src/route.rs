@@ -133,7 +133,7 @@ impl Summary {
                     Expr::Literal(Literal::Text(text)),
                 ) = (&**column, &**literal) =>
             {
-                Ok(record.field(*index) == Some(&text[..]))
+                Ok(record.field(*index).is_some_and(|field| bytes_eq(field, text)))
             }
             Some(filter) => {
                 scratch.clear();
@@ -347,6 +347,23 @@ impl Paths {
             dims: vec![DimPath::General; dimensions],
             args: vec![ArgPath::General; arguments],
         }
+    }
+}
+
+/// Whether two byte strings are equal: for 4 to 16 bytes (event kinds,
+/// codes) two overlapping loads per side instead of a `bcmp` call.
+#[inline]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match len {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
+        _ => a == b,
     }
 }
 
@@ -564,6 +581,20 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn bytes_eq_is_slice_equality() {
+        for len in 0..=20usize {
+            let a: Vec<u8> = (0..len).map(|i| u8::try_from(i).expect("< 21") + 1).collect();
+            assert!(bytes_eq(&a, &a.clone()));
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert!(!bytes_eq(&a, &b), "len {len}, byte {at}");
+            }
+            assert!(len == 0 || !bytes_eq(&a, &a[..len - 1]));
         }
     }
 
