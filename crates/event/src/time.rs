@@ -323,9 +323,9 @@ pub(crate) fn parse_fixed(text: &[u8]) -> Option<Timestamp> {
 ///   head: bytes 0..8  `YYYY-MM-`     tail: bytes 2..10  `YY-MM-DD`
 /// ```
 ///
-/// Together they cover the date exactly, and the date part of
-/// [`parse_fixed`] reads nothing else, so equal words give an equal
-/// date (or reject). Only valid dates are kept; a fresh memo holds
+/// Together they cover the date exactly, and the date part of the fast
+/// path of [`Timestamp::parse`] reads nothing else, so equal words give
+/// an equal date (or reject). Only valid dates are kept; a fresh memo holds
 /// 1970-01-01, so it never matches text it has not checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DateMemo {

@@ -537,14 +537,10 @@ fn add_value(fixed: &mut i128, big: &mut f64, v: f64) {
 /// to the runtime's float-to-i128 conversion (and `round` one to libm on
 /// x86-64 without SSE4.1); this is a few shifts. Tested against it.
 #[inline]
-#[expect(
-    clippy::cast_possible_truncation,
-    clippy::cast_possible_wrap,
-    reason = "the exponent field is 11 bits; m < 2^53 and the shift keeps it below 2^126"
-)]
 fn fixed_units(v: f64) -> i128 {
     debug_assert!(v.abs() < SUM_FIXED_VALUE_MAX);
     let bits = v.to_bits();
+    // The exponent field is 11 bits.
     let exponent = ((bits >> 52) & 0x7ff) as i32;
     let fraction = bits & ((1 << 52) - 1);
     let (mantissa, exponent) = if exponent == 0 {
@@ -565,7 +561,11 @@ fn fixed_units(v: f64) -> i128 {
         // Below half a unit.
         0
     };
-    if bits >> 63 == 1 { -magnitude } else { magnitude }
+    if bits >> 63 == 1 {
+        -magnitude
+    } else {
+        magnitude
+    }
 }
 
 #[expect(clippy::cast_precision_loss, reason = "the answer is an f64")]
@@ -596,7 +596,19 @@ mod tests {
 
     #[test]
     fn fixed_units_at_the_edges() {
-        for v in [0.0, -0.0, f64::MIN_POSITIVE, 5e-324, -5e-324, 0.5 / SUM_SCALE, 1.5 / SUM_SCALE, -2.5 / SUM_SCALE, 0.002463, 1e18, -4.6e18] {
+        for v in [
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE,
+            5e-324,
+            -5e-324,
+            0.5 / SUM_SCALE,
+            1.5 / SUM_SCALE,
+            -2.5 / SUM_SCALE,
+            0.002463,
+            1e18,
+            -4.6e18,
+        ] {
             #[expect(clippy::cast_possible_truncation, reason = "the reference")]
             let want = (v * SUM_SCALE).round() as i128;
             assert_eq!(fixed_units(v), want, "{v:e}");

@@ -765,9 +765,7 @@ fn tail_word(tail: &[u8]) -> u64 {
     let mut word = 0u64;
     let mut at = 0;
     if tail.len() & 4 != 0 {
-        word = u64::from(u32::from_le_bytes(
-            tail[..4].try_into().expect("4 bytes"),
-        ));
+        word = u64::from(u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")));
         at = 4;
     }
     if tail.len() & 2 != 0 {
@@ -923,7 +921,9 @@ mod tests {
     #[test]
     fn tail_words_are_zero_padded_little_endian() {
         for len in 0..8usize {
-            let bytes: Vec<u8> = (0..len).map(|i| 0xa1 + u8::try_from(i).expect("< 8")).collect();
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| 0xa1 + u8::try_from(i).expect("< 8"))
+                .collect();
             let mut padded = [0u8; 8];
             padded[..len].copy_from_slice(&bytes);
             assert_eq!(tail_word(&bytes), u64::from_le_bytes(padded), "len {len}");

@@ -133,7 +133,9 @@ impl Summary {
                     Expr::Literal(Literal::Text(text)),
                 ) = (&**column, &**literal) =>
             {
-                Ok(record.field(*index).is_some_and(|field| bytes_eq(field, text)))
+                Ok(record
+                    .field(*index)
+                    .is_some_and(|field| bytes_eq(field, text)))
             }
             Some(filter) => {
                 scratch.clear();
@@ -221,9 +223,11 @@ impl Summary {
         out.text.clear();
         for (index, path) in self.paths.args.iter().enumerate() {
             let value = match *path {
-                ArgPath::Typed { column, ty } => record
-                    .value_memo(column, ty, &mut scratch.date)
-                    .map_err(|reason| EvalError::Field { column, reason })?,
+                ArgPath::Typed { column, ty } => {
+                    record
+                        .value_memo(column, ty, &mut scratch.date)
+                        .map_err(|reason| EvalError::Field { column, reason })?
+                }
                 ArgPath::Text { column } => record.field(column).map_or(Value::Null, Value::Text),
                 ArgPath::General => {
                     let held = self.arguments[index].eval_held(record, scratch.buffer())?;
@@ -587,7 +591,9 @@ mod tests {
     #[test]
     fn bytes_eq_is_slice_equality() {
         for len in 0..=20usize {
-            let a: Vec<u8> = (0..len).map(|i| u8::try_from(i).expect("< 21") + 1).collect();
+            let a: Vec<u8> = (0..len)
+                .map(|i| u8::try_from(i).expect("< 21") + 1)
+                .collect();
             assert!(bytes_eq(&a, &a.clone()));
             for at in 0..len {
                 let mut b = a.clone();

@@ -520,9 +520,7 @@ impl CountMin {
                 // kept for the raise.
                 let mut cells = [0usize; CELLS_KEPT_MAX];
                 let mut count_min = u64::MAX;
-                for (row, ((counters, &seed), cell)) in
-                    rows().zip(cells.iter_mut()).enumerate()
-                {
+                for (row, ((counters, &seed), cell)) in rows().zip(cells.iter_mut()).enumerate() {
                     let column = RowHashes::column_of(seed, width, key_hash);
                     *cell = row * width + column;
                     count_min = count_min.min(counters[column]);
@@ -808,14 +806,23 @@ mod tests {
                             cells.iter().map(|&cell| counters[cell]).min()
                         }
                         Update::Conservative => {
-                            let raised = cells.iter().map(|&cell| counters[cell]).min().expect("depth >= 1") + weight;
+                            let raised = cells
+                                .iter()
+                                .map(|&cell| counters[cell])
+                                .min()
+                                .expect("depth >= 1")
+                                + weight;
                             for &cell in &cells {
                                 counters[cell] = counters[cell].max(raised);
                             }
                             Some(raised)
                         }
                     };
-                    assert_eq!(Some(sketch.insert_then_count(key, weight)), want, "depth {depth}, {update:?}");
+                    assert_eq!(
+                        Some(sketch.insert_then_count(key, weight)),
+                        want,
+                        "depth {depth}, {update:?}"
+                    );
                 }
                 assert_eq!(sketch.counters, counters, "depth {depth}, {update:?}");
             }
