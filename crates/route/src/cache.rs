@@ -127,7 +127,7 @@ impl<R: Record + ?Sized> Record for Cached<'_, R> {
         self.value_memo(column, ty, &mut DateMemo::default())
     }
 
-    #[inline]
+    #[inline(always)]
     fn value_memo(
         &self,
         column: usize,
