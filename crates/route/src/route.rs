@@ -222,34 +222,23 @@ impl Summary {
         }
         out.text.clear();
         for (index, path) in self.paths.args.iter().enumerate() {
-            let value = match *path {
-                ArgPath::Typed { column, ty } => {
+            // Each path converts its own value: a Value gathered from the
+            // three paths was copied through the stack in pieces and read
+            // back whole, a store-forwarding stall per argument (perf).
+            let (arg, span) = match *path {
+                ArgPath::Typed { column, ty } => arg_of(
                     record
                         .value_memo(column, ty, &mut scratch.date)
-                        .map_err(|reason| EvalError::Field { column, reason })?
-                }
-                ArgPath::Text { column } => record.field(column).map_or(Value::Null, Value::Text),
+                        .map_err(|reason| EvalError::Field { column, reason })?,
+                    &mut out.text,
+                ),
+                ArgPath::Text { column } => match record.field(column) {
+                    None => (Arg::Null, (0, 0)),
+                    Some(text) => text_arg(text, &mut out.text),
+                },
                 ArgPath::General => {
                     let held = self.arguments[index].eval_held(record, scratch.buffer())?;
-                    held.resolve(scratch.bytes())
-                }
-            };
-            let mut span = (0, 0);
-            let arg = match value {
-                Value::Null => Arg::Null,
-                Value::Bool(b) => Arg::Bool(b),
-                Value::Int(i) => Arg::Int(i),
-                Value::Float(f) => Arg::Float(f),
-                Value::Time(t) => Arg::Time(t),
-                Value::Text(t) => {
-                    // Fields are bounded by the parsers' line limit, far
-                    // below 4 GiB.
-                    let start = u32::try_from(out.text.len()).unwrap_or(u32::MAX);
-                    out.text.extend_from_slice(t);
-                    span = (start, u32::try_from(out.text.len()).unwrap_or(u32::MAX));
-                    Arg::Text {
-                        hash: hash::bytes(t, hash::SEED_DEFAULT),
-                    }
+                    arg_of(held.resolve(scratch.bytes()), &mut out.text)
                 }
             };
             out.args[index] = arg;
@@ -258,6 +247,37 @@ impl Summary {
         debug_assert_eq!(out.args.len(), self.arguments.len());
         Ok(())
     }
+}
+
+/// An argument's value as an [`Arg`] and, for text, where its bytes went in
+/// `text` (see [`text_arg`]).
+#[inline(always)]
+fn arg_of(value: Value<'_>, text: &mut Vec<u8>) -> (Arg, (u32, u32)) {
+    let arg = match value {
+        Value::Null => Arg::Null,
+        Value::Bool(b) => Arg::Bool(b),
+        Value::Int(i) => Arg::Int(i),
+        Value::Float(f) => Arg::Float(f),
+        Value::Time(t) => Arg::Time(t),
+        Value::Text(t) => return text_arg(t, text),
+    };
+    (arg, (0, 0))
+}
+
+/// A text argument: its hash, and its bytes appended to `text` for the
+/// aggregates that report values (`topk`).
+#[inline]
+fn text_arg(bytes: &[u8], text: &mut Vec<u8>) -> (Arg, (u32, u32)) {
+    // Fields are bounded by the parsers' line limit, far below 4 GiB.
+    let start = u32::try_from(text.len()).unwrap_or(u32::MAX);
+    text.extend_from_slice(bytes);
+    let end = u32::try_from(text.len()).unwrap_or(u32::MAX);
+    (
+        Arg::Text {
+            hash: hash::bytes(bytes, hash::SEED_DEFAULT),
+        },
+        (start, end),
+    )
 }
 
 /// How [`Summary::route_passed`] evaluates each dimension and argument,
