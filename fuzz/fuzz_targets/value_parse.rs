@@ -1,7 +1,9 @@
 #![no_main]
 //! Any bytes through `Value::parse` and `Timestamp::parse` with their fast
 //! paths and without: the answers must be equal (floats bit for bit).
-use cardinal_event::{ColumnType, Timestamp, Value};
+//! Timestamps also go through `Value::parse_memo` after the input's first
+//! half, so a memo holding another (or the same) date is exercised too.
+use cardinal_event::{ColumnType, DateMemo, Timestamp, Value};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -24,5 +26,16 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(
         Timestamp::parse(data),
         Timestamp::parse_without_fast_path(data)
+    );
+    let general = Value::parse_without_fast_path(data, ColumnType::Timestamp);
+    let mut memo = DateMemo::default();
+    assert_eq!(Value::parse_memo(data, ColumnType::Timestamp, &mut memo), general);
+    assert_eq!(Value::parse_memo(data, ColumnType::Timestamp, &mut memo), general);
+    let (first, second) = data.split_at(data.len() / 2);
+    let mut memo = DateMemo::default();
+    let _ = Value::parse_memo(first, ColumnType::Timestamp, &mut memo);
+    assert_eq!(
+        Value::parse_memo(second, ColumnType::Timestamp, &mut memo),
+        Value::parse_without_fast_path(second, ColumnType::Timestamp)
     );
 });

@@ -26,7 +26,7 @@ mod error;
 mod time;
 
 pub use error::{Error, Result};
-pub use time::{TimeUnit, Timestamp};
+pub use time::{DateMemo, TimeUnit, Timestamp};
 
 /// A user's 64-bit id. Kept apart from other `u64`s by type so that a count
 /// or a hash cannot be passed where an id is meant.
@@ -128,11 +128,50 @@ pub trait Record {
             Some(bytes) => Value::parse(bytes, ty),
         }
     }
+
+    /// [`Record::value`] for a caller that reads records one after the
+    /// other and keeps `memo` between them: a record of text fields parses
+    /// a timestamp with [`Value::parse_memo`], so a date repeated from the
+    /// previous timestamp is not parsed again. The answer is always
+    /// [`Record::value`]'s; the default (for records with typed fields of
+    /// their own) is `value` itself.
+    fn value_memo(
+        &self,
+        column: usize,
+        ty: ColumnType,
+        memo: &mut DateMemo,
+    ) -> Result<Value<'_>, ValueError> {
+        let _ = memo;
+        self.value(column, ty)
+    }
+}
+
+/// Parses `bytes` with [`Value::parse_memo`]: the body of
+/// [`Record::value_memo`] for records whose fields are text.
+#[inline]
+pub fn text_value_memo<'a>(
+    field: Option<&'a [u8]>,
+    ty: ColumnType,
+    memo: &mut DateMemo,
+) -> Result<Value<'a>, ValueError> {
+    match field {
+        None => Ok(Value::Null),
+        Some(bytes) => Value::parse_memo(bytes, ty, memo),
+    }
 }
 
 impl<T: AsRef<[u8]>> Record for [T] {
     fn field(&self, column: usize) -> Option<&[u8]> {
         self.get(column).map(AsRef::as_ref)
+    }
+
+    fn value_memo(
+        &self,
+        column: usize,
+        ty: ColumnType,
+        memo: &mut DateMemo,
+    ) -> Result<Value<'_>, ValueError> {
+        text_value_memo(self.field(column), ty, memo)
     }
 }
 
@@ -187,6 +226,26 @@ impl<'a> Value<'a> {
             _ => {}
         }
         Self::parse_without_fast_path(bytes, ty)
+    }
+
+    /// [`Value::parse`] for one of a run of fields parsed one after the
+    /// other: a timestamp whose date (its first 10 bytes) equals the one
+    /// `memo` holds takes the date's milliseconds from it (see
+    /// [`DateMemo`]); anything else is [`Value::parse`]. The answer is
+    /// always [`Value::parse`]'s, whatever `memo` holds.
+    #[inline]
+    pub fn parse_memo(
+        bytes: &'a [u8],
+        ty: ColumnType,
+        memo: &mut DateMemo,
+    ) -> Result<Self, ValueError> {
+        if ty == ColumnType::Timestamp {
+            if let Some(value) = time::parse_fixed_memo(bytes, memo) {
+                return Ok(Value::Time(value));
+            }
+            return Self::parse_without_fast_path(bytes, ty);
+        }
+        Self::parse(bytes, ty)
     }
 
     /// [`parse`](Self::parse) without the fast paths for integers, floats
@@ -370,6 +429,18 @@ fn parse_f64_fast(bytes: &[u8]) -> Option<f64> {
         [b'+', rest @ ..] => (false, rest),
         _ => (false, bytes),
     };
+    if rest.len() <= MANTISSA_DIGITS_MAX {
+        return parse_f64_short(negative, rest);
+    }
+    parse_f64_fast_long(negative, rest)
+}
+
+/// [`parse_f64_fast`] after the sign, for any length: digits are counted
+/// so that more than [`MANTISSA_DIGITS_MAX`] significant ones go to the
+/// general parser before the mantissa could overflow.
+// Indexes are checked before use: exponents 0..=22.
+#[allow(clippy::cast_possible_truncation)]
+fn parse_f64_fast_long(negative: bool, rest: &[u8]) -> Option<f64> {
     let mut mantissa: u64 = 0;
     let mut significant = 0usize;
     let mut i = 0;
@@ -459,6 +530,68 @@ fn parse_f64_fast(bytes: &[u8]) -> Option<f64> {
 }
 
 /// A float in Rust's or Java's text forms.
+/// [`parse_f64_fast`] for text of at most [`MANTISSA_DIGITS_MAX`] bytes
+/// after the sign, the usual decimal column (`0.002463`): it has at most
+/// that many digits, so the mantissa cannot overflow and the count of
+/// significant digits needs no tracking; each digit is one subtraction,
+/// one compare and one multiply-add. The mantissa and exponent are the
+/// ones the long path computes, so the value is the same to the bit (the
+/// `value_parse` fuzz target and `tests/values.rs` compare both with
+/// [`Value::parse_without_fast_path`]).
+#[inline]
+// Indexes are checked before use: exponents 0..=22.
+#[allow(clippy::cast_possible_truncation)]
+fn parse_f64_short(negative: bool, rest: &[u8]) -> Option<f64> {
+    debug_assert!(rest.len() <= MANTISSA_DIGITS_MAX);
+    let mut mantissa: u64 = 0;
+    let mut i = 0;
+    while let Some(&b) = rest.get(i) {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            break;
+        }
+        mantissa = mantissa * 10 + u64::from(digit);
+        i += 1;
+    }
+    if i == 0 {
+        return None;
+    }
+    let mut exponent: i64 = 0;
+    if rest.get(i) == Some(&b'.') {
+        i += 1;
+        let start = i;
+        while let Some(&b) = rest.get(i) {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                break;
+            }
+            mantissa = mantissa * 10 + u64::from(digit);
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        // At most 19 fraction digits.
+        exponent = -((i - start) as i64);
+    }
+    if i != rest.len() {
+        // An exponent, or not a number: the long path decides.
+        return parse_f64_fast_long(negative, rest);
+    }
+    if mantissa > 1 << 53 {
+        return None;
+    }
+    // The mantissa is exact (at most 2^53), and so is the power of ten.
+    #[allow(clippy::cast_precision_loss)]
+    let m = mantissa as f64;
+    let value = match exponent {
+        0 => m,
+        -22..=-1 => m / POWERS_OF_TEN[exponent.unsigned_abs() as usize],
+        _ => return None,
+    };
+    Some(if negative { -value } else { value })
+}
+
 fn parse_f64(bytes: &[u8]) -> Option<f64> {
     let text = std::str::from_utf8(bytes).ok()?;
     match text {

@@ -147,6 +147,7 @@ impl Timestamp {
     }
 
     /// The start of the bucket of `unit` that holds this instant.
+    #[inline]
     pub fn truncate(self, unit: TimeUnit) -> Self {
         let ms = self.0;
         match unit {
@@ -273,24 +274,13 @@ fn days_from_civil_4digit(year: i64, month: i64, day: i64) -> i64 {
     days - EPOCH
 }
 
-/// The fast path of [`Timestamp::parse`]: `YYYY-MM-DD`, and
-/// `YYYY-MM-DD[T ]HH:MM:SS` with an optional `.fff` or `.ffffff` and an
-/// optional `Z`, checked 8 bytes at a time. `None` sends anything else
-/// (and every error) to the general parser, so the two can only differ
-/// by this path accepting text the general one refuses or reading it
-/// differently, which `tests/time.rs` and the `value_parse` fuzz target
-/// check.
-#[inline]
-// Indexes are checked before use: months 1..=12, exponents 0..=22.
+/// The milliseconds of the date `YYYY-MM-DD` held in `head` (bytes 0..8)
+/// and `tail` (bytes 2..10), or `None` when it is not a valid date in
+/// that layout.
+#[inline(always)]
+// Indexes are checked before use: months 1..=12.
 #[allow(clippy::cast_possible_truncation)]
-pub(crate) fn parse_fixed(text: &[u8]) -> Option<Timestamp> {
-    let len = text.len();
-    if len < 10 {
-        return None;
-    }
-    let word = |at: usize| u64::from_le_bytes(text[at..at + 8].try_into().expect("8 bytes"));
-    let head = word(0);
-    let tail = word(2);
+fn parse_date(head: u64, tail: u64) -> Option<i64> {
     if !matches_layout(head, DATE_HEAD_DIGITS, DATE_HEAD)
         || !matches_layout(tail, DATE_TAIL_DIGITS, DATE_TAIL)
     {
@@ -305,7 +295,79 @@ pub(crate) fn parse_fixed(text: &[u8]) -> Option<Timestamp> {
     if day > DAYS_IN_MONTH[month as usize] && !(month == 2 && day == 29 && is_leap(year)) {
         return None;
     }
-    let date_ms = days_from_civil_4digit(year, month, day) * MS_PER_DAY;
+    Some(days_from_civil_4digit(year, month, day) * MS_PER_DAY)
+}
+
+/// The fast path of [`Timestamp::parse`]: `YYYY-MM-DD`, and
+/// `YYYY-MM-DD[T ]HH:MM:SS` with an optional `.fff` or `.ffffff` and an
+/// optional `Z`, checked 8 bytes at a time. `None` sends anything else
+/// (and every error) to the general parser, so the two can only differ
+/// by this path accepting text the general one refuses or reading it
+/// differently, which `tests/time.rs` and the `value_parse` fuzz target
+/// check.
+#[inline]
+// Indexes are checked before use: months 1..=12, exponents 0..=22.
+#[allow(clippy::cast_possible_truncation)]
+pub(crate) fn parse_fixed(text: &[u8]) -> Option<Timestamp> {
+    parse_fixed_memo(text, &mut DateMemo::default())
+}
+
+/// The date (`YYYY-MM-DD`, the first 10 bytes) of the last timestamp a
+/// caller parsed and its milliseconds since the epoch. An event stream's
+/// timestamps share their date for hours on end, so a parser that keeps
+/// one of these across records checks and converts a date once per day
+/// of data, not once per record: the two words that hold the date are
+/// compared with the memo's, and only a different date is parsed.
+///
+/// ```text
+///   head: bytes 0..8  `YYYY-MM-`     tail: bytes 2..10  `YY-MM-DD`
+/// ```
+///
+/// Together they cover the date exactly, and the date part of the fast
+/// path of [`Timestamp::parse`] reads nothing else, so equal words give
+/// an equal date (or reject). Only valid dates are kept; a fresh memo holds
+/// 1970-01-01, so it never matches text it has not checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DateMemo {
+    head: u64,
+    tail: u64,
+    date_ms: i64,
+}
+
+impl Default for DateMemo {
+    fn default() -> Self {
+        const EPOCH: &[u8; 10] = b"1970-01-01";
+        Self {
+            head: u64::from_le_bytes(*EPOCH.first_chunk::<8>().expect("10 bytes")),
+            tail: u64::from_le_bytes(*EPOCH.last_chunk::<8>().expect("10 bytes")),
+            date_ms: 0,
+        }
+    }
+}
+
+/// [`parse_fixed`] with the date of the previous call kept in `memo`.
+#[inline]
+// Indexes are checked before use: months 1..=12.
+#[allow(clippy::cast_possible_truncation)]
+pub(crate) fn parse_fixed_memo(text: &[u8], memo: &mut DateMemo) -> Option<Timestamp> {
+    let len = text.len();
+    if len < 10 {
+        return None;
+    }
+    let word = |at: usize| u64::from_le_bytes(text[at..at + 8].try_into().expect("8 bytes"));
+    let head = word(0);
+    let tail = word(2);
+    let date_ms = if head == memo.head && tail == memo.tail {
+        memo.date_ms
+    } else {
+        let date_ms = parse_date(head, tail)?;
+        *memo = DateMemo {
+            head,
+            tail,
+            date_ms,
+        };
+        date_ms
+    };
     if len == 10 {
         return Some(Timestamp(date_ms));
     }

@@ -2,7 +2,7 @@
 //! general paths (`parse_without_fast_path`): over random and adversarial
 //! text both give the same value, bit for bit, or the same error.
 
-use cardinal_event::{ColumnType, Timestamp, Value};
+use cardinal_event::{ColumnType, DateMemo, Timestamp, Value};
 use proptest::prelude::*;
 
 /// Both paths' answers for `text` as `ty`, floats compared by their bits
@@ -242,6 +242,49 @@ proptest! {
         let sign = if negative { "-" } else { "" };
         agree(format!("{sign}{mantissa}e{exponent}").as_bytes(), ColumnType::Double)?;
         agree(format!("{sign}{mantissa}E{exponent}").as_bytes(), ColumnType::Double)?;
+    }
+
+    /// A run of timestamps parsed with one [`DateMemo`] (as routing reads
+    /// a column record after record) gives every one the general path's
+    /// answer, whether its date repeats the previous one or not, after
+    /// valid and invalid dates alike.
+    #[test]
+    fn memo_runs_agree(
+        texts in prop::collection::vec(
+            prop_oneof![
+                timestamp_text().prop_map(String::into_bytes),
+                timestamp_text().prop_flat_map(mutated),
+                Just(b"2026-11-01T00:00:07Z".to_vec()),
+                Just(b"2026-11-01T23:59:59.999Z".to_vec()),
+                Just(b"2026-11-01".to_vec()),
+                Just(b"2026-11-0".to_vec()),
+            ],
+            1..24,
+        ),
+    ) {
+        let mut memo = DateMemo::default();
+        for text in &texts {
+            let fast = Value::parse_memo(text, ColumnType::Timestamp, &mut memo);
+            let general = Value::parse_without_fast_path(text, ColumnType::Timestamp);
+            prop_assert_eq!(fast, general, "{:?}", text.escape_ascii().to_string());
+        }
+    }
+
+    /// Plain decimals (`0.002463`) on both sides of the 19-byte bound
+    /// between the short and the long fast path, with leading zeros.
+    #[test]
+    fn plain_decimals_agree(
+        integer in prop::collection::vec(0u8..=9, 1..=12),
+        fraction in prop::option::of(prop::collection::vec(0u8..=9, 0..=12)),
+        sign in prop::sample::select(vec!["", "-", "+"]),
+    ) {
+        let digits = |d: &[u8]| d.iter().map(|d| char::from(b'0' + d)).collect::<String>();
+        let mut text = format!("{sign}{}", digits(&integer));
+        if let Some(fraction) = &fraction {
+            text.push('.');
+            text.push_str(&digits(fraction));
+        }
+        agree(text.as_bytes(), ColumnType::Double)?;
     }
 
     #[test]

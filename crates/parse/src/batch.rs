@@ -350,6 +350,16 @@ impl Record for RecordRef<'_> {
     fn field(&self, column: usize) -> Option<&[u8]> {
         RecordRef::field(self, column)
     }
+
+    #[inline]
+    fn value_memo(
+        &self,
+        column: usize,
+        ty: cardinal_event::ColumnType,
+        memo: &mut cardinal_event::DateMemo,
+    ) -> Result<cardinal_event::Value<'_>, cardinal_event::ValueError> {
+        cardinal_event::text_value_memo(RecordRef::field(self, column), ty, memo)
+    }
 }
 
 impl std::fmt::Debug for RecordRef<'_> {

@@ -19,7 +19,7 @@
 
 use std::cell::Cell;
 
-use cardinal_event::{ColumnType, Record, Timestamp, Value, ValueError};
+use cardinal_event::{ColumnType, DateMemo, Record, Timestamp, Value, ValueError};
 
 /// A parsed non-text value, or why the field is not its type.
 #[derive(Debug, Clone, Copy)]
@@ -124,6 +124,16 @@ impl<R: Record + ?Sized> Record for Cached<'_, R> {
     }
 
     fn value(&self, column: usize, ty: ColumnType) -> Result<Value<'_>, ValueError> {
+        self.value_memo(column, ty, &mut DateMemo::default())
+    }
+
+    #[inline(always)]
+    fn value_memo(
+        &self,
+        column: usize,
+        ty: ColumnType,
+        memo: &mut DateMemo,
+    ) -> Result<Value<'_>, ValueError> {
         if ty == ColumnType::Text {
             return self.record.value(column, ty);
         }
@@ -133,7 +143,7 @@ impl<R: Record + ?Sized> Record for Cached<'_, R> {
                 return slot.value.value();
             }
         }
-        let result = self.record.value(column, ty);
+        let result = self.record.value_memo(column, ty, memo);
         if let (Some(slot), Some(value)) = (self.slots.get(column), Scalar::of(result)) {
             slot.set(Slot {
                 stamp: self.stamp,

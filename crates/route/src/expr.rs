@@ -211,6 +211,9 @@ pub enum Expr {
 #[derive(Debug, Default)]
 pub struct Scratch {
     bytes: Vec<u8>,
+    /// The date of the last timestamp routing read, so that records of
+    /// one day parse it once ([`cardinal_event::DateMemo`]).
+    pub(crate) date: cardinal_event::DateMemo,
 }
 
 impl Scratch {

@@ -133,7 +133,9 @@ impl Summary {
                     Expr::Literal(Literal::Text(text)),
                 ) = (&**column, &**literal) =>
             {
-                Ok(record.field(*index) == Some(&text[..]))
+                Ok(record
+                    .field(*index)
+                    .is_some_and(|field| bytes_eq(field, text)))
             }
             Some(filter) => {
                 scratch.clear();
@@ -167,7 +169,11 @@ impl Summary {
         if let (Some(_), Some(t)) = (&self.bucket, known) {
             out.bucket = Some(t);
         } else if let Some(bucket) = &self.bucket {
-            match record.value(bucket.column, cardinal_event::ColumnType::Timestamp) {
+            match record.value_memo(
+                bucket.column,
+                cardinal_event::ColumnType::Timestamp,
+                &mut scratch.date,
+            ) {
                 Ok(Value::Time(t)) => out.bucket = Some(t.truncate(bucket.unit)),
                 Ok(_) => {
                     return Err(EvalError::MissingTime {
@@ -184,7 +190,7 @@ impl Summary {
         }
         out.key.clear();
         scratch.clear();
-        for (dimension, path) in self.dimensions.iter().zip(&self.paths.dims) {
+        for (index, path) in self.paths.dims.iter().enumerate() {
             match *path {
                 DimPath::Text { column } => match record.field(column) {
                     None => out.key.push(TAG_NULL),
@@ -202,49 +208,76 @@ impl Summary {
                     }
                 },
                 DimPath::General => {
-                    let held = dimension.eval_held(record, scratch.buffer())?;
+                    let held = self.dimensions[index].eval_held(record, scratch.buffer())?;
                     encode(held.resolve(scratch.bytes()), &mut out.key);
                 }
             }
         }
-        out.args.clear();
-        out.spans.clear();
+        // One slot per argument, kept between records: written in place,
+        // never cleared and pushed again.
+        let count = self.paths.args.len();
+        if out.args.len() != count {
+            out.args.resize(count, Arg::Null);
+            out.spans.resize(count, (0, 0));
+        }
         out.text.clear();
-        for (argument, path) in self.arguments.iter().zip(&self.paths.args) {
-            let value = match *path {
-                ArgPath::Typed { column, ty } => record
-                    .value(column, ty)
-                    .map_err(|reason| EvalError::Field { column, reason })?,
-                ArgPath::Text { column } => record.field(column).map_or(Value::Null, Value::Text),
+        for (index, path) in self.paths.args.iter().enumerate() {
+            // Each path converts its own value: a Value gathered from the
+            // three paths was copied through the stack in pieces and read
+            // back whole, a store-forwarding stall per argument (perf).
+            let (arg, span) = match *path {
+                ArgPath::Typed { column, ty } => arg_of(
+                    record
+                        .value_memo(column, ty, &mut scratch.date)
+                        .map_err(|reason| EvalError::Field { column, reason })?,
+                    &mut out.text,
+                ),
+                ArgPath::Text { column } => match record.field(column) {
+                    None => (Arg::Null, (0, 0)),
+                    Some(text) => text_arg(text, &mut out.text),
+                },
                 ArgPath::General => {
-                    let held = argument.eval_held(record, scratch.buffer())?;
-                    held.resolve(scratch.bytes())
+                    let held = self.arguments[index].eval_held(record, scratch.buffer())?;
+                    arg_of(held.resolve(scratch.bytes()), &mut out.text)
                 }
             };
-            let mut span = (0, 0);
-            let arg = match value {
-                Value::Null => Arg::Null,
-                Value::Bool(b) => Arg::Bool(b),
-                Value::Int(i) => Arg::Int(i),
-                Value::Float(f) => Arg::Float(f),
-                Value::Time(t) => Arg::Time(t),
-                Value::Text(t) => {
-                    // Fields are bounded by the parsers' line limit, far
-                    // below 4 GiB.
-                    let start = u32::try_from(out.text.len()).unwrap_or(u32::MAX);
-                    out.text.extend_from_slice(t);
-                    span = (start, u32::try_from(out.text.len()).unwrap_or(u32::MAX));
-                    Arg::Text {
-                        hash: hash::bytes(t, hash::SEED_DEFAULT),
-                    }
-                }
-            };
-            out.args.push(arg);
-            out.spans.push(span);
+            out.args[index] = arg;
+            out.spans[index] = span;
         }
         debug_assert_eq!(out.args.len(), self.arguments.len());
         Ok(())
     }
+}
+
+/// An argument's value as an [`Arg`] and, for text, where its bytes went in
+/// `text` (see [`text_arg`]).
+#[inline(always)]
+fn arg_of(value: Value<'_>, text: &mut Vec<u8>) -> (Arg, (u32, u32)) {
+    let arg = match value {
+        Value::Null => Arg::Null,
+        Value::Bool(b) => Arg::Bool(b),
+        Value::Int(i) => Arg::Int(i),
+        Value::Float(f) => Arg::Float(f),
+        Value::Time(t) => Arg::Time(t),
+        Value::Text(t) => return text_arg(t, text),
+    };
+    (arg, (0, 0))
+}
+
+/// A text argument: its hash, and its bytes appended to `text` for the
+/// aggregates that report values (`topk`).
+#[inline]
+fn text_arg(bytes: &[u8], text: &mut Vec<u8>) -> (Arg, (u32, u32)) {
+    // Fields are bounded by the parsers' line limit, far below 4 GiB.
+    let start = u32::try_from(text.len()).unwrap_or(u32::MAX);
+    text.extend_from_slice(bytes);
+    let end = u32::try_from(text.len()).unwrap_or(u32::MAX);
+    (
+        Arg::Text {
+            hash: hash::bytes(bytes, hash::SEED_DEFAULT),
+        },
+        (start, end),
+    )
 }
 
 /// How [`Summary::route_passed`] evaluates each dimension and argument,
@@ -341,15 +374,32 @@ impl Paths {
     }
 }
 
+/// Whether two byte strings are equal: for 4 to 16 bytes (event kinds,
+/// codes) two overlapping loads per side instead of a `bcmp` call.
+#[inline]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let len = a.len();
+    if len != b.len() {
+        return false;
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    match len {
+        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
+        4..=7 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
+        _ => a == b,
+    }
+}
+
 /// Appends a text entry (see the module doc).
 #[inline]
 fn encode_text(text: &[u8], key: &mut Vec<u8>) {
     // Fields are bounded by the parsers' line limit, far below 4 GiB; a
     // longer one is cut rather than mis-encoded.
     let length = u32::try_from(text.len()).unwrap_or(u32::MAX);
+    let [a, b, c, d] = length.to_le_bytes();
     key.reserve(5 + length as usize);
-    key.push(TAG_TEXT);
-    key.extend_from_slice(&length.to_le_bytes());
+    key.extend_from_slice(&[TAG_TEXT, a, b, c, d]);
     key.extend_from_slice(&text[..length as usize]);
 }
 
@@ -555,6 +605,22 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn bytes_eq_is_slice_equality() {
+        for len in 0..=20usize {
+            let a: Vec<u8> = (0..len)
+                .map(|i| u8::try_from(i).expect("< 21") + 1)
+                .collect();
+            assert!(bytes_eq(&a, &a.clone()));
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert!(!bytes_eq(&a, &b), "len {len}, byte {at}");
+            }
+            assert!(len == 0 || !bytes_eq(&a, &a[..len - 1]));
         }
     }
 

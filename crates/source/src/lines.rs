@@ -64,16 +64,19 @@ impl Default for Chunk {
 
 impl Chunk {
     /// The lines, newlines included.
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         &self.data[..self.len]
     }
 
     /// The number of bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether the chunk holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -344,6 +344,10 @@ fn counters_bytes_check(counter_count: u64) -> Result<()> {
     Ok(())
 }
 
+/// Depths up to this keep each row's cell during a conservative insert
+/// (the default depth is 5); deeper tables compute it twice.
+const CELLS_KEPT_MAX: usize = 8;
+
 /// SplitMix64 (Steele, Lea and Flood 2014, "Fast Splittable Pseudorandom
 /// Number Generators", OOPSLA): one step, used to derive hash seeds.
 fn splitmix64(state: &mut u64) -> u64 {
@@ -386,10 +390,16 @@ impl RowHashes {
     /// The column of `key` in row `row`.
     #[inline]
     fn column(&self, row: usize, key: u64) -> usize {
-        let (a, b) = self.seeds[row];
+        Self::column_of(self.seeds[row], self.width as usize, key)
+    }
+
+    /// The column of `key` in the row whose seeds are `(a, b)`, for a
+    /// table `width` wide.
+    #[inline(always)]
+    fn column_of((a, b): (u128, u128), width: usize, key: u64) -> usize {
         let hash = a.wrapping_mul(u128::from(key)).wrapping_add(b) >> 64;
-        let column = (hash * u128::from(self.width)) >> 64;
-        debug_assert!(column < u128::from(self.width));
+        let column = (hash * width as u128) >> 64;
+        debug_assert!(column < width as u128);
         // Below `width`, a u32.
         #[allow(clippy::cast_possible_truncation)]
         let column = column as usize;
@@ -490,30 +500,52 @@ impl CountMin {
     fn insert_then_count(&mut self, key_hash: u64, weight: u64) -> u64 {
         self.total_weight = self.total_weight.saturating_add(weight);
         let width = self.params.width as usize;
-        let depth = self.params.depth as usize;
-        let mut cells = [0usize; DEPTH_MAX as usize];
-        for (row, cell) in cells.iter_mut().enumerate().take(depth) {
-            *cell = row * width + self.hashes.column(row, key_hash);
-        }
-        let cells = &cells[..depth];
+        let seeds = &self.hashes.seeds;
+        debug_assert_eq!(self.counters.len(), seeds.len() * width);
+        // Row by row: each row's counters and seeds are zipped, so that
+        // neither is indexed (and bounds-checked) per row.
+        let rows = || self.counters.chunks_exact(width).zip(seeds);
         match self.params.update {
             Update::Plain => {
                 let mut count_min = u64::MAX;
-                for &cell in cells {
-                    let counter = &mut self.counters[cell];
+                for (counters, &seed) in self.counters.chunks_exact_mut(width).zip(seeds) {
+                    let counter = &mut counters[RowHashes::column_of(seed, width, key_hash)];
                     *counter = counter.saturating_add(weight);
                     count_min = count_min.min(*counter);
                 }
                 count_min
             }
-            Update::Conservative => {
-                let count_min = cells.iter().map(|&cell| self.counters[cell]).min();
-                let count_min = count_min.expect("depth >= 1").saturating_add(weight);
-                for &cell in cells {
+            Update::Conservative if seeds.len() <= CELLS_KEPT_MAX => {
+                // The usual depths: each row's cell is computed once and
+                // kept for the raise.
+                let mut cells = [0usize; CELLS_KEPT_MAX];
+                let mut count_min = u64::MAX;
+                for (row, ((counters, &seed), cell)) in rows().zip(cells.iter_mut()).enumerate() {
+                    let column = RowHashes::column_of(seed, width, key_hash);
+                    *cell = row * width + column;
+                    count_min = count_min.min(counters[column]);
+                }
+                let count_min = count_min.saturating_add(weight);
+                for &cell in &cells[..seeds.len()] {
                     let counter = &mut self.counters[cell];
                     *counter = (*counter).max(count_min);
                 }
-                debug_assert!(cells.iter().all(|&cell| self.counters[cell] >= count_min));
+                debug_assert!(self.count(key_hash) >= count_min);
+                count_min
+            }
+            Update::Conservative => {
+                // Deeper tables compute each column twice rather than keep
+                // an array of DEPTH_MAX cells.
+                let count_min = rows()
+                    .map(|(counters, &seed)| counters[RowHashes::column_of(seed, width, key_hash)])
+                    .min()
+                    .expect("depth >= 1")
+                    .saturating_add(weight);
+                for (counters, &seed) in self.counters.chunks_exact_mut(width).zip(seeds) {
+                    let counter = &mut counters[RowHashes::column_of(seed, width, key_hash)];
+                    *counter = (*counter).max(count_min);
+                }
+                debug_assert!(self.count(key_hash) >= count_min);
                 count_min
             }
         }
@@ -740,6 +772,60 @@ mod tests {
         // keys stays well within +-20%.
         for row in seen {
             assert!(row.iter().all(|&n| (800..1200).contains(&n)), "{row:?}");
+        }
+    }
+
+    /// Inserts update exactly the counters a row-by-row reading of the
+    /// definition does, for depths that keep their cells
+    /// (`CELLS_KEPT_MAX`) and deeper ones that compute them twice, under
+    /// both update rules.
+    #[test]
+    fn inserts_match_the_definition_at_every_depth() {
+        for depth in [1, 2, 5, 8, 9, 16, DEPTH_MAX] {
+            for update in [Update::Plain, Update::Conservative] {
+                let params = Params {
+                    depth,
+                    width: 61,
+                    update,
+                    seed: SEED_DEFAULT,
+                };
+                let mut sketch = CountMin::new(params).expect("valid");
+                let mut counters = vec![0u64; sketch.counters.len()];
+                let width = params.width as usize;
+                for i in 0..2000u64 {
+                    let key = crate::hash::user_id(i % 97);
+                    let weight = 1 + i % 3;
+                    let cells: Vec<usize> = (0..depth as usize)
+                        .map(|row| row * width + sketch.hashes.column(row, key))
+                        .collect();
+                    let want = match update {
+                        Update::Plain => {
+                            for &cell in &cells {
+                                counters[cell] += weight;
+                            }
+                            cells.iter().map(|&cell| counters[cell]).min()
+                        }
+                        Update::Conservative => {
+                            let raised = cells
+                                .iter()
+                                .map(|&cell| counters[cell])
+                                .min()
+                                .expect("depth >= 1")
+                                + weight;
+                            for &cell in &cells {
+                                counters[cell] = counters[cell].max(raised);
+                            }
+                            Some(raised)
+                        }
+                    };
+                    assert_eq!(
+                        Some(sketch.insert_then_count(key, weight)),
+                        want,
+                        "depth {depth}, {update:?}"
+                    );
+                }
+                assert_eq!(sketch.counters, counters, "depth {depth}, {update:?}");
+            }
         }
     }
 
