@@ -1215,6 +1215,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::cast_possible_truncation)]
     fn the_swar_tag_scan_agrees_with_one_tag_at_a_time() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut tags = [0u8; 41];
