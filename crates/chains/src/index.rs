@@ -195,7 +195,8 @@ impl Table {
     }
 
     /// Prefetches the slots a probe for hash `h` reads first: its home
-    /// slot's cache line and the next one (a hit reads 1-4 slots).
+    /// slot's cache line and the next one (a hit reads 1-4 slots), and the
+    /// home slot's tag, which an insert writes.
     #[inline]
     pub(crate) fn prefetch(&self, h: u64) {
         if self.slots.is_empty() {
@@ -204,6 +205,9 @@ impl Table {
         let i = self.home(h);
         prefetch(&self.slots[i]);
         prefetch(&self.slots[(i + 5).min(self.slots.len() - 1)]);
+        if let Some(tag) = self.tags.get(i) {
+            prefetch(tag);
+        }
     }
 
     #[inline]

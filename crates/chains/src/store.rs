@@ -22,7 +22,25 @@
 //!   at most `CHAIN_BYTES_MAX`); sometimes a shard growth (a rehash of one
 //!   shard, ~keys/shards entries);
 //! - take: one probe, a walk of one chain, one backward shift;
-//! - trim slice: `budget` index slots and their chains.
+//! - trim slice: `budget` index slots' age tags (one byte each), and the
+//!   chains whose tag says they may hold an expired record.
+//!
+//! Age tags. Beside each shard's slot array is an array of one `u8` per
+//! slot: the time of the chain's oldest record in units of
+//! `ceil(lookback / 64)`, wrapping modulo 256. It is written when a key is
+//! inserted, lowered by an append older than the chain's first record
+//! (never touched by an append in time order, the common case), and
+//! rewritten exactly whenever a trim reads the chain; it moves with its
+//! entry in rehashes and backward shifts. A trim slice compares tags with
+//! the cutoff eight at a time and reads only chains whose tag is at or
+//! before the cutoff's unit: a chain is read about once per lookback,
+//! when its oldest record expires, instead of once per pass. Wrapping is
+//! bounded: a tag is at most 66 units old when written or checked, and
+//! tags are trusted only while the last complete pass started at most
+//! [`TAG_GAP_UNITS_MAX`] = 160 units ago, so no trusted tag is 256 units
+//! old; otherwise the next slice starts a full pass that reads every
+//! chain (the first pass of a store with a clock past 160 units is one).
+//! Tags cost 1 byte per slot (index 13 B per slot, 15.3-19.1 B/key).
 
 use crate::arena::{
     Arena, CHAIN_BYTES_MAX, CLASS_BYTES, HEADER_BYTES, class_for, set_used, used_of,
