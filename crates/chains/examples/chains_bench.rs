@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use cardinal_chains::attribution::{self, Conversion, Model};
 use cardinal_chains::{
-    AppendOutcome, CampaignId, Config, KeyIndex, Kind, Record, SiteId, Store, UserId,
+    AppendOutcome, CampaignId, Config, KeyIndex, Kind, Record, SiteId, Store, TrimOutcome, UserId,
 };
 
 const REPORT_EVERY: u64 = 1_000_000;
@@ -479,9 +479,20 @@ struct ChainsRun<'a> {
     conversions: u64,
     credited: u64,
     next_trim: u64,
+    /// Every trim slice's outcome, summed.
+    trims: TrimOutcome,
+    slices: u64,
 }
 
 impl ChainsRun<'_> {
+    fn count_trim(&mut self, trim: &TrimOutcome) {
+        self.slices += 1;
+        self.trims.slots_scanned += trim.slots_scanned;
+        self.trims.chains_read += trim.chains_read;
+        self.trims.chains_removed += trim.chains_removed;
+        self.trims.records_dropped += trim.records_dropped;
+    }
+
     fn now_ms(&self) -> u64 {
         1_700_000_000_000 + self.appends * 1000 / APPENDS_PER_SECOND
     }
@@ -635,6 +646,8 @@ fn run_chains(args: &Args) {
         conversions: 0,
         credited: 0,
         next_trim: args.trim_every,
+        trims: TrimOutcome::default(),
+        slices: 0,
     };
     let mut report = Report::new(args.report_every);
     let started = Instant::now();
@@ -666,6 +679,15 @@ fn run_chains(args: &Args) {
             appends as f64 / (cpu - generator) / 1e6
         );
     }
+    let slices = run.slices.max(1) as f64;
+    println!(
+        "trim: {} slices; per slice {:.0} slots scanned, {:.1} chains read, {:.1} chains removed, {:.1} records dropped",
+        run.slices,
+        run.trims.slots_scanned as f64 / slices,
+        run.trims.chains_read as f64 / slices,
+        run.trims.chains_removed as f64 / slices,
+        run.trims.records_dropped as f64 / slices
+    );
     println!("memory: {m:?}");
     let keys = m.keys.max(1) as f64;
     println!(
@@ -732,8 +754,9 @@ fn run_per_op(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
                 report.interval.max_ns = report.interval.max_ns.max(ns);
                 if run.trim_due() {
                     let t = clock.now();
-                    run.store.trim_slice(now_ms, run.args.trim_budget);
+                    let trim = run.store.trim_slice(now_ms, run.args.trim_budget);
                     let ns = clock.now() - t;
+                    run.count_trim(&trim);
                     hists[3].record(ns);
                     report.interval.max_ns = report.interval.max_ns.max(ns);
                 }
@@ -790,7 +813,8 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
                     pending.push((user, r));
                     if trim {
                         flush(run, &mut pending, &mut outcomes, &mut moved, &mut grew);
-                        run.store.trim_slice(now_ms, run.args.trim_budget);
+                        let trim = run.store.trim_slice(now_ms, run.args.trim_budget);
+                        run.count_trim(&trim);
                         trimmed = true;
                     }
                 }

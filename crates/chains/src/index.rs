@@ -109,6 +109,11 @@ pub(crate) enum Probe {
 #[derive(Debug)]
 pub(crate) struct Table {
     slots: Vec<[u32; 3]>,
+    /// One age tag per slot, moved with its entry (the store's trim reads
+    /// them, see store.rs), or none at all: a table made `untagged` (the
+    /// bare [`crate::KeyIndex`]) keeps this empty and pays nothing.
+    tags: Vec<u8>,
+    tagged: bool,
     len: u32,
     shard_bits: u32,
 }
@@ -117,21 +122,30 @@ impl Table {
     /// A table of no slots, which allocates nothing: a snapshot's empty
     /// shard. Lookups find nothing and the first insert grows it
     /// ([`Table::needs_growth`] is true at capacity 0).
-    pub(crate) fn empty(shard_bits: u32) -> Table {
+    pub(crate) fn empty(shard_bits: u32, tagged: bool) -> Table {
         assert!(shard_bits < 64);
         Table {
             slots: Vec::new(),
+            tags: Vec::new(),
+            tagged,
             len: 0,
             shard_bits,
         }
     }
 
-    pub(crate) fn with_capacity(capacity: u32, shard_bits: u32) -> Table {
+    /// A table of `capacity` empty slots, with a tag per slot if `tagged`.
+    pub(crate) fn with_capacity(capacity: u32, shard_bits: u32, tagged: bool) -> Table {
         assert!(capacity >= 4, "a shard has at least 4 slots");
         assert!(capacity <= SHARD_SLOTS_MAX);
         assert!(shard_bits < 64);
         Table {
             slots: vec![[0, 0, EMPTY]; capacity as usize],
+            tags: if tagged {
+                vec![0; capacity as usize]
+            } else {
+                Vec::new()
+            },
+            tagged,
             len: 0,
             shard_bits,
         }
@@ -145,9 +159,31 @@ impl Table {
         u32::try_from(self.slots.len()).expect("capacity <= SHARD_SLOTS_MAX")
     }
 
-    /// Heap bytes of the slots.
+    /// Heap bytes of the slots and their tags.
     pub(crate) fn heap_bytes(&self) -> u64 {
-        (self.slots.capacity() * SLOT_BYTES) as u64
+        (self.slots.capacity() * SLOT_BYTES + self.tags.capacity()) as u64
+    }
+
+    /// The age tags, one per slot (empty for an untagged table). A tag of
+    /// an empty slot means nothing.
+    #[inline]
+    pub(crate) fn tags(&self) -> &[u8] {
+        &self.tags
+    }
+
+    /// Sets the tag of empty slot `i` (of a tagged table), which means
+    /// nothing but saves a scan of the tags from reading the slot again.
+    #[inline]
+    pub(crate) fn set_empty_tag(&mut self, i: usize, tag: u8) {
+        debug_assert_eq!(self.slots[i][2], EMPTY);
+        self.tags[i] = tag;
+    }
+
+    /// Sets the tag of occupied slot `i` (of a tagged table).
+    #[inline]
+    pub(crate) fn set_tag(&mut self, i: usize, tag: u8) {
+        debug_assert_ne!(self.slots[i][2], EMPTY);
+        self.tags[i] = tag;
     }
 
     // The product's high half is below `slots.len()`, so it fits a usize.
@@ -159,7 +195,8 @@ impl Table {
     }
 
     /// Prefetches the slots a probe for hash `h` reads first: its home
-    /// slot's cache line and the next one (a hit reads 1-4 slots).
+    /// slot's cache line and the next one (a hit reads 1-4 slots), and the
+    /// home slot's tag, which an insert writes.
     #[inline]
     pub(crate) fn prefetch(&self, h: u64) {
         if self.slots.is_empty() {
@@ -168,6 +205,9 @@ impl Table {
         let i = self.home(h);
         prefetch(&self.slots[i]);
         prefetch(&self.slots[(i + 5).min(self.slots.len() - 1)]);
+        if let Some(tag) = self.tags.get(i) {
+            prefetch(tag);
+        }
     }
 
     #[inline]
@@ -206,17 +246,27 @@ impl Table {
         u32::try_from(grown).ok().filter(|&c| c <= SHARD_SLOTS_MAX)
     }
 
-    /// Rehashes every entry into a table of `capacity` slots.
+    /// Rehashes every entry into a table of `capacity` slots; tags move
+    /// with their entries.
     pub(crate) fn resize(&mut self, capacity: u32) {
         assert!(u64::from(self.len) * LOAD_DEN <= u64::from(capacity) * LOAD_NUM);
         let old = std::mem::replace(&mut self.slots, vec![[0, 0, EMPTY]; capacity as usize]);
+        let old_tags = std::mem::replace(
+            &mut self.tags,
+            if self.tagged {
+                vec![0; capacity as usize]
+            } else {
+                Vec::new()
+            },
+        );
         let len = self.len;
         self.len = 0;
-        for slot in old {
+        for (n, slot) in old.into_iter().enumerate() {
             if slot[2] != EMPTY {
                 let key = u64::from(slot[0]) | (u64::from(slot[1]) << 32);
+                let tag = old_tags.get(n).copied().unwrap_or(0);
                 match self.probe(key, mix(key)) {
-                    Probe::Vacant(i) => self.put(i, key, Handle(slot[2])),
+                    Probe::Vacant(i) => self.put(i, key, Handle(slot[2]), tag),
                     Probe::Found(..) => unreachable!("duplicate key in a shard"),
                 }
             }
@@ -224,12 +274,16 @@ impl Table {
         assert_eq!(self.len, len);
     }
 
-    /// Fills the vacant slot `i` (from [`Table::probe`]).
-    pub(crate) fn put(&mut self, i: usize, key: u64, handle: Handle) {
+    /// Fills the vacant slot `i` (from [`Table::probe`]), with age tag
+    /// `tag` if the table is tagged.
+    pub(crate) fn put(&mut self, i: usize, key: u64, handle: Handle, tag: u8) {
         assert_eq!(self.slots[i][2], EMPTY, "put into an occupied slot");
         assert_ne!(handle.0, EMPTY);
         let [lo, hi] = split(key);
         self.slots[i] = [lo, hi, handle.0];
+        if self.tagged {
+            self.tags[i] = tag;
+        }
         self.len += 1;
         debug_assert!(u64::from(self.len) * LOAD_DEN <= u64::from(self.capacity()) * LOAD_NUM);
     }
@@ -262,8 +316,13 @@ impl Table {
     }
 
     /// Empties slot `i` and shifts later entries of the probe run back
-    /// (Knuth's algorithm R), so lookups never meet a tombstone.
-    pub(crate) fn remove_at(&mut self, mut i: usize) {
+    /// (Knuth's algorithm R), so lookups never meet a tombstone. Tags move
+    /// with their entries.
+    ///
+    /// `cursor` is a scan position (the trim's): if an entry moves from at
+    /// or after it to before it, the cursor moves back to that entry's new
+    /// slot, so a scan in progress still meets every entry once.
+    pub(crate) fn remove_at(&mut self, mut i: usize, cursor: &mut usize) {
         assert_ne!(self.slots[i][2], EMPTY, "remove of an empty slot");
         let capacity = self.slots.len();
         let mut j = i;
@@ -287,6 +346,12 @@ impl Table {
             };
             if !stays {
                 self.slots[i] = slot;
+                if self.tagged {
+                    self.tags[i] = self.tags[j];
+                }
+                if i < *cursor && *cursor <= j {
+                    *cursor = i;
+                }
                 i = j;
             }
         }
@@ -305,14 +370,14 @@ mod tests {
             t.resize(c);
         }
         match t.probe(key, mix(key)) {
-            Probe::Vacant(i) => t.put(i, key, Handle(u32::try_from(key % 1000).expect("small"))),
+            Probe::Vacant(i) => t.put(i, key, Handle(u32::try_from(key % 1000).expect("small")), 0),
             Probe::Found(..) => panic!("duplicate"),
         }
     }
 
     #[test]
     fn insert_find_remove_against_a_reference() {
-        let mut t = Table::with_capacity(4, 3);
+        let mut t = Table::with_capacity(4, 3, false);
         let keys: Vec<u64> = (0..5000u64)
             .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
             .collect();
@@ -324,7 +389,7 @@ mod tests {
         // Remove every other key; the rest must still be found.
         for &k in keys.iter().step_by(2) {
             match t.probe(k, mix(k)) {
-                Probe::Found(i, _) => t.remove_at(i),
+                Probe::Found(i, _) => t.remove_at(i, &mut 0),
                 Probe::Vacant(_) => panic!("lost key {k}"),
             }
         }
@@ -337,7 +402,7 @@ mod tests {
 
     #[test]
     fn an_empty_table_finds_nothing_and_grows_on_insert() {
-        let mut t = Table::empty(3);
+        let mut t = Table::empty(3, false);
         assert_eq!((t.capacity(), t.heap_bytes()), (0, 0));
         assert_eq!(t.probe(7, mix(7)), Probe::Vacant(0));
         assert!(t.needs_growth());

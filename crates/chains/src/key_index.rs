@@ -50,6 +50,7 @@ impl KeyIndex {
                 Table::with_capacity(
                     staggered(shard_slots_initial, s, count),
                     u32::from(shard_bits),
+                    false,
                 )
             })
             .collect();
@@ -125,7 +126,7 @@ impl KeyIndex {
                 }
             }
         };
-        table.put(i, key, Handle(value));
+        table.put(i, key, Handle(value), 0);
         self.len += 1;
         outcome.new_key = true;
         Ok(outcome)
@@ -138,7 +139,7 @@ impl KeyIndex {
         let table = &mut self.shards[shard];
         match table.probe(key, h) {
             Probe::Found(i, handle) => {
-                table.remove_at(i);
+                table.remove_at(i, &mut 0);
                 self.len -= 1;
                 Some(handle.0)
             }

@@ -74,5 +74,6 @@ pub use record::{
 pub use snapshot::{SNAPSHOT_VERSION, SnapshotStats};
 pub use store::{
     APPEND_BATCH_WINDOW, AppendOutcome, Config, MemoryStats, Router, SHARD_BITS_MAX,
-    SHARD_KEYS_TARGET, SHARD_SLOTS_INITIAL_MIN, ShardGroup, Store, TrimOutcome, UserId,
+    SHARD_KEYS_TARGET, SHARD_SLOTS_INITIAL_MIN, ShardGroup, Store, TAG_GAP_UNITS_MAX,
+    TAG_UNITS_PER_LOOKBACK, TrimOutcome, UserId,
 };

@@ -22,7 +22,25 @@
 //!   at most `CHAIN_BYTES_MAX`); sometimes a shard growth (a rehash of one
 //!   shard, ~keys/shards entries);
 //! - take: one probe, a walk of one chain, one backward shift;
-//! - trim slice: `budget` index slots and their chains.
+//! - trim slice: `budget` index slots' age tags (one byte each), and the
+//!   chains whose tag says they may hold an expired record.
+//!
+//! Age tags. Beside each shard's slot array is an array of one `u8` per
+//! slot: the time of the chain's oldest record in units of
+//! `ceil(lookback / 64)`, wrapping modulo 256. It is written when a key is
+//! inserted, lowered by an append older than the chain's first record
+//! (never touched by an append in time order, the common case), and
+//! rewritten exactly whenever a trim reads the chain; it moves with its
+//! entry in rehashes and backward shifts. A trim slice compares tags with
+//! the cutoff eight at a time and reads only chains whose tag is at or
+//! before the cutoff's unit: a chain is read about once per lookback,
+//! when its oldest record expires, instead of once per pass. Wrapping is
+//! bounded: a tag is at most 66 units old when written or checked, and
+//! tags are trusted only while the last complete pass started at most
+//! [`TAG_GAP_UNITS_MAX`] = 160 units ago, so no trusted tag is 256 units
+//! old; otherwise the next slice starts a full pass that reads every
+//! chain (the first pass of a store with a clock past 160 units is one).
+//! Tags cost 1 byte per slot (index 13 B per slot, 15.3-19.1 B/key).
 
 use crate::arena::{
     Arena, CHAIN_BYTES_MAX, CLASS_BYTES, HEADER_BYTES, class_for, set_used, used_of,
@@ -47,7 +65,22 @@ pub const SHARD_KEYS_TARGET: u64 = 16 * 1024;
 /// How far ahead of its cursor a trim slice prefetches chains, in index
 /// slots: ~12 chains at the table's load, enough to cover a memory access
 /// at the ~10 ns a cached chain check costs.
-const TRIM_PREFETCH_SLOTS: usize = 16;
+const TRIM_PREFETCH_CHAINS: usize = 12;
+/// Age tag units per lookback: a tag counts time in units of
+/// `ceil(lookback_ms / 64)` (at least 1 ms), so a chain's oldest record is
+/// known to within 1/64 of the lookback and a `u8` tag wraps after four
+/// lookbacks.
+pub const TAG_UNITS_PER_LOOKBACK: u64 = 64;
+/// How long, in tag units, the tags stay trusted after the start of the
+/// last complete trim pass (160 units: 2.5 lookbacks). A tag is at most
+/// `TAG_UNITS_PER_LOOKBACK + 2` units old when written or checked, so
+/// within this gap no tag is 256 units old and its wrapped age is its
+/// true age. Past it (trim slices too rare for the store's size, or a long
+/// idle gap), the next slice starts a full pass that reads every chain,
+/// as trimming did before tags, and rewrites every tag.
+pub const TAG_GAP_UNITS_MAX: u64 = 160;
+
+const _: () = assert!(TAG_GAP_UNITS_MAX + TAG_UNITS_PER_LOOKBACK + 2 < 256);
 /// Pairs [`ShardGroup::append_batch`] hashes and prefetches ahead of its
 /// appends. Each pair in flight holds an index line and a chain line on
 /// their way from memory; 32 covers the memory latency (~100 ns) at the
@@ -211,6 +244,9 @@ pub struct TrimOutcome {
     pub chains_removed: u64,
     /// Chains moved to a smaller size class after shrinking.
     pub chains_moved: u64,
+    /// Chains read: those whose age tag said they might hold an expired
+    /// record, or every chain in a full pass.
+    pub chains_read: u64,
     /// The slice finished a pass over every shard of the group.
     pub pass_done: bool,
 }
@@ -221,6 +257,7 @@ impl TrimOutcome {
         self.records_dropped += other.records_dropped;
         self.chains_removed += other.chains_removed;
         self.chains_moved += other.chains_moved;
+        self.chains_read += other.chains_read;
         self.pass_done |= other.pass_done;
     }
 }
@@ -233,7 +270,7 @@ pub struct MemoryStats {
     pub keys: u64,
     /// Bytes of encoded records in all chains.
     pub record_bytes: u64,
-    /// Bytes of index slots (12 per slot).
+    /// Bytes of index slots and their age tags (13 per slot).
     pub index_bytes: u64,
     /// Bytes of arena slots in use (headers, records and slack).
     pub slot_bytes: u64,
@@ -268,6 +305,17 @@ pub struct ShardGroup {
     record_bytes: u64,
     cursor_shard: usize,
     cursor_slot: usize,
+    /// The age tags' unit, `ceil(lookback_ms / TAG_UNITS_PER_LOOKBACK)`.
+    tag_unit_ms: u64,
+    /// The latest `now_ms` a trim slice was given: the tags' clock.
+    clock_ms: u64,
+    /// The clock when the current trim pass started.
+    pass_start_ms: u64,
+    /// The clock when the last complete pass started: every chain has been
+    /// checked by a trim or had its tag written since.
+    checked_since_ms: u64,
+    /// The current pass reads every chain (the tags were not trusted).
+    full_pass: bool,
 }
 
 impl ShardGroup {
@@ -280,6 +328,7 @@ impl ShardGroup {
                 Table::with_capacity(
                     initial_capacity(&config, group, local as usize),
                     u32::from(config.shard_bits),
+                    true,
                 )
             })
             .collect();
@@ -305,7 +354,29 @@ impl ShardGroup {
             record_bytes: 0,
             cursor_shard: 0,
             cursor_slot: 0,
+            tag_unit_ms: config.lookback_ms.div_ceil(TAG_UNITS_PER_LOOKBACK).max(1),
+            clock_ms: 0,
+            pass_start_ms: 0,
+            checked_since_ms: 0,
+            full_pass: false,
         })
+    }
+
+    /// The age tag of a chain whose oldest record is at `time_ms`: its tag
+    /// unit, wrapping. The time is first clamped to the tags' clock (a
+    /// future record gets an older tag than it could: the chain is read
+    /// sooner than needed) and to no older than just expired at the clock
+    /// (the chain is read by the next trim, which writes its exact tag), so
+    /// every tag is 0 to `TAG_UNITS_PER_LOOKBACK + 2` units old when
+    /// written.
+    #[inline]
+    fn tag_for(&self, time_ms: u64) -> u8 {
+        tag_of(
+            time_ms,
+            self.clock_ms,
+            self.config.lookback_ms,
+            self.tag_unit_ms,
+        )
     }
 
     /// The buffer for chain moves, allocated on first use: a group that
@@ -430,6 +501,21 @@ impl ShardGroup {
             Probe::Found(i, handle) => {
                 let class = arena.class_of(handle);
                 let used = used_of(arena.slot(handle));
+                // The tag stands for the chain's oldest record; a record
+                // older than the chain's first (out of order) may be older
+                // than it. In-order appends never touch the tag.
+                let time_ms = record.time_ms();
+                if time_ms < time_ms_at(arena.chain(handle)) {
+                    let unit = self.tag_unit_ms;
+                    let tag = tag_of(time_ms, self.clock_ms, self.config.lookback_ms, unit);
+                    // Both ages are below 256 while the tags are trusted
+                    // (`TAG_GAP_UNITS_MAX`); when they are not, the next
+                    // full pass rewrites this tag before they are again.
+                    let clock = unit_of(self.clock_ms, unit);
+                    if clock.wrapping_sub(tag) > clock.wrapping_sub(table.tags()[i]) {
+                        table.set_tag(i, tag);
+                    }
+                }
                 if HEADER_BYTES + used + n <= CLASS_BYTES[class] as usize
                     && used + n <= CHAIN_BYTES_MAX
                 {
@@ -466,6 +552,9 @@ impl ShardGroup {
                 }
             }
             Probe::Vacant(mut i) => {
+                let tag = self.tag_for(record.time_ms());
+                let table = &mut self.shards[shard];
+                let arena = &mut self.arena;
                 let handle = arena.alloc(class_for(HEADER_BYTES + n))?;
                 if table.needs_growth() {
                     // A shard restored smaller than a new one (or empty)
@@ -481,6 +570,11 @@ impl ShardGroup {
                     };
                     table.resize(capacity);
                     outcome.shard_grew = true;
+                    // The rehash reordered the shard: a trim pass inside it
+                    // starts the shard again so it checks every chain.
+                    if shard == self.cursor_shard {
+                        self.cursor_slot = 0;
+                    }
                     i = match table.probe(user.0, h) {
                         Probe::Vacant(i) => i,
                         Probe::Found(..) => unreachable!("the key was absent before growing"),
@@ -489,7 +583,7 @@ impl ShardGroup {
                 let slot = arena.slot_mut(handle);
                 slot[HEADER_BYTES..HEADER_BYTES + n].copy_from_slice(bytes);
                 set_used(slot, n);
-                table.put(i, user.0, handle);
+                table.put(i, user.0, handle, tag);
                 self.keys += 1;
                 self.record_bytes += n as u64;
                 outcome.new_key = true;
@@ -522,7 +616,13 @@ impl ShardGroup {
                 decode_chain(chain, out);
                 self.record_bytes -= chain.len() as u64;
                 self.arena.free(handle);
-                table.remove_at(i);
+                let mut other = 0;
+                let cursor = if shard == self.cursor_shard {
+                    &mut self.cursor_slot
+                } else {
+                    &mut other
+                };
+                table.remove_at(i, cursor);
                 self.keys -= 1;
                 Ok(true)
             }
@@ -537,64 +637,118 @@ impl ShardGroup {
     /// its budget (and `CHAIN_BYTES_MAX` per slot), never by the store's
     /// size: trimming is never a stop-the-world sweep.
     ///
-    /// A pass visits every chain once, except that chains of a shard that
-    /// grows during the pass may be skipped or visited twice; the next pass
-    /// catches them.
+    /// Only chains whose age tag says their oldest record may have expired
+    /// are read: the slice scans the tags (one byte per slot, 64 to a
+    /// cache line) and skips the others without touching them. The tags
+    /// are trusted while the last complete pass started at most
+    /// [`TAG_GAP_UNITS_MAX`] tag units ago and `now_ms` does not go
+    /// backwards; otherwise the slice reads every chain it meets (after a
+    /// gap, from the first shard again: a full pass). A new or restored
+    /// group's first pass is a full pass unless its clock is young.
+    ///
+    /// A pass visits every chain present when it started.
     pub fn trim_slice(&mut self, now_ms: u64, slots_budget: u64) -> TrimOutcome {
         let cutoff = now_ms.saturating_sub(self.config.lookback_ms);
+        let unit = self.tag_unit_ms;
+        let forward = now_ms >= self.clock_ms;
+        self.clock_ms = self.clock_ms.max(now_ms);
+        if !self.full_pass
+            && self.clock_ms / unit - self.checked_since_ms / unit > TAG_GAP_UNITS_MAX
+        {
+            self.full_pass = true;
+            self.cursor_shard = 0;
+            self.cursor_slot = 0;
+            self.pass_start_ms = self.clock_ms;
+        }
+        let skip = !self.full_pass && forward;
+        // `now - cutoff` is at most a lookback: at most 65 units.
+        #[allow(clippy::cast_possible_truncation)]
+        let ages = Ages {
+            now: (now_ms / unit) as u8,
+            cutoff: (now_ms / unit - cutoff / unit) as u8,
+            skip,
+        };
         let mut outcome = TrimOutcome::default();
+        // Where the prefetching scan stands, and how many chains it has
+        // asked for that the slice has not reached yet.
+        let mut ahead = self.cursor_slot;
+        let mut in_flight = 0;
         'slots: while outcome.slots_scanned < slots_budget {
             // A shard restored without keys has no slots: skip it.
             while self.cursor_slot >= self.shards[self.cursor_shard].capacity() as usize {
                 self.cursor_slot = 0;
+                ahead = 0;
+                in_flight = 0;
                 self.cursor_shard += 1;
                 if self.cursor_shard == self.shards.len() {
                     self.cursor_shard = 0;
                     outcome.pass_done = true;
+                    self.checked_since_ms = self.pass_start_ms;
+                    self.pass_start_ms = self.clock_ms;
+                    self.full_pass = false;
                     break 'slots;
                 }
             }
             let table = &mut self.shards[self.cursor_shard];
-            // Empty slots are passed over in one tight loop, within budget.
             let capacity = table.capacity() as usize;
             let budget_left =
                 usize::try_from(slots_budget - outcome.slots_scanned).unwrap_or(usize::MAX);
             let limit = capacity.min(self.cursor_slot.saturating_add(budget_left));
-            let next = table.next_occupied(self.cursor_slot, limit);
+            // The chains are not in slot order: ask for the next
+            // `TRIM_PREFETCH_CHAINS` candidates' chains, so their lines
+            // arrive while the slice works on earlier ones.
+            ahead = ahead.max(self.cursor_slot);
+            while in_flight < TRIM_PREFETCH_CHAINS && ahead < limit {
+                let next = ages.next_candidate(table, ahead, limit);
+                if next == limit {
+                    ahead = limit;
+                    break;
+                }
+                let (_, handle) = table.entry(next).expect("a candidate is occupied");
+                self.arena.prefetch(handle);
+                ahead = next + 1;
+                in_flight += 1;
+            }
+            // Slots whose chain need not be read are passed over in one
+            // tight loop over the tags, within budget.
+            let next = ages.next_candidate(table, self.cursor_slot, limit);
             outcome.slots_scanned += (next - self.cursor_slot) as u64;
             self.cursor_slot = next;
             if next == limit {
                 continue;
             }
             outcome.slots_scanned += 1;
-            // The slots are read in order (the hardware prefetcher follows),
-            // the chains they point to are not: ask for the chain
-            // `TRIM_PREFETCH_SLOTS` slots ahead so its line arrives in time
-            // (ahead of an occupied slot only, which is most of them).
-            if let Some(ahead) = self.cursor_slot.checked_add(TRIM_PREFETCH_SLOTS)
-                && ahead < capacity
-                && let Some((_, handle)) = table.entry(ahead)
-            {
-                self.arena.prefetch(handle);
-            }
+            in_flight = in_flight.saturating_sub(1);
+            outcome.chains_read += 1;
             let (_, handle) = table.entry(self.cursor_slot).expect("an occupied slot");
             let slot = self.arena.slot_mut(handle);
             let used = used_of(slot);
-            let (kept, dropped) =
+            let (kept, dropped, oldest) =
                 retain_recent(&mut slot[HEADER_BYTES..HEADER_BYTES + used], cutoff);
-            if dropped == 0 {
-                self.cursor_slot += 1;
-                continue;
-            }
             outcome.records_dropped += dropped;
             self.record_bytes -= (used - kept) as u64;
             if kept == 0 {
                 self.arena.free(handle);
                 // The backward shift may pull a later entry into this slot:
                 // the cursor stays to examine it.
-                table.remove_at(self.cursor_slot);
+                let mut cursor = self.cursor_slot;
+                table.remove_at(self.cursor_slot, &mut cursor);
+                debug_assert_eq!(cursor, self.cursor_slot);
                 self.keys -= 1;
                 outcome.chains_removed += 1;
+                continue;
+            }
+            // The exact tag of what is left: the next pass reads this chain
+            // again only once its oldest record may have expired.
+            let tag = tag_of(
+                oldest,
+                self.clock_ms,
+                self.config.lookback_ms,
+                self.tag_unit_ms,
+            );
+            table.set_tag(self.cursor_slot, tag);
+            if dropped == 0 {
+                self.cursor_slot += 1;
                 continue;
             }
             set_used(slot, kept);
@@ -621,6 +775,7 @@ impl ShardGroup {
     pub fn trim_all(&mut self, now_ms: u64) -> TrimOutcome {
         self.cursor_shard = 0;
         self.cursor_slot = 0;
+        self.pass_start_ms = self.clock_ms.max(now_ms);
         let mut total = TrimOutcome::default();
         loop {
             let slice = self.trim_slice(now_ms, 4096);
@@ -686,7 +841,7 @@ impl ShardGroup {
         assert!(shard < self.config.shards_per_group() as usize);
         let shard_bits = u32::from(self.config.shard_bits);
         if keys == 0 {
-            self.shards.push(Table::empty(shard_bits));
+            self.shards.push(Table::empty(shard_bits, true));
             return Ok(shard);
         }
         // The load right after growing (0.68) times the stagger, so restored
@@ -705,7 +860,8 @@ impl ShardGroup {
             global_shard(&self.config, self.group, shard),
             self.config.shard_count(),
         );
-        self.shards.push(Table::with_capacity(capacity, shard_bits));
+        self.shards
+            .push(Table::with_capacity(capacity, shard_bits, true));
         Ok(shard)
     }
 
@@ -746,7 +902,20 @@ impl ShardGroup {
         let slot = self.arena.slot_mut(handle);
         slot[HEADER_BYTES..HEADER_BYTES + chain.len()].copy_from_slice(chain);
         set_used(slot, chain.len());
-        table.put(i, key, handle);
+        // Tags are derived data, not in the snapshot: computed again here.
+        let mut oldest = u64::MAX;
+        let mut at = 0;
+        while at < chain.len() {
+            oldest = oldest.min(time_ms_at(&chain[at..]));
+            at += encoded_len_at(&chain[at..]).expect("validated by the caller");
+        }
+        let tag = tag_of(
+            oldest,
+            self.clock_ms,
+            self.config.lookback_ms,
+            self.tag_unit_ms,
+        );
+        self.shards[shard].put(i, key, handle, tag);
         self.keys += 1;
         self.record_bytes += chain.len() as u64;
         Ok(())
@@ -784,6 +953,83 @@ pub(crate) fn staggered(base: u32, index: u32, count: u32) -> u32 {
     capacity.clamp(base, SHARD_SLOTS_MAX)
 }
 
+/// Time `ms` in tag units of `unit_ms`, wrapping.
+// The wrap is the point: tag ages are differences modulo 256.
+#[allow(clippy::cast_possible_truncation)]
+#[inline]
+fn unit_of(ms: u64, unit_ms: u64) -> u8 {
+    (ms / unit_ms) as u8
+}
+
+/// The age tag of a chain whose oldest record is at `time_ms`, under the
+/// tags' clock `clock_ms`: see [`ShardGroup::tag_for`].
+#[inline]
+fn tag_of(time_ms: u64, clock_ms: u64, lookback_ms: u64, unit_ms: u64) -> u8 {
+    let oldest = clock_ms.saturating_sub(lookback_ms.saturating_add(unit_ms));
+    unit_of(time_ms.clamp(oldest, clock_ms.max(oldest)), unit_ms)
+}
+
+/// What a trim slice needs to read the age tags: the current unit, the age
+/// in units from which a chain may hold an expired record, and whether the
+/// tags are trusted at all.
+#[derive(Debug, Clone, Copy)]
+struct Ages {
+    now: u8,
+    cutoff: u8,
+    skip: bool,
+}
+
+impl Ages {
+    /// The first slot in `from..to` whose chain the trim must read, or `to`.
+    ///
+    /// A tag `t` of age `now - t` (wrapping) below `cutoff` is a unit after
+    /// the cutoff's, so the chain's oldest record, at or after `t`, is
+    /// after the cutoff: nothing in it has expired. Only the slot of a
+    /// matching tag is read. An empty slot whose stale tag matched gets the
+    /// current unit, so it matches again only a lookback later.
+    #[inline]
+    fn next_candidate(self, table: &mut Table, from: usize, to: usize) -> usize {
+        if !self.skip {
+            return table.next_occupied(from, to);
+        }
+        let mut at = from;
+        while let Some(i) = self.next_due(table.tags(), at, to) {
+            if table.entry(i).is_some() {
+                return i;
+            }
+            table.set_empty_tag(i, self.now);
+            at = i + 1;
+        }
+        to
+    }
+
+    /// The first tag in `tags[from..to]` of age at least `cutoff`, eight
+    /// tags at a time in a `u64` (SWAR): per byte, `d = now - tag` modulo
+    /// 256 without borrows between bytes (Hacker's Delight 2-18), then
+    /// `d >= cutoff` as `d >= 128 or (d & 127) >= cutoff`, the second from
+    /// the high bit of `(d | 128) - cutoff`, which cannot borrow either
+    /// (`cutoff` < 128).
+    #[inline]
+    fn next_due(self, tags: &[u8], from: usize, to: usize) -> Option<usize> {
+        const H: u64 = 0x8080_8080_8080_8080;
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        debug_assert!(self.cutoff < 128);
+        let now = u64::from(self.now) * ONES;
+        let cutoff = u64::from(self.cutoff) * ONES;
+        let mut at = from;
+        while at + 8 <= to {
+            let t = u64::from_le_bytes(tags[at..at + 8].try_into().expect("8 bytes"));
+            let d = ((now | H) - (t & !H)) ^ ((now ^ !t) & H);
+            let due = (d | ((d | H) - cutoff)) & H;
+            if due != 0 {
+                return Some(at + due.trailing_zeros() as usize / 8);
+            }
+            at += 8;
+        }
+        (at..to).find(|&i| self.now.wrapping_sub(tags[i]) >= self.cutoff)
+    }
+}
+
 /// Bytes of the oldest records to drop from `chain` so that a record of
 /// `n` more bytes fits [`CHAIN_BYTES_MAX`]; counts them in `outcome`.
 fn evict_prefix(chain: &[u8], n: usize, outcome: &mut AppendOutcome) -> usize {
@@ -797,33 +1043,41 @@ fn evict_prefix(chain: &[u8], n: usize, outcome: &mut AppendOutcome) -> usize {
 }
 
 /// Keeps the records of `chain` with `time_ms >= cutoff`, in order,
-/// compacted to the front; returns (bytes kept, records dropped).
-fn retain_recent(chain: &mut [u8], cutoff: u64) -> (usize, u64) {
-    // Most chains a pass visits keep every record: check before copying.
+/// compacted to the front; returns (bytes kept, records dropped, time of
+/// the oldest record kept, `u64::MAX` if none).
+fn retain_recent(chain: &mut [u8], cutoff: u64) -> (usize, u64, u64) {
+    // Most chains a pass reads keep every record: check before copying.
     let mut read = 0;
-    while read < chain.len() && time_ms_at(&chain[read..]) >= cutoff {
+    let mut oldest = u64::MAX;
+    while read < chain.len() {
+        let time = time_ms_at(&chain[read..]);
+        if time < cutoff {
+            break;
+        }
+        oldest = oldest.min(time);
         read += encoded_len_at(&chain[read..]).expect("the arena holds valid records");
     }
     if read == chain.len() {
-        return (read, 0);
+        return (read, 0, oldest);
     }
-    let mut read = 0;
-    let mut write = 0;
+    let mut write = read;
     let mut dropped = 0;
     while read < chain.len() {
         let len = encoded_len_at(&chain[read..]).expect("the arena holds valid records");
-        if time_ms_at(&chain[read..]) >= cutoff {
+        let time = time_ms_at(&chain[read..]);
+        if time >= cutoff {
             if write != read {
                 chain.copy_within(read..read + len, write);
             }
             write += len;
+            oldest = oldest.min(time);
         } else {
             dropped += 1;
         }
         read += len;
     }
     assert_eq!(read, chain.len(), "a chain ends on a record boundary");
-    (write, dropped)
+    (write, dropped, oldest)
 }
 
 fn decode_chain(chain: &[u8], out: &mut Vec<Record>) {
@@ -971,5 +1225,38 @@ impl Store {
         }
         total.heap_bytes += (self.groups.capacity() * size_of::<ShardGroup>()) as u64;
         total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[allow(clippy::cast_possible_truncation)]
+    fn the_swar_tag_scan_agrees_with_one_tag_at_a_time() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut tags = [0u8; 41];
+        for round in 0..20_000u32 {
+            for tag in &mut tags {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *tag = x as u8;
+            }
+            let ages = Ages {
+                now: (round % 256) as u8,
+                cutoff: (x >> 40) as u8 % 128,
+                skip: true,
+            };
+            let from = (x >> 50) as usize % 20;
+            let to = from + (x >> 56) as usize % 21;
+            let expected = (from..to).find(|&i| ages.now.wrapping_sub(tags[i]) >= ages.cutoff);
+            assert_eq!(
+                ages.next_due(&tags, from, to),
+                expected,
+                "{ages:?} {from}..{to}"
+            );
+        }
     }
 }

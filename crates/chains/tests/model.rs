@@ -45,6 +45,10 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..USERS).prop_map(|user| Op::Take { user }),
         1 => (0u64..4_000).prop_map(|advance_ms| Op::Trim { advance_ms }),
         1 => (0u64..4_000, 1u64..64).prop_map(|(advance_ms, budget)| Op::TrimSlice { advance_ms, budget }),
+        // Idle gaps: the age tags (units of 79 ms here) wrap after 20.2 s
+        // and are trusted for 12.6 s after a pass starts.
+        1 => (8_000u64..60_000).prop_map(|advance_ms| Op::Trim { advance_ms }),
+        1 => (8_000u64..60_000, 1u64..64).prop_map(|(advance_ms, budget)| Op::TrimSlice { advance_ms, budget }),
         1 => Just(Op::Restart),
     ]
 }
