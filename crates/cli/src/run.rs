@@ -106,7 +106,14 @@ pub struct Args {
     /// terminal).
     #[arg(long)]
     no_progress: bool,
+    /// Rows of each summary's table printed to stdout (0: every row).
+    /// `--out` and `--json` always write every row.
+    #[arg(long, value_name = "N", default_value_t = TABLE_ROWS_DEFAULT)]
+    max_rows: usize,
 }
+
+/// Rows of a summary's printed table unless `--max-rows` says otherwise.
+const TABLE_ROWS_DEFAULT: usize = 100;
 
 /// One unit of work: a whole input, a byte range of a plain file, or a
 /// range of a Parquet file's row groups.
@@ -526,7 +533,18 @@ fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
             && args.attributions.as_deref() != Some(Path::new("-"))
         {
             writeln!(out, "{} ({} groups)", summary.name, rollup.group_count())?;
-            write!(out, "{}", cardinal_export::table(&results))?;
+            let max_rows = if args.max_rows == 0 {
+                usize::MAX
+            } else {
+                args.max_rows
+            };
+            write!(out, "{}", cardinal_export::table_head(&results, max_rows))?;
+            if results.rows().len() > max_rows {
+                writeln!(
+                    out,
+                    "(--max-rows 0 prints every row; --out and --json write them)"
+                )?;
+            }
             writeln!(out)?;
         }
         if let Some(dir) = &args.out {

@@ -347,3 +347,30 @@ fn a_compressed_input_or_stdin_is_shared_by_every_worker() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_printed_table_is_a_head_of_the_rows() {
+    let dir = dir("head");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let mut text = String::from("ts,user_id,kind,state,site,provider,campaign,revenue\n");
+    for (i, state) in ["AK", "AL", "AZ", "CA", "NY"].iter().enumerate() {
+        text.push_str(&format!(
+            "2026-11-01T00:00:0{i}Z,{i},impression,{state},s,alpha,c,0.5\n"
+        ));
+    }
+    std::fs::write(dir.join("five.csv"), text).expect("input");
+    let head = ok(&cardinal(
+        &dir,
+        &["run", "schema.sql", "five.csv", "--max-rows", "2"],
+    ));
+    assert!(head.contains("AK") && head.contains("AL"), "{head}");
+    assert!(!head.contains("NY"), "{head}");
+    assert!(head.contains("... 3 more rows"), "{head}");
+    assert!(head.contains("--max-rows 0 prints every row"), "{head}");
+    let all = ok(&cardinal(
+        &dir,
+        &["run", "schema.sql", "five.csv", "--max-rows", "0"],
+    ));
+    assert!(all.contains("NY") && !all.contains("more row"), "{all}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

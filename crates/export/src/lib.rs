@@ -441,12 +441,19 @@ pub struct Options {
 
 /// The rows as an aligned text table, ordered by bucket and dimensions.
 pub fn table(results: &Results<'_>) -> String {
+    table_head(results, usize::MAX)
+}
+
+/// The first `max_rows` rows as an aligned text table (columns as wide as
+/// those rows need), and when rows were left out a last line saying how
+/// many: a table is for reading, files and JSON lines carry every row.
+pub fn table_head(results: &Results<'_>, max_rows: usize) -> String {
     let columns = &results.columns;
     let mut header: Vec<String> = columns.bucket.iter().cloned().collect();
     header.extend(columns.dims.iter().cloned());
     header.extend(columns.aggs.iter().cloned());
     let mut cells: Vec<Vec<String>> = vec![header];
-    for row in &results.rows {
+    for row in results.rows.iter().take(max_rows) {
         let mut line: Vec<String> = columns
             .bucket
             .iter()
@@ -488,6 +495,14 @@ pub fn table(results: &Results<'_>) -> String {
             out.push_str(&"-".repeat(rule));
             out.push('\n');
         }
+    }
+    let left_out = results.rows.len().saturating_sub(max_rows);
+    if left_out > 0 {
+        let _ = writeln!(
+            out,
+            "... {left_out} more row{}",
+            if left_out == 1 { "" } else { "s" }
+        );
     }
     out
 }

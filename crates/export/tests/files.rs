@@ -1,7 +1,9 @@
 //! Per-day files, JSON lines and tables from a small rollup.
 
 use cardinal_event::Timestamp;
-use cardinal_export::{Columns, Options, Results, Rows, table, write_daily_csv, write_json_lines};
+use cardinal_export::{
+    Columns, Options, Results, Rows, table, table_head, write_daily_csv, write_json_lines,
+};
 use cardinal_rollup::{AggKind, Input, Limits, Rollup, Shape};
 use cardinal_sketch::hash;
 
@@ -118,6 +120,14 @@ fn json_lines_and_table() {
     assert!(lines[0].starts_with("hour"), "{rendered}");
     assert!(lines[1].starts_with("----"), "{rendered}");
     assert_eq!(lines.len(), 5, "{rendered}");
+
+    // A head of the table: the first rows in order, then what was left out.
+    let head = table_head(&results(&columns, &rollup), 2);
+    let head_lines: Vec<&str> = head.lines().collect();
+    assert_eq!(head_lines.len(), 5, "{head}");
+    assert_eq!(head_lines[..4], lines[..4], "{head}");
+    assert_eq!(head_lines[4], "... 1 more row", "{head}");
+    assert_eq!(table_head(&results(&columns, &rollup), 3), rendered);
 }
 
 #[test]
