@@ -406,6 +406,17 @@ impl Arena {
         u64::from(self.pages_held)
     }
 
+    /// Pages held with no slot in use. Only a class's newest page stays
+    /// held when it empties, so this is at most one per class.
+    pub(crate) fn pages_idle(&self) -> u64 {
+        let idle = self
+            .bump
+            .iter()
+            .filter(|&&(page, _)| page != FREE_NONE && self.pages[page as usize].slots_live == 0)
+            .count();
+        idle as u64
+    }
+
     /// Bytes of pages held.
     pub(crate) fn page_bytes(&self) -> u64 {
         self.pages_held() * PAGE_BYTES as u64
@@ -529,6 +540,7 @@ mod tests {
         // returned one.
         let again = arena.alloc(small).expect("room");
         assert_eq!(page_of(again), 1);
+        assert_eq!(arena.pages_idle(), 0);
         arena.free(again);
 
         // Another class's first page takes the returned number 0.
@@ -555,6 +567,7 @@ mod tests {
         arena.free(a);
         arena.free(b);
         assert_eq!(arena.pages_held(), 1);
+        assert_eq!(arena.pages_idle(), 1);
         assert_eq!(arena.slots_live()[5], 0);
         // Rewound: carving starts again at the page's first slot.
         assert_eq!(arena.alloc(5).expect("room"), a);
@@ -604,6 +617,7 @@ mod tests {
             }
             assert!(arena.slots_live().iter().all(|&n| n == 0));
             assert!(arena.pages_held() <= classes.len() as u64);
+            assert_eq!(arena.pages_idle(), arena.pages_held());
             assert!(arena.pages.len() > classes.len(), "pages were returned");
         }
     }
