@@ -31,12 +31,27 @@
 //! slack; the index's byte budget (<= 32 B/key of overhead, issue 4) chose
 //! the finer step.
 //!
-//! Freed slots go on a per-class free list threaded through the slots
-//! themselves, and are reused before the class's newest page is bumped.
-//! Pages are never returned to the allocator: memory a class once needed
-//! stays with that class. This bounds fragmentation work to zero at the
-//! price of keeping a class's peak; issue 4's workload (steady appends and
-//! trims) keeps the mix of classes stable.
+//! Freed slots go on a free list of their page, threaded through the slots
+//! themselves; a class keeps a doubly linked list of its pages that have
+//! free slots, and reuses those before it carves its newest page further.
+//! Each page counts its slots in use, so "this page is now empty" is known
+//! at the free that empties it, in O(1):
+//!
+//! - a page that is not its class's newest (carved to the end) gives its
+//!   bytes back to the allocator and its number goes on the arena's list of
+//!   returned page numbers, which the next new page of any class takes
+//!   before the arena grows;
+//! - the class's newest page is kept and rewound to its start. One empty
+//!   page per class is the bound on what an emptied store holds (at most
+//!   [`CLASS_COUNT`] = 57 pages, 14.25 MiB per shard group), and it is what
+//!   stops a class whose last chain leaves and comes back from allocating
+//!   and freeing a page each time: a page is allocated only when the newest
+//!   one is full, and released only after all of its slots were freed, so
+//!   the 256 KiB of zeroing is paid over at least a page's worth of slots.
+//!
+//! No operation walks a list: allocation pops the head of the class's first
+//! page with free slots, and a free pushes on its page's list and links or
+//! unlinks one page.
 //
 // ADVICE FOR HACKERS: the snapshot (snapshot.rs) stores chains by content,
 // not by handle, so changing the classes, the page size or the unit needs no
@@ -54,9 +69,9 @@ use crate::error::{Error, Result};
 pub const CHAIN_BYTES_MAX: usize = 16 * 1024;
 
 /// Bytes of one arena page. Large enough that page bookkeeping is noise
-/// (8 bytes of `pages` entry and 1 byte of class per 256 KiB) and that the
-/// largest slot fits; small enough that a class's partly filled newest page
-/// wastes at most 256 KiB (all classes: 15 MiB per shard group).
+/// (a 40-byte `pages` entry per 256 KiB) and that the largest slot fits;
+/// small enough that a class's partly filled (or emptied and kept) newest
+/// page wastes at most 256 KiB (all 57 classes: 14.25 MiB per shard group).
 pub const PAGE_BYTES: usize = UNITS_PER_PAGE as usize * UNIT_BYTES;
 
 /// Bytes one shard group's arena may hold: what a u32 handle in 8-byte
@@ -143,13 +158,34 @@ pub(crate) fn class_for(bytes: usize) -> usize {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Handle(pub(crate) u32);
 
+/// One page's bookkeeping.
+#[derive(Debug)]
+struct Page {
+    /// The page's bytes; empty (no allocation) while the page is returned.
+    bytes: Box<[u8]>,
+    class: u8,
+    /// Slots handed out and not freed.
+    slots_live: u32,
+    /// The page's first free slot (a handle), or `FREE_NONE`.
+    free_head: u32,
+    /// Links in the class's list of pages with free slots (held pages), or
+    /// in the arena's list of returned pages (`next` only).
+    prev: u32,
+    next: u32,
+}
+
 /// The slab arena of one shard group.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Arena {
-    pages: Vec<Box<[u8]>>,
-    page_class: Vec<u8>,
-    /// Per class: the first free slot, or `FREE_NONE`.
-    free_head: Vec<u32>,
+    pages: Vec<Page>,
+    /// Pages holding their bytes.
+    pages_held: u32,
+    /// The first returned page (a page number, reused before the arena
+    /// grows), or `FREE_NONE`.
+    returned_head: u32,
+    /// Per class: the first page with free slots on its list, or
+    /// `FREE_NONE`.
+    partial_head: Vec<u32>,
     /// Per class: the page being carved (`FREE_NONE` if none) and the unit
     /// in it where the next slot starts.
     bump: Vec<(u32, u32)>,
@@ -162,38 +198,63 @@ impl Arena {
     /// snapshot restore creates one per shard group as the group's sections
     /// arrive, and an empty group must cost next to nothing.
     pub(crate) fn new() -> Arena {
-        Arena::default()
+        Arena {
+            pages: Vec::new(),
+            pages_held: 0,
+            returned_head: FREE_NONE,
+            partial_head: Vec::new(),
+            bump: Vec::new(),
+            slots_live: Vec::new(),
+        }
     }
 
     /// A slot of `class`. Fails with [`Error::LimitExceeded`] when a new
     /// page would pass [`ARENA_BYTES_MAX`]; nothing changes then.
     pub(crate) fn alloc(&mut self, class: usize) -> Result<Handle> {
         assert!(class < CLASS_COUNT);
-        if self.free_head.is_empty() {
-            self.free_head = vec![FREE_NONE; CLASS_COUNT];
+        if self.partial_head.is_empty() {
+            self.partial_head = vec![FREE_NONE; CLASS_COUNT];
             self.bump = vec![(FREE_NONE, 0); CLASS_COUNT];
             self.slots_live = vec![0; CLASS_COUNT];
         }
-        let head = self.free_head[class];
-        if head != FREE_NONE {
-            let (page, byte) = locate(head);
-            let next = u32::from_le_bytes(
-                self.pages[page][byte..byte + 4]
-                    .try_into()
-                    .expect("4 bytes"),
-            );
-            self.free_head[class] = next;
-            // The next allocation of this class reads the new head's link:
-            // start loading it now, while the caller fills this slot.
-            if next != FREE_NONE {
+        let partial = self.partial_head[class];
+        if partial != FREE_NONE {
+            let page = &mut self.pages[partial as usize];
+            let head = page.free_head;
+            debug_assert_ne!(head, FREE_NONE, "a page on the list has a free slot");
+            let byte = locate(head).1;
+            let next = u32::from_le_bytes(page.bytes[byte..byte + 4].try_into().expect("4 bytes"));
+            page.free_head = next;
+            page.slots_live += 1;
+            self.slots_live[class] += 1;
+            if next == FREE_NONE {
+                self.unlink_partial(partial);
+            } else {
+                // The next allocation of this class likely reads the new
+                // head's link: start loading it now, while the caller fills
+                // this slot.
                 self.prefetch(Handle(next));
             }
-            self.slots_live[class] += 1;
             return Ok(Handle(head));
         }
         let slot_units = CLASS_BYTES[class] / UNIT_BYTES_U32;
         let (mut page, mut unit) = self.bump[class];
         if page == FREE_NONE || unit + slot_units > UNITS_PER_PAGE {
+            page = self.take_page(class)?;
+            unit = 0;
+        }
+        let handle = page * UNITS_PER_PAGE + unit;
+        self.bump[class] = (page, unit + slot_units);
+        self.pages[page as usize].slots_live += 1;
+        self.slots_live[class] += 1;
+        debug_assert_ne!(handle, FREE_NONE);
+        Ok(Handle(handle))
+    }
+
+    /// A fresh page for `class`: a returned page number if there is one,
+    /// else a new one past the last.
+    fn take_page(&mut self, class: usize) -> Result<u32> {
+        let page = if self.returned_head == FREE_NONE {
             if self.pages.len() >= PAGES_MAX {
                 return Err(Error::LimitExceeded {
                     limit: "ARENA_BYTES_MAX",
@@ -201,20 +262,32 @@ impl Arena {
                     found: (self.pages.len() as u64 + 1) * PAGE_BYTES as u64,
                 });
             }
-            page = u32::try_from(self.pages.len()).expect("PAGES_MAX fits a u32");
-            unit = 0;
-            // `vec![0; n]` asks for zeroed memory, which the allocator gets
-            // from the kernel for a 256 KiB block: pages are touched (and
-            // counted in RSS) as slots are carved, not all at once.
-            self.pages.push(vec![0u8; PAGE_BYTES].into_boxed_slice());
-            self.page_class
-                .push(u8::try_from(class).expect("CLASS_COUNT < 255"));
-        }
-        let handle = page * UNITS_PER_PAGE + unit;
-        self.bump[class] = (page, unit + slot_units);
-        self.slots_live[class] += 1;
-        debug_assert_ne!(handle, FREE_NONE);
-        Ok(Handle(handle))
+            self.pages.push(Page {
+                bytes: Box::default(),
+                class: 0,
+                slots_live: 0,
+                free_head: FREE_NONE,
+                prev: FREE_NONE,
+                next: FREE_NONE,
+            });
+            u32::try_from(self.pages.len() - 1).expect("PAGES_MAX fits a u32")
+        } else {
+            let page = self.returned_head;
+            self.returned_head = self.pages[page as usize].next;
+            page
+        };
+        let entry = &mut self.pages[page as usize];
+        debug_assert!(entry.bytes.is_empty() && entry.slots_live == 0);
+        // `vec![0; n]` asks for zeroed memory, which the allocator gets
+        // from the kernel for a 256 KiB block: pages are touched (and
+        // counted in RSS) as slots are carved, not all at once.
+        entry.bytes = vec![0u8; PAGE_BYTES].into_boxed_slice();
+        entry.class = u8::try_from(class).expect("CLASS_COUNT < 255");
+        entry.free_head = FREE_NONE;
+        entry.prev = FREE_NONE;
+        entry.next = FREE_NONE;
+        self.pages_held += 1;
+        Ok(page)
     }
 
     /// Prefetches the first cache line of `handle`'s slot, where an append
@@ -223,40 +296,95 @@ impl Arena {
     #[inline]
     pub(crate) fn prefetch(&self, handle: Handle) {
         let (page, byte) = locate(handle.0);
-        crate::index::prefetch(&self.pages[page][byte]);
+        crate::index::prefetch(&self.pages[page].bytes[byte]);
     }
 
-    /// Returns a slot to its class's free list.
+    /// Returns a slot to its page's free list. When that leaves the page
+    /// with no slot in use, the page's bytes go back to the allocator and
+    /// its number is kept for the next page of any class; the class's
+    /// page being carved is instead rewound to its start and kept, so a
+    /// class whose last chain leaves and comes back does not allocate a
+    /// page each time.
     pub(crate) fn free(&mut self, handle: Handle) {
-        let class = self.class_of(handle);
-        assert!(
-            self.slots_live[class] > 0,
-            "free of a slot in an empty class"
-        );
-        let (page, byte) = locate(handle.0);
-        self.pages[page][byte..byte + 4].copy_from_slice(&self.free_head[class].to_le_bytes());
-        self.free_head[class] = handle.0;
+        let (index, byte) = locate(handle.0);
+        let number = u32::try_from(index).expect("pages are numbered by u32");
+        let page = &mut self.pages[index];
+        let class = usize::from(page.class);
+        assert!(page.slots_live > 0, "free of a slot in an empty page");
+        page.slots_live -= 1;
+        let empty = page.slots_live == 0;
+        let was_full = page.free_head == FREE_NONE;
+        if !empty {
+            page.bytes[byte..byte + 4].copy_from_slice(&page.free_head.to_le_bytes());
+            page.free_head = handle.0;
+        }
         self.slots_live[class] -= 1;
+        if empty {
+            if !was_full {
+                self.unlink_partial(number);
+            }
+            let page = &mut self.pages[index];
+            page.free_head = FREE_NONE;
+            if self.bump[class].0 == number {
+                self.bump[class].1 = 0;
+            } else {
+                page.bytes = Box::default();
+                page.next = self.returned_head;
+                self.returned_head = number;
+                self.pages_held -= 1;
+            }
+        } else if was_full {
+            let head = self.partial_head[class];
+            let page = &mut self.pages[index];
+            page.prev = FREE_NONE;
+            page.next = head;
+            if head != FREE_NONE {
+                self.pages[head as usize].prev = number;
+            }
+            self.partial_head[class] = number;
+        }
+    }
+
+    /// Takes `page` off its class's list of pages with free slots.
+    fn unlink_partial(&mut self, page: u32) {
+        let (class, prev, next) = {
+            let entry = &mut self.pages[page as usize];
+            let links = (usize::from(entry.class), entry.prev, entry.next);
+            entry.prev = FREE_NONE;
+            entry.next = FREE_NONE;
+            links
+        };
+        if prev == FREE_NONE {
+            debug_assert_eq!(self.partial_head[class], page);
+            self.partial_head[class] = next;
+        } else {
+            self.pages[prev as usize].next = next;
+        }
+        if next != FREE_NONE {
+            self.pages[next as usize].prev = prev;
+        }
     }
 
     #[inline]
     pub(crate) fn class_of(&self, handle: Handle) -> usize {
-        usize::from(self.page_class[locate(handle.0).0])
+        usize::from(self.pages[locate(handle.0).0].class)
     }
 
     /// The whole slot, header included.
     #[inline]
     pub(crate) fn slot(&self, handle: Handle) -> &[u8] {
         let (page, byte) = locate(handle.0);
-        let bytes = CLASS_BYTES[usize::from(self.page_class[page])] as usize;
-        &self.pages[page][byte..byte + bytes]
+        let page = &self.pages[page];
+        let bytes = CLASS_BYTES[usize::from(page.class)] as usize;
+        &page.bytes[byte..byte + bytes]
     }
 
     #[inline]
     pub(crate) fn slot_mut(&mut self, handle: Handle) -> &mut [u8] {
         let (page, byte) = locate(handle.0);
-        let bytes = CLASS_BYTES[usize::from(self.page_class[page])] as usize;
-        &mut self.pages[page][byte..byte + bytes]
+        let page = &mut self.pages[page];
+        let bytes = CLASS_BYTES[usize::from(page.class)] as usize;
+        &mut page.bytes[byte..byte + bytes]
     }
 
     /// The chain's content: its encoded records.
@@ -273,16 +401,31 @@ impl Arena {
         &self.slots_live
     }
 
-    /// Bytes of pages.
+    /// Pages holding their bytes.
+    pub(crate) fn pages_held(&self) -> u64 {
+        u64::from(self.pages_held)
+    }
+
+    /// Pages held with no slot in use. Only a class's newest page stays
+    /// held when it empties, so this is at most one per class.
+    pub(crate) fn pages_idle(&self) -> u64 {
+        let idle = self
+            .bump
+            .iter()
+            .filter(|&&(page, _)| page != FREE_NONE && self.pages[page as usize].slots_live == 0)
+            .count();
+        idle as u64
+    }
+
+    /// Bytes of pages held.
     pub(crate) fn page_bytes(&self) -> u64 {
-        self.pages.len() as u64 * PAGE_BYTES as u64
+        self.pages_held() * PAGE_BYTES as u64
     }
 
     /// Every heap byte the arena holds: pages and bookkeeping vectors.
     pub(crate) fn heap_bytes(&self) -> u64 {
-        let vec_bytes = self.pages.capacity() * size_of::<Box<[u8]>>()
-            + self.page_class.capacity()
-            + self.free_head.capacity() * size_of::<u32>()
+        let vec_bytes = self.pages.capacity() * size_of::<Page>()
+            + self.partial_head.capacity() * size_of::<u32>()
             + self.bump.capacity() * size_of::<(u32, u32)>()
             + self.slots_live.capacity() * size_of::<u64>();
         self.page_bytes() + vec_bytes as u64
@@ -355,5 +498,128 @@ mod tests {
             arena.alloc(class).expect("room");
         }
         assert_eq!(arena.page_bytes(), 2 * PAGE_BYTES as u64);
+    }
+
+    #[test]
+    fn class_count_and_page_entry_are_pinned() {
+        // The docs of the module and of `PAGE_BYTES` quote them.
+        assert_eq!(CLASS_COUNT, 57);
+        assert_eq!(size_of::<Page>(), 40);
+    }
+
+    fn page_of(handle: Handle) -> usize {
+        locate(handle.0).0
+    }
+
+    #[test]
+    fn an_emptied_page_is_returned_and_reused_by_another_class() {
+        let mut arena = Arena::new();
+        let small = 0;
+        let per_page = PAGE_BYTES / CLASS_BYTES[small] as usize;
+        // Fill page 0 and start page 1, which is then the class's newest.
+        let first: Vec<Handle> = (0..per_page)
+            .map(|_| arena.alloc(small).expect("room"))
+            .collect();
+        assert!(first.iter().all(|&h| page_of(h) == 0));
+        let newest = arena.alloc(small).expect("room");
+        assert_eq!(page_of(newest), 1);
+        assert_eq!(arena.pages_held(), 2);
+        let heap_full = arena.heap_bytes();
+
+        // Freeing all but one slot of page 0 keeps it; the last returns it.
+        for &h in &first[1..] {
+            arena.free(h);
+        }
+        assert_eq!(arena.pages_held(), 2);
+        arena.free(first[0]);
+        assert_eq!(arena.pages_held(), 1);
+        assert_eq!(arena.page_bytes(), PAGE_BYTES as u64);
+        assert_eq!(arena.heap_bytes(), heap_full - PAGE_BYTES as u64);
+        assert_eq!(arena.slots_live()[small], 1);
+
+        // The class itself carves its newest page rather than taking a
+        // returned one.
+        let again = arena.alloc(small).expect("room");
+        assert_eq!(page_of(again), 1);
+        assert_eq!(arena.pages_idle(), 0);
+        arena.free(again);
+
+        // Another class's first page takes the returned number 0.
+        let large = CLASS_COUNT - 1;
+        let big = arena.alloc(large).expect("room");
+        assert_eq!(page_of(big), 0);
+        assert_eq!(arena.class_of(big), large);
+        assert_eq!(arena.slot(big).len(), SLOT_BYTES_MAX);
+        assert_eq!(arena.pages_held(), 2);
+        // Its bytes are fresh zeroes, whatever the page held before.
+        assert!(arena.slot(big).iter().all(|&b| b == 0));
+        set_used(arena.slot_mut(big), CHAIN_BYTES_MAX);
+        assert_eq!(arena.chain(big).len(), CHAIN_BYTES_MAX);
+        // The small class's chain is untouched.
+        assert_eq!(arena.class_of(newest), small);
+        assert_eq!(arena.pages.len(), 2, "no page number past the two in use");
+    }
+
+    #[test]
+    fn the_newest_page_of_a_class_is_kept_and_rewound() {
+        let mut arena = Arena::new();
+        let a = arena.alloc(5).expect("room");
+        let b = arena.alloc(5).expect("room");
+        arena.free(a);
+        arena.free(b);
+        assert_eq!(arena.pages_held(), 1);
+        assert_eq!(arena.pages_idle(), 1);
+        assert_eq!(arena.slots_live()[5], 0);
+        // Rewound: carving starts again at the page's first slot.
+        assert_eq!(arena.alloc(5).expect("room"), a);
+        assert_eq!(arena.alloc(5).expect("room"), b);
+        assert_eq!(arena.pages_held(), 1);
+    }
+
+    /// Random allocations and frees over a few classes against a model of
+    /// the live slots: each slot keeps what was written to it, no two live
+    /// slots overlap, and once every slot is freed at most one page per
+    /// class that was used is held.
+    #[test]
+    fn random_allocs_and_frees_keep_contents_and_return_pages() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+
+        let classes = [0usize, 2, 9, 30, CLASS_COUNT - 1];
+        for seed in 0..4u64 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let mut arena = Arena::new();
+            let mut live: Vec<(Handle, u8)> = Vec::new();
+            let mut stamp = 0u8;
+            for step in 0..40_000u32 {
+                // Phases of growth and shrinkage so pages fill and empty.
+                let grow = (step / 5_000) % 2 == 0;
+                if live.is_empty() || rng.random_bool(if grow { 0.7 } else { 0.3 }) {
+                    let class = classes[rng.random_range(0..classes.len())];
+                    let handle = arena.alloc(class).expect("room");
+                    stamp = stamp.wrapping_add(1);
+                    arena.slot_mut(handle).fill(stamp);
+                    live.push((handle, stamp));
+                } else {
+                    let at = rng.random_range(0..live.len());
+                    let (handle, stamp) = live.swap_remove(at);
+                    assert!(arena.slot(handle).iter().all(|&b| b == stamp));
+                    arena.free(handle);
+                }
+            }
+            let mut counts = [0u64; CLASS_COUNT];
+            for &(handle, stamp) in &live {
+                assert!(arena.slot(handle).iter().all(|&b| b == stamp));
+                counts[arena.class_of(handle)] += 1;
+            }
+            assert_eq!(arena.slots_live(), &counts[..]);
+            for (handle, _) in live.drain(..) {
+                arena.free(handle);
+            }
+            assert!(arena.slots_live().iter().all(|&n| n == 0));
+            assert!(arena.pages_held() <= classes.len() as u64);
+            assert_eq!(arena.pages_idle(), arena.pages_held());
+            assert!(arena.pages.len() > classes.len(), "pages were returned");
+        }
     }
 }

@@ -275,7 +275,12 @@ pub struct MemoryStats {
     /// Bytes of arena slots in use (headers, records and slack).
     pub slot_bytes: u64,
     /// Bytes of arena pages (slots in use, free slots, uncarved space).
+    /// A page whose slots are all freed is given back, except a size
+    /// class's newest page, which is kept for the class's next chain.
     pub arena_bytes: u64,
+    /// Arena pages held with no slot in use: at most one per size class
+    /// per shard group ([`crate::CLASS_COUNT`]), each its class's newest.
+    pub arena_pages_idle: u64,
     /// Every heap byte: index, arena pages and all bookkeeping.
     pub heap_bytes: u64,
 }
@@ -287,6 +292,7 @@ impl MemoryStats {
         self.index_bytes += other.index_bytes;
         self.slot_bytes += other.slot_bytes;
         self.arena_bytes += other.arena_bytes;
+        self.arena_pages_idle += other.arena_pages_idle;
         self.heap_bytes += other.heap_bytes;
     }
 }
@@ -803,6 +809,7 @@ impl ShardGroup {
             index_bytes,
             slot_bytes,
             arena_bytes: self.arena.page_bytes(),
+            arena_pages_idle: self.arena.pages_idle(),
             heap_bytes: index_bytes + self.arena.heap_bytes() + own as u64,
         }
     }

@@ -1,12 +1,82 @@
 //! The store against a plain `BTreeMap<u64, Vec<Record>>` oracle (issue 4):
 //! random appends, conversions, trims and restarts (snapshot and restore),
 //! on a layout small enough that shards grow, chains change classes and
-//! reach `CHAIN_BYTES_MAX` within a few hundred operations.
+//! reach `CHAIN_BYTES_MAX` within a few hundred operations. A counting
+//! allocator checks the store's `heap_bytes` after every operation, and
+//! every run ends by converting all users: the arena must then hold only
+//! idle pages, at most one per size class and shard group.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use cardinal_chains::{CHAIN_BYTES_MAX, CampaignId, Config, Kind, Record, SiteId, Store, UserId};
+use cardinal_chains::{
+    CHAIN_BYTES_MAX, CLASS_COUNT, CampaignId, Config, Kind, PAGE_BYTES, RECORD_BYTES_MIN, Record,
+    SiteId, Store, UserId,
+};
 use proptest::prelude::*;
+
+struct Counting;
+
+// Per thread, as in tests/memory.rs: proptest runs the cases on the test's
+// own thread, and other test threads allocate too.
+thread_local! {
+    static LIVE_BYTES: Cell<i64> = const { Cell::new(0) };
+}
+
+fn add_live(delta: i64) {
+    // `try_with`: a thread being torn down may still free memory.
+    let _ = LIVE_BYTES.try_with(|live| live.set(live.get() + delta));
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments,
+// so `System`'s guarantees hold; the counter is a side effect only.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        add_live(i64::try_from(layout.size()).expect("fits"));
+        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        add_live(i64::try_from(layout.size()).expect("fits"));
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        add_live(-i64::try_from(layout.size()).expect("fits"));
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let delta =
+            i64::try_from(new_size).expect("fits") - i64::try_from(layout.size()).expect("fits");
+        add_live(delta);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live() -> i64 {
+    LIVE_BYTES.with(Cell::get)
+}
+
+/// Runs `f` and adds what it allocated net to `store_bytes`. The callers'
+/// output buffers are presized, so all of it is the store's.
+fn counted<T>(store_bytes: &mut i64, f: impl FnOnce() -> T) -> T {
+    let before = live();
+    let value = f();
+    *store_bytes += live() - before;
+    value
+}
+
+/// Records one `take` may return: a full chain of the smallest records.
+const CHAIN_RECORDS_MAX: usize = CHAIN_BYTES_MAX / RECORD_BYTES_MIN;
 
 const USERS: u64 = 48;
 const LOOKBACK_MS: u64 = 5_000;
@@ -32,7 +102,15 @@ enum Op {
     TrimSlice { advance_ms: u64, budget: u64 },
     /// Snapshot to bytes and restore from them.
     Restart,
+    /// Fill `users` more users (ids from `BURST_USER_FIRST`, repeating
+    /// across bursts) up to `CHAIN_BYTES_MAX` each: more than a page of the
+    /// largest class, so whole pages empty when they convert or expire.
+    Burst { users: u64 },
 }
+
+const BURST_USER_FIRST: u64 = 1_000;
+/// Slots of the largest class in one page (16 of 16,392 bytes) plus a few.
+const BURST_USERS_MAX: u64 = 40;
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
@@ -53,6 +131,35 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// The usual operations with bursts among them, for fewer cases: a burst is
+/// thousands of appends.
+fn op_with_bursts() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => op(),
+        1 => (17..BURST_USERS_MAX).prop_map(|users| Op::Burst { users }),
+    ]
+}
+
+/// `Op::Burst` as the appends it stands for.
+fn expand(ops: &[Op]) -> Vec<Op> {
+    let mut expanded = Vec::with_capacity(ops.len());
+    for op in ops {
+        match *op {
+            Op::Burst { users } => {
+                expanded.extend((0..users).map(|i| Op::Append {
+                    user: BURST_USER_FIRST + i,
+                    count: 260,
+                    skew_ms: 0,
+                    revenue: 7,
+                    attrs: 40,
+                }));
+            }
+            ref other => expanded.push(other.clone()),
+        }
+    }
+    expanded
+}
+
 fn record(time_ms: u64, i: u64, revenue: i64, attrs: u8) -> Record {
     let mut r = Record::new(
         time_ms,
@@ -67,14 +174,23 @@ fn record(time_ms: u64, i: u64, revenue: i64, attrs: u8) -> Record {
     r
 }
 
+/// Every user id an operation may name.
+fn user_ids() -> impl Iterator<Item = u64> {
+    (0..USERS).chain(BURST_USER_FIRST..BURST_USER_FIRST + BURST_USERS_MAX)
+}
+
 fn chain_bytes(chain: &[Record]) -> usize {
     chain.iter().map(Record::encoded_len).sum()
 }
 
-fn check(store: &Store, oracle: &BTreeMap<u64, Vec<Record>>) -> Result<(), TestCaseError> {
+fn check(
+    store: &Store,
+    oracle: &BTreeMap<u64, Vec<Record>>,
+    store_bytes: i64,
+) -> Result<(), TestCaseError> {
     prop_assert_eq!(store.keys(), oracle.len() as u64);
     let mut out = Vec::new();
-    for user in 0..USERS {
+    for user in user_ids() {
         out.clear();
         let found = store.chain(UserId(user), &mut out).expect("own group");
         match oracle.get(&user) {
@@ -90,16 +206,20 @@ fn check(store: &Store, oracle: &BTreeMap<u64, Vec<Record>>) -> Result<(), TestC
     prop_assert_eq!(memory.record_bytes, record_bytes as u64);
     prop_assert!(memory.slot_bytes >= memory.record_bytes + 2 * memory.keys);
     prop_assert!(memory.arena_bytes >= memory.slot_bytes);
+    prop_assert_eq!(i64::try_from(memory.heap_bytes).expect("fits"), store_bytes);
+    prop_assert!(memory.arena_pages_idle * PAGE_BYTES as u64 <= memory.arena_bytes);
     Ok(())
 }
 
 fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
-    let mut store = Store::new(config).expect("valid config");
+    let mut store_bytes = 0i64;
+    let mut store = counted(&mut store_bytes, || Store::new(config)).expect("valid config");
     let mut oracle: BTreeMap<u64, Vec<Record>> = BTreeMap::new();
     let mut now = 10_000u64;
     let mut serial = 0u64;
-    let mut out = Vec::new();
-    for op in ops {
+    let mut out = Vec::with_capacity(CHAIN_RECORDS_MAX);
+    let mut outcomes = Vec::with_capacity(128);
+    for op in &expand(ops) {
         match *op {
             Op::Append {
                 user,
@@ -112,7 +232,8 @@ fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
                     serial += 1;
                     now += 1;
                     let r = record(now - skew_ms.min(now), serial, revenue, attrs);
-                    let outcome = store.append(UserId(user), &r).expect("room");
+                    let outcome =
+                        counted(&mut store_bytes, || store.append(UserId(user), &r)).expect("room");
                     let chain = oracle.entry(user).or_default();
                     prop_assert_eq!(outcome.new_key, chain.is_empty());
                     let mut evicted = 0;
@@ -132,8 +253,11 @@ fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
                     let r = record(now - skew_ms.min(now), serial, 0, attrs);
                     batch.push((UserId(user), r));
                 }
-                let mut outcomes = Vec::new();
-                store.append_batch(&batch, &mut outcomes).expect("room");
+                outcomes.clear();
+                counted(&mut store_bytes, || {
+                    store.append_batch(&batch, &mut outcomes)
+                })
+                .expect("room");
                 prop_assert_eq!(outcomes.len(), batch.len());
                 for ((user, r), outcome) in batch.iter().zip(&outcomes) {
                     let chain = oracle.entry(user.0).or_default();
@@ -149,7 +273,8 @@ fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
             }
             Op::Take { user } => {
                 out.clear();
-                let found = store.take(UserId(user), &mut out).expect("own group");
+                let found = counted(&mut store_bytes, || store.take(UserId(user), &mut out))
+                    .expect("own group");
                 match oracle.remove(&user) {
                     Some(expected) => {
                         prop_assert!(found);
@@ -160,7 +285,7 @@ fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
             }
             Op::Trim { advance_ms } => {
                 now += advance_ms;
-                store.trim_all(now);
+                counted(&mut store_bytes, || store.trim_all(now));
                 let cutoff = now.saturating_sub(LOOKBACK_MS);
                 for chain in oracle.values_mut() {
                     chain.retain(|r| r.time_ms() >= cutoff);
@@ -171,10 +296,10 @@ fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
                 // A slice trims an unknown subset of chains: every chain is
                 // either untouched or trimmed, and nothing else changes.
                 now += advance_ms;
-                let outcome = store.trim_slice(now, budget);
+                let outcome = counted(&mut store_bytes, || store.trim_slice(now, budget));
                 prop_assert!(outcome.slots_scanned <= budget * 2);
                 let cutoff = now.saturating_sub(LOOKBACK_MS);
-                for user in 0..USERS {
+                for user in user_ids() {
                     out.clear();
                     let found = store.chain(UserId(user), &mut out).expect("own group");
                     let Some(chain) = oracle.get_mut(&user) else {
@@ -196,12 +321,41 @@ fn run(ops: &[Op], config: Config) -> Result<(), TestCaseError> {
                 let mut bytes = Vec::new();
                 let stats = store.snapshot(&mut bytes).expect("in memory");
                 prop_assert_eq!(stats.bytes, bytes.len() as u64);
-                store = Store::restore(bytes.as_slice()).expect("own snapshot");
+                let mut restored_bytes = 0i64;
+                let restored = counted(&mut restored_bytes, || Store::restore(bytes.as_slice()))
+                    .expect("own snapshot");
+                // Dropping the old store gives back every byte it counted.
+                counted(&mut store_bytes, || drop(store));
+                prop_assert_eq!(store_bytes, 0);
+                store = restored;
+                store_bytes = restored_bytes;
                 prop_assert_eq!(*store.config(), config);
             }
+            Op::Burst { .. } => unreachable!("expanded"),
         }
-        check(&store, &oracle)?;
+        check(&store, &oracle, store_bytes)?;
     }
+    // Every user converts: the arena gives back every page but each class's
+    // newest, which it keeps empty.
+    let users: Vec<u64> = oracle.keys().copied().collect();
+    for user in users {
+        out.clear();
+        let found =
+            counted(&mut store_bytes, || store.take(UserId(user), &mut out)).expect("own group");
+        prop_assert!(found);
+        prop_assert_eq!(&out, &oracle[&user]);
+    }
+    oracle.clear();
+    check(&store, &oracle, store_bytes)?;
+    let memory = store.memory();
+    prop_assert_eq!(memory.slot_bytes, 0);
+    prop_assert_eq!(
+        memory.arena_bytes,
+        memory.arena_pages_idle * PAGE_BYTES as u64
+    );
+    prop_assert!(memory.arena_pages_idle <= (CLASS_COUNT as u64) << config.group_bits);
+    counted(&mut store_bytes, || drop(store));
+    prop_assert_eq!(store_bytes, 0);
     Ok(())
 }
 
@@ -216,6 +370,15 @@ proptest! {
     #[test]
     fn one_shard_one_group_matches_a_btreemap(ops in proptest::collection::vec(op(), 1..80)) {
         run(&ops, Config { shard_bits: 0, group_bits: 0, lookback_ms: LOOKBACK_MS, shard_slots_initial: 4 })?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn bursts_give_their_pages_back(ops in proptest::collection::vec(op_with_bursts(), 1..40)) {
+        run(&ops, Config { shard_bits: 2, group_bits: 1, lookback_ms: LOOKBACK_MS, shard_slots_initial: 4 })?;
     }
 }
 
