@@ -22,6 +22,7 @@
 
 #![deny(missing_docs)]
 
+pub mod bytes;
 mod error;
 mod time;
 

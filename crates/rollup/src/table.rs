@@ -24,6 +24,7 @@
 //! dropped and counted, and [`Rollup::evict_expired`] drops their groups.
 
 use cardinal_event::Timestamp;
+use cardinal_event::bytes::{bytes_eq, tail_word};
 
 use crate::agg::{AggKind, AggState, Input, Output};
 use crate::{Error, Result};
@@ -309,7 +310,7 @@ impl Rollup {
         }
         *newest_bucket = (*newest_bucket).max(bucket.0);
         let row = match groups.get(*last as usize) {
-            Some(group) if group.bucket == bucket.0 && key_eq(group.key(arena), key) => *last,
+            Some(group) if group.bucket == bucket.0 && bytes_eq(group.key(arena), key) => *last,
             _ => {
                 let hash = hash.map_or_else(|| key_hash(bucket.0, key), |h| h.0);
                 debug_assert_eq!(hash, key_hash(bucket.0, key), "a KeyHash of this key");
@@ -570,7 +571,7 @@ fn find_or_open(
     }
     let slot = match table.find(hash, |row| {
         let group = &groups[row as usize];
-        group.hash == hash && group.bucket == bucket && key_eq(group.key(arena), key)
+        group.hash == hash && group.bucket == bucket && bytes_eq(group.key(arena), key)
     }) {
         Ok(row) => return Some(row),
         Err(slot) => slot,
@@ -756,49 +757,6 @@ fn key_hash(bucket: i64, key: &[u8]) -> u64 {
     fold_mul(h ^ tail_word(words.remainder()), K ^ key.len() as u64)
 }
 
-/// The 0 to 7 bytes of `tail` as a little-endian word, zero-padded: read
-/// as at most one 4-, one 2- and one 1-byte load by the bits of the
-/// length, instead of a `memcpy` call into a zeroed buffer.
-#[inline]
-fn tail_word(tail: &[u8]) -> u64 {
-    debug_assert!(tail.len() < 8);
-    let mut word = 0u64;
-    let mut at = 0;
-    if tail.len() & 4 != 0 {
-        word = u64::from(u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")));
-        at = 4;
-    }
-    if tail.len() & 2 != 0 {
-        let pair = u16::from_le_bytes(tail[at..at + 2].try_into().expect("2 bytes"));
-        word |= u64::from(pair) << (8 * at);
-        at += 2;
-    }
-    if tail.len() & 1 != 0 {
-        word |= u64::from(tail[at]) << (8 * at);
-    }
-    word
-}
-
-/// Whether two keys are equal: for keys of 4 to 16 bytes (most dimension
-/// keys) two overlapping word loads per side instead of a `memcmp` call.
-#[inline]
-fn key_eq(a: &[u8], b: &[u8]) -> bool {
-    let len = a.len();
-    if len != b.len() {
-        return false;
-    }
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
-    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
-    match len {
-        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
-        4..=7 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
-        // A summary without dimensions has one empty key per bucket.
-        0 => true,
-        1..=3 => tail_word(a) == tail_word(b),
-        _ => a == b,
-    }
-}
-
 #[inline]
 #[expect(clippy::cast_possible_truncation, reason = "halves of the product")]
 fn fold_mul(a: u64, b: u64) -> u64 {
@@ -915,35 +873,6 @@ mod tests {
                 .collect();
             proptest::prop_assert_eq!(got.len(), rollup.group_count());
             proptest::prop_assert_eq!(got, want);
-        }
-    }
-
-    #[test]
-    fn tail_words_are_zero_padded_little_endian() {
-        for len in 0..8usize {
-            let bytes: Vec<u8> = (0..len)
-                .map(|i| 0xa1 + u8::try_from(i).expect("< 8"))
-                .collect();
-            let mut padded = [0u8; 8];
-            padded[..len].copy_from_slice(&bytes);
-            assert_eq!(tail_word(&bytes), u64::from_le_bytes(padded), "len {len}");
-        }
-    }
-
-    #[test]
-    fn key_eq_is_slice_equality() {
-        // Every length from 0 to 20, equal and differing at each position.
-        for len in 0..=20usize {
-            let a: Vec<u8> = (0..len)
-                .map(|i| u8::try_from(i).expect("< 21") + 1)
-                .collect();
-            assert!(key_eq(&a, &a.clone()));
-            for at in 0..len {
-                let mut b = a.clone();
-                b[at] ^= 0x80;
-                assert!(!key_eq(&a, &b), "len {len}, byte {at}");
-            }
-            assert!(!key_eq(&a, &a[..len.saturating_sub(1)]) || len == 0);
         }
     }
 }

@@ -17,6 +17,7 @@
 //! `'CA'` then `42` encodes as `04 02000000 43 41 02 2a00000000000000`.
 //! [`key_values`] reads it back.
 
+use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{Record, Timestamp, Value};
 use cardinal_sketch::hash;
 
@@ -374,23 +375,6 @@ impl Paths {
     }
 }
 
-/// Whether two byte strings are equal: for 4 to 16 bytes (event kinds,
-/// codes) two overlapping loads per side instead of a `bcmp` call.
-#[inline]
-fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
-    let len = a.len();
-    if len != b.len() {
-        return false;
-    }
-    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
-    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
-    match len {
-        8..=16 => word(a, 0) == word(b, 0) && word(a, len - 8) == word(b, len - 8),
-        4..=7 => half(a, 0) == half(b, 0) && half(a, len - 4) == half(b, len - 4),
-        _ => a == b,
-    }
-}
-
 /// Appends a text entry (see the module doc).
 #[inline]
 fn encode_text(text: &[u8], key: &mut Vec<u8>) {
@@ -605,22 +589,6 @@ mod tests {
                     }
                 }
             }
-        }
-    }
-
-    #[test]
-    fn bytes_eq_is_slice_equality() {
-        for len in 0..=20usize {
-            let a: Vec<u8> = (0..len)
-                .map(|i| u8::try_from(i).expect("< 21") + 1)
-                .collect();
-            assert!(bytes_eq(&a, &a.clone()));
-            for at in 0..len {
-                let mut b = a.clone();
-                b[at] ^= 0x80;
-                assert!(!bytes_eq(&a, &b), "len {len}, byte {at}");
-            }
-            assert!(len == 0 || !bytes_eq(&a, &a[..len - 1]));
         }
     }
 
