@@ -2,61 +2,12 @@
 //! allocated, measured by a counting global allocator, through growth,
 //! chain moves, conversions, trims and a restore.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
 use cardinal_chains::{CampaignId, Config, KeyIndex, Kind, Record, SiteId, Store, UserId};
 
-struct Counting;
+#[path = "support/live_bytes.rs"]
+mod live_bytes;
 
-// Counted per thread: the test harness's other threads allocate too (output
-// capture, result reporting), and a process-wide counter picked up their
-// bytes now and then. The store lives and dies on the test's own thread.
-thread_local! {
-    static LIVE_BYTES: Cell<i64> = const { Cell::new(0) };
-}
-
-fn add_live(delta: i64) {
-    // `try_with`: a thread being torn down may still free memory.
-    let _ = LIVE_BYTES.try_with(|live| live.set(live.get() + delta));
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments,
-// so `System`'s guarantees hold; the counter is a side effect only.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        add_live(i64::try_from(layout.size()).expect("fits"));
-        // SAFETY: forwarded unchanged; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        add_live(i64::try_from(layout.size()).expect("fits"));
-        // SAFETY: as above.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        add_live(-i64::try_from(layout.size()).expect("fits"));
-        // SAFETY: as above.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let delta =
-            i64::try_from(new_size).expect("fits") - i64::try_from(layout.size()).expect("fits");
-        add_live(delta);
-        // SAFETY: as above.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn live() -> i64 {
-    LIVE_BYTES.with(Cell::get)
-}
+use live_bytes::live;
 
 /// Heap bytes the store holds, as the allocator saw them: measured around
 /// the construction of a `Box<Store>` so the store's own struct is part of
