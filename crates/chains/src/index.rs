@@ -246,6 +246,21 @@ impl Table {
         u32::try_from(grown).ok().filter(|&c| c <= SHARD_SLOTS_MAX)
     }
 
+    /// Grows to the next capacity, or to `initial` if that is larger (a
+    /// shard restored smaller than a new one); past [`SHARD_SLOTS_MAX`] an
+    /// error, and nothing changes.
+    pub(crate) fn grow(&mut self, initial: u32) -> crate::error::Result<()> {
+        let Some(capacity) = self.grown_capacity().map(|c| c.max(initial)) else {
+            return Err(crate::error::Error::LimitExceeded {
+                limit: "SHARD_SLOTS_MAX",
+                max: SHARD_SLOTS_MAX.into(),
+                found: u64::from(self.capacity()) * GROWTH_NUM / GROWTH_DEN,
+            });
+        };
+        self.resize(capacity);
+        Ok(())
+    }
+
     /// Rehashes every entry into a table of `capacity` slots; tags move
     /// with their entries.
     pub(crate) fn resize(&mut self, capacity: u32) {

@@ -7,8 +7,8 @@
 //! per key, the worst insert) at sizes whose chains would not fit in memory.
 
 use crate::arena::Handle;
-use crate::error::{Error, Result};
-use crate::index::{GROWTH_DEN, GROWTH_NUM, Probe, SHARD_SLOTS_MAX, Table, mix};
+use crate::error::Result;
+use crate::index::{Probe, Table, mix};
 use crate::store::staggered;
 
 /// What [`KeyIndex::insert`] did.
@@ -35,7 +35,7 @@ impl KeyIndex {
     /// first slots, staggered over one growth step. The ranges are those of
     /// [`crate::Config`]: `shard_bits <= SHARD_BITS_MAX`,
     /// `SHARD_SLOTS_INITIAL_MIN <= shard_slots_initial <= SHARD_SLOTS_MAX /
-    /// 2`; others fail with [`Error::InvalidConfig`].
+    /// 2`; others fail with [`Error::InvalidConfig`](crate::Error::InvalidConfig).
     pub fn new(shard_bits: u8, shard_slots_initial: u32) -> Result<KeyIndex> {
         let config = crate::Config {
             shard_bits,
@@ -90,8 +90,8 @@ impl KeyIndex {
     }
 
     /// Sets `key`'s value. Panics if `value` is `u32::MAX` (the empty
-    /// mark). Fails with [`Error::LimitExceeded`] when the shard would grow
-    /// past [`SHARD_SLOTS_MAX`]; nothing changes then.
+    /// mark). Fails with [`Error::LimitExceeded`](crate::Error::LimitExceeded) when the shard would grow
+    /// past [`SHARD_SLOTS_MAX`](crate::SHARD_SLOTS_MAX); nothing changes then.
     pub fn insert(&mut self, key: u64, value: u32) -> Result<IndexInsert> {
         assert_ne!(value, u32::MAX, "u32::MAX marks an empty slot");
         let h = mix(key);
@@ -111,14 +111,7 @@ impl KeyIndex {
                     u32::try_from(shard).expect("< 2^20"),
                     count,
                 );
-                let Some(capacity) = table.grown_capacity().map(|c| c.max(initial)) else {
-                    return Err(Error::LimitExceeded {
-                        limit: "SHARD_SLOTS_MAX",
-                        max: SHARD_SLOTS_MAX.into(),
-                        found: u64::from(table.capacity()) * GROWTH_NUM / GROWTH_DEN,
-                    });
-                };
-                table.resize(capacity);
+                table.grow(initial)?;
                 outcome.shard_grew = true;
                 match table.probe(key, h) {
                     Probe::Vacant(i) => i,

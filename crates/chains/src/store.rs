@@ -566,15 +566,10 @@ impl ShardGroup {
                     // A shard restored smaller than a new one (or empty)
                     // grows straight to the staggered first capacity.
                     let initial = initial_capacity(&self.config, self.group, shard);
-                    let Some(capacity) = table.grown_capacity().map(|c| c.max(initial)) else {
+                    if let Err(e) = table.grow(initial) {
                         arena.free(handle);
-                        return Err(Error::LimitExceeded {
-                            limit: "SHARD_SLOTS_MAX",
-                            max: SHARD_SLOTS_MAX.into(),
-                            found: u64::from(table.capacity()) * GROWTH_NUM / GROWTH_DEN,
-                        });
-                    };
-                    table.resize(capacity);
+                        return Err(e);
+                    }
                     outcome.shard_grew = true;
                     // The rehash reordered the shard: a trim pass inside it
                     // starts the shard again so it checks every chain.
