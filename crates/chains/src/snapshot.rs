@@ -1,13 +1,18 @@
 //! Snapshots: the whole store as one checksummed stream, by content.
 //!
 //! ```text
-//!  header   (36 B)  | magic "CRDCHAIN" | version u32 = 1 | shard_bits u8 | group_bits u8 | 0 u16 |
-//!                   | lookback_ms u64 | shard_slots_initial u32 | 0 u32 | crc32 of bytes 0..32 u32 |
+//!  header   (44 B)  | magic "CRDCHAIN" | version u32 = 2 | shard_bits u8 | group_bits u8 | 0 u16 |
+//!                   | lookback_ms u64 | shard_slots_initial u32 | 0 u32 | clock_ms u64 |
+//!                   | crc32 of bytes 0..40 u32 |
 //!  section  x 2^shard_bits, in shard order:
 //!           | key_count u64 | body_bytes u64 | body | crc32 of (key_count, body_bytes, body) u32 |
 //!           body = key_count x | user_id u64 | chain_bytes u16 | chain (record encodings) |
 //!  trailer  (24 B)  | magic "CHAINEND" | keys u64 | crc32 of the section crcs u32 | crc32 of bytes 0..20 u32 |
 //! ```
+//!
+//! `clock_ms` is the trim clock (the latest of the groups'): a restored
+//! store expires records as the written one did. Only records that have
+//! not expired at the clock are written, and only users that have one.
 //!
 //! Little-endian throughout; crc32 is CRC-32/ISO-HDLC (`crc32fast`). Chains
 //! are stored by content, not as arena pages: a restore walks and checks
@@ -43,8 +48,8 @@ use crate::store::{Config, ShardGroup, Store, malformed};
 const MAGIC: &[u8; 8] = b"CRDCHAIN";
 const TRAILER_MAGIC: &[u8; 8] = b"CHAINEND";
 /// The snapshot format version this crate writes and reads.
-pub const SNAPSHOT_VERSION: u32 = 1;
-const HEADER_BYTES: usize = 36;
+pub const SNAPSHOT_VERSION: u32 = 2;
+const HEADER_BYTES: usize = 44;
 const TRAILER_BYTES: usize = 24;
 const ENTRY_BYTES_MIN: u64 = 8 + 2 + crate::record::RECORD_BYTES_MIN as u64;
 const IO_BUFFER_BYTES: usize = 1 << 20;
@@ -96,6 +101,8 @@ impl Store {
         header.extend_from_slice(&config.lookback_ms.to_le_bytes());
         header.extend_from_slice(&config.shard_slots_initial.to_le_bytes());
         header.extend_from_slice(&0u32.to_le_bytes());
+        let clock_ms = self.groups().iter().map(ShardGroup::clock_ms).max();
+        header.extend_from_slice(&clock_ms.unwrap_or(0).to_le_bytes());
         header.extend_from_slice(&crc32fast::hash(&header).to_le_bytes());
         assert_eq!(header.len(), HEADER_BYTES);
         w.put(&header)?;
@@ -106,20 +113,20 @@ impl Store {
         for group in self.groups() {
             for shard in 0..group.shard_count_local() {
                 body.clear();
-                let count = u64::from(group.shard_len(shard));
-                body.extend_from_slice(&count.to_le_bytes());
                 body.extend_from_slice(&0u64.to_le_bytes());
-                let mut written = 0u64;
+                body.extend_from_slice(&0u64.to_le_bytes());
+                let mut count = 0u64;
                 group.for_each_chain(shard, |key, chain| {
                     let chain_bytes =
                         u16::try_from(chain.len()).expect("chains are at most CHAIN_BYTES_MAX");
                     body.extend_from_slice(&key.to_le_bytes());
                     body.extend_from_slice(&chain_bytes.to_le_bytes());
                     body.extend_from_slice(chain);
-                    written += 1;
+                    count += 1;
                 });
-                assert_eq!(written, count, "a shard's length matches its entries");
+                assert!(count <= u64::from(group.shard_len(shard)));
                 let body_bytes = body.len() as u64 - 16;
+                body[..8].copy_from_slice(&count.to_le_bytes());
                 body[8..16].copy_from_slice(&body_bytes.to_le_bytes());
                 let crc = crc32fast::hash(&body);
                 body.extend_from_slice(&crc.to_le_bytes());
@@ -128,7 +135,7 @@ impl Store {
                 keys += count;
             }
         }
-        assert_eq!(keys, self.keys());
+        assert!(keys <= self.keys());
         let mut trailer = Vec::with_capacity(TRAILER_BYTES);
         trailer.extend_from_slice(TRAILER_MAGIC);
         trailer.extend_from_slice(&keys.to_le_bytes());
@@ -168,6 +175,7 @@ impl Store {
             lookback_ms: u64_at(&header, 16),
             shard_slots_initial: u32_at(&header, 24),
         };
+        let clock_ms = u64_at(&header, 32);
         if header[14..16] != [0, 0] || u32_at(&header, 28) != 0 {
             return Err(malformed("reserved header bytes are not zero".to_string()));
         }
@@ -209,7 +217,9 @@ impl Store {
             let crc_at = body.len() - 4;
             crcs.update(&body[crc_at..]);
             if global % per_group == 0 {
-                groups.push(ShardGroup::without_shards(config, global / per_group)?);
+                let mut group = ShardGroup::without_shards(config, global / per_group)?;
+                group.restore_clock(clock_ms);
+                groups.push(group);
             }
             let group = groups.last_mut().expect("pushed at its first section");
             let shard = group.restore_shard(count)?;

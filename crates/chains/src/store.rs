@@ -22,25 +22,38 @@
 //!   at most `CHAIN_BYTES_MAX`); sometimes a shard growth (a rehash of one
 //!   shard, ~keys/shards entries);
 //! - take: one probe, a walk of one chain, one backward shift;
-//! - trim slice: `budget` index slots' age tags (one byte each), and the
-//!   chains whose tag says they may hold an expired record.
+//! - trim slice: `budget` index slots' age tags (one byte each); the chains
+//!   of expired users are freed without being read.
+//!
+//! Expiry. The group's clock is the latest `now_ms` a trim slice was given;
+//! records older than `clock - lookback` are expired. Reads (`chain`,
+//! `take`, snapshots) never return an expired record and an append of one
+//! is refused (counted in [`AppendOutcome::expired`]), so what a user sees
+//! depends on the clock alone, not on where the trim cursor stands. The
+//! bytes go later: a user whose records have all expired is removed by the
+//! trim slice that next reaches the user's slot, and a chain that still
+//! holds newer records sheds its expired ones when an append or a trim
+//! reads it.
 //!
 //! Age tags. Beside each shard's slot array is an array of one `u8` per
-//! slot: the time of the chain's oldest record in units of
-//! `ceil(lookback / 64)`, wrapping modulo 256. It is written when a key is
-//! inserted, lowered by an append older than the chain's first record
-//! (never touched by an append in time order, the common case), and
-//! rewritten exactly whenever a trim reads the chain; it moves with its
-//! entry in rehashes and backward shifts. A trim slice compares tags with
-//! the cutoff eight at a time and reads only chains whose tag is at or
-//! before the cutoff's unit: a chain is read about once per lookback,
-//! when its oldest record expires, instead of once per pass. Wrapping is
-//! bounded: a tag is at most 66 units old when written or checked, and
-//! tags are trusted only while the last complete pass started at most
-//! [`TAG_GAP_UNITS_MAX`] = 160 units ago, so no trusted tag is 256 units
-//! old; otherwise the next slice starts a full pass that reads every
-//! chain (the first pass of a store with a clock past 160 units is one).
-//! Tags cost 1 byte per slot (index 13 B per slot, 15.3-19.1 B/key).
+//! slot: the time of the chain's newest record in units of
+//! `ceil(lookback / 64)`, wrapping modulo 256. Appends raise it; the trim
+//! reads it. A trim slice compares tags with the cutoff eight at a time:
+//! a tag a whole unit before the cutoff's means every record has expired,
+//! and the chain is freed and its key removed without reading the chain
+//! (a cold chain costs a cache and a TLB miss: at 200M keys that read was
+//! most of the store's time); a tag in the cutoff's own unit means the
+//! chain is read to decide; any later tag means nothing of the user can
+//! go yet. A tag may be up to [`TAG_FUTURE_UNITS_MAX`] units ahead of the
+//! clock (records newer than the last trim) and is at most 66 units old
+//! when written or checked; tags are trusted only while the last complete
+//! pass started at most [`TAG_GAP_UNITS_MAX`] units ago, so a trusted
+//! tag's wrapped age is its true age. Whenever a tag could be wrong (a
+//! new or restored group, a record further ahead of the clock than the
+//! tags reach, a long gap between slices, a clock going backwards) the
+//! trim reads every chain instead of trusting tags (a full pass) until a
+//! whole pass has run with none of these. Tags cost 1 byte per slot
+//! (index 13 B per slot).
 
 use crate::arena::{
     Arena, CHAIN_BYTES_MAX, CLASS_BYTES, HEADER_BYTES, class_for, set_used, used_of,
@@ -72,15 +85,21 @@ const TRIM_PREFETCH_CHAINS: usize = 12;
 /// lookbacks.
 pub const TAG_UNITS_PER_LOOKBACK: u64 = 64;
 /// How long, in tag units, the tags stay trusted after the start of the
-/// last complete trim pass (160 units: 2.5 lookbacks). A tag is at most
+/// last complete trim pass (128 units: 2 lookbacks). A tag is at most
 /// `TAG_UNITS_PER_LOOKBACK + 2` units old when written or checked, so
-/// within this gap no tag is 256 units old and its wrapped age is its
-/// true age. Past it (trim slices too rare for the store's size, or a long
-/// idle gap), the next slice starts a full pass that reads every chain,
-/// as trimming did before tags, and rewrites every tag.
-pub const TAG_GAP_UNITS_MAX: u64 = 160;
+/// within this gap no tag is older than 194 units, and none is mistaken
+/// for one ahead of the clock. Past it (trim slices too rare for the
+/// store's size, or a long idle gap), the next slice starts a full pass
+/// that reads every chain and rewrites every tag.
+pub const TAG_GAP_UNITS_MAX: u64 = 128;
+/// How far ahead of the clock, in tag units, a tag may be (32 units: half
+/// a lookback): records newer than the last trim slice's `now_ms`, as
+/// appends between slices make. A record further ahead gets this tag
+/// (older than its time, so the tag can no longer be trusted to keep the
+/// chain) and the trim reads every chain until a pass meets no such tag.
+pub const TAG_FUTURE_UNITS_MAX: u64 = 32;
 
-const _: () = assert!(TAG_GAP_UNITS_MAX + TAG_UNITS_PER_LOOKBACK + 2 < 256);
+const _: () = assert!(TAG_GAP_UNITS_MAX + TAG_UNITS_PER_LOOKBACK + 2 < 256 - TAG_FUTURE_UNITS_MAX);
 /// Pairs [`ShardGroup::append_batch`] hashes and prefetches ahead of its
 /// appends. Each pair in flight holds an index line and a chain line on
 /// their way from memory; 32 covers the memory latency (~100 ns) at the
@@ -231,6 +250,9 @@ pub struct AppendOutcome {
     pub shard_grew: bool,
     /// Oldest records dropped because the chain reached [`CHAIN_BYTES_MAX`].
     pub records_evicted: u32,
+    /// The record was older than the lookback at the group's clock (see
+    /// the module doc, "Expiry") and was not stored; nothing changed.
+    pub expired: bool,
 }
 
 /// What one trim slice did.
@@ -238,15 +260,22 @@ pub struct AppendOutcome {
 pub struct TrimOutcome {
     /// Index slots examined (the slice's budget unless a pass ended).
     pub slots_scanned: u64,
-    /// Records older than the lookback window that were dropped.
+    /// Expired records dropped from the chains the slice read. The records
+    /// of a chain freed unread are not counted (not knowing them is what
+    /// makes that free cheap).
     pub records_dropped: u64,
-    /// Chains that became empty and were removed with their key.
+    /// Chains whose records had all expired, removed with their key.
     pub chains_removed: u64,
+    /// Of `chains_removed`, those freed without being read.
+    pub chains_removed_unread: u64,
     /// Chains moved to a smaller size class after shrinking.
     pub chains_moved: u64,
-    /// Chains read: those whose age tag said they might hold an expired
-    /// record, or every chain in a full pass.
+    /// Chains read: those whose age tag is in the cutoff's unit, or every
+    /// chain in a full pass.
     pub chains_read: u64,
+    /// The slice read every chain it met (tags not trusted, see the module
+    /// doc).
+    pub full_pass: bool,
     /// The slice finished a pass over every shard of the group.
     pub pass_done: bool,
 }
@@ -256,8 +285,10 @@ impl TrimOutcome {
         self.slots_scanned += other.slots_scanned;
         self.records_dropped += other.records_dropped;
         self.chains_removed += other.chains_removed;
+        self.chains_removed_unread += other.chains_removed_unread;
         self.chains_moved += other.chains_moved;
         self.chains_read += other.chains_read;
+        self.full_pass |= other.full_pass;
         self.pass_done |= other.pass_done;
     }
 }
@@ -266,10 +297,14 @@ impl TrimOutcome {
 /// on the heap (tests/memory.rs checks it against a counting allocator).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemoryStats {
-    /// Users with a chain.
+    /// Users with a chain in the index, including users whose records
+    /// have all expired and whom the trim has not reached yet.
     pub keys: u64,
-    /// Bytes of encoded records in all chains.
+    /// Bytes of encoded records that have not expired at the clock.
     pub record_bytes: u64,
+    /// Bytes of expired records still in chains (dropped when an append
+    /// or the trim next reads the chain, or with the whole chain).
+    pub expired_bytes: u64,
     /// Bytes of index slots and their age tags (13 per slot).
     pub index_bytes: u64,
     /// Bytes of arena slots in use (headers, records and slack).
@@ -289,6 +324,7 @@ impl MemoryStats {
     fn add(&mut self, other: &MemoryStats) {
         self.keys += other.keys;
         self.record_bytes += other.record_bytes;
+        self.expired_bytes += other.expired_bytes;
         self.index_bytes += other.index_bytes;
         self.slot_bytes += other.slot_bytes;
         self.arena_bytes += other.arena_bytes;
@@ -308,13 +344,17 @@ pub struct ShardGroup {
     /// allocated by the first move ([`ShardGroup::scratch`]).
     scratch: Vec<u8>,
     keys: u64,
-    record_bytes: u64,
     cursor_shard: usize,
     cursor_slot: usize,
     /// The age tags' unit, `ceil(lookback_ms / TAG_UNITS_PER_LOOKBACK)`.
     tag_unit_ms: u64,
     /// The latest `now_ms` a trim slice was given: the tags' clock.
     clock_ms: u64,
+    /// The clock's tag unit, and the time that unit starts at: an append
+    /// at the clock's time (the common case) takes its tag without a
+    /// division.
+    clock_unit: u8,
+    clock_unit_start_ms: u64,
     /// The clock when the current trim pass started.
     pass_start_ms: u64,
     /// The clock when the last complete pass started: every chain has been
@@ -322,6 +362,10 @@ pub struct ShardGroup {
     checked_since_ms: u64,
     /// The current pass reads every chain (the tags were not trusted).
     full_pass: bool,
+    /// A tag was written older than its chain's newest record (a record
+    /// too far ahead of the clock) since the current pass started: the
+    /// next pass reads every chain too.
+    tags_clamped: bool,
 }
 
 impl ShardGroup {
@@ -357,32 +401,60 @@ impl ShardGroup {
             arena: Arena::new(),
             scratch: Vec::new(),
             keys: 0,
-            record_bytes: 0,
             cursor_shard: 0,
             cursor_slot: 0,
             tag_unit_ms: config.lookback_ms.div_ceil(TAG_UNITS_PER_LOOKBACK).max(1),
             clock_ms: 0,
+            clock_unit: 0,
+            clock_unit_start_ms: 0,
             pass_start_ms: 0,
             checked_since_ms: 0,
-            full_pass: false,
+            // No tag is known to be right until a pass has read them all.
+            full_pass: true,
+            tags_clamped: false,
         })
     }
 
-    /// The age tag of a chain whose oldest record is at `time_ms`: its tag
-    /// unit, wrapping. The time is first clamped to the tags' clock (a
-    /// future record gets an older tag than it could: the chain is read
-    /// sooner than needed) and to no older than just expired at the clock
-    /// (the chain is read by the next trim, which writes its exact tag), so
-    /// every tag is 0 to `TAG_UNITS_PER_LOOKBACK + 2` units old when
-    /// written.
+    /// The age tag of a chain whose newest record is at `time_ms`: its tag
+    /// unit, wrapping. The time is clamped to no older than just expired at
+    /// the clock (a later tag keeps a chain longer, never shorter) and to
+    /// at most [`TAG_FUTURE_UNITS_MAX`] ahead of it; the second clamp makes
+    /// the tag older than the chain (the `bool`), and whoever writes such a
+    /// tag calls [`ShardGroup::clamped_at`].
     #[inline]
-    fn tag_for(&self, time_ms: u64) -> u8 {
+    fn tag_for(&self, time_ms: u64) -> (u8, bool) {
+        if time_ms.wrapping_sub(self.clock_unit_start_ms) < self.tag_unit_ms {
+            return (self.clock_unit, false);
+        }
         tag_of(
             time_ms,
             self.clock_ms,
             self.config.lookback_ms,
             self.tag_unit_ms,
         )
+    }
+
+    /// A tag older than its chain was written at `slot` of local shard
+    /// `shard`: the rest of this pass reads every chain, and so does the
+    /// next one if the slot is behind the cursor (this pass will not come
+    /// back to it).
+    fn clamped_at(&mut self, shard: usize, slot: usize) {
+        self.full_pass = true;
+        if (shard, slot) < (self.cursor_shard, self.cursor_slot) {
+            self.tags_clamped = true;
+        }
+    }
+
+    fn set_clock(&mut self, clock_ms: u64) {
+        self.clock_ms = clock_ms;
+        self.clock_unit = unit_of(clock_ms, self.tag_unit_ms);
+        self.clock_unit_start_ms = clock_ms / self.tag_unit_ms * self.tag_unit_ms;
+    }
+
+    /// Records older than this have expired (module doc, "Expiry").
+    #[inline]
+    fn cutoff_ms(&self) -> u64 {
+        self.clock_ms.saturating_sub(self.config.lookback_ms)
     }
 
     /// The buffer for chain moves, allocated on first use: a group that
@@ -497,39 +569,55 @@ impl ShardGroup {
         h: u64,
         record: &Record,
     ) -> Result<AppendOutcome> {
+        let mut outcome = AppendOutcome::default();
+        let time_ms = record.time_ms();
+        let cutoff = self.cutoff_ms();
+        if time_ms < cutoff {
+            outcome.expired = true;
+            return Ok(outcome);
+        }
         let mut bytes = [0u8; RECORD_BYTES_MAX];
         let n = record.encode_into(&mut bytes);
         let bytes = &bytes[..n];
-        let mut outcome = AppendOutcome::default();
+        let (tag, clamped) = self.tag_for(time_ms);
+        let clock = self.clock_unit;
         let table = &mut self.shards[shard];
         let arena = &mut self.arena;
         match table.probe(user.0, h) {
             Probe::Found(i, handle) => {
-                let class = arena.class_of(handle);
-                let used = used_of(arena.slot(handle));
-                // The tag stands for the chain's oldest record; a record
-                // older than the chain's first (out of order) may be older
-                // than it. In-order appends never touch the tag.
-                let time_ms = record.time_ms();
-                if time_ms < time_ms_at(arena.chain(handle)) {
-                    let unit = self.tag_unit_ms;
-                    let tag = tag_of(time_ms, self.clock_ms, self.config.lookback_ms, unit);
-                    // Both ages are below 256 while the tags are trusted
-                    // (`TAG_GAP_UNITS_MAX`); when they are not, the next
-                    // full pass rewrites this tag before they are again.
-                    let clock = unit_of(self.clock_ms, unit);
-                    if clock.wrapping_sub(tag) > clock.wrapping_sub(table.tags()[i]) {
-                        table.set_tag(i, tag);
+                // The tag stands for the chain's newest record.
+                if tag_age(clock, tag) < tag_age(clock, table.tags()[i]) {
+                    table.set_tag(i, tag);
+                    if clamped {
+                        // `clamped_at`, with `table` borrowed.
+                        self.full_pass = true;
+                        self.tags_clamped |= (shard, i) < (self.cursor_shard, self.cursor_slot);
                     }
                 }
+                let class = arena.class_of(handle);
+                let slot = arena.slot_mut(handle);
+                let mut used = used_of(slot);
+                // A chain whose oldest record has expired sheds its expired
+                // records now that it is in hand (the first record shares
+                // the header's cache line).
+                if used > 0 && time_ms_at(&slot[HEADER_BYTES..]) < cutoff {
+                    let (kept, _, _) =
+                        retain_recent(&mut slot[HEADER_BYTES..HEADER_BYTES + used], cutoff);
+                    set_used(slot, kept);
+                    used = kept;
+                }
+                outcome.new_key = used == 0;
                 if HEADER_BYTES + used + n <= CLASS_BYTES[class] as usize
                     && used + n <= CHAIN_BYTES_MAX
                 {
-                    let slot = arena.slot_mut(handle);
                     slot[HEADER_BYTES + used..HEADER_BYTES + used + n].copy_from_slice(bytes);
                     set_used(slot, used + n);
-                    self.record_bytes += n as u64;
                 } else {
+                    // Expired records out of time order may hide behind a
+                    // live first one: drop them before evicting live ones.
+                    let (used, _, _) =
+                        retain_recent(&mut slot[HEADER_BYTES..HEADER_BYTES + used], cutoff);
+                    set_used(slot, used);
                     let evict_bytes = evict_prefix(arena.chain(handle), n, &mut outcome);
                     let kept = used - evict_bytes;
                     let new_class = class_for(HEADER_BYTES + kept + n);
@@ -554,13 +642,9 @@ impl ShardGroup {
                         table.set_handle(i, moved);
                         outcome.chain_moved = true;
                     }
-                    self.record_bytes = self.record_bytes + n as u64 - evict_bytes as u64;
                 }
             }
             Probe::Vacant(mut i) => {
-                let tag = self.tag_for(record.time_ms());
-                let table = &mut self.shards[shard];
-                let arena = &mut self.arena;
                 let handle = arena.alloc(class_for(HEADER_BYTES + n))?;
                 if table.needs_growth() {
                     // A shard restored smaller than a new one (or empty)
@@ -586,36 +670,37 @@ impl ShardGroup {
                 set_used(slot, n);
                 table.put(i, user.0, handle, tag);
                 self.keys += 1;
-                self.record_bytes += n as u64;
                 outcome.new_key = true;
+                if clamped {
+                    self.clamped_at(shard, i);
+                }
             }
         }
         Ok(outcome)
     }
 
-    /// Appends `user`'s records, oldest first, to `out`; `false` if the user
-    /// has no chain.
+    /// Appends `user`'s records that have not expired, in append order, to
+    /// `out`; `false` if there are none.
     pub fn chain(&self, user: UserId, out: &mut Vec<Record>) -> Result<bool> {
         let (shard, h) = self.locate(user)?;
         match self.shards[shard].probe(user.0, h) {
             Probe::Found(_, handle) => {
-                decode_chain(self.arena.chain(handle), out);
-                Ok(true)
+                Ok(decode_recent(self.arena.chain(handle), self.cutoff_ms(), out) > 0)
             }
             Probe::Vacant(_) => Ok(false),
         }
     }
 
-    /// A conversion: appends `user`'s records, oldest first, to `out`, then
-    /// frees the chain and forgets the user. `false` if there was no chain.
+    /// A conversion: appends `user`'s records that have not expired, in
+    /// append order, to `out`, then frees the chain and forgets the user.
+    /// `false` if there were none.
     pub fn take(&mut self, user: UserId, out: &mut Vec<Record>) -> Result<bool> {
         let (shard, h) = self.locate(user)?;
+        let cutoff = self.cutoff_ms();
         let table = &mut self.shards[shard];
         match table.probe(user.0, h) {
             Probe::Found(i, handle) => {
-                let chain = self.arena.chain(handle);
-                decode_chain(chain, out);
-                self.record_bytes -= chain.len() as u64;
+                let found = decode_recent(self.arena.chain(handle), cutoff, out) > 0;
                 self.arena.free(handle);
                 let mut other = 0;
                 let cursor = if shard == self.cursor_shard {
@@ -625,34 +710,30 @@ impl ShardGroup {
                 };
                 table.remove_at(i, cursor);
                 self.keys -= 1;
-                Ok(true)
+                Ok(found)
             }
             Probe::Vacant(_) => Ok(false),
         }
     }
 
-    /// Drops records older than `now_ms - lookback_ms` from the chains in
+    /// Advances the group's clock to `now_ms` (it never goes back) and trims
     /// the next `slots_budget` index slots, continuing where the previous
-    /// slice stopped. A chain left empty is removed with its key; one that
-    /// fits a smaller class moves there. The cost of a slice is bounded by
-    /// its budget (and `CHAIN_BYTES_MAX` per slot), never by the store's
-    /// size: trimming is never a stop-the-world sweep.
+    /// slice stopped: a user whose records have all expired is removed with
+    /// the chain, and a chain the slice reads sheds its expired records
+    /// (and moves to a smaller class if it fits one). The cost of a slice
+    /// is bounded by its budget (and `CHAIN_BYTES_MAX` per chain it reads),
+    /// never by the store's size: trimming is never a stop-the-world sweep.
     ///
-    /// Only chains whose age tag says their oldest record may have expired
-    /// are read: the slice scans the tags (one byte per slot, 64 to a
-    /// cache line) and skips the others without touching them. The tags
-    /// are trusted while the last complete pass started at most
-    /// [`TAG_GAP_UNITS_MAX`] tag units ago and `now_ms` does not go
-    /// backwards; otherwise the slice reads every chain it meets (after a
-    /// gap, from the first shard again: a full pass). A new or restored
-    /// group's first pass is a full pass unless its clock is young.
+    /// With trusted age tags (module doc) a slice reads the tags of its
+    /// slots (64 to a cache line), frees the chains whose tag is a unit or
+    /// more before the cutoff's without reading them, and reads only the
+    /// chains whose tag is in the cutoff's unit. Otherwise it reads every
+    /// chain it meets (a full pass; after a gap, from the first shard).
     ///
     /// A pass visits every chain present when it started.
     pub fn trim_slice(&mut self, now_ms: u64, slots_budget: u64) -> TrimOutcome {
-        let cutoff = now_ms.saturating_sub(self.config.lookback_ms);
         let unit = self.tag_unit_ms;
-        let forward = now_ms >= self.clock_ms;
-        self.clock_ms = self.clock_ms.max(now_ms);
+        self.set_clock(self.clock_ms.max(now_ms));
         if !self.full_pass
             && self.clock_ms / unit - self.checked_since_ms / unit > TAG_GAP_UNITS_MAX
         {
@@ -661,15 +742,18 @@ impl ShardGroup {
             self.cursor_slot = 0;
             self.pass_start_ms = self.clock_ms;
         }
-        let skip = !self.full_pass && forward;
-        // `now - cutoff` is at most a lookback: at most 65 units.
+        let cutoff = self.cutoff_ms();
+        let lookback = self.config.lookback_ms;
+        // `clock - cutoff` is at most a lookback: at most 64 units.
         #[allow(clippy::cast_possible_truncation)]
         let ages = Ages {
-            now: (now_ms / unit) as u8,
-            cutoff: (now_ms / unit - cutoff / unit) as u8,
-            skip,
+            now: (self.clock_ms / unit) as u8,
+            cutoff: (self.clock_ms / unit - cutoff / unit) as u8,
         };
-        let mut outcome = TrimOutcome::default();
+        let mut outcome = TrimOutcome {
+            full_pass: self.full_pass,
+            ..TrimOutcome::default()
+        };
         // Where the prefetching scan stands, and how many chains it has
         // asked for that the slice has not reached yet.
         let mut ahead = self.cursor_slot;
@@ -686,48 +770,62 @@ impl ShardGroup {
                     outcome.pass_done = true;
                     self.checked_since_ms = self.pass_start_ms;
                     self.pass_start_ms = self.clock_ms;
-                    self.full_pass = false;
+                    self.full_pass = self.tags_clamped;
+                    self.tags_clamped = false;
                     break 'slots;
                 }
             }
+            let trusted = !self.full_pass;
             let table = &mut self.shards[self.cursor_shard];
             let capacity = table.capacity() as usize;
             let budget_left =
                 usize::try_from(slots_budget - outcome.slots_scanned).unwrap_or(usize::MAX);
             let limit = capacity.min(self.cursor_slot.saturating_add(budget_left));
             // The chains are not in slot order: ask for the next
-            // `TRIM_PREFETCH_CHAINS` candidates' chains, so their lines
-            // arrive while the slice works on earlier ones.
+            // `TRIM_PREFETCH_CHAINS` chains the slice will read, so their
+            // lines arrive while the slice works on earlier ones.
             ahead = ahead.max(self.cursor_slot);
             while in_flight < TRIM_PREFETCH_CHAINS && ahead < limit {
-                let next = ages.next_candidate(table, ahead, limit);
+                let next = ages.next_candidate(table, ahead, limit, trusted);
                 if next == limit {
                     ahead = limit;
                     break;
                 }
+                ahead = next + 1;
+                if trusted && ages.expired_whole(table.tags()[next]) {
+                    continue;
+                }
                 let (_, handle) = table.entry(next).expect("a candidate is occupied");
                 self.arena.prefetch(handle);
-                ahead = next + 1;
                 in_flight += 1;
             }
-            // Slots whose chain need not be read are passed over in one
-            // tight loop over the tags, within budget.
-            let next = ages.next_candidate(table, self.cursor_slot, limit);
+            // Slots with nothing to do are passed over in one tight loop
+            // over the tags, within budget.
+            let next = ages.next_candidate(table, self.cursor_slot, limit, trusted);
             outcome.slots_scanned += (next - self.cursor_slot) as u64;
             self.cursor_slot = next;
             if next == limit {
                 continue;
             }
             outcome.slots_scanned += 1;
-            in_flight = in_flight.saturating_sub(1);
-            outcome.chains_read += 1;
-            let (_, handle) = table.entry(self.cursor_slot).expect("an occupied slot");
-            let slot = self.arena.slot_mut(handle);
-            let used = used_of(slot);
-            let (kept, dropped, oldest) =
-                retain_recent(&mut slot[HEADER_BYTES..HEADER_BYTES + used], cutoff);
-            outcome.records_dropped += dropped;
-            self.record_bytes -= (used - kept) as u64;
+            let (_, handle) = table.entry(next).expect("a candidate is occupied");
+            let expired_whole = trusted && ages.expired_whole(table.tags()[next]);
+            let (kept, dropped, newest) = if expired_whole {
+                outcome.chains_removed_unread += 1;
+                (0, 0, 0)
+            } else {
+                in_flight = in_flight.saturating_sub(1);
+                outcome.chains_read += 1;
+                let slot = self.arena.slot_mut(handle);
+                let used = used_of(slot);
+                let (kept, dropped, newest) =
+                    retain_recent(&mut slot[HEADER_BYTES..HEADER_BYTES + used], cutoff);
+                outcome.records_dropped += dropped;
+                if kept > 0 && dropped > 0 {
+                    set_used(slot, kept);
+                }
+                (kept, dropped, newest)
+            };
             if kept == 0 {
                 self.arena.free(handle);
                 // The backward shift may pull a later entry into this slot:
@@ -739,20 +837,18 @@ impl ShardGroup {
                 outcome.chains_removed += 1;
                 continue;
             }
-            // The exact tag of what is left: the next pass reads this chain
-            // again only once its oldest record may have expired.
-            let tag = tag_of(
-                oldest,
-                self.clock_ms,
-                self.config.lookback_ms,
-                self.tag_unit_ms,
-            );
+            // The exact tag of what is left.
+            let (tag, clamped) = tag_of(newest, self.clock_ms, lookback, unit);
+            if clamped {
+                self.tags_clamped = true;
+                self.full_pass = true;
+                outcome.full_pass = true;
+            }
             table.set_tag(self.cursor_slot, tag);
             if dropped == 0 {
                 self.cursor_slot += 1;
                 continue;
             }
-            set_used(slot, kept);
             let class = class_for(HEADER_BYTES + kept);
             if class < self.arena.class_of(handle)
                 && let Ok(moved) = self.arena.alloc(class)
@@ -798,9 +894,24 @@ impl ShardGroup {
             .map(|(&count, bytes)| count * u64::from(bytes))
             .sum();
         let own = self.shards.capacity() * size_of::<Table>() + self.scratch.capacity();
+        let cutoff = self.cutoff_ms();
+        let (mut record_bytes, mut expired_bytes) = (0, 0);
+        self.arena.for_each_chain(|chain| {
+            let mut at = 0;
+            while at < chain.len() {
+                let len = encoded_len_at(&chain[at..]).expect("the arena holds valid records");
+                if time_ms_at(&chain[at..]) >= cutoff {
+                    record_bytes += len as u64;
+                } else {
+                    expired_bytes += len as u64;
+                }
+                at += len;
+            }
+        });
         MemoryStats {
             keys: self.keys,
-            record_bytes: self.record_bytes,
+            record_bytes,
+            expired_bytes,
             index_bytes,
             slot_bytes,
             arena_bytes: self.arena.page_bytes(),
@@ -810,14 +921,35 @@ impl ShardGroup {
     }
 
     /// Calls `f(user, chain bytes)` for every chain of local shard `shard`
-    /// (snapshot writing).
+    /// that holds a record that has not expired, with the expired records
+    /// left out (snapshot writing).
     pub(crate) fn for_each_chain(&self, shard: usize, mut f: impl FnMut(u64, &[u8])) {
+        let cutoff = self.cutoff_ms();
+        let mut recent = Vec::new();
         let table = &self.shards[shard];
         for i in 0..table.capacity() as usize {
             if let Some((key, handle)) = table.entry(i) {
-                f(key, self.arena.chain(handle));
+                recent.clear();
+                recent.extend_from_slice(self.arena.chain(handle));
+                let (kept, _, _) = retain_recent(&mut recent, cutoff);
+                if kept > 0 {
+                    f(key, &recent[..kept]);
+                }
             }
         }
+    }
+
+    /// The clock of the group's trim (module doc, "Expiry").
+    pub fn clock_ms(&self) -> u64 {
+        self.clock_ms
+    }
+
+    /// Sets the clock of a group being restored, before its chains.
+    pub(crate) fn restore_clock(&mut self, clock_ms: u64) {
+        assert_eq!(self.keys, 0, "the clock is restored first");
+        self.set_clock(clock_ms);
+        self.pass_start_ms = clock_ms;
+        self.checked_since_ms = clock_ms;
     }
 
     pub(crate) fn shard_len(&self, shard: usize) -> u32 {
@@ -904,22 +1036,20 @@ impl ShardGroup {
         let slot = self.arena.slot_mut(handle);
         slot[HEADER_BYTES..HEADER_BYTES + chain.len()].copy_from_slice(chain);
         set_used(slot, chain.len());
-        // Tags are derived data, not in the snapshot: computed again here.
-        let mut oldest = u64::MAX;
+        // Tags are derived data, not in the snapshot: computed again here
+        // (and not trusted before the first full pass, module doc).
+        let mut newest = 0;
         let mut at = 0;
         while at < chain.len() {
-            oldest = oldest.min(time_ms_at(&chain[at..]));
+            newest = newest.max(time_ms_at(&chain[at..]));
             at += encoded_len_at(&chain[at..]).expect("validated by the caller");
         }
-        let tag = tag_of(
-            oldest,
-            self.clock_ms,
-            self.config.lookback_ms,
-            self.tag_unit_ms,
-        );
+        let (tag, clamped) = self.tag_for(newest);
         self.shards[shard].put(i, key, handle, tag);
+        if clamped {
+            self.clamped_at(shard, i);
+        }
         self.keys += 1;
-        self.record_bytes += chain.len() as u64;
         Ok(())
     }
 }
@@ -963,35 +1093,63 @@ fn unit_of(ms: u64, unit_ms: u64) -> u8 {
     (ms / unit_ms) as u8
 }
 
-/// The age tag of a chain whose oldest record is at `time_ms`, under the
-/// tags' clock `clock_ms`: see [`ShardGroup::tag_for`].
+/// The age tag of a chain whose newest record is at `time_ms`, under the
+/// tags' clock `clock_ms`, and whether it had to be clamped to
+/// [`TAG_FUTURE_UNITS_MAX`] ahead of the clock: see
+/// [`ShardGroup::tag_for`].
+// The wrap is the point: tags are units modulo 256.
+#[allow(clippy::cast_possible_truncation)]
 #[inline]
-fn tag_of(time_ms: u64, clock_ms: u64, lookback_ms: u64, unit_ms: u64) -> u8 {
+fn tag_of(time_ms: u64, clock_ms: u64, lookback_ms: u64, unit_ms: u64) -> (u8, bool) {
     let oldest = clock_ms.saturating_sub(lookback_ms.saturating_add(unit_ms));
-    unit_of(time_ms.clamp(oldest, clock_ms.max(oldest)), unit_ms)
+    let units = time_ms.max(oldest) / unit_ms;
+    let newest = clock_ms / unit_ms + TAG_FUTURE_UNITS_MAX;
+    (units.min(newest) as u8, units > newest)
 }
 
-/// What a trim slice needs to read the age tags: the current unit, the age
-/// in units from which a chain may hold an expired record, and whether the
-/// tags are trusted at all.
+/// Wrapped ages at or past this are tags ahead of the clock.
+// 256 - 32 = 224 fits a u8.
+#[allow(clippy::cast_possible_truncation)]
+const FUTURE_AGE_MIN: u8 = (256 - TAG_FUTURE_UNITS_MAX) as u8;
+
+/// The age in units of `tag` at clock unit `clock`: negative for a tag
+/// ahead of the clock.
+#[inline]
+fn tag_age(clock: u8, tag: u8) -> i16 {
+    let age = clock.wrapping_sub(tag);
+    if age >= FUTURE_AGE_MIN {
+        i16::from(age) - 256
+    } else {
+        i16::from(age)
+    }
+}
+
+/// What a trim slice needs to read the age tags: the current unit, and the
+/// age in units from which a chain's newest record may have expired (the
+/// cutoff's unit).
 #[derive(Debug, Clone, Copy)]
 struct Ages {
     now: u8,
     cutoff: u8,
-    skip: bool,
 }
 
 impl Ages {
-    /// The first slot in `from..to` whose chain the trim must read, or `to`.
-    ///
-    /// A tag `t` of age `now - t` (wrapping) below `cutoff` is a unit after
-    /// the cutoff's, so the chain's oldest record, at or after `t`, is
-    /// after the cutoff: nothing in it has expired. Only the slot of a
-    /// matching tag is read. An empty slot whose stale tag matched gets the
-    /// current unit, so it matches again only a lookback later.
+    /// Whether a chain with `tag` has expired whole: its newest record's
+    /// unit is before the cutoff's (and the tag is not ahead of the clock).
     #[inline]
-    fn next_candidate(self, table: &mut Table, from: usize, to: usize) -> usize {
-        if !self.skip {
+    fn expired_whole(self, tag: u8) -> bool {
+        let age = self.now.wrapping_sub(tag);
+        age > self.cutoff && age < FUTURE_AGE_MIN
+    }
+
+    /// The first slot in `from..to` the trim has work in, or `to`: with
+    /// `trusted` tags, the first whose tag is in the cutoff's unit or
+    /// before (module doc); otherwise the first occupied slot. An empty
+    /// slot whose stale tag matched gets the current unit, so it matches
+    /// again only a lookback later.
+    #[inline]
+    fn next_candidate(self, table: &mut Table, from: usize, to: usize, trusted: bool) -> usize {
+        if !trusted {
             return table.next_occupied(from, to);
         }
         let mut at = from;
@@ -1005,16 +1163,18 @@ impl Ages {
         to
     }
 
-    /// The first tag in `tags[from..to]` of age at least `cutoff`, eight
-    /// tags at a time in a `u64` (SWAR): per byte, `d = now - tag` modulo
-    /// 256 without borrows between bytes (Hacker's Delight 2-18), then
-    /// `d >= cutoff` as `d >= 128 or (d & 127) >= cutoff`, the second from
-    /// the high bit of `(d | 128) - cutoff`, which cannot borrow either
-    /// (`cutoff` < 128).
+    /// The first tag in `tags[from..to]` of wrapped age in `cutoff..224`,
+    /// eight tags at a time in a `u64` (SWAR): per byte, `d = now - tag`
+    /// modulo 256 without borrows between bytes (Hacker's Delight 2-18),
+    /// then `d >= cutoff` as `d >= 128 or (d & 127) >= cutoff`, the second
+    /// from the high bit of `(d | 128) - cutoff`, which cannot borrow
+    /// either (`cutoff` < 128); `d >= 224` (a tag ahead of the clock) is
+    /// bits 7, 6 and 5 all set, brought to bit 7 by shifts within the byte.
     #[inline]
     fn next_due(self, tags: &[u8], from: usize, to: usize) -> Option<usize> {
         const H: u64 = 0x8080_8080_8080_8080;
         const ONES: u64 = 0x0101_0101_0101_0101;
+        const _: () = assert!(FUTURE_AGE_MIN == 0b1110_0000);
         debug_assert!(self.cutoff < 128);
         let now = u64::from(self.now) * ONES;
         let cutoff = u64::from(self.cutoff) * ONES;
@@ -1022,13 +1182,17 @@ impl Ages {
         while at + 8 <= to {
             let t = u64::from_le_bytes(tags[at..at + 8].try_into().expect("8 bytes"));
             let d = ((now | H) - (t & !H)) ^ ((now ^ !t) & H);
-            let due = (d | ((d | H) - cutoff)) & H;
+            let ahead = d & (d << 1) & (d << 2);
+            let due = (d | ((d | H) - cutoff)) & !ahead & H;
             if due != 0 {
                 return Some(at + due.trailing_zeros() as usize / 8);
             }
             at += 8;
         }
-        (at..to).find(|&i| self.now.wrapping_sub(tags[i]) >= self.cutoff)
+        (at..to).find(|&i| {
+            let d = self.now.wrapping_sub(tags[i]);
+            d >= self.cutoff && d < FUTURE_AGE_MIN
+        })
     }
 }
 
@@ -1046,21 +1210,21 @@ fn evict_prefix(chain: &[u8], n: usize, outcome: &mut AppendOutcome) -> usize {
 
 /// Keeps the records of `chain` with `time_ms >= cutoff`, in order,
 /// compacted to the front; returns (bytes kept, records dropped, time of
-/// the oldest record kept, `u64::MAX` if none).
+/// the newest record kept, 0 if none).
 fn retain_recent(chain: &mut [u8], cutoff: u64) -> (usize, u64, u64) {
-    // Most chains a pass reads keep every record: check before copying.
+    // Most chains keep every record: check before copying.
     let mut read = 0;
-    let mut oldest = u64::MAX;
+    let mut newest = 0;
     while read < chain.len() {
         let time = time_ms_at(&chain[read..]);
         if time < cutoff {
             break;
         }
-        oldest = oldest.min(time);
+        newest = newest.max(time);
         read += encoded_len_at(&chain[read..]).expect("the arena holds valid records");
     }
     if read == chain.len() {
-        return (read, 0, oldest);
+        return (read, 0, newest);
     }
     let mut write = read;
     let mut dropped = 0;
@@ -1072,23 +1236,30 @@ fn retain_recent(chain: &mut [u8], cutoff: u64) -> (usize, u64, u64) {
                 chain.copy_within(read..read + len, write);
             }
             write += len;
-            oldest = oldest.min(time);
+            newest = newest.max(time);
         } else {
             dropped += 1;
         }
         read += len;
     }
     assert_eq!(read, chain.len(), "a chain ends on a record boundary");
-    (write, dropped, oldest)
+    (write, dropped, newest)
 }
 
-fn decode_chain(chain: &[u8], out: &mut Vec<Record>) {
+/// Decodes the records of `chain` with `time_ms >= cutoff` onto `out`;
+/// returns how many.
+fn decode_recent(chain: &[u8], cutoff: u64, out: &mut Vec<Record>) -> usize {
     let mut at = 0;
+    let mut count = 0;
     while at < chain.len() {
         let (record, len) = Record::decode(&chain[at..]).expect("the arena holds valid records");
-        out.push(record);
+        if record.time_ms() >= cutoff {
+            out.push(record);
+            count += 1;
+        }
         at += len;
     }
+    count
 }
 
 /// Every shard group of a layout in one value.
@@ -1249,11 +1420,13 @@ mod tests {
             let ages = Ages {
                 now: (round % 256) as u8,
                 cutoff: (x >> 40) as u8 % 128,
-                skip: true,
             };
             let from = (x >> 50) as usize % 20;
             let to = from + (x >> 56) as usize % 21;
-            let expected = (from..to).find(|&i| ages.now.wrapping_sub(tags[i]) >= ages.cutoff);
+            let expected = (from..to).find(|&i| {
+                let age = ages.now.wrapping_sub(tags[i]);
+                age >= ages.cutoff && age < FUTURE_AGE_MIN
+            });
             assert_eq!(
                 ages.next_due(&tags, from, to),
                 expected,

@@ -1,6 +1,6 @@
 //! A restore allocates in proportion to the bytes it has read, never to what
 //! the header asks for: a crc32 is no protection against a forged header,
-//! and one of 36 bytes may ask for 2^20 shards of 2^27 slots each. Measured
+//! and one of 44 bytes may ask for 2^20 shards of 2^27 slots each. Measured
 //! with a counting global allocator that keeps the peak, as in memory.rs.
 
 use std::alloc::{GlobalAlloc, Layout, System};
@@ -65,17 +65,18 @@ fn peak_of<T>(f: impl FnOnce() -> T) -> (T, i64) {
 }
 
 const MIB: i64 = 1 << 20;
-const HEADER_BYTES: usize = 36;
+const HEADER_BYTES: usize = 44;
 
 /// A snapshot header with a valid crc.
 fn header(shard_bits: u8, group_bits: u8, shard_slots_initial: u32) -> Vec<u8> {
     let mut h = Vec::with_capacity(HEADER_BYTES);
     h.extend_from_slice(b"CRDCHAIN");
-    h.extend_from_slice(&1u32.to_le_bytes());
+    h.extend_from_slice(&cardinal_chains::SNAPSHOT_VERSION.to_le_bytes());
     h.extend_from_slice(&[shard_bits, group_bits, 0, 0]);
     h.extend_from_slice(&1_000u64.to_le_bytes());
     h.extend_from_slice(&shard_slots_initial.to_le_bytes());
     h.extend_from_slice(&0u32.to_le_bytes());
+    h.extend_from_slice(&0u64.to_le_bytes());
     let crc = crc32fast::hash(&h);
     h.extend_from_slice(&crc.to_le_bytes());
     h
@@ -157,8 +158,8 @@ fn restore_allocates_what_the_input_backs() {
     drop(small);
 
     bytes[24..28].copy_from_slice(&slots_max.to_le_bytes());
-    let crc = crc32fast::hash(&bytes[..32]);
-    bytes[32..36].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..40]);
+    bytes[40..44].copy_from_slice(&crc.to_le_bytes());
     let (large, large_peak) = peak_of(|| Store::restore(bytes.as_slice()).expect("valid"));
     assert_eq!(large.config().shard_slots_initial, slots_max);
     assert_eq!(large.keys(), 2_000);

@@ -168,8 +168,8 @@ fn structural_rules_hold_even_with_valid_checksums() {
     store.append(UserId(2), &r).expect("room");
     let mut bytes = Vec::new();
     store.snapshot(&mut bytes).expect("in memory");
-    // header 36 | count 8 | body_bytes 8 | 2 x (key 8 | len 2 | record 16) | crc 4 | trailer 24
-    let section = 36..36 + 16 + 52;
+    // header 44 | count 8 | body_bytes 8 | 2 x (key 8 | len 2 | record 16) | crc 4 | trailer 24
+    let section = 44..44 + 16 + 52;
     let reseal = |bytes: &mut Vec<u8>| {
         let crc = crc32(&bytes[section.clone()]);
         bytes[section.end..section.end + 4].copy_from_slice(&crc.to_le_bytes());
@@ -186,7 +186,7 @@ fn structural_rules_hold_even_with_valid_checksums() {
         Store::restore(ok.as_slice()).is_ok(),
         "resealing alone keeps it valid"
     );
-    const FIRST_KEY: usize = 52;
+    const FIRST_KEY: usize = 60;
     const SECOND_KEY: usize = FIRST_KEY + 26;
     let cases: Vec<(&str, Corruption)> = vec![
         (
@@ -198,7 +198,7 @@ fn structural_rules_hold_even_with_valid_checksums() {
         ),
         ("zero-length chain", Box::new(|b| b[FIRST_KEY + 8] = 0)),
         ("record flags", Box::new(|b| b[FIRST_KEY + 10 + 7] = 0x41)),
-        ("key count", Box::new(|b| b[36] = 1)),
+        ("key count", Box::new(|b| b[44] = 1)),
     ];
     for (what, corrupt) in cases {
         let mut bad = bytes.clone();

@@ -231,7 +231,7 @@ fn tagged_store() -> Store {
 }
 
 #[test]
-fn a_trim_reads_only_chains_that_may_have_expired() {
+fn a_trim_frees_expired_users_unread_and_reads_only_the_cutoffs_unit() {
     let mut store = tagged_store();
     let t0 = 1_000_000_000;
     for user in 0..1_000 {
@@ -240,38 +240,85 @@ fn a_trim_reads_only_chains_that_may_have_expired() {
     // The first pass of a new store reads every chain (its tags were
     // written before the store had a clock) and writes their exact tags.
     let first = store.trim_all(t0 + 500);
+    assert!(first.full_pass);
     assert_eq!((first.chains_read, first.records_dropped), (1_000, 0));
-    // Now nothing is read: every chain's oldest record is 1 s old.
+    // Now nothing is read: every chain's newest record is 1 s old.
     let fresh = store.trim_all(t0 + 1_000);
-    assert_eq!((fresh.chains_read, fresh.records_dropped), (0, 0));
-    // Appends in order do not make a chain look older.
+    assert!(!fresh.full_pass);
+    assert_eq!((fresh.chains_read, fresh.chains_removed), (0, 0));
+    // Records ahead of the clock (by less than `TAG_FUTURE_UNITS_MAX`)
+    // raise the tags as they are.
     for user in 0..1_000 {
         store
             .append(UserId(user), &click(t0 + 2_000))
             .expect("room");
     }
-    // Tags count from the latest trim's clock at most (a record after it
-    // is tagged as if at it), so the clock moves first.
     assert_eq!(store.trim_all(t0 + 30_000).chains_read, 0);
     for user in 1_000..1_100 {
         store
             .append(UserId(user), &click(t0 + 30_000))
             .expect("room");
     }
-    assert_eq!(store.trim_all(t0 + 40_000).chains_read, 0);
-    // At t0 + 65 s the first 1,000 chains hold an expired record: exactly
-    // they are read, trimmed and tagged again with their remaining record.
-    let due = store.trim_all(t0 + 65_000);
-    assert_eq!((due.chains_read, due.records_dropped), (1_000, 1_000));
-    assert_eq!(store.keys(), 1_100);
-    assert_eq!(store.trim_all(t0 + 65_500).chains_read, 0);
-    // An out-of-order record older than a chain's first makes it due.
-    store.append(UserId(5), &click(t0 + 1_200)).expect("room");
-    let late = store.trim_all(t0 + 65_500);
-    assert_eq!((late.chains_read, late.records_dropped), (1, 1));
+    // At t0 + 65 s every first record has expired: reads no longer return
+    // it, but no chain is read for it (its newest record is alive).
+    let expired = store.trim_all(t0 + 65_000);
+    assert_eq!((expired.chains_read, expired.chains_removed), (0, 0));
     let mut out = Vec::new();
     assert!(store.chain(UserId(5), &mut out).expect("own group"));
     assert_eq!(out, vec![click(t0 + 2_000)]);
+    let memory = store.memory();
+    assert_eq!(memory.expired_bytes, 1_000 * click(t0).encoded_len() as u64);
+    assert_eq!(memory.record_bytes, 1_100 * click(t0).encoded_len() as u64);
+    // At t0 + 66 s their newest record's unit is the cutoff's: those chains
+    // are read, and shed the expired record.
+    let boundary = store.trim_all(t0 + 66_000);
+    assert_eq!(
+        (boundary.chains_read, boundary.records_dropped),
+        (1_000, 1_000)
+    );
+    assert_eq!(boundary.chains_removed, 0);
+    assert_eq!(store.memory().expired_bytes, 0);
+    // A unit later they have expired whole: freed unread.
+    let gone = store.trim_all(t0 + 67_500);
+    assert_eq!((gone.chains_read, gone.chains_removed_unread), (0, 1_000));
+    assert_eq!(store.keys(), 100);
+    assert!(!store.chain(UserId(5), &mut out).expect("own group"));
+    // A record already expired at the clock is refused.
+    let late = store.append(UserId(5), &click(t0 + 3_000)).expect("room");
+    assert!(late.expired && !late.new_key);
+    assert_eq!(store.keys(), 100);
+    let last = store.trim_all(t0 + 95_500);
+    assert_eq!((last.chains_read, last.chains_removed_unread), (0, 100));
+    assert_eq!(store.keys(), 0);
+}
+
+#[test]
+fn a_record_far_ahead_of_the_clock_is_never_freed_unread_too_soon() {
+    let mut store = tagged_store();
+    let t0 = 1_000_000_000;
+    store.append(UserId(1), &click(t0)).expect("room");
+    store.trim_all(t0);
+    // 100 s ahead of the clock: more than `TAG_FUTURE_UNITS_MAX` (32) units.
+    store.append(UserId(2), &click(t0 + 100_000)).expect("room");
+    // The tag had to be clamped: the trim reads every chain instead of
+    // trusting tags, until a pass finds the record within reach of the
+    // clock (30 units ahead at t0 + 70 s) and writes its exact tag.
+    for (now, full) in [
+        (t0 + 65_000, true),
+        (t0 + 70_000, true),
+        (t0 + 120_000, false),
+    ] {
+        let pass = store.trim_all(now);
+        assert_eq!(pass.full_pass, full, "{now}");
+        assert!(store.chain(UserId(2), &mut Vec::new()).expect("own group"));
+    }
+    assert_eq!(store.keys(), 1);
+    // Its newest record reaches the cutoff's unit at t0 + 164 s: read, kept.
+    let boundary = store.trim_all(t0 + 164_000);
+    assert_eq!((boundary.chains_read, boundary.chains_removed), (1, 0));
+    let gone = store.trim_all(t0 + 166_000);
+    assert_eq!((gone.chains_removed_unread, gone.chains_removed), (1, 1));
+    assert_eq!(store.keys(), 0);
 }
 
 #[test]
@@ -287,6 +334,7 @@ fn a_long_idle_gap_cannot_make_an_expired_chain_look_fresh() {
     // next slice start a full pass instead of trusting them.
     let later = t0 + 266_000;
     let all = store.trim_all(later);
+    assert!(all.full_pass);
     assert_eq!((all.chains_read, all.chains_removed), (2, 2));
     assert_eq!(store.keys(), 0);
 }
@@ -320,4 +368,42 @@ fn slices_too_far_apart_still_trim_every_expired_record() {
     assert!(all.chains_read >= all.chains_removed);
     // 64 s of users at one per 10 s.
     assert!((6..=7).contains(&live), "{live}");
+}
+
+#[test]
+fn a_tag_clamped_behind_the_trim_cursor_is_not_trusted_by_the_next_pass() {
+    let mut store = tagged_store();
+    let t0 = 1_000_000_000;
+    let users = 0..200;
+    for user in users.clone() {
+        store.append(UserId(user), &click(t0)).expect("room");
+    }
+    store.trim_all(t0);
+    assert!(!store.trim_all(t0 + 1_000).full_pass);
+    // Half a pass of each group (13 bytes a slot), so that some users are
+    // behind the cursor.
+    let slots_per_group = store.memory().index_bytes / 13 / 2;
+    assert!(!store.trim_slice(t0 + 1_000, slots_per_group / 2).pass_done);
+    // 39 s (units) ahead of the clock: every tag is clamped to 32 ahead.
+    for user in users.clone() {
+        store
+            .append(UserId(user), &click(t0 + 40_000))
+            .expect("room");
+    }
+    // The rest of the pass runs at a clock within reach of the record, so
+    // the chains it reads get their exact tags; those behind the cursor
+    // keep the clamped ones, which the next pass must not trust.
+    let rest = store.trim_slice(t0 + 10_000, u64::MAX);
+    assert!(rest.pass_done);
+    // At t0 + 98.5 s a clamped tag (unit t0 + 33 s) is 65 units old, past
+    // the cutoff's unit, while the record (t0 + 40 s) is alive.
+    let pass = store.trim_all(t0 + 98_500);
+    assert!(pass.full_pass);
+    assert_eq!(pass.chains_removed, 0);
+    let mut out = Vec::new();
+    for user in users {
+        out.clear();
+        assert!(store.chain(UserId(user), &mut out).expect("own group"));
+        assert_eq!(out, vec![click(t0 + 40_000)], "user {user}");
+    }
 }

@@ -139,6 +139,11 @@ pub(crate) struct Stats {
     /// Touch points dropped by the chains' limits (evicted past
     /// `CHAIN_BYTES_MAX`, or refused when a group is full).
     pub touches_dropped: u64,
+    /// Touch points that arrived already older than the lookback at the
+    /// chains' clock (the latest event time trimmed at): input out of time
+    /// order by more than a lookback. No conversion at or after the clock
+    /// could credit them.
+    pub touches_expired: u64,
 }
 
 impl Stats {
@@ -149,6 +154,7 @@ impl Stats {
         self.skipped += other.skipped;
         self.values_out_of_range += other.values_out_of_range;
         self.touches_dropped += other.touches_dropped;
+        self.touches_expired += other.touches_expired;
     }
 }
 
@@ -451,6 +457,7 @@ fn append_touches(
             .iter()
             .map(|o| u64::from(o.records_evicted))
             .sum::<u64>();
+        stats.touches_expired += outcomes.iter().filter(|o| o.expired).count() as u64;
         match result {
             Ok(()) => break,
             Err(cardinal_chains::Error::LimitExceeded { .. }) => {

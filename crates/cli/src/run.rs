@@ -587,13 +587,15 @@ fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
             s.conversions_uncredited,
             c.rows.len()
         );
-        if s.skipped + s.values_out_of_range + s.touches_dropped + c.names_overflow() > 0 {
+        let problems = s.skipped + s.values_out_of_range + s.touches_dropped + s.touches_expired;
+        if problems + c.names_overflow() > 0 {
             eprintln!(
-                "{}: {} records skipped (NULL user or time out of range), {} conversion values out of range, {} touch points dropped by chain limits, {} campaign/site values past NAMES_MAX kept as NULL",
+                "{}: {} records skipped (NULL user or time out of range), {} conversion values out of range, {} touch points dropped by chain limits, {} touch points older than the lookback when they arrived, {} campaign/site values past NAMES_MAX kept as NULL",
                 c.attribution.name,
                 s.skipped,
                 s.values_out_of_range,
                 s.touches_dropped,
+                s.touches_expired,
                 c.names_overflow()
             );
         }
