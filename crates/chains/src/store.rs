@@ -56,7 +56,7 @@
 //! (index 13 B per slot).
 
 use crate::arena::{
-    Arena, CHAIN_BYTES_MAX, CLASS_BYTES, HEADER_BYTES, class_for, set_used, used_of,
+    Arena, CHAIN_BYTES_MAX, CLASS_BYTES, CLASS_COUNT, HEADER_BYTES, class_for, set_used, used_of,
 };
 use crate::error::{Error, Result};
 use crate::index::{
@@ -75,10 +75,10 @@ pub const SHARD_SLOTS_INITIAL_MIN: u32 = 4;
 /// many keys rehashes them in well under the 1 ms goal (measured ~10-20 ns
 /// per key on the 2026-11-21 benchmark machine, see bench/README.md).
 pub const SHARD_KEYS_TARGET: u64 = 16 * 1024;
-/// How far ahead of its cursor a trim slice prefetches chains, in index
-/// slots: ~12 chains at the table's load, enough to cover a memory access
-/// at the ~10 ns a cached chain check costs.
-const TRIM_PREFETCH_CHAINS: usize = 12;
+/// How many candidates ahead of its cursor a trim slice prefetches (a
+/// chain it will read, or the free-map word of one it will free): enough
+/// to cover a memory access at the ~10-20 ns a cached candidate costs.
+const TRIM_PREFETCH_CHAINS: usize = 16;
 /// Age tag units per lookback: a tag counts time in units of
 /// `ceil(lookback_ms / 64)` (at least 1 ms), so a chain's oldest record is
 /// known to within 1/64 of the lookback and a `u8` tag wraps after four
@@ -534,13 +534,22 @@ impl ShardGroup {
             }
             // Probing before any append of the window sees the state before
             // the window: a handle found here may have moved by the time its
-            // append runs. It is only a prefetch hint; the append probes
-            // again.
-            for ((user, _), &h) in window.iter().zip(&hashes) {
-                if let Some(shard) = self.local_shard(h)
-                    && let Probe::Found(_, handle) = self.shards[shard].probe(user.0, h)
-                {
-                    self.arena.prefetch(handle);
+            // append runs, and a new user's slot is where the arena would
+            // put the window's next chain of its class. Both are only
+            // prefetch hints; the append probes and allocates again.
+            let mut new_of_class = [0u8; CLASS_COUNT];
+            for ((user, record), &h) in window.iter().zip(&hashes) {
+                let Some(shard) = self.local_shard(h) else {
+                    continue;
+                };
+                match self.shards[shard].probe(user.0, h) {
+                    Probe::Found(_, handle) => self.arena.prefetch(handle),
+                    Probe::Vacant(_) => {
+                        let class = class_for(HEADER_BYTES + record.encoded_len());
+                        let nth = &mut new_of_class[class];
+                        self.arena.prefetch_nth_free(class, usize::from(*nth));
+                        *nth += 1;
+                    }
                 }
             }
             for ((user, record), &h) in window.iter().zip(&hashes) {
@@ -781,9 +790,11 @@ impl ShardGroup {
             let budget_left =
                 usize::try_from(slots_budget - outcome.slots_scanned).unwrap_or(usize::MAX);
             let limit = capacity.min(self.cursor_slot.saturating_add(budget_left));
-            // The chains are not in slot order: ask for the next
-            // `TRIM_PREFETCH_CHAINS` chains the slice will read, so their
-            // lines arrive while the slice works on earlier ones.
+            // The chains are not in slot order: for the next
+            // `TRIM_PREFETCH_CHAINS` candidates, ask for the chain the slice
+            // will read, or the free-map word it will write for a chain it
+            // frees unread, so their lines arrive while the slice works on
+            // earlier ones.
             ahead = ahead.max(self.cursor_slot);
             while in_flight < TRIM_PREFETCH_CHAINS && ahead < limit {
                 let next = ages.next_candidate(table, ahead, limit, trusted);
@@ -792,11 +803,12 @@ impl ShardGroup {
                     break;
                 }
                 ahead = next + 1;
-                if trusted && ages.expired_whole(table.tags()[next]) {
-                    continue;
-                }
                 let (_, handle) = table.entry(next).expect("a candidate is occupied");
-                self.arena.prefetch(handle);
+                if trusted && ages.expired_whole(table.tags()[next]) {
+                    self.arena.prefetch_free(handle);
+                } else {
+                    self.arena.prefetch(handle);
+                }
                 in_flight += 1;
             }
             // Slots with nothing to do are passed over in one tight loop
@@ -810,11 +822,11 @@ impl ShardGroup {
             outcome.slots_scanned += 1;
             let (_, handle) = table.entry(next).expect("a candidate is occupied");
             let expired_whole = trusted && ages.expired_whole(table.tags()[next]);
+            in_flight = in_flight.saturating_sub(1);
             let (kept, dropped, newest) = if expired_whole {
                 outcome.chains_removed_unread += 1;
                 (0, 0, 0)
             } else {
-                in_flight = in_flight.saturating_sub(1);
                 outcome.chains_read += 1;
                 let slot = self.arena.slot_mut(handle);
                 let used = used_of(slot);
