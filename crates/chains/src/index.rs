@@ -210,6 +210,16 @@ impl Table {
         }
     }
 
+    /// Prefetches the cache line holding slot `i`, if there is one (a
+    /// trim streams the slots it will look at into cache ahead of its
+    /// scan of the tags, which only reads the few it needs).
+    #[inline]
+    pub(crate) fn prefetch_slot(&self, i: usize) {
+        if let Some(slot) = self.slots.get(i) {
+            prefetch(slot);
+        }
+    }
+
     #[inline]
     pub(crate) fn probe(&self, key: u64, h: u64) -> Probe {
         let capacity = self.slots.len();

@@ -79,6 +79,14 @@ pub const SHARD_KEYS_TARGET: u64 = 16 * 1024;
 /// chain it will read, or the free-map word of one it will free): enough
 /// to cover a memory access at the ~10-20 ns a cached candidate costs.
 const TRIM_PREFETCH_CHAINS: usize = 16;
+/// How many index slots ahead of its candidate scan a trim slice streams
+/// slots into cache (6 KiB at 12 bytes a slot). The scan reads only the
+/// slots whose tag is due, a few per cache line of slots and too sparse
+/// for the hardware prefetcher: each was a cache (and often TLB) miss.
+const TRIM_PREFETCH_SLOTS: usize = 512;
+/// Slots per prefetch as the stream advances: under a 64-byte line's 5.3
+/// slots, so every line is asked for.
+const TRIM_PREFETCH_STEP: usize = 4;
 /// Age tag units per lookback: a tag counts time in units of
 /// `ceil(lookback_ms / 64)` (at least 1 ms), so a chain's oldest record is
 /// known to within 1/64 of the lookback and a `u8` tag wraps after four
@@ -767,12 +775,14 @@ impl ShardGroup {
         // asked for that the slice has not reached yet.
         let mut ahead = self.cursor_slot;
         let mut in_flight = 0;
+        let mut streamed = self.cursor_slot;
         'slots: while outcome.slots_scanned < slots_budget {
             // A shard restored without keys has no slots: skip it.
             while self.cursor_slot >= self.shards[self.cursor_shard].capacity() as usize {
                 self.cursor_slot = 0;
                 ahead = 0;
                 in_flight = 0;
+                streamed = 0;
                 self.cursor_shard += 1;
                 if self.cursor_shard == self.shards.len() {
                     self.cursor_shard = 0;
@@ -796,6 +806,12 @@ impl ShardGroup {
             // frees unread, so their lines arrive while the slice works on
             // earlier ones.
             ahead = ahead.max(self.cursor_slot);
+            streamed = streamed.max(ahead);
+            let stream_to = limit.min(ahead + TRIM_PREFETCH_SLOTS);
+            while streamed < stream_to {
+                table.prefetch_slot(streamed);
+                streamed += TRIM_PREFETCH_STEP;
+            }
             while in_flight < TRIM_PREFETCH_CHAINS && ahead < limit {
                 let next = ages.next_candidate(table, ahead, limit, trusted);
                 if next == limit {
