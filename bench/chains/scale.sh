@@ -5,17 +5,19 @@
 #  1. the index alone (KeyIndex, no chains): 500M distinct keys inserted;
 #  2. the store grown from 0 to ~200M live keys by an arrival process of new
 #     users (75% of operations; the rest Zipf s = 1.1 over recency), then
-#     held there by a lookback of 1050 virtual seconds at 200,000 appends/s
-#     and trim slices of 1024 index slots every 256 appends, for 1.3B
-#     appends in all; append_batch over batches of 64 operations, each
-#     batch timed by the thread CPU clock;
+#     held there by a lookback of 1300 virtual seconds at 200,000 appends/s
+#     and trim slices of 4096 index slots every 256 appends (16 slots per
+#     append, which keeps the index under 18 B/key), for 1.4B appends in
+#     all; append_batch over batches of 64 operations, each batch timed by
+#     the thread CPU clock;
 #  3. the same workload one append at a time, every operation timed by the
 #     thread CPU clock (the per-operation histogram), to 20M live keys.
 #
 #   bench/chains/scale.sh [index|long|per-op]...   (default: all three)
 #
 # Results go to bench/chains/out/ (not committed); bench/README.md has the
-# numbers of a run.
+# numbers of a run. The long run needs ~16 GiB; the page cache is dropped
+# first when this runs as root, so that faults do not wait on reclaim.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/cardinal-target-chains}"
@@ -23,7 +25,10 @@ OUT=bench/chains/out
 mkdir -p "$OUT"
 cargo build --release -p cardinal-chains --example chains_bench
 BIN="$CARGO_TARGET_DIR/release/examples/chains_bench"
-WORKLOAD=(--new-user-permille 750 --lookback-s 1050 --trim-budget 1024 --trim-every 256 --keys-max 200000000)
+WORKLOAD=(--new-user-permille 750 --lookback-s 1300 --trim-budget 4096 --trim-every 256 --keys-max 200000000)
+drop_caches() {
+    if [ "$(id -u)" = 0 ]; then sync && echo 3 > /proc/sys/vm/drop_caches; fi
+}
 
 for step in "${@:-index long per-op}"; do
     for s in $step; do
@@ -33,8 +38,9 @@ for step in "${@:-index long per-op}"; do
             "$BIN" --mode index --keys-max 500000000 --report-every 20000000 | tee "$OUT/index_500m.txt"
             ;;
         long)
-            echo "== grow to ~200M keys, then steady state: 1.3B appends, batches of 64"
-            "$BIN" --mode chains "${WORKLOAD[@]}" --appends 1300000000 --timing batch --report-every 20000000 | tee "$OUT/long.txt"
+            echo "== grow to ~200M keys, then steady state: 1.4B appends, batches of 64"
+            drop_caches
+            "$BIN" --mode chains "${WORKLOAD[@]}" --appends 1400000000 --timing batch --report-every 100000000 | tee "$OUT/long.txt"
             ;;
         per-op)
             echo "== per operation, thread CPU clock, 30M appends"

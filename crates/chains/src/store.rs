@@ -72,9 +72,11 @@ pub const SHARD_BITS_MAX: u8 = 20;
 /// Smallest first capacity of a shard.
 pub const SHARD_SLOTS_INITIAL_MIN: u32 = 4;
 /// Keys per shard that [`Config::for_keys`] aims at: growing a shard of this
-/// many keys rehashes them in well under the 1 ms goal (measured ~10-20 ns
-/// per key on the 2026-11-21 benchmark machine, see bench/README.md).
-pub const SHARD_KEYS_TARGET: u64 = 16 * 1024;
+/// many keys rehashes them in well under the 1 ms goal. At 200M keys a
+/// growth costs ~30-70 ns per key with the new table's page faults, so
+/// shards of 16K keys passed 1 ms in 0.1% of growths (bench/README.md,
+/// "Journeys"); 8K halves that for 40 bytes of bookkeeping per shard.
+pub const SHARD_KEYS_TARGET: u64 = 8 * 1024;
 /// How many candidates ahead of its cursor a trim slice prefetches (a
 /// chain it will read, or the free-map word of one it will free): enough
 /// to cover a memory access at the ~10-20 ns a cached candidate costs.
