@@ -73,10 +73,12 @@ pub const SHARD_BITS_MAX: u8 = 20;
 pub const SHARD_SLOTS_INITIAL_MIN: u32 = 4;
 /// Keys per shard that [`Config::for_keys`] aims at: growing a shard of this
 /// many keys rehashes them in well under the 1 ms goal. At 200M keys a
-/// growth costs ~30-70 ns per key with the new table's page faults, so
-/// shards of 16K keys passed 1 ms in 0.1% of growths (bench/README.md,
-/// "Journeys"); 8K halves that for 40 bytes of bookkeeping per shard.
-pub const SHARD_KEYS_TARGET: u64 = 8 * 1024;
+/// growth costs ~30-90 ns per key (a cold table in, a fresh one out), so
+/// one operation at a time, shards of 8K keys passed 1 ms in 84 of 884K
+/// growths and shards of 4K keys in 1 of 1.57M (bench/README.md,
+/// "Journeys"), for 40 bytes of bookkeeping per shard and no change in
+/// throughput.
+pub const SHARD_KEYS_TARGET: u64 = 4 * 1024;
 /// How many candidates ahead of its cursor a trim slice prefetches (a
 /// chain it will read, or the free-map word of one it will free): enough
 /// to cover a memory access at the ~10-20 ns a cached candidate costs.

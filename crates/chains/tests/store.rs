@@ -142,7 +142,7 @@ fn configs_out_of_range_are_rejected() {
         );
     }
     let sized = Config::for_keys(500_000_000, 1, 1);
-    assert_eq!(sized.shard_bits, 16);
+    assert_eq!(sized.shard_bits, 17);
     assert!(Store::new(Config::for_keys(0, 0, 1)).is_ok());
 }
 
