@@ -601,20 +601,21 @@ impl ShardGroup {
         let n = record.encode_into(&mut bytes);
         let bytes = &bytes[..n];
         let (tag, clamped) = self.tag_for(time_ms);
-        let clock = self.clock_unit;
+        let probe = self.shards[shard].probe(user.0, h);
+        // The tag stands for the chain's newest record.
+        if let Probe::Found(i, _) = probe
+            && tag_age(self.clock_unit, tag)
+                < tag_age(self.clock_unit, self.shards[shard].tags()[i])
+        {
+            self.shards[shard].set_tag(i, tag);
+            if clamped {
+                self.clamped_at(shard, i);
+            }
+        }
         let table = &mut self.shards[shard];
         let arena = &mut self.arena;
-        match table.probe(user.0, h) {
+        match probe {
             Probe::Found(i, handle) => {
-                // The tag stands for the chain's newest record.
-                if tag_age(clock, tag) < tag_age(clock, table.tags()[i]) {
-                    table.set_tag(i, tag);
-                    if clamped {
-                        // `clamped_at`, with `table` borrowed.
-                        self.full_pass = true;
-                        self.tags_clamped |= (shard, i) < (self.cursor_shard, self.cursor_slot);
-                    }
-                }
                 let class = arena.class_of(handle);
                 let slot = arena.slot_mut(handle);
                 let mut used = used_of(slot);
@@ -1174,8 +1175,7 @@ impl Ages {
     /// unit is before the cutoff's (and the tag is not ahead of the clock).
     #[inline]
     fn expired_whole(self, tag: u8) -> bool {
-        let age = self.now.wrapping_sub(tag);
-        age > self.cutoff && age < FUTURE_AGE_MIN
+        tag_age(self.now, tag) > i16::from(self.cutoff)
     }
 
     /// The first slot in `from..to` the trim has work in, or `to`: with
@@ -1225,10 +1225,7 @@ impl Ages {
             }
             at += 8;
         }
-        (at..to).find(|&i| {
-            let d = self.now.wrapping_sub(tags[i]);
-            d >= self.cutoff && d < FUTURE_AGE_MIN
-        })
+        (at..to).find(|&i| tag_age(self.now, tags[i]) >= i16::from(self.cutoff))
     }
 }
 
