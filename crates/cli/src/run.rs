@@ -1008,7 +1008,7 @@ fn worker<'p>(
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) if e.is_recoverable() => {
-                    fold.reject("line too long", &e.to_string());
+                    fold.reject(LINE_TOO_LONG, &e.to_string());
                     continue;
                 }
                 Err(e) => return Err(e).with_context(|| format!("reading {name}")),
@@ -1066,6 +1066,10 @@ fn fold_chunk<'p>(
     Ok(())
 }
 
+/// The reject reason of a line past the reader's length limit, whichever
+/// reader met it (counts are kept per reason, so both must say the same).
+const LINE_TOO_LONG: &str = "line too long";
+
 /// This worker's share of an input read by every worker (see
 /// [`SharedInput`]): chunks in turn until the input ends.
 #[expect(
@@ -1090,7 +1094,7 @@ fn read_shared<'p>(
             SharedRead::Chunk { first } => first,
             SharedRead::End => return Ok(()),
             SharedRead::LineTooLong(message) => {
-                fold.reject("line too long", &message);
+                fold.reject(LINE_TOO_LONG, &message);
                 continue;
             }
         };
