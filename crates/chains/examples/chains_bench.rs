@@ -612,7 +612,7 @@ impl Report {
             m.keys,
             rss >> 20,
             rss as f64 / keys,
-            (m.heap_bytes - m.record_bytes) as f64 / keys,
+            (m.held_bytes() - m.record_bytes) as f64 / keys,
             us(self.interval.max_ns)
         );
         self.interval = Interval::start();
@@ -702,14 +702,14 @@ fn run_chains(args: &Args) {
     println!("memory: {m:?}");
     let keys = m.keys.max(1) as f64;
     println!(
-        "per key: index {:.1} B (peak past 1M keys {:.1}), arena slots {:.1} B, records {:.1} B (+ {:.1} B expired, not yet dropped), heap {:.1} B, overhead (heap - records) {:.1} B, RSS {:.1} B, peak RSS {} MiB",
+        "per key: index {:.1} B (peak past 1M keys {:.1}), arena slots {:.1} B, records {:.1} B (+ {:.1} B expired, not yet dropped), held {:.1} B, overhead (held - records) {:.1} B, RSS {:.1} B, peak RSS {} MiB",
         m.index_bytes as f64 / keys,
         report.peak_index_b_per_key,
         m.slot_bytes as f64 / keys,
         m.record_bytes as f64 / keys,
         m.expired_bytes as f64 / keys,
-        m.heap_bytes as f64 / keys,
-        (m.heap_bytes - m.record_bytes) as f64 / keys,
+        m.held_bytes() as f64 / keys,
+        (m.held_bytes() - m.record_bytes) as f64 / keys,
         rss_bytes() as f64 / keys,
         peak_rss_bytes() >> 20
     );

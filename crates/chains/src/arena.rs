@@ -44,14 +44,19 @@
 //! apart instead of one per page all over the arena (slots are freed in
 //! hash order, which is random in the arena): at 200M keys the write of a
 //! new chain into a cold, TLB-missing slot was a fifth of the store's time.
-//! The price is at most an eighth of a page's slots idle until more leave. Each page counts its slots in
-//! use, so "this page is now empty" is known at the free that empties it,
-//! in O(1):
+//! The price is at most an eighth of a page's slots idle until more leave.
+//!
+//! Pages live in 2 MiB chunks mapped from the kernel, eight pages to a
+//! chunk, page `p` in chunk `p / 8` (chunk.rs: a large arena's chunks come
+//! faulted in ahead on huge pages, so a slot access seldom misses the TLB).
+//! Each page counts its slots in use, so "this page is now empty" is known
+//! at the free that empties it, in O(1):
 //!
 //! - a page that is not its class's newest (carved to the end) gives its
-//!   bytes back to the allocator and its number goes on the arena's list of
-//!   returned page numbers, which the next new page of any class takes
-//!   before the arena grows;
+//!   bytes back to the kernel (the whole chunk once none of its pages is
+//!   held) and its number goes on the arena's list of returned page
+//!   numbers, which the next new page of any class takes before the arena
+//!   grows;
 //! - the class's newest page is kept and rewound to its start. One empty
 //!   page per class is the bound on what an emptied store holds (at most
 //!   [`CLASS_COUNT`] = 57 pages, 14.25 MiB per shard group), and it is what
@@ -69,8 +74,10 @@
 // not by handle, so changing the classes, the page size or the unit needs no
 // format change. Changing `UNIT_BYTES` or `PAGE_BYTES` changes
 // `ARENA_BYTES_MAX`; the memory test in tests/memory.rs checks that
-// `Arena::heap_bytes` still matches the allocator.
+// `Arena::heap_bytes` still matches the allocator, and that the chunks
+// mapped match the process's count (`arena_mapped_bytes`).
 
+use crate::chunk::{CHUNK_BYTES, Chunk, Reserve};
 use crate::error::{Error, Result};
 
 /// Bytes of chain content (encoded records) one user may hold. When an
@@ -81,7 +88,7 @@ use crate::error::{Error, Result};
 pub const CHAIN_BYTES_MAX: usize = 16 * 1024;
 
 /// Bytes of one arena page. Large enough that page bookkeeping is noise
-/// (a 56-byte `pages` entry and a free map of at most 1,366 bytes per
+/// (a 40-byte `pages` entry and a free map of at most 1,366 bytes per
 /// 256 KiB) and that the largest slot fits;
 /// small enough that a class's partly filled (or emptied and kept) newest
 /// page wastes at most 256 KiB (all 57 classes: 14.25 MiB per shard group).
@@ -107,7 +114,13 @@ const WORD_BITS: usize = u64::BITS as usize;
 /// `1 / REUSE_DIVISOR` of its slots are free (module doc).
 pub(crate) const REUSE_DIVISOR: usize = 8;
 
+/// Pages in one chunk of mapped memory (chunk.rs): page `p` lives in chunk
+/// `p / PAGES_PER_CHUNK`.
+const PAGES_PER_CHUNK: usize = CHUNK_BYTES / PAGE_BYTES;
+
 const _: () = assert!(PAGE_BYTES == 256 * 1024);
+const _: () =
+    assert!(CHUNK_BYTES.is_multiple_of(PAGE_BYTES) && PAGES_PER_CHUNK <= u8::MAX as usize);
 const _: () = assert!(PAGES_MAX as u64 * PAGE_BYTES as u64 == ARENA_BYTES_MAX);
 const _: () = assert!(SLOT_BYTES_MAX <= PAGE_BYTES);
 const _: () = assert!(CHAIN_BYTES_MAX <= u16::MAX as usize);
@@ -198,8 +211,6 @@ const REUSE_FREE_MIN: [u32; CLASS_COUNT] = {
 /// One page's bookkeeping.
 #[derive(Debug)]
 struct Page {
-    /// The page's bytes; empty (no allocation) while the page is returned.
-    bytes: Box<[u8]>,
     /// One bit per slot, set while the slot is free for reuse (freed after
     /// being handed out; the uncarved rest of the newest page is not in
     /// it). Empty while the page is returned.
@@ -213,6 +224,8 @@ struct Page {
     free_word: u32,
     /// On its class's list of pages to reuse.
     listed: bool,
+    /// Holds its bytes (false while returned).
+    held: bool,
     /// Links in the class's list of pages with free slots (held pages), or
     /// in the arena's list of returned pages (`next` only).
     prev: u32,
@@ -223,6 +236,13 @@ struct Page {
 #[derive(Debug)]
 pub(crate) struct Arena {
     pages: Vec<Page>,
+    /// The memory of pages `8 * i .. 8 * i + 8` ([`PAGES_PER_CHUNK`]): a
+    /// chunk is unmapped once none of its pages is held.
+    chunks: Vec<ChunkSlot>,
+    /// Chunks mapped (`Some` in `chunks`).
+    chunks_mapped: u32,
+    /// Where chunks come from (chunk.rs).
+    reserve: Reserve,
     /// Pages holding their bytes.
     pages_held: u32,
     /// Bytes of the free maps of the pages held.
@@ -247,6 +267,9 @@ impl Arena {
     pub(crate) fn new() -> Arena {
         Arena {
             pages: Vec::new(),
+            chunks: Vec::new(),
+            chunks_mapped: 0,
+            reserve: Reserve::default(),
             pages_held: 0,
             free_map_bytes: 0,
             returned_head: FREE_NONE,
@@ -288,11 +311,12 @@ impl Arena {
             // of this word, and its caller writes it at once: start loading
             // it now, while this one is filled.
             let rest = page.free[word];
+            let full = page.slots_free == 0;
             if rest != 0 {
                 let next = word * WORD_BITS + rest.trailing_zeros() as usize;
-                crate::index::prefetch(&page.bytes[next * size]);
+                crate::index::prefetch(&self.page_memory(partial as usize)[next * size]);
             }
-            if page.slots_free == 0 {
+            if full {
                 self.unlink_partial(partial);
             }
             return Ok(Handle(handle));
@@ -312,7 +336,8 @@ impl Arena {
     }
 
     /// A fresh page for `class`: a returned page number if there is one,
-    /// else a new one past the last.
+    /// else a new one past the last. Its bytes are zeroes: a fresh chunk's,
+    /// or released (`Chunk::release`) when the page was returned.
     fn take_page(&mut self, class: usize) -> Result<u32> {
         let page = if self.returned_head == FREE_NONE {
             if self.pages.len() >= PAGES_MAX {
@@ -322,29 +347,49 @@ impl Arena {
                     found: (self.pages.len() as u64 + 1) * PAGE_BYTES as u64,
                 });
             }
+            self.pages.len()
+        } else {
+            self.returned_head as usize
+        };
+        // The chunk first: if the kernel refuses it, nothing has changed.
+        let number = page / PAGES_PER_CHUNK;
+        if number == self.chunks.len() {
+            self.chunks.push(ChunkSlot {
+                chunk: None,
+                pages_held: 0,
+            });
+        }
+        if self.chunks[number].chunk.is_none() {
+            let chunk = self
+                .reserve
+                .take(self.chunks_mapped as usize)
+                .map_err(|source| Error::OutOfMemory {
+                    bytes: CHUNK_BYTES as u64,
+                    source,
+                })?;
+            self.chunks[number].chunk = Some(chunk);
+            self.chunks_mapped += 1;
+        }
+        self.chunks[number].pages_held += 1;
+        if page == self.pages.len() {
             self.pages.push(Page {
-                bytes: Box::default(),
                 free: Box::default(),
                 class: 0,
                 slots_live: 0,
                 slots_free: 0,
                 free_word: 0,
                 listed: false,
+                held: false,
                 prev: FREE_NONE,
                 next: FREE_NONE,
             });
-            u32::try_from(self.pages.len() - 1).expect("PAGES_MAX fits a u32")
         } else {
-            let page = self.returned_head;
-            self.returned_head = self.pages[page as usize].next;
-            page
-        };
+            self.returned_head = self.pages[page].next;
+        }
+        let page = u32::try_from(page).expect("PAGES_MAX fits a u32");
         let entry = &mut self.pages[page as usize];
-        debug_assert!(entry.bytes.is_empty() && entry.slots_live == 0);
-        // `vec![0; n]` asks for zeroed memory, which the allocator gets
-        // from the kernel for a 256 KiB block: pages are touched (and
-        // counted in RSS) as slots are carved, not all at once.
-        entry.bytes = vec![0u8; PAGE_BYTES].into_boxed_slice();
+        debug_assert!(!entry.held && entry.slots_live == 0);
+        entry.held = true;
         entry.free = vec![0u64; free_map_words(class)].into_boxed_slice();
         self.free_map_bytes += (entry.free.len() * size_of::<u64>()) as u64;
         entry.class = u8::try_from(class).expect("CLASS_COUNT < 255");
@@ -363,7 +408,7 @@ impl Arena {
     #[inline]
     pub(crate) fn prefetch(&self, handle: Handle) {
         let (page, byte) = locate(handle.0);
-        crate::index::prefetch(&self.pages[page].bytes[byte]);
+        crate::index::prefetch(&self.page_memory(page)[byte]);
     }
 
     /// Prefetches the slot that the `nth` allocation of `class` from now
@@ -468,10 +513,11 @@ impl Arena {
             } else {
                 self.free_map_bytes -= (page.free.len() * size_of::<u64>()) as u64;
                 page.free = Box::default();
-                page.bytes = Box::default();
+                page.held = false;
                 page.next = self.returned_head;
                 self.returned_head = number;
                 self.pages_held -= 1;
+                self.release_page(index);
             }
         } else if !listed && self.pages[index].slots_free >= REUSE_FREE_MIN[class] {
             let head = self.partial_head[class];
@@ -517,17 +563,15 @@ impl Arena {
     #[inline]
     pub(crate) fn slot(&self, handle: Handle) -> &[u8] {
         let (page, byte) = locate(handle.0);
-        let page = &self.pages[page];
-        let bytes = CLASS_BYTES[usize::from(page.class)] as usize;
-        &page.bytes[byte..byte + bytes]
+        let bytes = CLASS_BYTES[usize::from(self.pages[page].class)] as usize;
+        &self.page_memory(page)[byte..byte + bytes]
     }
 
     #[inline]
     pub(crate) fn slot_mut(&mut self, handle: Handle) -> &mut [u8] {
         let (page, byte) = locate(handle.0);
-        let page = &mut self.pages[page];
-        let bytes = CLASS_BYTES[usize::from(page.class)] as usize;
-        &mut page.bytes[byte..byte + bytes]
+        let bytes = CLASS_BYTES[usize::from(self.pages[page].class)] as usize;
+        &mut self.page_memory_mut(page)[byte..byte + bytes]
     }
 
     /// The chain's content: its encoded records.
@@ -565,14 +609,72 @@ impl Arena {
         self.pages_held() * PAGE_BYTES as u64
     }
 
-    /// Every heap byte the arena holds: pages and bookkeeping vectors.
+    /// Bytes of chunks mapped: pages held, and pages returned (released
+    /// to the kernel, not resident) or not yet carved in chunks that hold a
+    /// page.
+    pub(crate) fn mapped_bytes(&self) -> u64 {
+        u64::from(self.chunks_mapped) * CHUNK_BYTES as u64
+    }
+
+    /// Chunks the arena mapped on its own thread after it had started to
+    /// ask for chunks faulted in ahead: the prefault thread fell behind.
+    pub(crate) fn chunks_mapped_inline(&self) -> u64 {
+        self.reserve.mapped_inline
+    }
+
+    /// Every byte the arena holds from the global allocator: free maps and
+    /// bookkeeping vectors (the pages themselves are mapped chunks:
+    /// [`Arena::page_bytes`], [`Arena::mapped_bytes`]).
     pub(crate) fn heap_bytes(&self) -> u64 {
         let vec_bytes = self.pages.capacity() * size_of::<Page>()
+            + self.chunks.capacity() * size_of::<ChunkSlot>()
             + self.partial_head.capacity() * size_of::<u32>()
             + self.bump.capacity() * size_of::<(u32, u32)>()
             + self.slots_live.capacity() * size_of::<u64>();
-        self.page_bytes() + self.free_map_bytes + vec_bytes as u64
+        self.free_map_bytes + vec_bytes as u64
     }
+
+    /// The bytes of held page `page`.
+    #[inline]
+    fn page_memory(&self, page: usize) -> &[u8] {
+        let chunk = self.chunks[page / PAGES_PER_CHUNK]
+            .chunk
+            .as_ref()
+            .expect("a held page's chunk is mapped");
+        let at = page % PAGES_PER_CHUNK * PAGE_BYTES;
+        &chunk.bytes()[at..at + PAGE_BYTES]
+    }
+
+    #[inline]
+    fn page_memory_mut(&mut self, page: usize) -> &mut [u8] {
+        let chunk = self.chunks[page / PAGES_PER_CHUNK]
+            .chunk
+            .as_mut()
+            .expect("a held page's chunk is mapped");
+        let at = page % PAGES_PER_CHUNK * PAGE_BYTES;
+        &mut chunk.bytes_mut()[at..at + PAGE_BYTES]
+    }
+
+    /// Gives a returned page's memory back to the kernel: the whole chunk
+    /// once none of its pages is held, else the page's bytes alone.
+    fn release_page(&mut self, page: usize) {
+        let slot = &mut self.chunks[page / PAGES_PER_CHUNK];
+        slot.pages_held -= 1;
+        if slot.pages_held == 0 {
+            slot.chunk = None;
+            self.chunks_mapped -= 1;
+        } else {
+            let chunk = slot.chunk.as_mut().expect("a held page's chunk is mapped");
+            chunk.release(page % PAGES_PER_CHUNK * PAGE_BYTES, PAGE_BYTES);
+        }
+    }
+}
+
+/// A chunk of [`PAGES_PER_CHUNK`] pages, and how many of them are held.
+#[derive(Debug)]
+struct ChunkSlot {
+    chunk: Option<Chunk>,
+    pages_held: u8,
 }
 
 impl Arena {
@@ -581,7 +683,7 @@ impl Arena {
     /// store runs (the bytes of a chain freed unread are not known).
     pub(crate) fn for_each_chain(&self, mut f: impl FnMut(&[u8])) {
         for (number, page) in self.pages.iter().enumerate() {
-            if page.bytes.is_empty() || page.slots_live == 0 {
+            if !page.held || page.slots_live == 0 {
                 continue;
             }
             let class = usize::from(page.class);
@@ -596,8 +698,9 @@ impl Arena {
                     continue;
                 }
                 let at = slot * size;
-                let used = used_of(&page.bytes[at..]);
-                f(&page.bytes[at + HEADER_BYTES..at + HEADER_BYTES + used]);
+                let bytes = self.page_memory(number);
+                let used = used_of(&bytes[at..]);
+                f(&bytes[at + HEADER_BYTES..at + HEADER_BYTES + used]);
             }
         }
     }
@@ -711,7 +814,7 @@ mod tests {
     fn class_count_and_page_entry_are_pinned() {
         // The docs of the module and of `PAGE_BYTES` quote them.
         assert_eq!(CLASS_COUNT, 57);
-        assert_eq!(size_of::<Page>(), 56);
+        assert_eq!(size_of::<Page>(), 40);
     }
 
     fn page_of(handle: Handle) -> usize {
@@ -742,7 +845,12 @@ mod tests {
         assert_eq!(arena.pages_held(), 1);
         assert_eq!(arena.page_bytes(), PAGE_BYTES as u64);
         let free_map = (free_map_words(small) * size_of::<u64>()) as u64;
-        assert_eq!(arena.heap_bytes(), heap_full - PAGE_BYTES as u64 - free_map);
+        assert_eq!(arena.heap_bytes(), heap_full - free_map);
+        assert_eq!(
+            arena.mapped_bytes(),
+            CHUNK_BYTES as u64,
+            "page 1 still holds the chunk"
+        );
         assert_eq!(arena.slots_live()[small], 1);
 
         // The class itself carves its newest page rather than taking a
@@ -766,6 +874,50 @@ mod tests {
         // The small class's chain is untouched.
         assert_eq!(arena.class_of(newest), small);
         assert_eq!(arena.pages.len(), 2, "no page number past the two in use");
+    }
+
+    #[test]
+    fn a_chunk_is_unmapped_once_none_of_its_pages_is_held() {
+        let mut arena = Arena::new();
+        let class = CLASS_COUNT - 1;
+        let per_page = PAGE_BYTES / CLASS_BYTES[class] as usize;
+        // Two chunks' worth of pages, plus one page of a third.
+        let pages = 2 * PAGES_PER_CHUNK + 1;
+        let handles: Vec<Handle> = (0..pages * per_page)
+            .map(|_| arena.alloc(class).expect("room"))
+            .collect();
+        assert_eq!(arena.mapped_bytes(), 3 * CHUNK_BYTES as u64);
+        for &h in &handles {
+            arena.slot_mut(h)[2] = 0xAB;
+        }
+        // Empty the first chunk's pages: the chunk goes back whole.
+        for &h in &handles[..PAGES_PER_CHUNK * per_page] {
+            arena.free(h);
+        }
+        assert_eq!(arena.mapped_bytes(), 2 * CHUNK_BYTES as u64);
+        assert_eq!(arena.pages_held(), pages as u64 - PAGES_PER_CHUNK as u64);
+        // One page of the second chunk: released alone, the chunk stays.
+        let second = &handles[PAGES_PER_CHUNK * per_page..(PAGES_PER_CHUNK + 1) * per_page];
+        for &h in second {
+            arena.free(h);
+        }
+        assert_eq!(arena.mapped_bytes(), 2 * CHUNK_BYTES as u64);
+        // The chains left keep their bytes.
+        for &h in &handles[(PAGES_PER_CHUNK + 1) * per_page..] {
+            assert_eq!(arena.slot(h)[2], 0xAB);
+        }
+        // Returned pages are reused (the last returned first) and read as
+        // zeroes, whether their chunk was mapped again or only released.
+        for _ in 0..=PAGES_PER_CHUNK {
+            let h = arena.alloc(class).expect("room");
+            assert!(page_of(h) <= PAGES_PER_CHUNK, "a returned page number");
+            assert!(arena.slot(h).iter().all(|&b| b == 0));
+            for _ in 1..per_page {
+                arena.alloc(class).expect("room");
+            }
+        }
+        assert_eq!(arena.mapped_bytes(), 3 * CHUNK_BYTES as u64);
+        assert_eq!(arena.pages_held(), pages as u64);
     }
 
     #[test]

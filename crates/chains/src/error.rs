@@ -89,6 +89,14 @@ pub enum Error {
         /// A sentence naming the rule and where it broke.
         reason: String,
     },
+    /// The kernel refused the memory for a new arena chunk.
+    #[error("arena: could not map {bytes} bytes: {source}")]
+    OutOfMemory {
+        /// Bytes asked for.
+        bytes: u64,
+        /// The kernel's answer.
+        source: std::io::Error,
+    },
     /// Reading or writing a snapshot file failed.
     #[error("snapshot: I/O: {0}")]
     Io(#[from] std::io::Error),

@@ -56,6 +56,7 @@
 
 mod arena;
 pub mod attribution;
+mod chunk;
 mod error;
 mod index;
 mod key_index;
@@ -64,6 +65,7 @@ mod snapshot;
 mod store;
 
 pub use arena::{ARENA_BYTES_MAX, CHAIN_BYTES_MAX, CLASS_COUNT, PAGE_BYTES};
+pub use chunk::{arena_mapped_bytes, arena_ready_bytes, start_prefault_thread};
 pub use error::{Error, Result};
 pub use index::{SHARD_SLOTS_MAX, mix};
 pub use key_index::{IndexInsert, KeyIndex};

@@ -328,7 +328,16 @@ pub struct MemoryStats {
     /// Arena pages held with no slot in use: at most one per size class
     /// per shard group ([`crate::CLASS_COUNT`]), each its class's newest.
     pub arena_pages_idle: u64,
-    /// Every heap byte: index, arena pages and all bookkeeping.
+    /// Bytes of the arena's 2 MiB chunks mapped from the kernel: pages held
+    /// (`arena_bytes`), and pages returned (released, not resident) or not
+    /// yet carved. Chunks faulted in ahead belong to the process:
+    /// [`crate::arena_ready_bytes`].
+    pub arena_mapped_bytes: u64,
+    /// Chunks an arena mapped on the appending thread after it had started
+    /// to get them faulted in ahead: times the prefault thread fell behind.
+    pub arena_chunks_mapped_inline: u64,
+    /// Every byte from the global allocator: index, free maps and all
+    /// bookkeeping. Arena pages are mapped apart (`arena_bytes`).
     pub heap_bytes: u64,
 }
 
@@ -341,7 +350,14 @@ impl MemoryStats {
         self.slot_bytes += other.slot_bytes;
         self.arena_bytes += other.arena_bytes;
         self.arena_pages_idle += other.arena_pages_idle;
+        self.arena_mapped_bytes += other.arena_mapped_bytes;
+        self.arena_chunks_mapped_inline += other.arena_chunks_mapped_inline;
         self.heap_bytes += other.heap_bytes;
+    }
+
+    /// Bytes the store holds in use: the heap and the arena's pages.
+    pub fn held_bytes(&self) -> u64 {
+        self.heap_bytes + self.arena_bytes
     }
 }
 
@@ -953,6 +969,8 @@ impl ShardGroup {
             slot_bytes,
             arena_bytes: self.arena.page_bytes(),
             arena_pages_idle: self.arena.pages_idle(),
+            arena_mapped_bytes: self.arena.mapped_bytes(),
+            arena_chunks_mapped_inline: self.arena.chunks_mapped_inline(),
             heap_bytes: index_bytes + self.arena.heap_bytes() + own as u64,
         }
     }

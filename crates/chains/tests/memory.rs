@@ -74,10 +74,26 @@ fn heap_bytes_match_the_allocator() {
     assert_accounted(&restored, baseline, "restore");
     assert_eq!(restored.memory().keys, memory.keys);
     assert_eq!(restored.memory().record_bytes, memory.record_bytes);
+    let mapped = restored.memory().arena_mapped_bytes;
+    assert!(mapped >= restored.memory().arena_bytes && mapped > 0);
+    // The process's count includes chunks faulted in ahead, and one being
+    // mapped by the prefault thread.
+    assert!(cardinal_chains::arena_mapped_bytes() >= mapped);
     drop(restored);
     drop(snapshot);
     drop(out);
     assert_eq!(live(), baseline - snapshot_bytes - out_bytes);
+    // Every chunk goes back: the store's own at its drop, those faulted in
+    // for it once the prefault thread sees that no arena wants them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while cardinal_chains::arena_mapped_bytes() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} B of chunks still mapped",
+            cardinal_chains::arena_mapped_bytes()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 #[test]

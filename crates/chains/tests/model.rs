@@ -165,6 +165,7 @@ fn check(
     prop_assert!(memory.arena_bytes >= memory.slot_bytes);
     prop_assert_eq!(i64::try_from(memory.heap_bytes).expect("fits"), store_bytes);
     prop_assert!(memory.arena_pages_idle * PAGE_BYTES as u64 <= memory.arena_bytes);
+    prop_assert!(memory.arena_bytes <= memory.arena_mapped_bytes);
     Ok(())
 }
 

@@ -57,7 +57,11 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// Heap bytes this thread holds, net, since it started.
+/// Heap bytes this thread holds, net, since it started. Starts the
+/// arenas' prefault thread first (once): a store that grows past a few
+/// chunks would otherwise start it, and the spawn's allocations, made on
+/// this thread and kept by the new one, would count against the store.
 pub fn live() -> i64 {
+    cardinal_chains::start_prefault_thread();
     LIVE_BYTES.with(Cell::get)
 }
