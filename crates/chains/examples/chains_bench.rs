@@ -64,6 +64,11 @@ struct Args {
     /// draws every user from Zipf over `--ids`.
     new_user_permille: u64,
     report_every: u64,
+    /// `control` mode: GiB of memory the fixed-work batches touch.
+    control_gib: u64,
+    /// `control` mode: random read-modify-writes per batch (448: a batch
+    /// takes about as long as the store's median batch, ~20 us).
+    control_ops: u64,
 }
 
 fn parse_args() -> Args {
@@ -83,6 +88,8 @@ fn parse_args() -> Args {
         timing: "op".into(),
         new_user_permille: 0,
         report_every: REPORT_EVERY,
+        control_gib: 16,
+        control_ops: 448,
     };
     let raw: Vec<String> = std::env::args().skip(1).collect();
     for pair in raw.chunks(2) {
@@ -104,6 +111,8 @@ fn parse_args() -> Args {
             "--timing" => args.timing = value.clone(),
             "--new-user-permille" => args.new_user_permille = number(),
             "--report-every" => args.report_every = number(),
+            "--control-gib" => args.control_gib = number(),
+            "--control-ops" => args.control_ops = number(),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -894,6 +903,62 @@ fn flush(
     pending.clear();
 }
 
+/// The noise floor of the batch timing: no store, a fixed amount of work
+/// per batch (`--control-ops` read-modify-writes of random words of a
+/// buffer of `--control-gib` GiB, resident before the clock starts, like
+/// the store's heap), `--appends / 64` batches timed exactly as
+/// `run_batched` times the store's batches of 64 operations. Every batch does the same work, so its tail (how many pass
+/// 1 ms) is what the machine adds: preemption charged to the thread CPU
+/// clock by the hypervisor, interrupts, the kernel's own work.
+fn run_control(args: &Args) {
+    let words = (args.control_gib << 30) / 8;
+    let mut buffer = vec![0u64; words as usize];
+    // Fault every page in before timing, as the store's heap is at steady
+    // state.
+    for page in buffer.chunks_mut(512) {
+        page[0] = 1;
+    }
+    let mut rng = Rng(args.seed);
+    let mut hist = Histogram::new();
+    let mut unfaulted = Histogram::new();
+    let mut faulted_over_1ms = 0u64;
+    let batches = args.appends / BATCH_OPS as u64;
+    let started = Instant::now();
+    let cpu_started = cpu_now();
+    let mut sum = 0u64;
+    for _ in 0..batches {
+        let faults = page_faults();
+        let t1 = cpu_now();
+        for _ in 0..args.control_ops {
+            let i = (rng.next() % words) as usize;
+            buffer[i] = buffer[i].wrapping_add(1);
+            sum = sum.wrapping_add(buffer[i]);
+        }
+        let t2 = cpu_now();
+        let ns = t2 - t1;
+        hist.record(ns);
+        if page_faults() == faults {
+            unfaulted.record(ns);
+        } else {
+            faulted_over_1ms += u64::from(ns > 1_000_000);
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let cpu = (cpu_now() - cpu_started) as f64 / 1e9;
+    println!(
+        "control: {batches} batches of {} random read-modify-writes over {} GiB in {wall:.1} s wall, {cpu:.1} s thread CPU (checksum {sum})",
+        args.control_ops, args.control_gib
+    );
+    println!(
+        "\nbatches without a page fault: {} of {}, max {} us, {} over 1 ms; batches with page faults over 1 ms: {faulted_over_1ms}",
+        unfaulted.total,
+        hist.total,
+        us(unfaulted.max),
+        unfaulted.over_1ms
+    );
+    print_histograms(&[hist], &["batch of fixed work"]);
+}
+
 /// The index alone ([`KeyIndex`], no chains): `--keys-max` distinct keys
 /// inserted once each. Every insert is timed by the wall clock (the
 /// histogram) and every 64 inserts by the thread CPU clock: the worst
@@ -1199,6 +1264,7 @@ fn main() {
         "index" => run_index(&args),
         "hashbrown" => run_hashbrown(&args),
         "redis" => run_redis(&args),
+        "control" => run_control(&args),
         other => panic!("unknown mode {other}"),
     }
 }
