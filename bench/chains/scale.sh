@@ -11,9 +11,13 @@
 #     all; append_batch over batches of 64 operations, each batch timed by
 #     the thread CPU clock;
 #  3. the same workload one append at a time, every operation timed by the
-#     thread CPU clock (the per-operation histogram), to 20M live keys.
+#     thread CPU clock (the per-operation histogram), to 20M live keys;
+#  4. (control, not in the default) the noise floor: 9.5M batches of fixed
+#     work (448 random read-modify-writes over a resident 16 GiB buffer,
+#     about a median store batch), timed as the store's batches: how many
+#     pass 1 ms is what the machine adds.
 #
-#   bench/chains/scale.sh [index|long|per-op]...   (default: all three)
+#   bench/chains/scale.sh [index|long|per-op|control]...   (default: the first three)
 #
 # Results go to bench/chains/out/ (not committed); bench/README.md has the
 # numbers of a run. The long run needs ~16 GiB; the page cache is dropped
@@ -41,6 +45,11 @@ for step in "${@:-index long per-op}"; do
             echo "== grow to ~200M keys, then steady state: 1.4B appends, batches of 64"
             drop_caches
             "$BIN" --mode chains "${WORKLOAD[@]}" --appends 1400000000 --timing batch --report-every 100000000 | tee "$OUT/long.txt"
+            ;;
+        control)
+            echo "== the noise floor: batches of fixed work over 16 GiB, timed as the store's batches"
+            drop_caches
+            "$BIN" --mode control --control-gib 16 --appends 609000000 | tee "$OUT/control_16g.txt"
             ;;
         per-op)
             echo "== per operation, thread CPU clock, 30M appends"

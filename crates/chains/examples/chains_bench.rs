@@ -69,6 +69,9 @@ struct Args {
     /// `control` mode: random read-modify-writes per batch (448: a batch
     /// takes about as long as the store's median batch, ~20 us).
     control_ops: u64,
+    /// `control` mode: advise the buffer for transparent huge pages (as
+    /// the store's arena and large index tables are).
+    control_thp: bool,
 }
 
 fn parse_args() -> Args {
@@ -90,6 +93,7 @@ fn parse_args() -> Args {
         report_every: REPORT_EVERY,
         control_gib: 16,
         control_ops: 448,
+        control_thp: false,
     };
     let raw: Vec<String> = std::env::args().skip(1).collect();
     for pair in raw.chunks(2) {
@@ -113,6 +117,8 @@ fn parse_args() -> Args {
             "--report-every" => args.report_every = number(),
             "--control-gib" => args.control_gib = number(),
             "--control-ops" => args.control_ops = number(),
+            "--control-thp" => args.control_thp = value == "on",
+            "--huge-pages" => cardinal_chains::set_huge_pages(value == "on"),
             other => panic!("unknown flag {other}"),
         }
     }
@@ -913,6 +919,15 @@ fn flush(
 fn run_control(args: &Args) {
     let words = (args.control_gib << 30) / 8;
     let mut buffer = vec![0u64; words as usize];
+    if args.control_thp {
+        let start = buffer.as_mut_ptr() as usize;
+        let aligned = start.next_multiple_of(2 << 20);
+        let len = (start + buffer.len() * 8 - aligned) / (2 << 20) * (2 << 20);
+        // SAFETY: a range inside the buffer's own allocation; the advice
+        // changes how the kernel backs it, not its contents.
+        let rc = unsafe { libc::madvise(aligned as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+        assert_eq!(rc, 0, "madvise(MADV_HUGEPAGE)");
+    }
     // Fault every page in before timing, as the store's heap is at steady
     // state.
     for page in buffer.chunks_mut(512) {
@@ -946,8 +961,8 @@ fn run_control(args: &Args) {
     let wall = started.elapsed().as_secs_f64();
     let cpu = (cpu_now() - cpu_started) as f64 / 1e9;
     println!(
-        "control: {batches} batches of {} random read-modify-writes over {} GiB in {wall:.1} s wall, {cpu:.1} s thread CPU (checksum {sum})",
-        args.control_ops, args.control_gib
+        "control: {batches} batches of {} random read-modify-writes over {} GiB (huge pages advised: {}) in {wall:.1} s wall, {cpu:.1} s thread CPU (checksum {sum})",
+        args.control_ops, args.control_gib, args.control_thp
     );
     println!(
         "\nbatches without a page fault: {} of {}, max {} us, {} over 1 ms; batches with page faults over 1 ms: {faulted_over_1ms}",

@@ -28,13 +28,16 @@
 //!   touch faults 4 KiB pages, never a fresh huge page (the huge page is
 //!   split, not empty).
 //!
+//! [`set_huge_pages`] turns the advice off for a process that puts the
+//! latency tail first: chunks are still faulted in ahead, on 4 KiB pages.
+//!
 //! The prefault thread is one per process, started by the first arena to
 //! pass the threshold, and serves every arena; it shares nothing with them
 //! but the pool.
 
 use std::io;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, Once, PoisonError};
 
 /// Bytes of one chunk: one x86-64 huge page.
@@ -55,6 +58,21 @@ pub(crate) const READY_CHUNKS: usize = 2;
 /// Bytes of arena chunks this process holds mapped (in arenas and in the
 /// pool of chunks faulted in ahead).
 static MAPPED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Whether chunks faulted in ahead are advised for huge pages.
+static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
+
+/// Whether the chunks faulted in ahead from now on are advised for
+/// transparent huge pages (the default) or stay on 4 KiB pages (still
+/// faulted in off the appending thread). Huge pages take most TLB misses
+/// out of a large store (bench/README.md, "Journeys": ~15% more appends
+/// per CPU-second at 200M users), but on some machines memory on huge
+/// pages has a longer tail of millisecond stalls whatever runs on it (the
+/// benchmark's control loop shows it); a server that puts the tail first
+/// turns them off, as Redis advises for its own heap.
+pub fn set_huge_pages(on: bool) {
+    HUGE_PAGES.store(on, Ordering::Relaxed);
+}
 
 /// Bytes of arena chunks this process holds mapped: every arena's chunks
 /// and the pool of chunks faulted in ahead ([`arena_ready_bytes`]). The
@@ -88,7 +106,9 @@ impl Chunk {
     /// gets it: what the prefault thread makes.
     fn map_faulted() -> io::Result<Chunk> {
         let mut chunk = Chunk::map_aligned()?;
-        chunk.advise_huge();
+        if HUGE_PAGES.load(Ordering::Relaxed) {
+            chunk.advise_huge();
+        }
         // One write per 4 KiB page: with a huge page the first write faults
         // all 2 MiB in, without one (THP off) every page still gets faulted
         // here rather than on the appending thread.

@@ -16,7 +16,9 @@
 //!   14-18 bytes per key) that grows by 5/4 on its own, with staggered
 //!   sizes (`index.rs`).
 //! - Chains live in size-class slabs of 256 KiB pages addressed by 4-byte
-//!   handles (`arena.rs`); a [`Record`] encodes in 16-64 bytes (`record.rs`).
+//!   handles (`arena.rs`), in 2 MiB chunks that a prefault thread backs
+//!   with huge pages ahead of need (`chunk.rs`); a [`Record`] encodes in
+//!   16-64 bytes (`record.rs`).
 //! - [`KeyIndex`] is the same sharded index on its own, `u64 -> u32`.
 //! - [`ShardGroup::append_batch`] appends many records with their memory
 //!   accesses overlapped (prefetching), with the result of one append each.
@@ -65,7 +67,7 @@ mod snapshot;
 mod store;
 
 pub use arena::{ARENA_BYTES_MAX, CHAIN_BYTES_MAX, CLASS_COUNT, PAGE_BYTES};
-pub use chunk::{arena_mapped_bytes, arena_ready_bytes, start_prefault_thread};
+pub use chunk::{arena_mapped_bytes, arena_ready_bytes, set_huge_pages, start_prefault_thread};
 pub use error::{Error, Result};
 pub use index::{SHARD_SLOTS_MAX, mix};
 pub use key_index::{IndexInsert, KeyIndex};

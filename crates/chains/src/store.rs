@@ -306,7 +306,9 @@ impl TrimOutcome {
 }
 
 /// The store's own byte counts. `heap_bytes` is every byte the store holds
-/// on the heap (tests/memory.rs checks it against a counting allocator).
+/// from the global allocator (tests/memory.rs checks it against a counting
+/// allocator); the arena's pages are mapped apart (`arena_bytes`,
+/// `arena_mapped_bytes`); [`MemoryStats::held_bytes`] is both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct MemoryStats {
     /// Users with a chain in the index, including users whose records
