@@ -538,13 +538,14 @@ pub fn write_daily_csv(
         let path = folder.join(name);
         let mut body = header.clone();
         for row in &rows[start..end] {
-            body.push_str(&csv_line(
+            push_csv_line(
+                &mut body,
                 row,
                 results.dims(row),
                 results.columns.bucket.is_some(),
                 results.kinds,
                 options,
-            ));
+            );
         }
         write_atomically(&path, body.as_bytes())?;
         written.push(path);
@@ -641,32 +642,47 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
     line
 }
 
-fn csv_line(
+/// Appends one row's CSV line to `out`: fields written in place, no
+/// allocation per field (Query 2A writes 1.45M rows; building each field as
+/// a `String` and joining them cost ~0.5 us a row).
+fn push_csv_line(
+    out: &mut String,
     row: &ResultRow<'_>,
     dims: Dims<'_>,
     bucket: bool,
     kinds: &[AggKind],
     options: Options,
-) -> String {
-    let mut fields: Vec<String> = if bucket {
-        vec![row.bucket.to_string()]
-    } else {
-        Vec::new()
-    };
-    fields.extend(
-        dims.iter()
-            .map(|d| d.map_or_else(String::new, |d| csv_field(d.as_bytes()))),
-    );
+) {
+    // Every field is followed by a comma; the last one becomes the newline.
+    let start = out.len();
+    if bucket {
+        let _ = write!(out, "{},", row.bucket);
+    }
+    for d in dims.iter() {
+        if let Some(d) = d {
+            push_csv_field(out, d.as_bytes());
+        }
+        out.push(',');
+    }
     for (i, state) in row.states.iter().enumerate() {
         match output_of(row.states, kinds, i) {
-            Output::Count(n) => fields.push(n.to_string()),
-            Output::Number(v) => fields.push(v.map_or_else(String::new, |v| v.to_string())),
+            Output::Count(n) => {
+                let _ = write!(out, "{n},");
+            }
+            Output::Number(v) => {
+                if let Some(v) = v {
+                    let _ = write!(out, "{v}");
+                }
+                out.push(',');
+            }
             Output::Estimate(e) => {
-                fields.extend([round(e.value), round(e.lower), round(e.upper)]);
+                let _ = write!(out, "{:.0},{:.0},{:.0},", e.value, e.lower, e.upper);
             }
             Output::Quantiles { values, rank_error } => {
-                fields.extend(values.iter().map(|(_, v)| v.to_string()));
-                fields.push(rank_error.to_string());
+                for (_, v) in values {
+                    let _ = write!(out, "{v},");
+                }
+                let _ = write!(out, "{rank_error},");
             }
             Output::TopK(items) => {
                 let pairs: Vec<String> = items
@@ -675,16 +691,19 @@ fn csv_line(
                         format!("{}:{}", String::from_utf8_lossy(name), round(e.value))
                     })
                     .collect();
-                fields.push(csv_field(pairs.join("|").as_bytes()));
+                push_csv_field(out, pairs.join("|").as_bytes());
+                out.push(',');
             }
         }
         if let (true, AggState::Hll(h)) = (options.hll_hex, state) {
-            fields.push(h.to_hex());
+            out.push_str(&h.to_hex());
+            out.push(',');
         }
     }
-    let mut line = fields.join(",");
-    line.push('\n');
-    line
+    if out.len() > start {
+        out.pop();
+    }
+    out.push('\n');
 }
 
 /// Writes `bytes` to `path` through a synced temp file and a rename.
@@ -754,11 +773,21 @@ fn round(v: f64) -> String {
 }
 
 fn csv_field(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    push_csv_field(&mut out, bytes);
+    out
+}
+
+/// Appends `bytes` as one CSV field: quoted (quotes doubled) when it holds
+/// a comma, a quote or a line break; invalid UTF-8 replaced.
+fn push_csv_field(out: &mut String, bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
     if text.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", text.replace('"', "\"\""))
+        out.push('"');
+        out.push_str(&text.replace('"', "\"\""));
+        out.push('"');
     } else {
-        text.into_owned()
+        out.push_str(&text);
     }
 }
 
@@ -876,6 +905,33 @@ mod tests {
                 Some("-42".to_owned()),
                 Some("plain".to_owned())
             ]
+        );
+    }
+
+    #[test]
+    fn csv_lines_quote_what_needs_it_and_leave_nulls_empty() {
+        let mut rows = Rows::default();
+        rows.push(Timestamp(0), &[]);
+        rows.push_bytes(b"a,b");
+        rows.push_null();
+        rows.push_bytes(b"say \"hi\"");
+        rows.push(Timestamp(0), &[]);
+        rows.push_bytes(b"plain");
+        rows.push_bytes(b"");
+        rows.push_bytes(b"x\ny");
+        let columns = Columns {
+            bucket: None,
+            dims: vec!["p".into(), "q".into(), "r".into()],
+            aggs: Vec::new(),
+        };
+        let results = Results::new(columns, &[], rows).expect("consistent");
+        let dir = std::env::temp_dir().join(format!("cardinal-export-csv-{}", std::process::id()));
+        let written = write_daily_csv(&dir, "s", &results, Options::default()).expect("write");
+        let text = std::fs::read_to_string(&written[0]).expect("read");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        assert_eq!(
+            text,
+            "p,q,r\n\"a,b\",,\"say \"\"hi\"\"\"\nplain,,\"x\ny\"\n"
         );
     }
 
