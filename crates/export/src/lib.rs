@@ -635,7 +635,7 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
     }
     let mut line = fields
         .iter()
-        .map(|f| csv_field(f.as_bytes()))
+        .map(|f| csv_field(f))
         .collect::<Vec<_>>()
         .join(",");
     line.push('\n');
@@ -660,7 +660,7 @@ fn push_csv_line(
     }
     for d in dims.iter() {
         if let Some(d) = d {
-            push_csv_field(out, d.as_bytes());
+            push_csv_field(out, d);
         }
         out.push(',');
     }
@@ -691,7 +691,7 @@ fn push_csv_line(
                         format!("{}:{}", String::from_utf8_lossy(name), round(e.value))
                     })
                     .collect();
-                push_csv_field(out, pairs.join("|").as_bytes());
+                push_csv_field(out, &pairs.join("|"));
                 out.push(',');
             }
         }
@@ -772,22 +772,24 @@ fn round(v: f64) -> String {
     format!("{v:.0}")
 }
 
-fn csv_field(bytes: &[u8]) -> String {
+fn csv_field(text: &str) -> String {
     let mut out = String::new();
-    push_csv_field(&mut out, bytes);
+    push_csv_field(&mut out, text);
     out
 }
 
-/// Appends `bytes` as one CSV field: quoted (quotes doubled) when it holds
-/// a comma, a quote or a line break; invalid UTF-8 replaced.
-fn push_csv_field(out: &mut String, bytes: &[u8]) {
-    let text = String::from_utf8_lossy(bytes);
-    if text.contains([',', '"', '\n', '\r']) {
+/// Appends `text` as one CSV field: quoted (quotes doubled) when it holds
+/// a comma, a quote or a line break.
+fn push_csv_field(out: &mut String, text: &str) {
+    if text
+        .bytes()
+        .any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r'))
+    {
         out.push('"');
         out.push_str(&text.replace('"', "\"\""));
         out.push('"');
     } else {
-        out.push_str(&text);
+        out.push_str(text);
     }
 }
 
