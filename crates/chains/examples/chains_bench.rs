@@ -909,6 +909,47 @@ fn flush(
     pending.clear();
 }
 
+/// Memory given back: `--ids` users arrive at once with 4 records of 28
+/// bytes each (chains move through four size classes), then all convert.
+/// Prints the store's counts and the process's RSS after each step.
+fn run_burst(args: &Args) {
+    let config = Config {
+        shard_bits: 6,
+        group_bits: 0,
+        lookback_ms: 3_600_000,
+        shard_slots_initial: 16,
+    };
+    let mut store = Store::new(config).expect("valid");
+    let show = |what: &str, store: &Store| {
+        let m = store.memory();
+        println!(
+            "{what}: keys {}, arena {:.1} MB, arena mapped {:.1} MB, heap {:.1} MB, chunks faulted in ahead {:.1} MB, RSS {} MiB",
+            m.keys,
+            m.arena_bytes as f64 / 1e6,
+            m.arena_mapped_bytes as f64 / 1e6,
+            m.heap_bytes as f64 / 1e6,
+            cardinal_chains::arena_ready_bytes() as f64 / 1e6,
+            rss_bytes() >> 20
+        );
+    };
+    show("empty", &store);
+    for n in 0..4u64 {
+        for user in 0..args.ids {
+            let mut r = Record::new(1_000 + n, Kind::CLICK, CampaignId(1), SiteId(2))
+                .expect("time in range");
+            r.set_attrs(&[0x5a; 12]).expect("fits");
+            store.append(UserId(user), &r).expect("room");
+        }
+    }
+    show("after the burst", &store);
+    let mut out = Vec::new();
+    for user in 0..args.ids {
+        out.clear();
+        store.take(UserId(user), &mut out).expect("own group");
+    }
+    show("after every user converted", &store);
+}
+
 /// The noise floor of the batch timing: no store, a fixed amount of work
 /// per batch (`--control-ops` read-modify-writes of random words of a
 /// buffer of `--control-gib` GiB, resident before the clock starts, like
@@ -1280,6 +1321,7 @@ fn main() {
         "hashbrown" => run_hashbrown(&args),
         "redis" => run_redis(&args),
         "control" => run_control(&args),
+        "burst" => run_burst(&args),
         other => panic!("unknown mode {other}"),
     }
 }
