@@ -206,27 +206,11 @@ impl Rollup {
             self.shape.aggs.len(),
             "one input per aggregate"
         );
-        let aggs = &self.shape.aggs;
-        let (folded, states) = Self::row_states(
-            &mut self.table,
-            &mut self.groups,
-            &mut self.arena,
-            &mut self.states,
-            &mut self.last,
-            &mut self.newest_bucket,
-            &mut self.drops,
-            aggs,
-            self.limits,
-            bucket,
-            key,
-            None,
-        );
-        if let Some(states) = states {
+        self.fold_row(None, bucket, key, |states, aggs| {
             for ((state, kind), &input) in states.iter_mut().zip(aggs).zip(inputs) {
                 state.fold(kind, input);
             }
-        }
-        folded
+        })
     }
 
     /// Folds one record through `update`, which gets the record's group's
@@ -256,6 +240,20 @@ impl Rollup {
         key: &[u8],
         update: impl FnOnce(&mut [AggState]),
     ) -> Folded {
+        self.fold_row(hash, bucket, key, |states, _| update(states))
+    }
+
+    /// Finds or opens the group of (bucket, key) (hashing it unless `hash`
+    /// is given) and calls `update` with its states and the shape's
+    /// aggregates; `update` is not called for a dropped record.
+    #[inline]
+    fn fold_row(
+        &mut self,
+        hash: Option<KeyHash>,
+        bucket: Timestamp,
+        key: &[u8],
+        update: impl FnOnce(&mut [AggState], &[AggKind]),
+    ) -> Folded {
         let (folded, states) = Self::row_states(
             &mut self.table,
             &mut self.groups,
@@ -271,7 +269,7 @@ impl Rollup {
             hash,
         );
         if let Some(states) = states {
-            update(states);
+            update(states, &self.shape.aggs);
         }
         folded
     }
