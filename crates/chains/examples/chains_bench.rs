@@ -818,8 +818,7 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
     let mut pending: Vec<(UserId, Record)> = Vec::with_capacity(BATCH_OPS);
     let mut outcomes = Vec::with_capacity(BATCH_OPS);
     let mut trims = Vec::with_capacity(BATCH_OPS);
-    let mut unfaulted = Histogram::new();
-    let mut faulted_over_1ms = 0u64;
+    let mut faults = FaultSplit::new();
     let mut t0 = cpu_now();
     while run.appends < run.args.appends {
         ops.clear();
@@ -831,7 +830,7 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
             ops.push((now_ms, op));
             trims.push(trim);
         }
-        let faults = page_faults();
+        let faults_before = page_faults();
         let t1 = cpu_now();
         let (mut moved, mut grew, mut trimmed, mut emitted) = (false, false, false, false);
         pending.clear();
@@ -855,7 +854,7 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
         }
         flush(run, &mut pending, &mut outcomes, &mut moved, &mut grew);
         let t2 = cpu_now();
-        let faulted = page_faults() != faults;
+        let faulted = page_faults() != faults_before;
         let cause = if grew {
             2
         } else if trimmed {
@@ -869,25 +868,50 @@ fn run_batched(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
         };
         let ns = t2 - t1;
         hists[cause].record(ns);
-        if faulted {
-            faulted_over_1ms += u64::from(ns > 1_000_000);
-        } else {
-            unfaulted.record(ns);
-        }
+        faults.record(ns, faulted);
         report.interval.max_ns = report.interval.max_ns.max(ns);
         report.generator_ns += t1 - t0;
         report.generator_ns_total += t1 - t0;
         report.maybe_print(run.appends, &run.store);
         t0 = t2;
     }
-    println!(
-        "\nbatches without a page fault: {} of {}, max {} us, {} over 1 ms; batches with page faults over 1 ms: {faulted_over_1ms}",
-        unfaulted.total,
-        hists.iter().map(|h| h.total).sum::<u64>(),
-        us(unfaulted.max),
-        unfaulted.over_1ms
-    );
+    faults.print(hists.iter().map(|h| h.total).sum());
     hists
+}
+
+/// Timed batches split by whether the thread took a page fault during
+/// them: a fault's time is the kernel finding memory, not the batch's
+/// work, so the batches without one are the ones that bound the work.
+struct FaultSplit {
+    unfaulted: Histogram,
+    faulted_over_1ms: u64,
+}
+
+impl FaultSplit {
+    fn new() -> FaultSplit {
+        FaultSplit {
+            unfaulted: Histogram::new(),
+            faulted_over_1ms: 0,
+        }
+    }
+
+    fn record(&mut self, ns: u64, faulted: bool) {
+        if faulted {
+            self.faulted_over_1ms += u64::from(ns > 1_000_000);
+        } else {
+            self.unfaulted.record(ns);
+        }
+    }
+
+    fn print(&self, batches: u64) {
+        println!(
+            "\nbatches without a page fault: {} of {batches}, max {} us, {} over 1 ms; batches with page faults over 1 ms: {}",
+            self.unfaulted.total,
+            us(self.unfaulted.max),
+            self.unfaulted.over_1ms,
+            self.faulted_over_1ms
+        );
+    }
 }
 
 fn flush(
@@ -976,8 +1000,7 @@ fn run_control(args: &Args) {
     }
     let mut rng = Rng(args.seed);
     let mut hist = Histogram::new();
-    let mut unfaulted = Histogram::new();
-    let mut faulted_over_1ms = 0u64;
+    let mut split = FaultSplit::new();
     let batches = args.appends / BATCH_OPS as u64;
     let started = Instant::now();
     let cpu_started = cpu_now();
@@ -993,11 +1016,7 @@ fn run_control(args: &Args) {
         let t2 = cpu_now();
         let ns = t2 - t1;
         hist.record(ns);
-        if page_faults() == faults {
-            unfaulted.record(ns);
-        } else {
-            faulted_over_1ms += u64::from(ns > 1_000_000);
-        }
+        split.record(ns, page_faults() != faults);
     }
     let wall = started.elapsed().as_secs_f64();
     let cpu = (cpu_now() - cpu_started) as f64 / 1e9;
@@ -1005,13 +1024,7 @@ fn run_control(args: &Args) {
         "control: {batches} batches of {} random read-modify-writes over {} GiB (huge pages advised: {}) in {wall:.1} s wall, {cpu:.1} s thread CPU (checksum {sum})",
         args.control_ops, args.control_gib, args.control_thp
     );
-    println!(
-        "\nbatches without a page fault: {} of {}, max {} us, {} over 1 ms; batches with page faults over 1 ms: {faulted_over_1ms}",
-        unfaulted.total,
-        hist.total,
-        us(unfaulted.max),
-        unfaulted.over_1ms
-    );
+    split.print(hist.total);
     print_histograms(&[hist], &["batch of fixed work"]);
 }
 
