@@ -224,12 +224,18 @@ struct Page {
     free_word: u32,
     /// On its class's list of pages to reuse.
     listed: bool,
-    /// Holds its bytes (false while returned).
-    held: bool,
     /// Links in the class's list of pages with free slots (held pages), or
     /// in the arena's list of returned pages (`next` only).
     prev: u32,
     next: u32,
+}
+
+impl Page {
+    /// Whether the page holds its bytes: every class's free map has at
+    /// least one word, and a returned page has none.
+    fn held(&self) -> bool {
+        !self.free.is_empty()
+    }
 }
 
 /// The slab arena of one shard group.
@@ -379,7 +385,6 @@ impl Arena {
                 slots_free: 0,
                 free_word: 0,
                 listed: false,
-                held: false,
                 prev: FREE_NONE,
                 next: FREE_NONE,
             });
@@ -388,8 +393,7 @@ impl Arena {
         }
         let page = u32::try_from(page).expect("PAGES_MAX fits a u32");
         let entry = &mut self.pages[page as usize];
-        debug_assert!(!entry.held && entry.slots_live == 0);
-        entry.held = true;
+        debug_assert!(!entry.held() && entry.slots_live == 0);
         entry.free = vec![0u64; free_map_words(class)].into_boxed_slice();
         self.free_map_bytes += (entry.free.len() * size_of::<u64>()) as u64;
         entry.class = u8::try_from(class).expect("CLASS_COUNT < 255");
@@ -513,7 +517,6 @@ impl Arena {
             } else {
                 self.free_map_bytes -= (page.free.len() * size_of::<u64>()) as u64;
                 page.free = Box::default();
-                page.held = false;
                 page.next = self.returned_head;
                 self.returned_head = number;
                 self.pages_held -= 1;
@@ -683,9 +686,10 @@ impl Arena {
     /// store runs (the bytes of a chain freed unread are not known).
     pub(crate) fn for_each_chain(&self, mut f: impl FnMut(&[u8])) {
         for (number, page) in self.pages.iter().enumerate() {
-            if !page.held || page.slots_live == 0 {
+            if !page.held() || page.slots_live == 0 {
                 continue;
             }
+            let bytes = self.page_memory(number);
             let class = usize::from(page.class);
             let size = CLASS_BYTES[class] as usize;
             // A page other than its class's newest was carved to the end.
@@ -698,7 +702,6 @@ impl Arena {
                     continue;
                 }
                 let at = slot * size;
-                let bytes = self.page_memory(number);
                 let used = used_of(&bytes[at..]);
                 f(&bytes[at + HEADER_BYTES..at + HEADER_BYTES + used]);
             }
