@@ -4,10 +4,18 @@
 //! ```text
 //!  index:  Index           slots of (hash high 32 bits | row + 1), probed by
 //!                          key_hash(bucket, key bytes), linear, at most half full
-//!  groups: Vec<Group>      Group = | bucket i64 | hash u64 | arena start | len u32 |
-//!  arena:  Vec<u8>         every group's key bytes back to back
+//!  groups: Vec<Group>      Group = | bucket i64 | len u32 | key bytes or arena start (20) |
+//!  arena:  Vec<u8>         the key bytes of groups whose key is over 20 bytes
 //!  states: Vec<AggState>   row r owns states[r*A .. (r+1)*A]
 //! ```
+//!
+//! A key of at most [`INLINE_KEY_BYTES`] (an IP prefix, a state, a small
+//! integer: most dimension keys) sits in its 32-byte group record, so a
+//! fold that misses the cache on a large table waits for the index slot,
+//! then the group record and the states together, not for the key bytes
+//! after the group. Hashes are not stored: growing the index and merging
+//! rehash the keys, which is cheap next to the misses a stored hash would
+//! have cost in a wider record.
 //!
 //! The dimension key is the record's dimension values encoded back to back
 //! by the caller (`cardinal-route` writes tagged values into one reused
@@ -145,20 +153,72 @@ fn prefetch<T>(item: &T) {
     let _ = item;
 }
 
-/// A group's bucket, where its key bytes sit in the arena and their hash
-/// (kept so the table can grow and merges can probe without rehashing).
+/// Keys of at most this many bytes are kept in their group record; longer
+/// ones in the rollup's arena. 20 makes a [`Group`] 32 bytes, two to a
+/// cache line.
+const INLINE_KEY_BYTES: usize = 20;
+
+/// A group's bucket and key: the key's bytes themselves (zero padded) if it
+/// has at most [`INLINE_KEY_BYTES`], else where they start in the arena
+/// (`u64`, little-endian, in the first 8 bytes of `key`).
+///
+/// Aligned to its size so that no record straddles two cache lines: the
+/// fold's prefetch loads the line a record starts in, and a record split
+/// across two (as a 16-byte-aligned heap block puts every other one) left
+/// its key bytes in a line nobody had asked for, a full miss per fold.
 #[derive(Debug, Clone, Copy)]
+#[repr(align(32))]
 struct Group {
     bucket: i64,
-    hash: u64,
-    start: usize,
     len: u32,
+    key: [u8; INLINE_KEY_BYTES],
 }
 
+const _: () = assert!(
+    std::mem::size_of::<Group>() == 32 && std::mem::align_of::<Group>() == 32,
+    "a Group is half a cache line, never split across two"
+);
+
 impl Group {
+    /// The group of (bucket, key), appending a long key to `arena`.
+    fn new(bucket: i64, key: &[u8], arena: &mut Vec<u8>) -> Self {
+        let len = u32::try_from(key.len()).expect("key length <= KEY_BYTES_MAX");
+        let mut inline = [0u8; INLINE_KEY_BYTES];
+        if key.len() <= INLINE_KEY_BYTES {
+            inline[..key.len()].copy_from_slice(key);
+        } else {
+            inline[..8].copy_from_slice(&(arena.len() as u64).to_le_bytes());
+            arena.extend_from_slice(key);
+        }
+        Self {
+            bucket,
+            len,
+            key: inline,
+        }
+    }
+
+    /// Where the key's bytes start in the arena (`None`: kept inline).
     #[inline]
-    fn key<'a>(&self, arena: &'a [u8]) -> &'a [u8] {
-        &arena[self.start..self.start + self.len as usize]
+    fn arena_start(&self) -> Option<usize> {
+        (self.len as usize > INLINE_KEY_BYTES).then(|| {
+            let start = u64::from_le_bytes(self.key[..8].try_into().expect("8 bytes"));
+            usize::try_from(start).expect("an arena offset")
+        })
+    }
+
+    #[inline]
+    fn key<'a>(&'a self, arena: &'a [u8]) -> &'a [u8] {
+        let len = self.len as usize;
+        match self.arena_start() {
+            None => &self.key[..len],
+            Some(start) => &arena[start..start + len],
+        }
+    }
+
+    /// The key's [`key_hash`].
+    #[inline]
+    fn hash(&self, arena: &[u8]) -> u64 {
+        key_hash(self.bucket, self.key(arena))
     }
 }
 
@@ -366,12 +426,13 @@ impl Rollup {
 
     /// The third stage of [`Rollup::prefetch`], once the group records
     /// have arrived: starts loading the key bytes of the rows whose tag
-    /// matches, which the fold compares.
+    /// matches and whose key is too long to sit in the group record.
     #[inline]
     pub fn prefetch_key(&self, hash: KeyHash) {
         self.table.rows_tagged(hash.0, |row| {
             if let Some(group) = self.groups.get(row as usize)
-                && let Some(byte) = self.arena.get(group.start)
+                && let Some(start) = group.arena_start()
+                && let Some(byte) = self.arena.get(start)
             {
                 prefetch(byte);
             }
@@ -390,29 +451,27 @@ impl Rollup {
         // of one per doubling, and no growth to undo the prefetches).
         let groups_max = usize::try_from(self.limits.groups_max).unwrap_or(usize::MAX);
         let most = (self.groups.len() + other.groups.len()).min(groups_max);
-        self.table.reserve(most, &self.groups);
+        self.table.reserve(most, &self.groups, &self.arena);
+        // Both sides hash with the same fixed function, so a hash of the
+        // other side's key is its hash here. Hashed in one sequential pass
+        // so the probes below can start theirs early.
+        let hashes: Vec<u64> = other.groups.iter().map(|g| g.hash(&other.arena)).collect();
         for (row, group) in other.groups.iter().enumerate() {
             // The probes of the groups MERGE_PREFETCH_DEPTH ahead are
             // under way, as in a worker's fold (see `Rollup::prefetch`).
-            if let Some(ahead) = other.groups.get(row + MERGE_PREFETCH_DEPTH) {
-                if let Some(slot) = self.table.slot_of(ahead.hash) {
-                    prefetch(slot);
-                }
-                prefetch(ahead);
+            if let Some(&ahead) = hashes.get(row + MERGE_PREFETCH_DEPTH)
+                && let Some(slot) = self.table.slot_of(ahead)
+            {
+                prefetch(slot);
             }
-            if let Some(halfway) = other.groups.get(row + MERGE_PREFETCH_DEPTH / 2) {
-                self.prefetch_group(KeyHash(halfway.hash));
-                if let Some(byte) = other.arena.get(halfway.start) {
-                    prefetch(byte);
-                }
+            if let Some(&halfway) = hashes.get(row + MERGE_PREFETCH_DEPTH / 2) {
+                self.prefetch_group(KeyHash(halfway));
                 if let Some(state) = other.states.get((row + MERGE_PREFETCH_DEPTH / 2) * width) {
                     prefetch(state);
                 }
             }
-            // Both sides hash with the same fixed function, so the other
-            // side's hash is this side's.
             let target = self
-                .find_or_open(group.hash, group.bucket, group.key(&other.arena))
+                .find_or_open(hashes[row], group.bucket, group.key(&other.arena))
                 .ok_or(Error::Limit {
                     name: "groups_max",
                     value: self.limits.groups_max,
@@ -444,11 +503,7 @@ impl Rollup {
         for row in 0..self.groups.len() {
             let group = self.groups[row];
             if group.bucket >= oldest {
-                self.groups[keep] = Group {
-                    start: arena.len(),
-                    ..group
-                };
-                arena.extend_from_slice(group.key(&self.arena));
+                self.groups[keep] = Group::new(group.bucket, group.key(&self.arena), &mut arena);
                 for i in 0..width {
                     self.states.swap(keep * width + i, row * width + i);
                 }
@@ -458,7 +513,7 @@ impl Rollup {
         self.groups.truncate(keep);
         self.states.truncate(keep * width);
         self.arena = arena;
-        self.table.rebuild(&self.groups);
+        self.table.rebuild(&self.groups, &self.arena);
         self.last = NO_ROW;
         before - keep
     }
@@ -565,11 +620,11 @@ fn find_or_open(
     key: &[u8],
 ) -> Option<u32> {
     if table.is_full() {
-        table.grow(groups);
+        table.grow(groups, arena);
     }
     let slot = match table.find(hash, |row| {
         let group = &groups[row as usize];
-        group.hash == hash && group.bucket == bucket && bytes_eq(group.key(arena), key)
+        group.bucket == bucket && bytes_eq(group.key(arena), key)
     }) {
         Ok(row) => return Some(row),
         Err(slot) => slot,
@@ -582,13 +637,7 @@ fn find_or_open(
     for kind in aggs {
         states.push(kind.state().expect("validated in new"));
     }
-    groups.push(Group {
-        bucket,
-        hash,
-        start: arena.len(),
-        len: u32::try_from(key.len()).expect("key length <= KEY_BYTES_MAX"),
-    });
-    arena.extend_from_slice(key);
+    groups.push(Group::new(bucket, key, arena));
     Some(row)
 }
 
@@ -599,7 +648,8 @@ fn find_or_open(
 /// at is its low bits; the high 32 bits are kept as a tag so that most
 /// mismatches are told apart without reading the group. Rows are below
 /// `groups_max` < 2^32, so `row + 1` fits the low half. Growing rehashes
-/// from the groups' stored hashes, never their keys.
+/// the groups' keys, most of them inline in the group records it reads in
+/// order.
 #[derive(Debug, Clone, Default)]
 struct Index {
     slots: Vec<u64>,
@@ -684,43 +734,44 @@ impl Index {
     }
 
     /// Grows once, if needed, so that `rows` rows fit at most half full.
-    fn reserve(&mut self, rows: usize, groups: &[Group]) {
+    fn reserve(&mut self, rows: usize, groups: &[Group], arena: &[u8]) {
         let slots = ((rows + 1) * 2).next_power_of_two().max(INDEX_SLOTS_MIN);
         if slots > self.slots.len() {
-            self.fill(slots, groups);
+            self.fill(slots, groups, arena);
         }
     }
 
     /// Doubles the slots (or makes the first ones) and puts every row of
-    /// `groups` back, by its stored hash.
-    fn grow(&mut self, groups: &[Group]) {
+    /// `groups` back, by its key's hash.
+    fn grow(&mut self, groups: &[Group], arena: &[u8]) {
         let slots = (self.slots.len() * 2).max(INDEX_SLOTS_MIN);
-        self.fill(slots, groups);
+        self.fill(slots, groups, arena);
     }
 
     /// Rebuilds from `groups` (after eviction), at the smallest size that
     /// keeps them at most half full.
-    fn rebuild(&mut self, groups: &[Group]) {
+    fn rebuild(&mut self, groups: &[Group], arena: &[u8]) {
         let slots = ((groups.len() + 1) * 2)
             .next_power_of_two()
             .max(INDEX_SLOTS_MIN);
-        self.fill(slots, groups);
+        self.fill(slots, groups, arena);
     }
 
-    fn fill(&mut self, slots: usize, groups: &[Group]) {
+    fn fill(&mut self, slots: usize, groups: &[Group], arena: &[u8]) {
         self.slots.clear();
         self.slots.resize(slots, 0);
         self.len = 0;
         let mask = slots - 1;
         for (row, group) in groups.iter().enumerate() {
-            // Every stored hash is distinct as (bucket, key) is: the first
-            // empty slot from its start is its place.
+            // Every (bucket, key) is distinct: the first empty slot from
+            // its hash's start is its place.
+            let hash = group.hash(arena);
             #[expect(clippy::cast_possible_truncation, reason = "the low bits index")]
-            let mut at = group.hash as usize & mask;
+            let mut at = hash as usize & mask;
             while self.slots[at] != 0 {
                 at = (at + 1) & mask;
             }
-            self.insert_at(at, group.hash, u32::try_from(row).expect("< groups_max"));
+            self.insert_at(at, hash, u32::try_from(row).expect("< groups_max"));
         }
     }
 
@@ -843,7 +894,7 @@ mod tests {
         #[test]
         fn counts_per_group_equal_a_maps(
             folds in proptest::collection::vec(
-                (0i64..4, proptest::collection::vec(0u8..4, 0..20)),
+                (0i64..4, proptest::collection::vec(0u8..4, 0..44)),
                 0..3000,
             ),
             evict_at in 0usize..3000,
