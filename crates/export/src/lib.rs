@@ -46,6 +46,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cardinal_event::Timestamp;
+use cardinal_event::bytes::prefetch;
 use cardinal_rollup::{AggKind, AggState, Output, output_of};
 use cardinal_sketch::Estimate;
 
@@ -274,8 +275,8 @@ impl<'a> Results<'a> {
     pub fn new(columns: Columns, kinds: &'a [AggKind], rows: Rows<'a>) -> Result<Self> {
         let Rows {
             mut rows,
-            spans,
-            text,
+            mut spans,
+            mut text,
         } = rows;
         let bad = rows
             .iter()
@@ -287,6 +288,7 @@ impl<'a> Results<'a> {
             });
         }
         sort_rows(&mut rows, &spans, &text);
+        (spans, text) = gather(&mut rows, &spans, &text);
         Ok(Self {
             columns,
             kinds,
@@ -388,6 +390,36 @@ fn sort_rows(rows: &mut Vec<ResultRow<'_>>, spans: &[Span], text: &[u8]) {
     let sorted: Vec<ResultRow<'_>> = keys.iter().map(|key| rows[key.row as usize]).collect();
     *rows = sorted;
 }
+
+/// Copies the dimension values of `rows` into new buffers in row order and
+/// points the rows at them: after the sort, the writers read the values of
+/// a million groups in order instead of one cache miss each at formatting
+/// speed. The copy loop's reads are independent of each other, so they
+/// overlap.
+fn gather(rows: &mut [ResultRow<'_>], spans: &[Span], text: &[u8]) -> (Vec<Span>, Vec<u8>) {
+    let mut new_spans = Vec::with_capacity(spans.len());
+    let mut new_text = Vec::with_capacity(text.len());
+    for row in rows {
+        let first = new_spans.len();
+        for &span in &spans[row.first as usize..(row.first + row.count) as usize] {
+            if span == Span::NULL {
+                new_spans.push(span);
+            } else {
+                let start = u32::try_from(new_text.len()).expect("under 4 GiB of dimension text");
+                new_text.extend_from_slice(&text[span.start as usize..span.end as usize]);
+                let end = u32::try_from(new_text.len()).expect("under 4 GiB of dimension text");
+                new_spans.push(Span { start, end });
+            }
+        }
+        row.first = u32::try_from(first).expect("fewer than 2^32 dimension values");
+    }
+    (new_spans, new_text)
+}
+
+/// Rows ahead of the one being written whose states a writer starts
+/// loading: a large rollup's states are in group order, the rows in key
+/// order.
+const STATES_PREFETCH_ROWS: usize = 8;
 
 /// The first 16 bytes of the order-preserving encoding of `dims` (see
 /// [`sort_rows`]), zero-padded, as a big-endian integer.
@@ -537,7 +569,13 @@ pub fn write_daily_csv(
         };
         let path = folder.join(name);
         let mut body = header.clone();
-        for row in &rows[start..end] {
+        for (at, row) in rows.iter().enumerate().take(end).skip(start) {
+            if let Some(state) = rows
+                .get(at + STATES_PREFETCH_ROWS)
+                .and_then(|ahead| ahead.states.first())
+            {
+                prefetch(state);
+            }
             push_csv_line(
                 &mut body,
                 row,

@@ -32,7 +32,7 @@
 //! dropped and counted, and [`Rollup::evict_expired`] drops their groups.
 
 use cardinal_event::Timestamp;
-use cardinal_event::bytes::{bytes_eq, tail_word};
+use cardinal_event::bytes::{bytes_eq, prefetch, tail_word};
 
 use crate::agg::{AggKind, AggState, Input, Output};
 use crate::{Error, Result};
@@ -135,23 +135,6 @@ const MERGE_PREFETCH_DEPTH: usize = 8;
 /// A key's hash from [`Rollup::prefetch`], for [`Rollup::fold_hashed`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyHash(u64);
-
-/// Asks the CPU to start loading the cache line that holds `item`. A hint:
-/// it changes neither memory nor results.
-#[inline]
-fn prefetch<T>(item: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has. It
-    // reads nothing the program can observe and cannot fault, and the
-    // pointer comes from a live reference anyway.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            std::ptr::from_ref(item).cast(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = item;
-}
 
 /// Keys of at most this many bytes are kept in their group record; longer
 /// ones in the rollup's arena. 20 makes a [`Group`] 32 bytes, two to a
