@@ -56,9 +56,13 @@ pub fn bytes(value: &[u8], seed: u32) -> u64 {
     } else {
         (short_word(tail), 0)
     };
-    h1 ^= mix_k1(k1);
-    h2 ^= mix_k2(k2);
-    let len = value.len() as u64;
+    finish(h1 ^ mix_k1(k1), h2 ^ mix_k2(k2), value.len() as u64)
+}
+
+/// MurmurHash3 x64_128's finalisation of (h1, h2) for an input of `len`
+/// bytes, keeping only h1.
+#[inline]
+fn finish(mut h1: u64, mut h2: u64, len: u64) -> u64 {
     h1 ^= len;
     h2 ^= len;
     h1 = h1.wrapping_add(h2);
@@ -161,21 +165,8 @@ const MURMUR_C2: u64 = 0x4cf5_ad43_2745_937f;
 
 #[inline]
 fn murmur3_h1_of_8_bytes(word: u64, seed: u32) -> u64 {
-    const LEN_BYTES: u64 = 8;
-    let mut h1 = u64::from(seed);
-    let mut h2 = u64::from(seed);
-    let k1 = word
-        .wrapping_mul(MURMUR_C1)
-        .rotate_left(31)
-        .wrapping_mul(MURMUR_C2);
-    h1 ^= k1;
-    h1 ^= LEN_BYTES;
-    h2 ^= LEN_BYTES;
-    h1 = h1.wrapping_add(h2);
-    h2 = h2.wrapping_add(h1);
-    h1 = fmix64(h1);
-    h2 = fmix64(h2);
-    h1.wrapping_add(h2)
+    let seed = u64::from(seed);
+    finish(seed ^ mix_k1(word), seed, 8)
 }
 
 #[inline]
