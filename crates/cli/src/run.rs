@@ -31,6 +31,7 @@ use cardinal_route::{
 use cardinal_source::{LineReader, split_file};
 
 use crate::attribute;
+use crate::pending::Pending;
 use crate::progress::Progress;
 
 /// Most aggregates one summary may have: each record's inputs live in a
@@ -1024,6 +1025,7 @@ fn worker<'p>(
             )?;
         }
     }
+    fold.finish();
     Ok(WorkerOutput {
         rollups: fold.lanes.into_iter().map(|lane| lane.rollup).collect(),
         counts: fold.counts,
@@ -1184,6 +1186,11 @@ struct Lane<'a> {
     rollup: Rollup,
     /// Routes waiting to be folded while their groups load.
     deferred: Deferred,
+    /// Whether routes may be held back per part ([`Pending`]): no
+    /// aggregate reads text and no retention window drops by arrival.
+    can_pend: bool,
+    /// Routes held back per part of a large rollup.
+    pending: Pending,
 }
 
 /// Records routed at least this many groups ago are folded through
@@ -1239,6 +1246,11 @@ impl<'a> Fold<'a> {
                         first: 0,
                         len: 0,
                     },
+                    can_pend: limits.retention_ms.is_none()
+                        && !feeds_of(summary, shape)
+                            .iter()
+                            .any(|feed| matches!(feed, Feed::TopK(_))),
+                    pending: Pending::default(),
                 })
             })
             .collect::<Result<_>>()?;
@@ -1282,7 +1294,14 @@ impl<'a> Fold<'a> {
             if !lane.passed {
                 continue;
             }
-            if lane.rollup.group_count() >= self.prefetch_groups_min
+            if lane.can_pend
+                && lane.rollup.parts() > 1
+                && lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX
+            {
+                if lane.pend(&mut self.hashed) {
+                    continue;
+                }
+            } else if lane.rollup.group_count() >= self.prefetch_groups_min
                 && lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX
             {
                 lane.defer(&mut self.hashed);
@@ -1309,11 +1328,20 @@ impl<'a> Fold<'a> {
         }
     }
 
-    /// Folds every held-back route: at the end of each batch, so that
-    /// nothing waits across inputs or outlives the worker.
+    /// Folds every route of the prefetch ring: at the end of each batch,
+    /// so that nothing in it waits across inputs.
     fn flush(&mut self) {
         for lane in &mut self.lanes {
             lane.flush(&mut self.hashed);
+        }
+    }
+
+    /// Folds every held-back route, in the ring and held per part: the
+    /// rollups are then whole.
+    fn finish(&mut self) {
+        for lane in &mut self.lanes {
+            lane.flush(&mut self.hashed);
+            lane.drain(&mut self.hashed);
         }
     }
 
@@ -1346,6 +1374,46 @@ impl<'a> Fold<'a> {
 }
 
 impl Lane<'_> {
+    /// Holds the current route back in its part's buffer (see
+    /// [`Pending`]), folding what is held first when the buffers are full;
+    /// `false` (holding nothing) when the route must be folded at once:
+    /// when the held routes could then open more groups than the limit,
+    /// whose choice of groups would depend on the order.
+    fn pend(&mut self, hashed: &mut HashMemo) -> bool {
+        if self.pending.is_full() {
+            self.drain(hashed);
+        }
+        let groups_max = usize::try_from(self.rollup.limits().groups_max).unwrap_or(usize::MAX);
+        let groups = self.rollup.group_count();
+        if groups < groups_max && groups + self.pending.rows() + 1 > groups_max {
+            self.drain(hashed);
+            return false;
+        }
+        // Routes of the prefetch ring came first.
+        self.flush(hashed);
+        self.pending.push(&self.rollup, &self.routed);
+        true
+    }
+
+    /// Folds the routes held per part.
+    fn drain(&mut self, hashed: &mut HashMemo) {
+        let feeds = &self.feeds;
+        self.pending
+            .drain(&mut self.rollup, |rollup, hash, bucket, key, args| {
+                let folded = fold_args(
+                    feeds,
+                    rollup,
+                    bucket,
+                    key,
+                    args,
+                    |_| &[],
+                    hashed,
+                    Some(hash),
+                );
+                debug_assert_ne!(folded, Folded::DroppedKeyTooLong, "checked when held back");
+            });
+    }
+
     /// Holds the current route back (see [`Deferred`]), folding the
     /// oldest held one if the ring is full. The key fits
     /// [`cardinal_rollup::KEY_BYTES_MAX`], so the fold cannot be a reject.
@@ -1521,18 +1589,44 @@ pub(crate) fn fold_routed(
     key_hash: Option<KeyHash>,
 ) -> Folded {
     let bucket = routed.bucket.unwrap_or(Timestamp(0));
-    rollup.fold_hashed(key_hash, bucket, &routed.key, |states| {
+    fold_args(
+        feeds,
+        rollup,
+        bucket,
+        &routed.key,
+        &routed.args,
+        |a| routed.text_of(a),
+        hashed,
+        key_hash,
+    )
+}
+
+/// [`fold_routed`] of a route's parts: its bucket, key and arguments, and
+/// the text of its text arguments (read by `topk` only).
+#[expect(clippy::too_many_arguments, reason = "a route taken apart")]
+#[inline]
+fn fold_args<'t>(
+    feeds: &[Feed],
+    rollup: &mut Rollup,
+    bucket: Timestamp,
+    key: &[u8],
+    args: &[Arg],
+    text_of: impl Fn(usize) -> &'t [u8],
+    hashed: &mut HashMemo,
+    key_hash: Option<KeyHash>,
+) -> Folded {
+    rollup.fold_hashed(key_hash, bucket, key, |states| {
         for (state, &feed) in states.iter_mut().zip(feeds) {
             match feed {
                 Feed::CountAll => state.fold_count(),
                 Feed::Skip => {}
                 Feed::Count(a) => {
-                    if routed.args[a] != Arg::Null {
+                    if args[a] != Arg::Null {
                         state.fold_count();
                     }
                 }
                 Feed::Number(a) => {
-                    if let Some(v) = number_of(&routed.args[a]) {
+                    if let Some(v) = number_of(&args[a]) {
                         state.fold_number(v);
                     }
                 }
@@ -1540,17 +1634,17 @@ pub(crate) fn fold_routed(
                     // By reference: a copy of the enum went through the
                     // stack in pieces and was read back whole, a
                     // store-forwarding stall per fold (perf annotate).
-                    let arg = &routed.args[a];
+                    let arg = &args[a];
                     if let Some(hash) = hashed.hash(arg) {
                         state.fold_key(hash, id_of(arg));
                     }
                 }
                 Feed::TopK(a) => {
-                    let arg = &routed.args[a];
+                    let arg = &args[a];
                     if let Some(hash) = hashed.hash(arg) {
                         state.fold_topk(hash, || match *arg {
                             Arg::Int(v) => v.to_string().into_bytes().into(),
-                            _ => routed.text_of(a).into(),
+                            _ => text_of(a).into(),
                         });
                     }
                 }
@@ -1793,9 +1887,10 @@ mod fold_tests {
     }
 
     proptest! {
-        /// Holding routes back to prefetch their groups folds exactly what
-        /// folding at once does: same groups, same states, same drops,
-        /// whichever lanes defer and wherever batches end.
+        /// Holding routes back to prefetch their groups, or per part of
+        /// the rollup, folds exactly what folding at once does: same
+        /// groups, same states, same drops (the group limit is hit in
+        /// many cases), whichever lanes defer and wherever batches end.
         #[test]
         fn deferred_folds_equal_direct_folds(
             rows in proptest::collection::vec((0u8..3, 0u16..600, -5i64..5, 0u8..8), 0..1500),
@@ -1815,11 +1910,19 @@ mod fold_tests {
             let limits = Limits { groups_max, retention_ms: None };
             let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
             let stream = &plan.streams[0];
-            let mut folds = [0, usize::MAX].map(|min| {
-                let mut fold = Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
-                fold.prefetch_groups_min = min;
-                fold
-            });
+            // Through the prefetch ring, at once, and held per part (the
+            // rollups split into parts from the first group).
+            let mut folds = [(0, usize::MAX), (usize::MAX, usize::MAX), (usize::MAX, 0)].map(
+                |(min, parts_after)| {
+                    let mut fold =
+                        Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
+                    fold.prefetch_groups_min = min;
+                    for lane in &mut fold.lanes {
+                        lane.rollup = lane.rollup.clone().with_parts_after(parts_after);
+                    }
+                    fold
+                },
+            );
             for fold in &mut folds {
                 for (i, (day, ip, n, site)) in rows.iter().enumerate() {
                     let fields = [
@@ -1834,12 +1937,15 @@ mod fold_tests {
                         fold.flush();
                     }
                 }
-                fold.flush();
+                fold.finish();
             }
-            let [deferred, direct] = folds;
-            for (a, b) in deferred.lanes.iter().zip(&direct.lanes) {
+            let [deferred, direct, held] = folds;
+            for ((a, b), c) in deferred.lanes.iter().zip(&direct.lanes).zip(&held.lanes) {
                 prop_assert_eq!(fingerprint(&a.rollup), fingerprint(&b.rollup));
+                prop_assert_eq!(fingerprint(&c.rollup), fingerprint(&b.rollup));
             }
+            // Summary b has no topk: it held its records per part.
+            prop_assert!(held.lanes[1].can_pend && !held.lanes[0].can_pend);
         }
 
         /// Feeds fold exactly what the general path folds, and quantile

@@ -33,4 +33,7 @@ pub use agg::{
     AggKind, AggState, Input, Output, RANKS_MAX, Ranks, TOPK_K_MAX, output_of, state_of,
 };
 pub use error::{Error, Result};
-pub use table::{Folded, GROUPS_MAX_DEFAULT, KEY_BYTES_MAX, KeyHash, Limits, Rollup, Row, Shape};
+pub use table::{
+    Folded, GROUPS_MAX_DEFAULT, KEY_BYTES_MAX, KeyHash, Limits, PARTS, PARTS_AFTER_DEFAULT, Rollup,
+    Row, Shape,
+};

@@ -101,6 +101,25 @@ pub struct Row<'a> {
 pub struct Rollup {
     shape: Shape,
     limits: Limits,
+    /// One part while the rollup is small; [`PARTS`] once it has held
+    /// `parts_after` groups, each group in the part its hash's top bits
+    /// name ([`Rollup::part_of`]).
+    parts: Vec<Part>,
+    /// Groups in all parts.
+    group_count: usize,
+    /// Groups at which one part splits into [`PARTS`].
+    parts_after: usize,
+    /// The part and row the last fold went to (row [`NO_ROW`] if none):
+    /// runs of records with one key skip the hash and the probe.
+    last: (u32, u32),
+    newest_bucket: i64,
+    drops: Drops,
+}
+
+/// A share of a rollup's groups: a table from (bucket, key) to row, the
+/// rows' group records and states.
+#[derive(Debug, Clone, Default)]
+struct Part {
     /// Row ids, found by [`key_hash`] of (bucket, key bytes).
     table: Index,
     /// One per row, in the order groups opened.
@@ -109,12 +128,21 @@ pub struct Rollup {
     arena: Vec<u8>,
     /// Row `r` owns `states[r * width .. (r + 1) * width]`.
     states: Vec<AggState>,
-    /// The row the last fold went to ([`NO_ROW`] if none): runs of records
-    /// with one key skip the hash and the probe.
-    last: u32,
-    newest_bucket: i64,
-    drops: Drops,
 }
+
+/// Parts of a rollup past `parts_after` groups: a power of two, chosen by
+/// the top bits of a key's hash. 256 parts of a rollup of 1.5M groups hold
+/// ~6K groups each, under 1 MB of index, group records and states: folds
+/// that come to one part together (see [`Rollup::part_of`]) stay in the
+/// core's cache and its TLB reach instead of missing three times each.
+pub const PARTS: usize = 256;
+
+/// Groups at which a rollup splits into [`PARTS`] parts, by default: below
+/// it one table fits the caches and parts would only spread it out.
+pub const PARTS_AFTER_DEFAULT: usize = 1 << 16;
+
+/// The top hash bits that choose a part.
+const PART_BITS: u32 = PARTS.trailing_zeros();
 
 /// Records a rollup dropped, by reason.
 #[derive(Debug, Clone, Copy, Default)]
@@ -231,14 +259,23 @@ impl Rollup {
         Ok(Self {
             shape,
             limits,
-            table: Index::default(),
-            groups: Vec::new(),
-            arena: Vec::new(),
-            states: Vec::new(),
-            last: NO_ROW,
+            parts: vec![Part::default()],
+            group_count: 0,
+            parts_after: PARTS_AFTER_DEFAULT,
+            last: (0, NO_ROW),
             newest_bucket: i64::MIN,
             drops: Drops::default(),
         })
+    }
+
+    /// The same rollup, splitting into [`PARTS`] parts once it holds
+    /// `groups` groups (at once if it already does) instead of at
+    /// [`PARTS_AFTER_DEFAULT`]: for tests that want parts with few groups.
+    #[must_use]
+    pub fn with_parts_after(mut self, groups: usize) -> Self {
+        self.parts_after = groups;
+        self.split_if_due();
+        self
     }
 
     /// Folds one record: its bucket, its encoded dimension key and one
@@ -273,8 +310,9 @@ impl Rollup {
         self.fold_hashed(None, bucket, key, update)
     }
 
-    /// [`Rollup::fold_with`] for a record whose (bucket, key) went through
-    /// [`Rollup::prefetch`] (which gave `hash`), so it is not hashed again.
+    /// [`Rollup::fold_with`] for a record whose (bucket, key) was hashed
+    /// already ([`Rollup::prefetch`] or [`KeyHash::of`] gave `hash`), so it
+    /// is not hashed again.
     #[inline]
     pub fn fold_hashed(
         &mut self,
@@ -297,81 +335,61 @@ impl Rollup {
         key: &[u8],
         update: impl FnOnce(&mut [AggState], &[AggKind]),
     ) -> Folded {
-        let (folded, states) = Self::row_states(
-            &mut self.table,
-            &mut self.groups,
-            &mut self.arena,
-            &mut self.states,
-            &mut self.last,
-            &mut self.newest_bucket,
-            &mut self.drops,
-            &self.shape.aggs,
-            self.limits,
-            bucket,
-            key,
-            hash,
-        );
-        if let Some(states) = states {
-            update(states, &self.shape.aggs);
-        }
-        folded
-    }
-
-    /// The states of the group of (bucket, key), opening it if it is new,
-    /// or why the record is dropped. Takes the fields apart so that the
-    /// caller can keep borrowing the shape.
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the rollup's fields, borrowed apart"
-    )]
-    #[inline]
-    fn row_states<'s>(
-        table: &mut Index,
-        groups: &mut Vec<Group>,
-        arena: &mut Vec<u8>,
-        states: &'s mut Vec<AggState>,
-        last: &mut u32,
-        newest_bucket: &mut i64,
-        drops: &mut Drops,
-        aggs: &[AggKind],
-        limits: Limits,
-        bucket: Timestamp,
-        key: &[u8],
-        hash: Option<KeyHash>,
-    ) -> (Folded, Option<&'s mut [AggState]>) {
         if key.len() > KEY_BYTES_MAX {
-            drops.key_too_long += 1;
-            return (Folded::DroppedKeyTooLong, None);
+            self.drops.key_too_long += 1;
+            return Folded::DroppedKeyTooLong;
         }
-        if let Some(window) = limits.retention_ms
-            && bucket.0 < newest_bucket.saturating_sub(window)
+        if let Some(window) = self.limits.retention_ms
+            && bucket.0 < self.newest_bucket.saturating_sub(window)
         {
-            drops.expired += 1;
-            return (Folded::DroppedExpired, None);
+            self.drops.expired += 1;
+            return Folded::DroppedExpired;
         }
-        *newest_bucket = (*newest_bucket).max(bucket.0);
-        let row = match groups.get(*last as usize) {
-            Some(group) if group.bucket == bucket.0 && bytes_eq(group.key(arena), key) => *last,
+        self.newest_bucket = self.newest_bucket.max(bucket.0);
+        let width = self.shape.aggs.len();
+        let (last_part, last_row) = self.last;
+        let at = match self.parts[last_part as usize].groups.get(last_row as usize) {
+            Some(group)
+                if group.bucket == bucket.0
+                    && bytes_eq(group.key(&self.parts[last_part as usize].arena), key) =>
+            {
+                self.last
+            }
             _ => {
                 let hash = hash.map_or_else(|| key_hash(bucket.0, key), |h| h.0);
                 debug_assert_eq!(hash, key_hash(bucket.0, key), "a KeyHash of this key");
-                match find_or_open(
-                    table, groups, arena, states, aggs, limits, hash, bucket.0, key,
-                ) {
-                    Some(row) => {
-                        *last = row;
-                        row
+                match self.find_or_open(hash, bucket.0, key) {
+                    Some(at) => {
+                        self.last = at;
+                        at
                     }
                     None => {
-                        drops.group_limit += 1;
-                        return (Folded::DroppedGroupLimit, None);
+                        self.drops.group_limit += 1;
+                        return Folded::DroppedGroupLimit;
                     }
                 }
             }
         };
-        let width = aggs.len();
-        let start = row as usize * width;
-        (Folded::Ok, Some(&mut states[start..start + width]))
+        let start = at.1 as usize * width;
+        let states = &mut self.parts[at.0 as usize].states[start..start + width];
+        update(states, &self.shape.aggs);
+        Folded::Ok
+    }
+
+    /// The part of the groups whose [`KeyHash`] is `hash`: folds that come
+    /// to one part one after another (an engine that sorts a batch of
+    /// records by part, say) touch only that part's tables, which fit the
+    /// caches when the whole rollup does not. 0 while the rollup has one
+    /// part; below [`PARTS`] always.
+    #[inline]
+    pub fn part_of(&self, hash: KeyHash) -> usize {
+        part_index(hash.0, self.parts.len())
+    }
+
+    /// How many parts the rollup has: 1, or [`PARTS`] once it has held
+    /// `parts_after` groups.
+    pub fn parts(&self) -> usize {
+        self.parts.len()
     }
 
     /// Starts loading the index slot of (bucket, key) into the cache and
@@ -383,11 +401,17 @@ impl Rollup {
     /// is folded does not change.
     #[inline]
     pub fn prefetch(&self, bucket: Timestamp, key: &[u8]) -> KeyHash {
-        let hash = key_hash(bucket.0, key);
-        if let Some(slot) = self.table.slot_of(hash) {
+        let hash = KeyHash::of(bucket, key);
+        self.prefetch_slot(hash);
+        hash
+    }
+
+    /// [`Rollup::prefetch`] of a key already hashed.
+    #[inline]
+    pub fn prefetch_slot(&self, hash: KeyHash) {
+        if let Some(slot) = self.parts[self.part_of(hash)].table.slot_of(hash.0) {
             prefetch(slot);
         }
-        KeyHash(hash)
     }
 
     /// The second stage of [`Rollup::prefetch`], once the slot has had time
@@ -396,12 +420,13 @@ impl Rollup {
     #[inline]
     pub fn prefetch_group(&self, hash: KeyHash) {
         let width = self.shape.aggs.len();
-        self.table.rows_tagged(hash.0, |row| {
+        let part = &self.parts[self.part_of(hash)];
+        part.table.rows_tagged(hash.0, |row| {
             let row = row as usize;
-            if let Some(group) = self.groups.get(row) {
+            if let Some(group) = part.groups.get(row) {
                 prefetch(group);
             }
-            if let Some(state) = self.states.get(row * width) {
+            if let Some(state) = part.states.get(row * width) {
                 prefetch(state);
             }
         });
@@ -412,10 +437,11 @@ impl Rollup {
     /// matches and whose key is too long to sit in the group record.
     #[inline]
     pub fn prefetch_key(&self, hash: KeyHash) {
-        self.table.rows_tagged(hash.0, |row| {
-            if let Some(group) = self.groups.get(row as usize)
+        let part = &self.parts[self.part_of(hash)];
+        part.table.rows_tagged(hash.0, |row| {
+            if let Some(group) = part.groups.get(row as usize)
                 && let Some(start) = group.arena_start()
-                && let Some(byte) = self.arena.get(start)
+                && let Some(byte) = part.arena.get(start)
             {
                 prefetch(byte);
             }
@@ -423,6 +449,11 @@ impl Rollup {
     }
 
     /// Folds another partial rollup of the same summary into this one.
+    ///
+    /// Goes through the other side part by part: when both sides have
+    /// [`PARTS`] parts, the groups of one part of the other side all land
+    /// in the same part here, so the merge works in one part's tables at a
+    /// time.
     pub fn merge(&mut self, other: &Rollup) -> Result<()> {
         if self.shape != other.shape {
             return Err(Error::Shape {
@@ -430,39 +461,54 @@ impl Rollup {
             });
         }
         let width = self.shape.aggs.len();
-        // Room for every group of both sides at once (one rebuild instead
-        // of one per doubling, and no growth to undo the prefetches).
-        let groups_max = usize::try_from(self.limits.groups_max).unwrap_or(usize::MAX);
-        let most = (self.groups.len() + other.groups.len()).min(groups_max);
-        self.table.reserve(most, &self.groups, &self.arena);
-        // Both sides hash with the same fixed function, so a hash of the
-        // other side's key is its hash here. Hashed in one sequential pass
-        // so the probes below can start theirs early.
-        let hashes: Vec<u64> = other.groups.iter().map(|g| g.hash(&other.arena)).collect();
-        for (row, group) in other.groups.iter().enumerate() {
-            // The probes of the groups MERGE_PREFETCH_DEPTH ahead are
-            // under way, as in a worker's fold (see `Rollup::prefetch`).
-            if let Some(&ahead) = hashes.get(row + MERGE_PREFETCH_DEPTH)
-                && let Some(slot) = self.table.slot_of(ahead)
-            {
-                prefetch(slot);
-            }
-            if let Some(&halfway) = hashes.get(row + MERGE_PREFETCH_DEPTH / 2) {
-                self.prefetch_group(KeyHash(halfway));
-                if let Some(state) = other.states.get((row + MERGE_PREFETCH_DEPTH / 2) * width) {
-                    prefetch(state);
+        if self.parts.len() == 1 && self.group_count + other.group_count >= self.parts_after {
+            self.split();
+        }
+        for from in &other.parts {
+            // Room for every group of both sides at once (one rebuild
+            // instead of one per doubling, and no growth to undo the
+            // prefetches) when the parts correspond.
+            if self.parts.len() == other.parts.len() {
+                let groups_max = usize::try_from(self.limits.groups_max).unwrap_or(usize::MAX);
+                if let Some(first) = from.groups.first() {
+                    let into = part_index(first.hash(&from.arena), self.parts.len());
+                    let into = &mut self.parts[into];
+                    let most = (into.groups.len() + from.groups.len()).min(groups_max);
+                    into.table.reserve(most, &into.groups, &into.arena);
                 }
             }
-            let target = self
-                .find_or_open(hashes[row], group.bucket, group.key(&other.arena))
-                .ok_or(Error::Limit {
-                    name: "groups_max",
-                    value: self.limits.groups_max,
-                    reason: "the merged rollup has more groups than the limit",
-                })?;
-            let (to, from) = (target as usize * width, row * width);
-            for i in 0..width {
-                self.states[to + i].merge(&other.states[from + i])?;
+            // Both sides hash with the same fixed function, so a hash of the
+            // other side's key is its hash here. Hashed in one sequential
+            // pass so the probes below can start theirs early.
+            let hashes: Vec<KeyHash> = from
+                .groups
+                .iter()
+                .map(|g| KeyHash(g.hash(&from.arena)))
+                .collect();
+            for (row, group) in from.groups.iter().enumerate() {
+                // The probes of the groups MERGE_PREFETCH_DEPTH ahead are
+                // under way, as in a worker's fold (see `Rollup::prefetch`).
+                if let Some(&ahead) = hashes.get(row + MERGE_PREFETCH_DEPTH) {
+                    self.prefetch_slot(ahead);
+                }
+                if let Some(&halfway) = hashes.get(row + MERGE_PREFETCH_DEPTH / 2) {
+                    self.prefetch_group(halfway);
+                    if let Some(state) = from.states.get((row + MERGE_PREFETCH_DEPTH / 2) * width) {
+                        prefetch(state);
+                    }
+                }
+                let (part, target) = self
+                    .find_or_open(hashes[row].0, group.bucket, group.key(&from.arena))
+                    .ok_or(Error::Limit {
+                        name: "groups_max",
+                        value: self.limits.groups_max,
+                        reason: "the merged rollup has more groups than the limit",
+                    })?;
+                let states = &mut self.parts[part as usize].states;
+                let (to, from_row) = (target as usize * width, row * width);
+                for i in 0..width {
+                    states[to + i].merge(&from.states[from_row + i])?;
+                }
             }
         }
         self.newest_bucket = self.newest_bucket.max(other.newest_bucket);
@@ -480,25 +526,29 @@ impl Rollup {
         };
         let oldest = self.newest_bucket.saturating_sub(window);
         let width = self.shape.aggs.len();
-        let before = self.groups.len();
-        let mut arena = Vec::with_capacity(self.arena.len());
-        let mut keep = 0;
-        for row in 0..self.groups.len() {
-            let group = self.groups[row];
-            if group.bucket >= oldest {
-                self.groups[keep] = Group::new(group.bucket, group.key(&self.arena), &mut arena);
-                for i in 0..width {
-                    self.states.swap(keep * width + i, row * width + i);
+        let before = self.group_count;
+        for part in &mut self.parts {
+            let mut arena = Vec::with_capacity(part.arena.len());
+            let mut keep = 0;
+            for row in 0..part.groups.len() {
+                let group = part.groups[row];
+                if group.bucket >= oldest {
+                    part.groups[keep] =
+                        Group::new(group.bucket, group.key(&part.arena), &mut arena);
+                    for i in 0..width {
+                        part.states.swap(keep * width + i, row * width + i);
+                    }
+                    keep += 1;
                 }
-                keep += 1;
             }
+            part.groups.truncate(keep);
+            part.states.truncate(keep * width);
+            part.arena = arena;
+            part.table.rebuild(&part.groups, &part.arena);
         }
-        self.groups.truncate(keep);
-        self.states.truncate(keep * width);
-        self.arena = arena;
-        self.table.rebuild(&self.groups, &self.arena);
-        self.last = NO_ROW;
-        before - keep
+        self.group_count = self.parts.iter().map(|p| p.groups.len()).sum();
+        self.last = (0, NO_ROW);
+        before - self.group_count
     }
 
     /// The answers, one row per group, ordered by bucket then key bytes.
@@ -521,18 +571,20 @@ impl Rollup {
     /// that need the sketches themselves (e.g. postgresql-hll hex).
     pub fn groups(&self) -> impl Iterator<Item = (Timestamp, &[u8], &[AggState])> {
         let width = self.shape.aggs.len();
-        self.groups.iter().enumerate().map(move |(row, group)| {
-            (
-                Timestamp(group.bucket),
-                group.key(&self.arena),
-                &self.states[row * width..(row + 1) * width],
-            )
+        self.parts.iter().flat_map(move |part| {
+            part.groups.iter().enumerate().map(move |(row, group)| {
+                (
+                    Timestamp(group.bucket),
+                    group.key(&part.arena),
+                    &part.states[row * width..(row + 1) * width],
+                )
+            })
         })
     }
 
     /// Number of groups.
     pub fn group_count(&self) -> usize {
-        self.groups.len()
+        self.group_count
     }
 
     /// Records dropped because of `groups_max`.
@@ -555,73 +607,138 @@ impl Rollup {
         &self.shape
     }
 
-    /// The row of (bucket, key) for a merge: see [`find_or_open`].
-    fn find_or_open(&mut self, hash: u64, bucket: i64, key: &[u8]) -> Option<u32> {
-        find_or_open(
-            &mut self.table,
-            &mut self.groups,
-            &mut self.arena,
-            &mut self.states,
-            &self.shape.aggs,
-            self.limits,
-            hash,
-            bucket,
-            key,
-        )
+    /// The limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// The (part, row) of (bucket, key), opening it if it is new, unless
+    /// that would pass `groups_max`: one probe either way. Splits the
+    /// rollup into parts first when it is due.
+    #[inline]
+    fn find_or_open(&mut self, hash: u64, bucket: i64, key: &[u8]) -> Option<(u32, u32)> {
+        let part_index = part_index(hash, self.parts.len());
+        let part = &mut self.parts[part_index];
+        if part.table.is_full() {
+            part.table.grow(&part.groups, &part.arena);
+        }
+        let slot = match part.table.find(hash, |row| {
+            let group = &part.groups[row as usize];
+            group.bucket == bucket && bytes_eq(group.key(&part.arena), key)
+        }) {
+            #[expect(clippy::cast_possible_truncation, reason = "below PARTS")]
+            Ok(row) => return Some((part_index as u32, row)),
+            Err(slot) => slot,
+        };
+        if self.group_count as u64 >= self.limits.groups_max {
+            return None;
+        }
+        let row = u32::try_from(part.groups.len()).expect("groups_max < 2^32");
+        part.table.insert_at(slot, hash, row);
+        for kind in &self.shape.aggs {
+            part.states.push(kind.state().expect("validated in new"));
+        }
+        part.groups.push(Group::new(bucket, key, &mut part.arena));
+        self.group_count += 1;
+        #[expect(clippy::cast_possible_truncation, reason = "below PARTS")]
+        let at = (part_index as u32, row);
+        if self.split_if_due() {
+            // The group moved: find it again in its part.
+            return self.find_or_open(hash, bucket, key);
+        }
+        Some(at)
+    }
+
+    /// Splits the one part into [`PARTS`] if the rollup has reached
+    /// `parts_after` groups; whether it did.
+    fn split_if_due(&mut self) -> bool {
+        let due = self.parts.len() == 1 && self.group_count >= self.parts_after;
+        if due {
+            self.split();
+        }
+        due
+    }
+
+    /// Moves every group of the one part into the part its hash names.
+    fn split(&mut self) {
+        debug_assert_eq!(self.parts.len(), 1);
+        let width = self.shape.aggs.len();
+        let old = std::mem::take(&mut self.parts[0]);
+        let mut parts = vec![Part::default(); PARTS];
+        let mut states = old.states.into_iter();
+        for group in &old.groups {
+            let part = &mut parts[part_index(group.hash(&old.arena), PARTS)];
+            part.groups.push(Group::new(
+                group.bucket,
+                group.key(&old.arena),
+                &mut part.arena,
+            ));
+            part.states.extend(states.by_ref().take(width));
+        }
+        for part in &mut parts {
+            part.table.rebuild(&part.groups, &part.arena);
+        }
+        self.parts = parts;
+        self.last = (0, NO_ROW);
     }
 
     /// Heap bytes this rollup holds, counted from what it allocated: the
-    /// table, the per-row group records, the key arena and the state slots
-    /// (by capacity), plus each state's own payload
+    /// tables, the per-row group records, the key arenas and the state
+    /// slots (by capacity), plus each state's own payload
     /// ([`AggState::heap_bytes`]).
     pub fn heap_bytes(&self) -> usize {
-        let states: usize = self.states.iter().map(AggState::heap_bytes).sum();
-        let table = self.table.heap_bytes()
-            + self.groups.capacity() * std::mem::size_of::<Group>()
-            + self.arena.capacity()
-            + self.states.capacity() * std::mem::size_of::<AggState>();
-        states + table
+        let parts = self.parts.capacity() * std::mem::size_of::<Part>();
+        parts
+            + self
+                .parts
+                .iter()
+                .map(|part| {
+                    let states: usize = part.states.iter().map(AggState::heap_bytes).sum();
+                    states
+                        + part.table.heap_bytes()
+                        + part.groups.capacity() * std::mem::size_of::<Group>()
+                        + part.arena.capacity()
+                        + part.states.capacity() * std::mem::size_of::<AggState>()
+                })
+                .sum::<usize>()
     }
 }
 
-/// The row of (bucket, key), opening it if it is new, unless that would
-/// pass `groups_max`: one probe either way.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "the rollup's fields, borrowed apart"
-)]
+/// The part of `parts` (1 or [`PARTS`]) that a key hash belongs to: its top
+/// bits. The index of a part probes by the low bits and tags with the high
+/// 32, so within one part the tag still tells most keys apart.
 #[inline]
-fn find_or_open(
-    table: &mut Index,
-    groups: &mut Vec<Group>,
-    arena: &mut Vec<u8>,
-    states: &mut Vec<AggState>,
-    aggs: &[AggKind],
-    limits: Limits,
-    hash: u64,
-    bucket: i64,
-    key: &[u8],
-) -> Option<u32> {
-    if table.is_full() {
-        table.grow(groups, arena);
+fn part_index(hash: u64, parts: usize) -> usize {
+    if parts == 1 {
+        0
+    } else {
+        debug_assert_eq!(parts, PARTS);
+        (hash >> (64 - PART_BITS)) as usize
     }
-    let slot = match table.find(hash, |row| {
-        let group = &groups[row as usize];
-        group.bucket == bucket && bytes_eq(group.key(arena), key)
-    }) {
-        Ok(row) => return Some(row),
-        Err(slot) => slot,
-    };
-    if groups.len() as u64 >= limits.groups_max {
-        return None;
+}
+
+impl KeyHash {
+    /// The hash of (bucket, key) that [`Rollup::prefetch`] gives and
+    /// [`Rollup::fold_hashed`] and [`Rollup::part_of`] take; the same in
+    /// every rollup.
+    #[inline]
+    pub fn of(bucket: Timestamp, key: &[u8]) -> Self {
+        Self(key_hash(bucket.0, key))
     }
-    let row = u32::try_from(groups.len()).expect("groups_max < 2^32");
-    table.insert_at(slot, hash, row);
-    for kind in aggs {
-        states.push(kind.state().expect("validated in new"));
+
+    /// The hash as a number, for a caller that keeps it in a buffer of its
+    /// own and gives it back with [`KeyHash::from_bits`].
+    #[inline]
+    pub fn bits(self) -> u64 {
+        self.0
     }
-    groups.push(Group::new(bucket, key, arena));
-    Some(row)
+
+    /// A hash kept with [`KeyHash::bits`]. A fold given a hash that is not
+    /// its key's misses its group (debug builds assert).
+    #[inline]
+    pub fn from_bits(bits: u64) -> Self {
+        Self(bits)
+    }
 }
 
 /// Row ids by key hash: open addressing with linear probing over a
@@ -881,10 +998,13 @@ mod tests {
                 0..3000,
             ),
             evict_at in 0usize..3000,
+            parts_after in proptest::prop_oneof![0usize..100, proptest::strategy::Just(usize::MAX)],
         ) {
             use std::collections::BTreeMap;
             let limits = Limits { retention_ms: Some(1), ..Limits::default() };
-            let mut rollup = Rollup::new(Shape { aggs: vec![AggKind::CountAll] }, limits).expect("valid");
+            let mut rollup = Rollup::new(Shape { aggs: vec![AggKind::CountAll] }, limits)
+                .expect("valid")
+                .with_parts_after(parts_after);
             let mut want: BTreeMap<(i64, Vec<u8>), u64> = BTreeMap::new();
             for (i, (bucket, key)) in folds.iter().enumerate() {
                 if i == evict_at {
@@ -905,6 +1025,14 @@ mod tests {
                 .collect();
             proptest::prop_assert_eq!(got.len(), rollup.group_count());
             proptest::prop_assert_eq!(got, want);
+            // Split once it held parts_after groups (eviction may have
+            // dropped some since), never before.
+            if rollup.group_count() >= parts_after {
+                proptest::prop_assert_eq!(rollup.parts(), PARTS);
+            }
+            if parts_after > folds.len() {
+                proptest::prop_assert_eq!(rollup.parts(), 1);
+            }
         }
     }
 }

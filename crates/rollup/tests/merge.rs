@@ -105,13 +105,24 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn any_split_merges_to_the_single_rollup(events in events(), workers in 1usize..5, seed in any::<u64>()) {
-        let mut single = Rollup::new(shape(), Limits::default()).expect("valid");
+    fn any_split_merges_to_the_single_rollup(
+        events in events(),
+        workers in 1usize..5,
+        seed in any::<u64>(),
+        parts_after in proptest::collection::vec(prop_oneof![0usize..40, Just(usize::MAX)], 5),
+    ) {
+        // The single rollup keeps one part; each partial splits into parts
+        // after its own number of groups (or never), so merges go between
+        // one part and many in every combination.
+        let mut single = Rollup::new(shape(), Limits::default())
+            .expect("valid")
+            .with_parts_after(usize::MAX);
         for e in &events {
             fold(&mut single, e);
         }
-        let mut partials: Vec<Rollup> =
-            (0..workers).map(|_| Rollup::new(shape(), Limits::default()).expect("valid")).collect();
+        let mut partials: Vec<Rollup> = (0..workers)
+            .map(|w| Rollup::new(shape(), Limits::default()).expect("valid").with_parts_after(parts_after[w]))
+            .collect();
         let mut x = seed | 1;
         for e in &events {
             x ^= x << 13;

@@ -1,0 +1,231 @@
+//! Routes held back per rollup part and folded a part at a time: the
+//! fold order of a large summary.
+//!
+//! A summary with 1.5M groups (AMPLab Query 2A's IP prefixes) has ~170 MB
+//! of index, group records and states. Folded in arrival order, every
+//! record misses the cache, and the TLB, three times: the prefetch ring
+//! ([`crate::run`]'s `Deferred`) overlaps the misses but cannot remove
+//! them. Once such a rollup splits into parts ([`Rollup::parts`], by the
+//! top bits of the key hash), a lane instead appends each routed record to
+//! the buffer of its part here and, when the buffers pass
+//! [`PENDING_BYTES_MAX`] or the worker ends, folds them part by part: each
+//! part's tables (under 1 MB) are loaded once and stay in the core's cache
+//! while thousands of records fold into them. The buffers are written in
+//! order, a line at a time. (The radix-partitioned aggregation of DuckDB
+//! and ClickHouse's two-level tables, kept streaming and bounded.)
+//!
+//! What is folded does not change: one group's records are in one part's
+//! buffer in arrival order, so each group folds exactly its records in
+//! order; only groups interleave differently. The lane holds records back
+//! only while that cannot change which groups open (the group limit cannot
+//! be reached by what it holds) and when no aggregate reads text
+//! (`topk` keeps names) and no retention window drops old buckets (whose
+//! drops depend on arrival order).
+//!
+//! A held record is encoded as
+//!
+//! ```text
+//!   | key hash u64 | bucket i64 | key length u32 | arguments u32 |
+//!   | per argument: tag u8, value u64 | key bytes |
+//! ```
+//!
+//! little-endian, back to back in its part's buffer.
+
+use cardinal_event::Timestamp;
+use cardinal_event::bytes::prefetch;
+use cardinal_rollup::{KeyHash, Rollup};
+use cardinal_route::{Arg, Routed};
+
+/// Bytes of records one lane of one worker holds back before folding them
+/// (about 6M records of Query 2A). Larger buffers fold more records into
+/// each part's tables per load (bench/README.md, "Folding a part at a
+/// time"); this bounds the memory.
+pub(crate) const PENDING_BYTES_MAX: usize = 256 << 20;
+
+/// How many held records ahead of the fold a drain loads the index slot;
+/// the group record and states are loaded halfway.
+const DRAIN_PREFETCH_DEPTH: usize = 8;
+
+/// How far past its end a part's buffer is loaded after each record.
+const WRITE_AHEAD_BYTES: usize = 64;
+
+const HEADER_BYTES: usize = 24;
+const ARG_BYTES: usize = 9;
+
+/// Records held back, one buffer per part of the lane's rollup.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    parts: Vec<Vec<u8>>,
+    rows: usize,
+    bytes: usize,
+    /// Decoded arguments of the record being folded (reused).
+    args: Vec<Arg>,
+}
+
+/// A held record, read from a part's buffer.
+struct Held<'b> {
+    hash: KeyHash,
+    bucket: Timestamp,
+    args: &'b [u8],
+    key: &'b [u8],
+}
+
+impl Pending {
+    /// Records held.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Whether the buffers have reached [`PENDING_BYTES_MAX`].
+    pub(crate) fn is_full(&self) -> bool {
+        self.bytes >= PENDING_BYTES_MAX
+    }
+
+    /// Holds `routed` back in the buffer of the part of `rollup` its key
+    /// belongs to.
+    pub(crate) fn push(&mut self, rollup: &Rollup, routed: &Routed) {
+        let bucket = routed.bucket.unwrap_or(Timestamp(0));
+        let hash = KeyHash::of(bucket, &routed.key);
+        if self.parts.len() != rollup.parts() {
+            debug_assert_eq!(self.rows, 0, "parts change only while nothing is held");
+            let parts = rollup.parts();
+            self.parts = (0..parts)
+                .map(|_| Vec::with_capacity(PENDING_BYTES_MAX / parts))
+                .collect();
+        }
+        let buffer = &mut self.parts[rollup.part_of(hash)];
+        let before = buffer.len();
+        let key_len = u32::try_from(routed.key.len()).expect("key within KEY_BYTES_MAX");
+        let arg_count = u32::try_from(routed.args.len()).expect("arguments of one summary");
+        buffer.extend_from_slice(&hash.bits().to_le_bytes());
+        buffer.extend_from_slice(&bucket.0.to_le_bytes());
+        buffer.extend_from_slice(&key_len.to_le_bytes());
+        buffer.extend_from_slice(&arg_count.to_le_bytes());
+        for arg in &routed.args {
+            let (tag, value) = encode(arg);
+            buffer.push(tag);
+            buffer.extend_from_slice(&value.to_le_bytes());
+        }
+        buffer.extend_from_slice(&routed.key);
+        // The part's next record comes hundreds of records later: load the
+        // line it will start in now, or its stores wait for it then, and
+        // stores leave the core in order.
+        if let Some(ahead) = buffer.spare_capacity_mut().get(WRITE_AHEAD_BYTES) {
+            prefetch(ahead);
+        }
+        self.bytes += buffer.len() - before;
+        self.rows += 1;
+    }
+
+    /// Folds every held record into `rollup`, part by part, each through
+    /// `fold(rollup, hash, bucket, key, arguments)`, and empties the
+    /// buffers (keeping their memory for the next records).
+    pub(crate) fn drain(
+        &mut self,
+        rollup: &mut Rollup,
+        mut fold: impl FnMut(&mut Rollup, KeyHash, Timestamp, &[u8], &[Arg]),
+    ) {
+        if self.rows == 0 {
+            return;
+        }
+        for buffer in &mut self.parts {
+            let mut ahead = 0;
+            let mut halfway = 0;
+            for _ in 0..DRAIN_PREFETCH_DEPTH {
+                if let Some(held) = read(buffer, &mut ahead) {
+                    rollup.prefetch_slot(held.hash);
+                }
+            }
+            for _ in 0..DRAIN_PREFETCH_DEPTH / 2 {
+                if let Some(held) = read(buffer, &mut halfway) {
+                    rollup.prefetch_group(held.hash);
+                }
+            }
+            let mut at = 0;
+            while let Some(held) = read(buffer, &mut at) {
+                if let Some(next) = read(buffer, &mut ahead) {
+                    rollup.prefetch_slot(next.hash);
+                }
+                if let Some(next) = read(buffer, &mut halfway) {
+                    rollup.prefetch_group(next.hash);
+                }
+                self.args.clear();
+                self.args
+                    .extend(held.args.chunks_exact(ARG_BYTES).map(decode));
+                fold(rollup, held.hash, held.bucket, held.key, &self.args);
+            }
+            buffer.clear();
+        }
+        self.rows = 0;
+        self.bytes = 0;
+    }
+}
+
+/// The held record at `*at` in `buffer`, moving `*at` past it; `None` at
+/// the end.
+#[inline]
+fn read<'b>(buffer: &'b [u8], at: &mut usize) -> Option<Held<'b>> {
+    let header = buffer.get(*at..*at + HEADER_BYTES)?;
+    let word = |i: usize| u64::from_le_bytes(header[i..i + 8].try_into().expect("8 bytes"));
+    let half = |i: usize| u32::from_le_bytes(header[i..i + 4].try_into().expect("4 bytes"));
+    let args = half(20) as usize * ARG_BYTES;
+    let key = half(16) as usize;
+    let start = *at + HEADER_BYTES;
+    *at = start + args + key;
+    Some(Held {
+        hash: KeyHash::from_bits(word(0)),
+        bucket: Timestamp(word(8).cast_signed()),
+        args: &buffer[start..start + args],
+        key: &buffer[start + args..*at],
+    })
+}
+
+/// An argument as (tag, value bits).
+#[inline]
+fn encode(arg: &Arg) -> (u8, u64) {
+    match *arg {
+        Arg::Null => (0, 0),
+        Arg::Bool(b) => (1, u64::from(b)),
+        Arg::Int(i) => (2, i.cast_unsigned()),
+        Arg::Float(f) => (3, f.to_bits()),
+        Arg::Time(t) => (4, t.0.cast_unsigned()),
+        Arg::Text { hash } => (5, hash),
+    }
+}
+
+/// The argument [`encode`] wrote as `bytes` (tag, then value).
+#[inline]
+fn decode(bytes: &[u8]) -> Arg {
+    let value = u64::from_le_bytes(bytes[1..9].try_into().expect("8 bytes"));
+    match bytes[0] {
+        0 => Arg::Null,
+        1 => Arg::Bool(value != 0),
+        2 => Arg::Int(value.cast_signed()),
+        3 => Arg::Float(f64::from_bits(value)),
+        4 => Arg::Time(Timestamp(value.cast_signed())),
+        5 => Arg::Text { hash: value },
+        tag => unreachable!("argument tag {tag} was never written"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_of((tag, value): (u8, u64)) -> Vec<u8> {
+        let mut bytes = vec![tag];
+        bytes.extend_from_slice(&value.to_le_bytes());
+        bytes
+    }
+
+    proptest::proptest! {
+        /// Every argument reads back as written (compared as encoded, so
+        /// that a NaN compares equal to itself).
+        #[test]
+        fn arguments_round_trip(tag in 0u8..6, value: u64) {
+            let arg = decode(&bytes_of((tag, value)));
+            let written = encode(&arg);
+            proptest::prop_assert_eq!(encode(&decode(&bytes_of(written))), written);
+        }
+    }
+}
