@@ -37,10 +37,12 @@ use cardinal_rollup::{KeyHash, Rollup};
 use cardinal_route::{Arg, Routed};
 
 /// Bytes of records one lane of one worker holds back before folding them
-/// (about 6M records of Query 2A). Larger buffers fold more records into
-/// each part's tables per load (bench/README.md, "Folding a part at a
-/// time"); this bounds the memory.
-pub(crate) const PENDING_BYTES_MAX: usize = 256 << 20;
+/// (about 1.5M records of Query 2A). Query 2A ran as fast with 32 MiB as
+/// with 256 MiB (bench/README.md, "Folding a part at a time"): what counts
+/// is that one part's records fold together, while its tables are in the
+/// cache and the TLB's reach, not how many. The smaller buffer holds
+/// 126 MB less per worker.
+pub(crate) const PENDING_BYTES_MAX: usize = 64 << 20;
 
 /// How many held records ahead of the fold a drain loads the index slot;
 /// the group record and states are loaded halfway.
