@@ -1227,9 +1227,14 @@ impl<'a> Fold<'a> {
             .iter()
             .zip(shapes)
             .map(|(summary, shape)| -> Result<Lane<'a>> {
+                let feeds = feeds_of(summary, shape);
+                // topk keeps its candidates' names, which held records do
+                // not carry; a retention window drops by arrival order.
+                let can_pend = limits.retention_ms.is_none()
+                    && !feeds.iter().any(|feed| matches!(feed, Feed::TopK(_)));
                 Ok(Lane {
                     summary,
-                    feeds: feeds_of(summary, shape),
+                    feeds,
                     filter_owner: summaries
                         .iter()
                         .position(|t| t.filter == summary.filter)
@@ -1246,10 +1251,7 @@ impl<'a> Fold<'a> {
                         first: 0,
                         len: 0,
                     },
-                    can_pend: limits.retention_ms.is_none()
-                        && !feeds_of(summary, shape)
-                            .iter()
-                            .any(|feed| matches!(feed, Feed::TopK(_))),
+                    can_pend,
                     pending: Pending::default(),
                 })
             })
