@@ -7,8 +7,9 @@
 //! ([`crate::run`]'s `Deferred`) overlaps the misses but cannot remove
 //! them. Once such a rollup splits into parts ([`Rollup::parts`], by the
 //! top bits of the key hash), a lane instead appends each routed record to
-//! the buffer of its part here and, when the buffers pass
-//! [`PENDING_BYTES_MAX`] or the worker ends, folds them part by part: each
+//! the buffer of its part here and, when the worker's lanes together hold
+//! [`PENDING_BYTES_MAX`] (then the lane holding the most) or the worker
+//! ends, folds them part by part: each
 //! part's tables (under 1 MB) are loaded once and stay in the core's cache
 //! while thousands of records fold into them. The buffers are written in
 //! order, a line at a time. (The radix-partitioned aggregation of DuckDB
@@ -36,8 +37,8 @@ use cardinal_event::bytes::{prefetch, tail_word};
 use cardinal_rollup::{KeyHash, Rollup};
 use cardinal_route::{Arg, Routed};
 
-/// Bytes of records one lane of one worker holds back before folding them
-/// (about 1.5M records of Query 2A). Query 2A ran as fast with 32 MiB as
+/// Bytes of records one worker holds back, all lanes together, before the
+/// lane holding the most folds them (about 1.5M records of Query 2A). Query 2A ran as fast with 32 MiB as
 /// with 256 MiB (bench/README.md, "Folding a part at a time"): what counts
 /// is that one part's records fold together, while its tables are in the
 /// cache and the TLB's reach, not how many. The smaller buffer holds
@@ -82,9 +83,9 @@ impl Pending {
         self.rows
     }
 
-    /// Whether the buffers have reached [`PENDING_BYTES_MAX`].
-    pub(crate) fn is_full(&self) -> bool {
-        self.bytes >= PENDING_BYTES_MAX
+    /// Bytes of the records held.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Holds `routed` back in the buffer of the part of `rollup` its key

@@ -31,7 +31,7 @@ use cardinal_route::{
 use cardinal_source::{LineReader, split_file};
 
 use crate::attribute;
-use crate::pending::Pending;
+use crate::pending::{PENDING_BYTES_MAX, Pending};
 use crate::progress::Progress;
 
 /// Most aggregates one summary may have: each record's inputs live in a
@@ -1165,6 +1165,10 @@ struct Fold<'a> {
     /// Lanes whose rollup has at least this many groups hold routes back
     /// and prefetch ([`PREFETCH_GROUPS_MIN`]; tests vary it).
     prefetch_groups_min: usize,
+    /// Bytes of records all lanes together may hold per part before the
+    /// lane holding the most folds them ([`PENDING_BYTES_MAX`]; tests vary
+    /// it).
+    pending_bytes_max: usize,
 }
 
 /// One summary's part of a [`Fold`].
@@ -1266,6 +1270,7 @@ impl<'a> Fold<'a> {
             scratch: Scratch::default(),
             reject_lines: String::new(),
             prefetch_groups_min: PREFETCH_GROUPS_MIN,
+            pending_bytes_max: PENDING_BYTES_MAX,
         })
     }
 
@@ -1292,6 +1297,7 @@ impl<'a> Fold<'a> {
             );
             return;
         }
+        let mut held = false;
         for lane in &mut self.lanes {
             if !lane.passed {
                 continue;
@@ -1301,6 +1307,7 @@ impl<'a> Fold<'a> {
                 && lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX
             {
                 if lane.pend(&mut self.hashed) {
+                    held = true;
                     continue;
                 }
             } else if lane.rollup.group_count() >= self.prefetch_groups_min
@@ -1327,6 +1334,24 @@ impl<'a> Fold<'a> {
                     &format!("{name}: {}", at()),
                 );
             }
+        }
+        if held {
+            self.bound_pending();
+        }
+    }
+
+    /// Folds the records of the lane holding the most once the lanes
+    /// together hold `pending_bytes_max`: the bound is per worker, however
+    /// many large summaries it folds.
+    fn bound_pending(&mut self) {
+        let held: usize = self.lanes.iter().map(|lane| lane.pending.bytes()).sum();
+        if held >= self.pending_bytes_max
+            && let Some(lane) = self
+                .lanes
+                .iter_mut()
+                .max_by_key(|lane| lane.pending.bytes())
+        {
+            lane.drain(&mut self.hashed);
         }
     }
 
@@ -1377,14 +1402,12 @@ impl<'a> Fold<'a> {
 
 impl Lane<'_> {
     /// Holds the current route back in its part's buffer (see
-    /// [`Pending`]), folding what is held first when the buffers are full;
-    /// `false` (holding nothing) when the route must be folded at once:
+    /// [`Pending`]; the worker bounds what its lanes hold together,
+    /// [`Fold::bound_pending`]); `false` (holding nothing) when the route
+    /// must be folded at once:
     /// when the held routes could then open more groups than the limit,
     /// whose choice of groups would depend on the order.
     fn pend(&mut self, hashed: &mut HashMemo) -> bool {
-        if self.pending.is_full() {
-            self.drain(hashed);
-        }
         let groups_max = usize::try_from(self.rollup.limits().groups_max).unwrap_or(usize::MAX);
         let groups = self.rollup.group_count();
         if groups < groups_max && groups + self.pending.rows() + 1 > groups_max {
@@ -1898,6 +1921,7 @@ mod fold_tests {
             rows in proptest::collection::vec((0u8..3, 0u16..600, -5i64..5, 0u8..8), 0..1500),
             batch in 1usize..200,
             groups_max in 300u64..2000,
+            pending_bytes_max in 1usize..5000,
         ) {
             let plan = Plan::compile(
                 "CREATE STREAM s (ts TIMESTAMP, ip TEXT, n BIGINT, site TEXT) WITH (time = 'ts');
@@ -1919,6 +1943,7 @@ mod fold_tests {
                     let mut fold =
                         Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
                     fold.prefetch_groups_min = min;
+                    fold.pending_bytes_max = pending_bytes_max;
                     for lane in &mut fold.lanes {
                         lane.rollup = lane.rollup.clone().with_parts_after(parts_after);
                     }
