@@ -7,11 +7,11 @@
 //! ([`crate::run`]'s `Deferred`) overlaps the misses but cannot remove
 //! them. Once such a rollup splits into parts ([`Rollup::parts`], by the
 //! top bits of the key hash), a lane instead appends each routed record to
-//! the buffer of its part here and, when the worker's lanes together hold
-//! [`PENDING_BYTES_MAX`] (then the lane holding the most) or the worker
-//! ends, folds them part by part: each
-//! part's tables (under 1 MB) are loaded once and stay in the core's cache
-//! while thousands of records fold into them. The buffers are written in
+//! the buffer of its part here, and folds them part by part when the
+//! worker's lanes together hold [`PENDING_BYTES_MAX`] (the lane holding
+//! the most folds) or the worker ends: each part's tables (under 1 MB) are
+//! loaded once and stay in the core's cache while thousands of records
+//! fold into them. The buffers are written in
 //! order, a line at a time. (The radix-partitioned aggregation of DuckDB
 //! and ClickHouse's two-level tables, kept streaming and bounded.)
 //!
@@ -37,12 +37,15 @@ use cardinal_event::bytes::{prefetch, tail_word};
 use cardinal_rollup::{KeyHash, Rollup};
 use cardinal_route::{Arg, Routed};
 
+use crate::run::AGGREGATES_MAX;
+
 /// Bytes of records one worker holds back, all lanes together, before the
-/// lane holding the most folds them (about 1.5M records of Query 2A). Query 2A ran as fast with 32 MiB as
-/// with 256 MiB (bench/README.md, "Folding a part at a time"): what counts
-/// is that one part's records fold together, while its tables are in the
-/// cache and the TLB's reach, not how many. The smaller buffer holds
-/// 126 MB less per worker.
+/// lane holding the most folds them (about 1.5M records of Query 2A).
+/// Query 2A ran as fast with 32 MiB as with 256 MiB (bench/README.md,
+/// "Shorter output and held-record paths"): what counts is that one
+/// part's records fold together, while its tables are in the cache and
+/// the TLB's reach, not how many. 64 MiB holds 126 MB less per worker than
+/// 256 did.
 pub(crate) const PENDING_BYTES_MAX: usize = 64 << 20;
 
 /// How many held records ahead of the fold a drain loads the index slot;
@@ -52,12 +55,15 @@ const DRAIN_PREFETCH_DEPTH: usize = 8;
 /// How far past its end a part's buffer is loaded after each record.
 const WRITE_AHEAD_BYTES: usize = 64;
 
+/// Bytes of a held record's header: hash, bucket, key length, arguments.
 const HEADER_BYTES: usize = 24;
+
+/// Bytes of one held argument: tag, value.
+const ARG_BYTES: usize = 9;
 
 /// Records encoded in at most this many bytes, with a key of at most 16,
 /// are built on the stack and appended with one fixed-size copy.
 const SHORT_ROW_BYTES: usize = 64;
-const ARG_BYTES: usize = 9;
 
 /// Records held back, one buffer per part of the lane's rollup.
 #[derive(Debug, Default)]
@@ -104,28 +110,38 @@ impl Pending {
         let before = buffer.len();
         let key_len = u32::try_from(routed.key.len()).expect("key within KEY_BYTES_MAX");
         let arg_count = u32::try_from(routed.args.len()).expect("arguments of one summary");
-        let len = HEADER_BYTES + routed.args.len() * ARG_BYTES + routed.key.len();
-        if let (true, Some(words)) = (len <= SHORT_ROW_BYTES, short_key_words(&routed.key)) {
-            // Built in registers and written as one fixed-size copy (then
-            // cut to length): no memcpy call, no length check per field.
-            let mut row = [0u8; SHORT_ROW_BYTES + 16];
-            row[0..8].copy_from_slice(&hash.bits().to_le_bytes());
-            row[8..16].copy_from_slice(&bucket.0.to_le_bytes());
-            row[16..20].copy_from_slice(&key_len.to_le_bytes());
-            row[20..24].copy_from_slice(&arg_count.to_le_bytes());
-            let mut at = HEADER_BYTES;
-            for arg in &routed.args {
-                let (tag, value) = encode(arg);
-                row[at] = tag;
-                row[at + 1..at + ARG_BYTES].copy_from_slice(&value.to_le_bytes());
-                at += ARG_BYTES;
+        assert!(
+            routed.args.len() <= AGGREGATES_MAX,
+            "arguments of one summary"
+        );
+        // Header and arguments are built on the stack, then appended with
+        // the key: a short record (key of at most 16 bytes, read as two
+        // words) as one fixed-size copy cut to length, with no memcpy call
+        // and no length check per field.
+        let mut row = [0u8; HEADER_BYTES + AGGREGATES_MAX * ARG_BYTES + 16];
+        row[0..8].copy_from_slice(&hash.bits().to_le_bytes());
+        row[8..16].copy_from_slice(&bucket.0.to_le_bytes());
+        row[16..20].copy_from_slice(&key_len.to_le_bytes());
+        row[20..24].copy_from_slice(&arg_count.to_le_bytes());
+        let mut at = HEADER_BYTES;
+        for arg in &routed.args {
+            let (tag, value) = encode(arg);
+            row[at] = tag;
+            row[at + 1..at + ARG_BYTES].copy_from_slice(&value.to_le_bytes());
+            at += ARG_BYTES;
+        }
+        let len = at + routed.key.len();
+        match short_key_words(&routed.key) {
+            Some(words) if len <= SHORT_ROW_BYTES => {
+                row[at..at + 8].copy_from_slice(&words[0].to_le_bytes());
+                row[at + 8..at + 16].copy_from_slice(&words[1].to_le_bytes());
+                buffer.extend_from_slice(&row[..SHORT_ROW_BYTES]);
+                buffer.truncate(before + len);
             }
-            row[at..at + 8].copy_from_slice(&words[0].to_le_bytes());
-            row[at + 8..at + 16].copy_from_slice(&words[1].to_le_bytes());
-            buffer.extend_from_slice(&row[..SHORT_ROW_BYTES]);
-            buffer.truncate(before + len);
-        } else {
-            Self::push_long(buffer, hash, bucket, key_len, arg_count, routed);
+            _ => {
+                buffer.extend_from_slice(&row[..at]);
+                buffer.extend_from_slice(&routed.key);
+            }
         }
         // The part's next record comes hundreds of records later: load the
         // line it will start in now, or its stores wait for it then, and
@@ -135,28 +151,6 @@ impl Pending {
         }
         self.bytes += len;
         self.rows += 1;
-    }
-
-    /// [`Pending::push`] of a record whose encoding is longer than
-    /// [`SHORT_ROW_BYTES`] or whose key is longer than 16 bytes.
-    fn push_long(
-        buffer: &mut Vec<u8>,
-        hash: KeyHash,
-        bucket: Timestamp,
-        key_len: u32,
-        arg_count: u32,
-        routed: &Routed,
-    ) {
-        buffer.extend_from_slice(&hash.bits().to_le_bytes());
-        buffer.extend_from_slice(&bucket.0.to_le_bytes());
-        buffer.extend_from_slice(&key_len.to_le_bytes());
-        buffer.extend_from_slice(&arg_count.to_le_bytes());
-        for arg in &routed.args {
-            let (tag, value) = encode(arg);
-            buffer.push(tag);
-            buffer.extend_from_slice(&value.to_le_bytes());
-        }
-        buffer.extend_from_slice(&routed.key);
     }
 
     /// Folds every held record into `rollup`, part by part, each through
