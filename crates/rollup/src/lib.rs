@@ -27,6 +27,7 @@
 
 mod agg;
 mod error;
+mod rows;
 mod table;
 
 pub use agg::{

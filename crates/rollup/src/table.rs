@@ -43,6 +43,7 @@ use cardinal_event::Timestamp;
 use cardinal_event::bytes::{bytes_eq, prefetch, tail_word};
 
 use crate::agg::{AggKind, AggState, Input, Output};
+use crate::rows::Rows;
 use crate::{Error, Result};
 
 /// Longest encoded dimension key: a record whose key is longer is dropped
@@ -126,16 +127,27 @@ pub struct Rollup {
 
 /// A share of a rollup's groups: a table from (bucket, key) to row, the
 /// rows' group records and states.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Part {
     /// Row ids, found by [`key_hash`] of (bucket, key bytes).
     table: Index,
     /// One per row, in the order groups opened.
-    groups: Vec<Group>,
+    groups: Rows<Group>,
     /// Every group's key bytes, back to back, append-only (until eviction).
     arena: Vec<u8>,
-    /// Row `r` owns `states[r * width .. (r + 1) * width]`.
-    states: Vec<AggState>,
+    /// Row `r`'s states, one per aggregate.
+    states: Rows<AggState>,
+}
+
+impl Part {
+    fn new(width: usize) -> Self {
+        Self {
+            table: Index::default(),
+            groups: Rows::new(1),
+            arena: Vec::new(),
+            states: Rows::new(width),
+        }
+    }
 }
 
 /// Parts of a rollup past `parts_after` groups: a power of two, chosen by
@@ -264,10 +276,11 @@ impl Rollup {
                 });
             }
         }
+        let width = shape.aggs.len();
         Ok(Self {
             shape,
             limits,
-            parts: vec![Part::default()],
+            parts: vec![Part::new(width)],
             group_count: 0,
             parts_after: PARTS_AFTER_DEFAULT,
             last: (0, NO_ROW),
@@ -354,9 +367,11 @@ impl Rollup {
             return Folded::DroppedExpired;
         }
         self.newest_bucket = self.newest_bucket.max(bucket.0);
-        let width = self.shape.aggs.len();
         let (last_part, last_row) = self.last;
-        let at = match self.parts[last_part as usize].groups.get(last_row as usize) {
+        let at = match self.parts[last_part as usize]
+            .groups
+            .first_of(last_row as usize)
+        {
             Some(group)
                 if group.bucket == bucket.0
                     && bytes_eq(group.key(&self.parts[last_part as usize].arena), key) =>
@@ -378,8 +393,7 @@ impl Rollup {
                 }
             }
         };
-        let start = at.1 as usize * width;
-        let states = &mut self.parts[at.0 as usize].states[start..start + width];
+        let states = self.parts[at.0 as usize].states.row_mut(at.1 as usize);
         update(states, &self.shape.aggs);
         Folded::Ok
     }
@@ -427,14 +441,13 @@ impl Rollup {
     /// rows whose tag matches in the slots probed (usually one).
     #[inline]
     pub fn prefetch_group(&self, hash: KeyHash) {
-        let width = self.shape.aggs.len();
         let part = &self.parts[self.part_of(hash)];
         part.table.rows_tagged(hash.0, |row| {
             let row = row as usize;
-            if let Some(group) = part.groups.get(row) {
+            if let Some(group) = part.groups.first_of(row) {
                 prefetch(group);
             }
-            if let Some(state) = part.states.get(row * width) {
+            if let Some(state) = part.states.first_of(row) {
                 prefetch(state);
             }
         });
@@ -447,7 +460,7 @@ impl Rollup {
     pub fn prefetch_key(&self, hash: KeyHash) {
         let part = &self.parts[self.part_of(hash)];
         part.table.rows_tagged(hash.0, |row| {
-            if let Some(group) = part.groups.get(row as usize)
+            if let Some(group) = part.groups.first_of(row as usize)
                 && let Some(start) = group.arena_start()
                 && let Some(byte) = part.arena.get(start)
             {
@@ -468,7 +481,6 @@ impl Rollup {
                 reason: format!("{:?} and {:?}", self.shape, other.shape),
             });
         }
-        let width = self.shape.aggs.len();
         if self.parts.len() == 1 && self.group_count + other.group_count >= self.parts_after {
             self.split();
         }
@@ -478,7 +490,7 @@ impl Rollup {
             // prefetches) when the parts correspond.
             if self.parts.len() == other.parts.len() {
                 let groups_max = usize::try_from(self.limits.groups_max).unwrap_or(usize::MAX);
-                if let Some(first) = from.groups.first() {
+                if let Some(first) = from.groups.first_of(0) {
                     let into = part_index(first.hash(&from.arena), self.parts.len());
                     let into = &mut self.parts[into];
                     let most = (into.groups.len() + from.groups.len()).min(groups_max);
@@ -490,10 +502,10 @@ impl Rollup {
             // pass so the probes below can start theirs early.
             let hashes: Vec<KeyHash> = from
                 .groups
-                .iter()
+                .firsts()
                 .map(|g| KeyHash(g.hash(&from.arena)))
                 .collect();
-            for (row, group) in from.groups.iter().enumerate() {
+            for (row, group) in from.groups.firsts().enumerate() {
                 // The probes of the groups MERGE_PREFETCH_DEPTH ahead are
                 // under way, as in a worker's fold (see `Rollup::prefetch`).
                 if let Some(&ahead) = hashes.get(row + MERGE_PREFETCH_DEPTH) {
@@ -501,7 +513,7 @@ impl Rollup {
                 }
                 if let Some(&halfway) = hashes.get(row + MERGE_PREFETCH_DEPTH / 2) {
                     self.prefetch_group(halfway);
-                    if let Some(state) = from.states.get((row + MERGE_PREFETCH_DEPTH / 2) * width) {
+                    if let Some(state) = from.states.first_of(row + MERGE_PREFETCH_DEPTH / 2) {
                         prefetch(state);
                     }
                 }
@@ -512,10 +524,9 @@ impl Rollup {
                         value: self.limits.groups_max,
                         reason: "the merged rollup has more groups than the limit",
                     })?;
-                let states = &mut self.parts[part as usize].states;
-                let (to, from_row) = (target as usize * width, row * width);
-                for i in 0..width {
-                    states[to + i].merge(&from.states[from_row + i])?;
+                let into = self.parts[part as usize].states.row_mut(target as usize);
+                for (into, from) in into.iter_mut().zip(from.states.row(row)) {
+                    into.merge(from)?;
                 }
             }
         }
@@ -536,22 +547,19 @@ impl Rollup {
         let width = self.shape.aggs.len();
         let before = self.group_count;
         for part in &mut self.parts {
-            let mut arena = Vec::with_capacity(part.arena.len());
-            let mut keep = 0;
-            for row in 0..part.groups.len() {
-                let group = part.groups[row];
+            let old = std::mem::replace(part, Part::new(width));
+            let mut states = old.states.into_items();
+            for group in old.groups.firsts() {
+                let row: Vec<AggState> = states.by_ref().take(width).collect();
                 if group.bucket >= oldest {
-                    part.groups[keep] =
-                        Group::new(group.bucket, group.key(&part.arena), &mut arena);
-                    for i in 0..width {
-                        part.states.swap(keep * width + i, row * width + i);
-                    }
-                    keep += 1;
+                    part.groups.push([Group::new(
+                        group.bucket,
+                        group.key(&old.arena),
+                        &mut part.arena,
+                    )]);
+                    part.states.push(row);
                 }
             }
-            part.groups.truncate(keep);
-            part.states.truncate(keep * width);
-            part.arena = arena;
             part.table.rebuild(&part.groups, &part.arena);
         }
         self.group_count = self.parts.iter().map(|p| p.groups.len()).sum();
@@ -578,15 +586,13 @@ impl Rollup {
     /// Each group's bucket, key and raw states, unordered, for exporters
     /// that need the sketches themselves (e.g. postgresql-hll hex).
     pub fn groups(&self) -> impl Iterator<Item = (Timestamp, &[u8], &[AggState])> {
-        let width = self.shape.aggs.len();
         self.parts.iter().flat_map(move |part| {
-            part.groups.iter().enumerate().map(move |(row, group)| {
-                (
-                    Timestamp(group.bucket),
-                    group.key(&part.arena),
-                    &part.states[row * width..(row + 1) * width],
-                )
-            })
+            part.groups
+                .firsts()
+                .zip(part.states.iter())
+                .map(move |(group, states)| {
+                    (Timestamp(group.bucket), group.key(&part.arena), states)
+                })
         })
     }
 
@@ -631,7 +637,7 @@ impl Rollup {
             part.table.grow(&part.groups, &part.arena);
         }
         let slot = match part.table.find(hash, |row| {
-            let group = &part.groups[row as usize];
+            let group = &part.groups.row(row as usize)[0];
             group.bucket == bucket && bytes_eq(group.key(&part.arena), key)
         }) {
             #[expect(clippy::cast_possible_truncation, reason = "below PARTS")]
@@ -643,10 +649,13 @@ impl Rollup {
         }
         let row = u32::try_from(part.groups.len()).expect("groups_max < 2^32");
         part.table.insert_at(slot, hash, row);
-        for kind in &self.shape.aggs {
-            part.states.push(kind.state().expect("validated in new"));
-        }
-        part.groups.push(Group::new(bucket, key, &mut part.arena));
+        part.states.push(
+            self.shape
+                .aggs
+                .iter()
+                .map(|kind| kind.state().expect("validated in new")),
+        );
+        part.groups.push([Group::new(bucket, key, &mut part.arena)]);
         self.group_count += 1;
         #[expect(clippy::cast_possible_truncation, reason = "below PARTS")]
         let at = (part_index as u32, row);
@@ -671,17 +680,17 @@ impl Rollup {
     fn split(&mut self) {
         debug_assert_eq!(self.parts.len(), 1);
         let width = self.shape.aggs.len();
-        let old = std::mem::take(&mut self.parts[0]);
-        let mut parts = vec![Part::default(); PARTS];
-        let mut states = old.states.into_iter();
-        for group in &old.groups {
+        let old = std::mem::replace(&mut self.parts[0], Part::new(width));
+        let mut parts: Vec<Part> = (0..PARTS).map(|_| Part::new(width)).collect();
+        let mut states = old.states.into_items();
+        for group in old.groups.firsts() {
             let part = &mut parts[part_index(group.hash(&old.arena), PARTS)];
-            part.groups.push(Group::new(
+            part.groups.push([Group::new(
                 group.bucket,
                 group.key(&old.arena),
                 &mut part.arena,
-            ));
-            part.states.extend(states.by_ref().take(width));
+            )]);
+            part.states.push(states.by_ref().take(width));
         }
         for part in &mut parts {
             part.table.rebuild(&part.groups, &part.arena);
@@ -701,12 +710,13 @@ impl Rollup {
                 .parts
                 .iter()
                 .map(|part| {
-                    let states: usize = part.states.iter().map(AggState::heap_bytes).sum();
+                    let states: usize =
+                        part.states.iter().flatten().map(AggState::heap_bytes).sum();
                     states
                         + part.table.heap_bytes()
-                        + part.groups.capacity() * std::mem::size_of::<Group>()
+                        + part.groups.heap_bytes()
                         + part.arena.capacity()
-                        + part.states.capacity() * std::mem::size_of::<AggState>()
+                        + part.states.heap_bytes()
                 })
                 .sum::<usize>()
     }
@@ -842,7 +852,7 @@ impl Index {
     }
 
     /// Grows once, if needed, so that `rows` rows fit at most half full.
-    fn reserve(&mut self, rows: usize, groups: &[Group], arena: &[u8]) {
+    fn reserve(&mut self, rows: usize, groups: &Rows<Group>, arena: &[u8]) {
         let slots = ((rows + 1) * 2).next_power_of_two().max(INDEX_SLOTS_MIN);
         if slots > self.slots.len() {
             self.fill(slots, groups, arena);
@@ -851,26 +861,26 @@ impl Index {
 
     /// Doubles the slots (or makes the first ones) and puts every row of
     /// `groups` back, by its key's hash.
-    fn grow(&mut self, groups: &[Group], arena: &[u8]) {
+    fn grow(&mut self, groups: &Rows<Group>, arena: &[u8]) {
         let slots = (self.slots.len() * 2).max(INDEX_SLOTS_MIN);
         self.fill(slots, groups, arena);
     }
 
     /// Rebuilds from `groups` (after eviction), at the smallest size that
     /// keeps them at most half full.
-    fn rebuild(&mut self, groups: &[Group], arena: &[u8]) {
+    fn rebuild(&mut self, groups: &Rows<Group>, arena: &[u8]) {
         let slots = ((groups.len() + 1) * 2)
             .next_power_of_two()
             .max(INDEX_SLOTS_MIN);
         self.fill(slots, groups, arena);
     }
 
-    fn fill(&mut self, slots: usize, groups: &[Group], arena: &[u8]) {
+    fn fill(&mut self, slots: usize, groups: &Rows<Group>, arena: &[u8]) {
         self.slots.clear();
         self.slots.resize(slots, 0);
         self.len = 0;
         let mask = slots - 1;
-        for (row, group) in groups.iter().enumerate() {
+        for (row, group) in groups.firsts().enumerate() {
             // Every (bucket, key) is distinct: the first empty slot from
             // its hash's start is its place.
             let hash = group.hash(arena);
