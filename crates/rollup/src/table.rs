@@ -6,16 +6,18 @@
 //!          a key's part is the top 8 bits of key_hash(bucket, key bytes). Each:
 //!  index:  Index           slots of (hash high 32 bits | row + 1), probed by
 //!                          the hash's low bits, linear, at most half full
-//!  groups: Vec<Group>      Group = | bucket i64 | len u32 | key bytes or arena start (20) |
+//!  groups: Rows<Group>     Group = | bucket i64 | len u32 | key bytes or arena start (20) |
 //!  arena:  Vec<u8>         the key bytes of groups whose key is over 20 bytes
-//!  states: Vec<AggState>   row r owns states[r*A .. (r+1)*A]
+//!  states: Rows<AggState>  row r's A states, side by side
 //! ```
 //!
 //! Parts exist for the caller that orders its folds by part
 //! ([`Rollup::part_of`]): a part of a 1.5M-group rollup is under 1 MB, so
 //! folds into one part one after another stay in the cache. Growth is per
 //! part, so no single rehash moves the whole table, and merges go part by
-//! part.
+//! part. Group records and states are kept in blocks of 256 rows that never
+//! move ([`crate::rows`]): growing a part allocates a block instead of
+//! copying the part and leaving its old buffer behind.
 //!
 //! A key of at most [`INLINE_KEY_BYTES`] (an IP prefix, a state, a small
 //! integer: most dimension keys) sits in its 32-byte group record, so a
