@@ -1302,17 +1302,14 @@ impl<'a> Fold<'a> {
             if !lane.passed {
                 continue;
             }
-            if lane.can_pend
-                && lane.rollup.parts() > 1
-                && lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX
-            {
+            // A key too long is folded at once, to be rejected.
+            let key_fits = lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX;
+            if key_fits && lane.can_pend && lane.rollup.parts() > 1 {
                 if lane.pend(&mut self.hashed) {
                     held = true;
                     continue;
                 }
-            } else if lane.rollup.group_count() >= self.prefetch_groups_min
-                && lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX
-            {
+            } else if key_fits && lane.rollup.group_count() >= self.prefetch_groups_min {
                 lane.defer(&mut self.hashed);
                 continue;
             }

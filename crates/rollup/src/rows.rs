@@ -33,6 +33,11 @@ impl<T> Rows<T> {
         }
     }
 
+    /// Items per row.
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+
     /// The number of rows.
     #[inline]
     pub(crate) fn len(&self) -> usize {

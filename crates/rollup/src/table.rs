@@ -150,6 +150,35 @@ impl Part {
             states: Rows::new(width),
         }
     }
+
+    /// Moves each group, with its states, into `into[choose(group, key)]`,
+    /// dropping the groups `choose` maps to `None`, then rebuilds the
+    /// indexes of `into` (a split spreads one part over all; an eviction
+    /// keeps a part's recent groups).
+    fn move_groups(
+        self,
+        into: &mut [Part],
+        mut choose: impl FnMut(&Group, &[u8]) -> Option<usize>,
+    ) {
+        let width = self.states.width();
+        let mut states = self.states.into_items();
+        for group in self.groups.firsts() {
+            let key = group.key(&self.arena);
+            let row = states.by_ref().take(width);
+            match choose(group, key) {
+                Some(at) => {
+                    let part = &mut into[at];
+                    part.groups
+                        .push([Group::new(group.bucket, key, &mut part.arena)]);
+                    part.states.push(row);
+                }
+                None => row.for_each(drop),
+            }
+        }
+        for part in into {
+            part.table.rebuild(&part.groups, &part.arena);
+        }
+    }
 }
 
 /// Parts of a rollup past `parts_after` groups: a power of two, chosen by
@@ -550,19 +579,9 @@ impl Rollup {
         let before = self.group_count;
         for part in &mut self.parts {
             let old = std::mem::replace(part, Part::new(width));
-            let mut states = old.states.into_items();
-            for group in old.groups.firsts() {
-                let row: Vec<AggState> = states.by_ref().take(width).collect();
-                if group.bucket >= oldest {
-                    part.groups.push([Group::new(
-                        group.bucket,
-                        group.key(&old.arena),
-                        &mut part.arena,
-                    )]);
-                    part.states.push(row);
-                }
-            }
-            part.table.rebuild(&part.groups, &part.arena);
+            old.move_groups(std::slice::from_mut(part), |group, _| {
+                (group.bucket >= oldest).then_some(0)
+            });
         }
         self.group_count = self.parts.iter().map(|p| p.groups.len()).sum();
         self.last = (0, NO_ROW);
@@ -684,19 +703,9 @@ impl Rollup {
         let width = self.shape.aggs.len();
         let old = std::mem::replace(&mut self.parts[0], Part::new(width));
         let mut parts: Vec<Part> = (0..PARTS).map(|_| Part::new(width)).collect();
-        let mut states = old.states.into_items();
-        for group in old.groups.firsts() {
-            let part = &mut parts[part_index(group.hash(&old.arena), PARTS)];
-            part.groups.push([Group::new(
-                group.bucket,
-                group.key(&old.arena),
-                &mut part.arena,
-            )]);
-            part.states.push(states.by_ref().take(width));
-        }
-        for part in &mut parts {
-            part.table.rebuild(&part.groups, &part.arena);
-        }
+        old.move_groups(&mut parts, |group, key| {
+            Some(part_index(key_hash(group.bucket, key), PARTS))
+        });
         self.parts = parts;
         self.last = (0, NO_ROW);
     }
