@@ -12,12 +12,18 @@
 #     the thread CPU clock;
 #  3. the same workload one append at a time, every operation timed by the
 #     thread CPU clock (the per-operation histogram), to 20M live keys;
-#  4. (control, not in the default) the noise floor: 9.5M batches of fixed
+#  4. (repeat, not in the default) every operation timed by the thread CPU
+#     clock, each run twice with the same seed: the index alone to 500M
+#     keys, and the store grown to ~200M keys (300M appends). Operations of
+#     at least 100 us go to a log per run; bench/chains/repeat.py joins the
+#     logs, so an operation over 1 ms in one run only is told from one whose
+#     own work passes 1 ms (it does in every run);
+#  5. (control, not in the default) the noise floor: 9.5M batches of fixed
 #     work (448 random read-modify-writes over a resident 16 GiB buffer,
 #     about a median store batch), timed as the store's batches: how many
 #     pass 1 ms is what the machine adds.
 #
-#   bench/chains/scale.sh [index|long|per-op|control]...   (default: the first three)
+#   bench/chains/scale.sh [index|long|per-op|repeat|control]...   (default: the first three)
 #
 # Results go to bench/chains/out/ (not committed); bench/README.md has the
 # numbers of a run. The long run needs ~16 GiB; the page cache is dropped
@@ -45,6 +51,21 @@ for step in "${@:-index long per-op}"; do
             echo "== grow to ~200M keys, then steady state: 1.4B appends, batches of 64"
             drop_caches
             "$BIN" --mode chains "${WORKLOAD[@]}" --appends 1400000000 --timing batch --report-every 100000000 | tee "$OUT/long.txt"
+            ;;
+        repeat)
+            for run in 1 2; do
+                echo "== the index alone to 500M keys, every insert timed (CPU clock), run $run"
+                "$BIN" --mode index --keys-max 500000000 --report-every 50000000 --clock cpu \
+                    --slow-log "$OUT/repeat_index_$run.tsv" | tee "$OUT/repeat_index_$run.txt"
+            done
+            bench/chains/repeat.py "$OUT"/repeat_index_{1,2}.tsv | tee "$OUT/repeat_index.txt"
+            for run in 1 2; do
+                echo "== the store to ~200M keys, every operation timed (CPU clock), run $run"
+                drop_caches
+                "$BIN" --mode chains "${WORKLOAD[@]}" --appends 300000000 --timing op --clock cpu \
+                    --report-every 50000000 --slow-log "$OUT/repeat_store_$run.tsv" | tee "$OUT/repeat_store_$run.txt"
+            done
+            bench/chains/repeat.py "$OUT"/repeat_store_{1,2}.tsv | tee "$OUT/repeat_store.txt"
             ;;
         control)
             echo "== the noise floor: batches of fixed work over 16 GiB, timed as the store's batches"

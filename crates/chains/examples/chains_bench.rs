@@ -72,6 +72,12 @@ struct Args {
     /// `control` mode: advise the buffer for transparent huge pages (as
     /// the store's arena and large index tables are).
     control_thp: bool,
+    /// Write every timed operation of at least `slow_us` to this file (op
+    /// number, cause, ns): the runs are deterministic, so joining the logs
+    /// of repeated runs (`bench/chains/repeat.py`) tells an operation's own
+    /// work from time the machine took.
+    slow_log: Option<PathBuf>,
+    slow_us: u64,
 }
 
 fn parse_args() -> Args {
@@ -94,6 +100,8 @@ fn parse_args() -> Args {
         control_gib: 16,
         control_ops: 448,
         control_thp: false,
+        slow_log: None,
+        slow_us: 100,
     };
     let raw: Vec<String> = std::env::args().skip(1).collect();
     for pair in raw.chunks(2) {
@@ -118,6 +126,8 @@ fn parse_args() -> Args {
             "--control-gib" => args.control_gib = number(),
             "--control-ops" => args.control_ops = number(),
             "--control-thp" => args.control_thp = value == "on",
+            "--slow-log" => args.slow_log = Some(PathBuf::from(&value)),
+            "--slow-us" => args.slow_us = number(),
             "--huge-pages" => cardinal_chains::set_huge_pages(value == "on"),
             other => panic!("unknown flag {other}"),
         }
@@ -315,6 +325,40 @@ impl Histogram {
 }
 
 const CAUSES: [&str; 5] = ["append", "chain move", "shard growth", "trim slice", "emit"];
+
+/// The operations of a per-operation run that took at least `--slow-us`,
+/// numbered in the run's order (every timed operation counts, slow or
+/// not), one line each: `op<TAB>cause<TAB>ns`.
+struct SlowLog {
+    out: Option<std::io::BufWriter<std::fs::File>>,
+    threshold_ns: u64,
+    op: u64,
+}
+
+impl SlowLog {
+    fn new(args: &Args) -> SlowLog {
+        let out = args.slow_log.as_ref().map(|path| {
+            let mut out =
+                std::io::BufWriter::new(std::fs::File::create(path).expect("create --slow-log"));
+            writeln!(out, "op\tcause\tns").expect("write --slow-log");
+            out
+        });
+        SlowLog {
+            out,
+            threshold_ns: args.slow_us * 1000,
+            op: 0,
+        }
+    }
+
+    fn note(&mut self, cause: &str, ns: u64) {
+        self.op += 1;
+        if ns >= self.threshold_ns
+            && let Some(out) = &mut self.out
+        {
+            writeln!(out, "{}\t{cause}\t{ns}", self.op).expect("write --slow-log");
+        }
+    }
+}
 
 fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
@@ -757,6 +801,7 @@ fn run_per_op(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
         origin: Instant::now(),
     };
     let mut hists: Vec<Histogram> = CAUSES.iter().map(|_| Histogram::new()).collect();
+    let mut slow = SlowLog::new(run.args);
     while run.appends < run.args.appends {
         let now_ms = run.now_ms();
         match run.generate() {
@@ -765,6 +810,7 @@ fn run_per_op(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
                 run.convert(user, now_ms);
                 let ns = clock.now() - t;
                 hists[4].record(ns);
+                slow.note(CAUSES[4], ns);
                 report.interval.max_ns = report.interval.max_ns.max(ns);
             }
             Op::Append(user, r) => {
@@ -779,6 +825,7 @@ fn run_per_op(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
                     0
                 };
                 hists[cause].record(ns);
+                slow.note(CAUSES[cause], ns);
                 report.interval.max_ns = report.interval.max_ns.max(ns);
                 if run.trim_due() {
                     let t = clock.now();
@@ -786,6 +833,7 @@ fn run_per_op(run: &mut ChainsRun, report: &mut Report) -> Vec<Histogram> {
                     let ns = clock.now() - t;
                     run.count_trim(&trim);
                     hists[3].record(ns);
+                    slow.note(CAUSES[3], ns);
                     report.interval.max_ns = report.interval.max_ns.max(ns);
                 }
                 report.maybe_print(run.appends, &run.store);
@@ -1042,7 +1090,11 @@ fn run_index(args: &Args) {
         "64 inserts (CPU clock)",
     ];
     let mut hists: Vec<Histogram> = names.iter().map(|_| Histogram::new()).collect();
-    let origin = Instant::now();
+    let clock = OpClock {
+        cpu: args.cpu_clock,
+        origin: Instant::now(),
+    };
+    let mut slow = SlowLog::new(args);
     let started = Instant::now();
     let cpu_started = thread_cpu();
     let mut interval = Interval::start();
@@ -1054,13 +1106,14 @@ fn run_index(args: &Args) {
         "keys_M\twall_Mops\tcpu_Mops\tkeys\trss_MiB\trss_B_per_key\tindex_B_per_key\tmax_op_us"
     );
     for i in 1..=args.keys_max {
-        let t = origin.elapsed().as_nanos() as u64;
+        let t = clock.now();
         let outcome = index
             .insert(user_of(i), (i % u64::from(u32::MAX)) as u32)
             .expect("room");
-        let ns = origin.elapsed().as_nanos() as u64 - t;
+        let ns = clock.now() - t;
         assert!(outcome.new_key);
         hists[usize::from(outcome.shard_grew)].record(ns);
+        slow.note(names[usize::from(outcome.shard_grew)], ns);
         interval.max_ns = interval.max_ns.max(ns);
         if i.is_multiple_of(64) {
             let now = cpu_now();
