@@ -14,7 +14,7 @@
 #     thread CPU clock (the per-operation histogram), to 20M live keys;
 #  4. (repeat, not in the default) every operation timed by the thread CPU
 #     clock, each run twice with the same seed: the index alone to 500M
-#     keys, and the store grown to ~200M keys (300M appends). Operations of
+#     keys, and the store grown to ~112M keys (150M appends). Operations of
 #     at least 100 us go to a log per run; bench/chains/repeat.py joins the
 #     logs, so an operation over 1 ms in one run only is told from one whose
 #     own work passes 1 ms (it does in every run);
@@ -60,10 +60,10 @@ for step in "${@:-index long per-op}"; do
             done
             bench/chains/repeat.py "$OUT"/repeat_index_{1,2}.tsv | tee "$OUT/repeat_index.txt"
             for run in 1 2; do
-                echo "== the store to ~200M keys, every operation timed (CPU clock), run $run"
+                echo "== the store to ~112M keys, every operation timed (CPU clock), run $run"
                 drop_caches
-                "$BIN" --mode chains "${WORKLOAD[@]}" --appends 300000000 --timing op --clock cpu \
-                    --report-every 50000000 --slow-log "$OUT/repeat_store_$run.tsv" | tee "$OUT/repeat_store_$run.txt"
+                "$BIN" --mode chains "${WORKLOAD[@]}" --appends 150000000 --timing op --clock cpu \
+                    --report-every 25000000 --slow-log "$OUT/repeat_store_$run.tsv" | tee "$OUT/repeat_store_$run.txt"
             done
             bench/chains/repeat.py "$OUT"/repeat_store_{1,2}.tsv | tee "$OUT/repeat_store.txt"
             ;;
