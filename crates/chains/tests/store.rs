@@ -292,6 +292,47 @@ fn a_trim_frees_expired_users_unread_and_reads_only_the_cutoffs_unit() {
     assert_eq!(store.keys(), 0);
 }
 
+/// Small trim slices over every slot of every group a few times, added up.
+fn slice_passes(store: &mut Store, now: u64) -> cardinal_chains::TrimOutcome {
+    let mut total = cardinal_chains::TrimOutcome::default();
+    let mut passes = 0;
+    while passes < 6 {
+        let slice = store.trim_slice(now, 7);
+        total.full_pass |= slice.full_pass;
+        total.chains_read += slice.chains_read;
+        total.chains_removed += slice.chains_removed;
+        total.chains_removed_unread += slice.chains_removed_unread;
+        passes += u32::from(slice.pass_done);
+    }
+    total
+}
+
+#[test]
+fn trusted_slices_read_no_chain_and_free_the_cutoffs_unit_a_unit_later() {
+    let mut store = tagged_store();
+    let t0 = 1_000_000_000;
+    for user in 0..500 {
+        store.append(UserId(user), &click(t0)).expect("room");
+    }
+    for user in 500..600 {
+        store.append(UserId(user), &click(t0 + 10_000)).expect("room");
+    }
+    assert!(store.trim_all(t0 + 500).full_pass);
+    // At t0 + 64.5 s the first 500 have expired (cutoff t0 + 500 ms), in
+    // the cutoff's own unit: slices leave them, reading no chain, and
+    // reads already return nothing of them.
+    let boundary = slice_passes(&mut store, t0 + 64_500);
+    assert!(!boundary.full_pass);
+    assert_eq!((boundary.chains_read, boundary.chains_removed), (0, 0));
+    assert_eq!(store.keys(), 600);
+    assert!(!store.chain(UserId(7), &mut Vec::new()).expect("own group"));
+    // Once the cutoff has passed their unit, a pass frees them unread.
+    let gone = slice_passes(&mut store, t0 + 65_000);
+    assert_eq!((gone.chains_read, gone.chains_removed_unread), (0, 500));
+    assert_eq!(store.keys(), 100);
+    assert!(store.chain(UserId(550), &mut Vec::new()).expect("own group"));
+}
+
 #[test]
 fn a_record_far_ahead_of_the_clock_is_never_freed_unread_too_soon() {
     let mut store = tagged_store();
