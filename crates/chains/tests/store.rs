@@ -315,7 +315,9 @@ fn trusted_slices_read_no_chain_and_free_the_cutoffs_unit_a_unit_later() {
         store.append(UserId(user), &click(t0)).expect("room");
     }
     for user in 500..600 {
-        store.append(UserId(user), &click(t0 + 10_000)).expect("room");
+        store
+            .append(UserId(user), &click(t0 + 10_000))
+            .expect("room");
     }
     assert!(store.trim_all(t0 + 500).full_pass);
     // At t0 + 64.5 s the first 500 have expired (cutoff t0 + 500 ms), in
@@ -330,7 +332,11 @@ fn trusted_slices_read_no_chain_and_free_the_cutoffs_unit_a_unit_later() {
     let gone = slice_passes(&mut store, t0 + 65_000);
     assert_eq!((gone.chains_read, gone.chains_removed_unread), (0, 500));
     assert_eq!(store.keys(), 100);
-    assert!(store.chain(UserId(550), &mut Vec::new()).expect("own group"));
+    assert!(
+        store
+            .chain(UserId(550), &mut Vec::new())
+            .expect("own group")
+    );
 }
 
 #[test]
