@@ -46,10 +46,11 @@
 //! user may have expired, and a slice leaves it for a later pass, which
 //! frees it unread (`trim_all` reads it to decide); any later tag means
 //! nothing of the user can go yet. So a user goes at most a unit and a
-//! pass after its last record expired. A tag may be up to [`TAG_FUTURE_UNITS_MAX`] units ahead of the
-//! clock (records newer than the last trim) and is at most 66 units old
-//! when written or checked; tags are trusted only while the last complete
-//! pass started at most [`TAG_GAP_UNITS_MAX`] units ago, so a trusted
+//! pass after its last record expired. A tag may be up to
+//! [`TAG_FUTURE_UNITS_MAX`] units ahead of the clock (records newer than
+//! the last trim) and is at most 66 units old when written or left by a
+//! check; tags are trusted only while the last complete pass started at
+//! most [`TAG_GAP_UNITS_MAX`] units ago, so a trusted
 //! tag's wrapped age is its true age. Whenever a tag could be wrong (a
 //! new or restored group, a record further ahead of the clock than the
 //! tags reach, a long gap between slices, a clock going backwards) the
