@@ -14,7 +14,7 @@
 //! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval |
 //! | `exact_distinct(x)` | [`ExactSet`] | set union | exact |
 //! | `quantiles(x)` | [`Quantiles`] (KLL) | KLL merge | rank error bound |
-//! | `topk(x, k)` | [`HeavyHitters`] + candidate names | counter add | upper bound, eps·N |
+//! | `topk(x, k)` | exact counts while at most [`TOPK_EXACT_KEYS_MAX`] keys, then [`HeavyHitters`] + candidate names | add counts / counter add | exact, then upper bound, eps·N |
 //! | `theta(x)` | [`Theta`] | union | estimate, ~95% bounds |
 //!
 //! Sums are kept in binary fixed point because floating-point addition is
@@ -52,6 +52,14 @@ const SUM_FIXED_VALUE_MAX: f64 = 4_611_686_018_427_387_904.0;
 /// Largest `k` of `topk(x, k)`: the candidate list is bounded (and so is the
 /// memory of names kept for it).
 pub const TOPK_K_MAX: u32 = 1_000;
+
+/// Distinct keys a `topk` state counts exactly before it turns into a
+/// Count-Min heavy-hitters sketch. A group that sees few distinct values
+/// (sites per day, say) keeps exact counts in a map well under the sketch's
+/// ~106 KiB table, and an insert is one map probe instead of five counter
+/// updates and a candidate check; past the limit the counts go into the
+/// sketch (each key with its count as weight) and the state stays a sketch.
+pub const TOPK_EXACT_KEYS_MAX: usize = 1_024;
 
 /// Most ranks one `approx_quantile` may ask for.
 pub const RANKS_MAX: usize = 8;
@@ -196,17 +204,70 @@ pub enum AggState {
     Shared,
     /// `topk(x, k)`: counts and the names of the current candidates.
     TopK {
-        /// Frequencies and candidate keys.
-        sketch: Box<HeavyHitters>,
-        /// Text of candidate keys, by key hash; pruned to the current
-        /// candidates whenever it reaches twice the candidate capacity and
-        /// after merges, so it stays bounded.
+        /// Exact counts, then a sketch ([`TOPK_EXACT_KEYS_MAX`]).
+        counts: TopCounts,
+        /// Text of keys by key hash: of every key while counts are exact;
+        /// then of the candidates, pruned to them whenever it reaches twice
+        /// the candidate capacity and after merges, so it stays bounded.
         names: HashMap<u64, Box<[u8]>, U64KeyBuild>,
         /// How many to report.
         k: u32,
     },
     /// `theta(x)`.
     Theta(Box<Theta>),
+}
+
+/// The counts of a `topk` state.
+#[derive(Debug, Clone)]
+pub enum TopCounts {
+    /// Count per key hash, while there are at most [`TOPK_EXACT_KEYS_MAX`].
+    Exact(HashMap<u64, u64, U64KeyBuild>),
+    /// Frequencies and candidate keys.
+    Sketch(Box<HeavyHitters>),
+}
+
+impl TopCounts {
+    /// Candidates a sketch keeps for `topk(x, k)`: four per reported item
+    /// keep the reported top k stable under merges (the candidate list is
+    /// what merges).
+    fn capacity(k: u32) -> u32 {
+        (k * 4).max(16)
+    }
+
+    /// A sketch holding `exact`'s counts, heaviest first so that they
+    /// become the candidates.
+    fn sketch_of(exact: &HashMap<u64, u64, U64KeyBuild>, k: u32) -> Result<Box<HeavyHitters>> {
+        let mut sketch = Box::new(HeavyHitters::new(Params::default(), Self::capacity(k))?);
+        let mut pairs: Vec<(u64, u64)> = exact.iter().map(|(&key, &n)| (key, n)).collect();
+        pairs.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        for (key, n) in pairs {
+            sketch.insert(key, n);
+        }
+        Ok(sketch)
+    }
+
+    /// Turns exact counts into a sketch (nothing for a sketch), keeping
+    /// only the candidates' names.
+    fn make_sketch(
+        &mut self,
+        names: &mut HashMap<u64, Box<[u8]>, U64KeyBuild>,
+        k: u32,
+    ) -> Result<()> {
+        if let TopCounts::Exact(exact) = self {
+            let sketch = Self::sketch_of(exact, k)?;
+            names.retain(|key, _| sketch.is_candidate(*key));
+            *self = TopCounts::Sketch(sketch);
+        }
+        Ok(())
+    }
+
+    /// Whether `key` may be reported: any counted key while exact.
+    fn keeps(&self, key: u64) -> bool {
+        match self {
+            TopCounts::Exact(exact) => exact.contains_key(&key),
+            TopCounts::Sketch(sketch) => sketch.is_candidate(key),
+        }
+    }
 }
 
 /// What one aggregate answers for one group.
@@ -255,11 +316,8 @@ impl AggKind {
                         reason: "must be in 1..=TOPK_K_MAX (1000)",
                     });
                 }
-                // Four candidates per reported item keep the reported top k
-                // stable under merges (the candidate list is what merges).
-                let capacity = (k * 4).max(16);
                 AggState::TopK {
-                    sketch: Box::new(HeavyHitters::new(Params::default(), capacity)?),
+                    counts: TopCounts::Exact(HashMap::default()),
                     names: HashMap::default(),
                     k,
                 }
@@ -348,13 +406,29 @@ impl AggState {
     /// candidate, so callers with integer values print them only then.
     #[inline]
     pub fn fold_topk(&mut self, hash: u64, name: impl FnOnce() -> Box<[u8]>) {
-        if let AggState::TopK { sketch, names, .. } = self {
-            sketch.insert(hash, 1);
-            if !names.contains_key(&hash) && sketch.is_candidate(hash) {
-                if names.len() >= 2 * sketch.capacity() as usize {
-                    names.retain(|key, _| sketch.is_candidate(*key));
+        if let AggState::TopK { counts, names, k } = self {
+            match counts {
+                TopCounts::Exact(exact) => {
+                    let n = exact.entry(hash).or_insert(0);
+                    *n += 1;
+                    if *n == 1 {
+                        names.insert(hash, name());
+                        if exact.len() > TOPK_EXACT_KEYS_MAX {
+                            counts
+                                .make_sketch(names, *k)
+                                .expect("the sketch's parameters are valid for every k");
+                        }
+                    }
                 }
-                names.insert(hash, name());
+                TopCounts::Sketch(sketch) => {
+                    sketch.insert(hash, 1);
+                    if !names.contains_key(&hash) && sketch.is_candidate(hash) {
+                        if names.len() >= 2 * sketch.capacity() as usize {
+                            names.retain(|key, _| sketch.is_candidate(*key));
+                        }
+                        names.insert(hash, name());
+                    }
+                }
             }
         }
     }
@@ -384,18 +458,37 @@ impl AggState {
             (AggState::Exact(a), AggState::Exact(b)) => a.merge(b)?,
             (AggState::Quantiles(a), AggState::Quantiles(b)) => a.merge(b)?,
             (
-                AggState::TopK { sketch, names, .. },
+                AggState::TopK { counts, names, k },
                 AggState::TopK {
-                    sketch: s,
+                    counts: other,
                     names: n,
                     ..
                 },
             ) => {
-                sketch.merge(s)?;
+                match (&mut *counts, other) {
+                    (TopCounts::Exact(a), TopCounts::Exact(b)) => {
+                        for (key, n) in b {
+                            *a.entry(*key).or_insert(0) += n;
+                        }
+                    }
+                    (TopCounts::Sketch(a), TopCounts::Exact(b)) => {
+                        a.merge(&*TopCounts::sketch_of(b, *k)?)?;
+                    }
+                    (TopCounts::Exact(_), TopCounts::Sketch(b)) => {
+                        counts.make_sketch(names, *k)?;
+                        if let TopCounts::Sketch(a) = counts {
+                            a.merge(b)?;
+                        }
+                    }
+                    (TopCounts::Sketch(a), TopCounts::Sketch(b)) => a.merge(b)?,
+                }
                 for (hash, name) in n {
                     names.entry(*hash).or_insert_with(|| name.clone());
                 }
-                names.retain(|hash, _| sketch.is_candidate(*hash));
+                if matches!(counts, TopCounts::Exact(e) if e.len() > TOPK_EXACT_KEYS_MAX) {
+                    counts.make_sketch(names, *k)?;
+                }
+                names.retain(|hash, _| counts.keeps(*hash));
             }
             (AggState::Theta(a), AggState::Theta(b)) => a.merge(b)?,
             (AggState::Shared, AggState::Shared) => {}
@@ -440,16 +533,27 @@ impl AggState {
                     rank_error: q.rank_error(),
                 }
             }
-            AggState::TopK { sketch, names, k } => Output::TopK(
-                sketch
-                    .top(usize::try_from(*k).unwrap_or(usize::MAX))
-                    .into_iter()
-                    .map(|hit| {
-                        let name = names.get(&hit.key).map_or_else(Vec::new, |n| n.to_vec());
-                        (name, hit.estimate)
-                    })
-                    .collect(),
-            ),
+            AggState::TopK { counts, names, k } => {
+                let k = usize::try_from(*k).unwrap_or(usize::MAX);
+                let name = |key: u64| names.get(&key).map_or_else(Vec::new, |n| n.to_vec());
+                Output::TopK(match counts {
+                    TopCounts::Exact(exact) => {
+                        let mut ranked: Vec<(u64, u64)> =
+                            exact.iter().map(|(&key, &n)| (key, n)).collect();
+                        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                        ranked
+                            .into_iter()
+                            .take(k)
+                            .map(|(key, n)| (name(key), Estimate::exact(n as f64)))
+                            .collect()
+                    }
+                    TopCounts::Sketch(sketch) => sketch
+                        .top(k)
+                        .into_iter()
+                        .map(|hit| (name(hit.key), hit.estimate))
+                        .collect(),
+                })
+            }
             AggState::Theta(t) => Output::Estimate(t.estimate()),
             AggState::Shared => Output::Quantiles {
                 values: Vec::new(),
@@ -464,8 +568,12 @@ impl AggState {
             AggState::Hll(h) => h.heap_bytes(),
             AggState::Exact(set) => usize::try_from(set.len()).unwrap_or(usize::MAX) * 2,
             AggState::Quantiles(q) => q.heap_bytes(),
-            AggState::TopK { sketch, names, .. } => {
-                sketch.encode().len() + names.values().map(|n| n.len() + 32).sum::<usize>()
+            AggState::TopK { counts, names, .. } => {
+                let counts = match counts {
+                    TopCounts::Exact(exact) => exact.capacity() * 17,
+                    TopCounts::Sketch(sketch) => sketch.encode().len(),
+                };
+                counts + names.values().map(|n| n.len() + 32).sum::<usize>()
             }
             AggState::Theta(t) => t.retained() * 8,
             _ => 0,
@@ -745,5 +853,105 @@ mod tests {
         };
         // Pruned to the candidates whenever it reaches twice their capacity (16).
         assert!(names.len() <= 2 * 16, "{}", names.len());
+    }
+
+    fn topk_fold(state: &mut AggState, kind: &AggKind, name: &str) {
+        state.fold(
+            kind,
+            Input::Key {
+                hash: cardinal_sketch::hash::bytes(name.as_bytes(), 0),
+                id: None,
+                text: name.as_bytes(),
+            },
+        );
+    }
+
+    #[test]
+    fn topk_counts_exactly_while_few_keys_then_turns_into_a_sketch() {
+        let kind = AggKind::TopK { k: 3 };
+        let mut state = kind.state().expect("valid");
+        // 100 sites, site i seen i + 1 times.
+        for i in 0..100u32 {
+            for _ in 0..=i {
+                topk_fold(&mut state, &kind, &format!("site{i}"));
+            }
+        }
+        let Output::TopK(top) = state.output(&kind) else {
+            panic!("top k")
+        };
+        let expected: Vec<(Vec<u8>, Estimate)> = (97..100u32)
+            .rev()
+            .map(|i| {
+                (
+                    format!("site{i}").into_bytes(),
+                    Estimate::exact(f64::from(i + 1)),
+                )
+            })
+            .collect();
+        assert_eq!(top, expected, "exact counts, exact intervals");
+        // Past TOPK_EXACT_KEYS_MAX distinct keys the state is a sketch,
+        // still answering the heaviest, with bounded names.
+        for i in 0..TOPK_EXACT_KEYS_MAX {
+            topk_fold(&mut state, &kind, &format!("once{i}"));
+        }
+        let AggState::TopK { counts, names, .. } = &state else {
+            unreachable!()
+        };
+        assert!(matches!(counts, TopCounts::Sketch(_)));
+        assert!(names.len() <= 2 * 16, "{}", names.len());
+        let Output::TopK(top) = state.output(&kind) else {
+            panic!("top k")
+        };
+        assert_eq!(top[0].0, b"site99");
+        assert!(top[0].1.lower <= 100.0 && top[0].1.upper >= 100.0);
+    }
+
+    #[test]
+    fn topk_merges_across_exact_and_sketch_states() {
+        let kind = AggKind::TopK { k: 2 };
+        let fill = |names: &[(&str, u32)]| {
+            let mut state = kind.state().expect("valid");
+            for &(name, times) in names {
+                for _ in 0..times {
+                    topk_fold(&mut state, &kind, name);
+                }
+            }
+            state
+        };
+        // Two exact halves add up to the single stream's exact state.
+        let mut a = fill(&[("a", 5), ("b", 3)]);
+        let b = fill(&[("b", 4), ("c", 1)]);
+        a.merge(&b).expect("same shape");
+        let whole = fill(&[("a", 5), ("b", 7), ("c", 1)]);
+        assert_eq!(a.output(&kind), whole.output(&kind));
+        let Output::TopK(top) = a.output(&kind) else {
+            panic!("top k")
+        };
+        assert_eq!(top[0], (b"b".to_vec(), Estimate::exact(7.0)));
+        // A sketch (many distinct keys) merged with an exact state, both
+        // ways: the heavy key of the exact side wins, with its name.
+        let many: Vec<(String, u32)> = (0..=TOPK_EXACT_KEYS_MAX)
+            .map(|i| (format!("k{i}"), 1))
+            .collect();
+        let many: Vec<(&str, u32)> = many.iter().map(|(n, t)| (n.as_str(), *t)).collect();
+        for sketch_first in [true, false] {
+            let sketch = fill(&many);
+            let exact = fill(&[("heavy", 500), ("a", 2)]);
+            let (mut into, from) = if sketch_first {
+                (sketch, exact)
+            } else {
+                (exact, sketch)
+            };
+            into.merge(&from).expect("same shape");
+            let AggState::TopK { counts, .. } = &into else {
+                unreachable!()
+            };
+            assert!(matches!(counts, TopCounts::Sketch(_)));
+            let Output::TopK(top) = into.output(&kind) else {
+                panic!("top k")
+            };
+            assert_eq!(top[0].0, b"heavy", "sketch first: {sketch_first}");
+            assert!(top[0].1.lower <= 500.0 && top[0].1.upper >= 500.0);
+        }
     }
 }
