@@ -14,7 +14,8 @@
 #     thread CPU clock (the per-operation histogram), to 20M live keys;
 #  4. (repeat, not in the default) every operation timed by the thread CPU
 #     clock, each run twice with the same seed: the index alone to 500M
-#     keys, and the store grown to ~112M keys (150M appends). Operations of
+#     keys, the store grown to ~112M keys (150M appends), and the store at
+#     steady state with expiry at a tenth of the scale. Operations of
 #     at least 100 us go to a log per run; bench/chains/repeat.py joins the
 #     logs, so an operation over 1 ms in one run only is told from one whose
 #     own work passes 1 ms (it does in every run);
@@ -66,6 +67,15 @@ for step in "${@:-index long per-op}"; do
                     --report-every 25000000 --slow-log "$OUT/repeat_store_$run.tsv" | tee "$OUT/repeat_store_$run.txt"
             done
             bench/chains/repeat.py "$OUT"/repeat_store_{1,2}.tsv | tee "$OUT/repeat_store.txt"
+            # The store at steady state with expiry, at a tenth of the scale
+            # (the pair above ends before the lookback frees anyone).
+            for run in 1 2; do
+                echo "== the store at steady state (20M keys), every operation timed (CPU clock), run $run"
+                "$BIN" --mode chains --new-user-permille 750 --lookback-s 130 --trim-budget 4096 \
+                    --trim-every 256 --keys-max 20000000 --appends 60000000 --timing op --clock cpu \
+                    --report-every 10000000 --slow-log "$OUT/repeat_steady_$run.tsv" | tee "$OUT/repeat_steady_$run.txt"
+            done
+            bench/chains/repeat.py "$OUT"/repeat_steady_{1,2}.tsv | tee "$OUT/repeat_steady.txt"
             ;;
         control)
             echo "== the noise floor: batches of fixed work over 16 GiB, timed as the store's batches"
