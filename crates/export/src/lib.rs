@@ -901,16 +901,15 @@ fn push_f64(out: &mut String, v: f64) {
         Some((b'-', rest)) => (true, rest),
         _ => (false, text),
     };
-    let (mantissa, exponent) = match text.iter().position(|&b| b == b'e' || b == b'E') {
-        Some(at) => {
-            let exponent = std::str::from_utf8(&text[at + 1..])
-                .ok()
-                .and_then(|e| e.trim_start_matches('+').parse::<i32>().ok())
-                .expect("zmij writes a decimal exponent");
-            (&text[..at], exponent)
-        }
-        None => (text, 0),
-    };
+    let at = text
+        .iter()
+        .position(|&b| b == b'e')
+        .expect("checked above: an exponent");
+    let exponent = std::str::from_utf8(&text[at + 1..])
+        .ok()
+        .and_then(|e| e.trim_start_matches('+').parse::<i32>().ok())
+        .expect("zmij writes a decimal exponent");
+    let mantissa = &text[..at];
     // The value is 0.DIGITS x 10^point.
     let dot = mantissa
         .iter()
