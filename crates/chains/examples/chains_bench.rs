@@ -546,11 +546,7 @@ struct ChainsRun<'a> {
 impl ChainsRun<'_> {
     fn count_trim(&mut self, trim: &TrimOutcome) {
         self.slices += 1;
-        self.trims.slots_scanned += trim.slots_scanned;
-        self.trims.chains_read += trim.chains_read;
-        self.trims.chains_removed += trim.chains_removed;
-        self.trims.chains_removed_unread += trim.chains_removed_unread;
-        self.trims.records_dropped += trim.records_dropped;
+        self.trims.add(trim);
     }
 
     fn now_ms(&self) -> u64 {

@@ -285,8 +285,9 @@ pub struct TrimOutcome {
     pub chains_removed_unread: u64,
     /// Chains moved to a smaller size class after shrinking.
     pub chains_moved: u64,
-    /// Chains read: those whose age tag is in the cutoff's unit, or every
-    /// chain in a full pass.
+    /// Chains read: every chain in a full pass; with trusted tags none in
+    /// a slice, and in `trim_all` those whose age tag is in the cutoff's
+    /// unit.
     pub chains_read: u64,
     /// The slice read every chain it met (tags not trusted, see the module
     /// doc).
@@ -296,7 +297,9 @@ pub struct TrimOutcome {
 }
 
 impl TrimOutcome {
-    fn add(&mut self, other: &TrimOutcome) {
+    /// Adds `other`'s counts to these (its flags are or-ed in): the
+    /// outcome of several slices, groups or passes together.
+    pub fn add(&mut self, other: &TrimOutcome) {
         self.slots_scanned += other.slots_scanned;
         self.records_dropped += other.records_dropped;
         self.chains_removed += other.chains_removed;

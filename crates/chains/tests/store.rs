@@ -298,10 +298,7 @@ fn slice_passes(store: &mut Store, now: u64) -> cardinal_chains::TrimOutcome {
     let mut passes = 0;
     while passes < 6 {
         let slice = store.trim_slice(now, 7);
-        total.full_pass |= slice.full_pass;
-        total.chains_read += slice.chains_read;
-        total.chains_removed += slice.chains_removed;
-        total.chains_removed_unread += slice.chains_removed_unread;
+        total.add(&slice);
         passes += u32::from(slice.pass_done);
     }
     total
