@@ -238,12 +238,28 @@ impl TopCounts {
     /// become the candidates.
     fn sketch_of(exact: &HashMap<u64, u64, U64KeyBuild>, k: u32) -> Result<Box<HeavyHitters>> {
         let mut sketch = Box::new(HeavyHitters::new(Params::default(), Self::capacity(k))?);
-        let mut pairs: Vec<(u64, u64)> = exact.iter().map(|(&key, &n)| (key, n)).collect();
-        pairs.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        for (key, n) in pairs {
+        for (key, n) in Self::ranked(exact) {
             sketch.insert(key, n);
         }
         Ok(sketch)
+    }
+
+    /// Exact counts as (key, count), heaviest first, ties by key.
+    fn ranked(exact: &HashMap<u64, u64, U64KeyBuild>) -> Vec<(u64, u64)> {
+        let mut ranked: Vec<(u64, u64)> = exact.iter().map(|(&key, &n)| (key, n)).collect();
+        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        ranked
+    }
+
+    /// Turns exact counts past [`TOPK_EXACT_KEYS_MAX`] keys into a sketch
+    /// (see [`TopCounts::make_sketch`]); nothing otherwise.
+    fn bound(&mut self, names: &mut HashMap<u64, Box<[u8]>, U64KeyBuild>, k: u32) -> Result<()> {
+        match self {
+            TopCounts::Exact(exact) if exact.len() > TOPK_EXACT_KEYS_MAX => {
+                self.make_sketch(names, k)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Turns exact counts into a sketch (nothing for a sketch), keeping
@@ -413,11 +429,9 @@ impl AggState {
                     *n += 1;
                     if *n == 1 {
                         names.insert(hash, name());
-                        if exact.len() > TOPK_EXACT_KEYS_MAX {
-                            counts
-                                .make_sketch(names, *k)
-                                .expect("the sketch's parameters are valid for every k");
-                        }
+                        counts
+                            .bound(names, *k)
+                            .expect("the sketch's parameters are valid for every k");
                     }
                 }
                 TopCounts::Sketch(sketch) => {
@@ -485,9 +499,7 @@ impl AggState {
                 for (hash, name) in n {
                     names.entry(*hash).or_insert_with(|| name.clone());
                 }
-                if matches!(counts, TopCounts::Exact(e) if e.len() > TOPK_EXACT_KEYS_MAX) {
-                    counts.make_sketch(names, *k)?;
-                }
+                counts.bound(names, *k)?;
                 names.retain(|hash, _| counts.keeps(*hash));
             }
             (AggState::Theta(a), AggState::Theta(b)) => a.merge(b)?,
@@ -537,16 +549,11 @@ impl AggState {
                 let k = usize::try_from(*k).unwrap_or(usize::MAX);
                 let name = |key: u64| names.get(&key).map_or_else(Vec::new, |n| n.to_vec());
                 Output::TopK(match counts {
-                    TopCounts::Exact(exact) => {
-                        let mut ranked: Vec<(u64, u64)> =
-                            exact.iter().map(|(&key, &n)| (key, n)).collect();
-                        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-                        ranked
-                            .into_iter()
-                            .take(k)
-                            .map(|(key, n)| (name(key), Estimate::exact(n as f64)))
-                            .collect()
-                    }
+                    TopCounts::Exact(exact) => TopCounts::ranked(exact)
+                        .into_iter()
+                        .take(k)
+                        .map(|(key, n)| (name(key), Estimate::exact(n as f64)))
+                        .collect(),
                     TopCounts::Sketch(sketch) => sketch
                         .top(k)
                         .into_iter()
