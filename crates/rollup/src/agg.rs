@@ -194,27 +194,38 @@ pub enum AggState {
     Min(Option<f64>),
     /// `max(x)`; `None` until a value arrives.
     Max(Option<f64>),
-    /// `hll(x)`.
-    Hll(Hll),
+    /// `hll(x)`, boxed: a state is as large as its largest variant, and
+    /// every group of a summary with one `sum` pays for it.
+    Hll(Box<Hll>),
     /// `exact_distinct(x)`.
     Exact(ExactSet),
     /// `quantiles(x)`.
     Quantiles(Box<Quantiles>),
     /// An [`AggKind::QuantilesOf`]: nothing of its own.
     Shared,
-    /// `topk(x, k)`: counts and the names of the current candidates.
-    TopK {
-        /// Exact counts, then a sketch ([`TOPK_EXACT_KEYS_MAX`]).
-        counts: TopCounts,
-        /// Text of keys by key hash: of every key while counts are exact;
-        /// then of the candidates, pruned to them whenever it reaches twice
-        /// the candidate capacity and after merges, so it stays bounded.
-        names: HashMap<u64, Box<[u8]>, U64KeyBuild>,
-        /// How many to report.
-        k: u32,
-    },
+    /// `topk(x, k)`: counts and the names of the current candidates
+    /// (boxed, as [`AggState::Hll`]).
+    TopK(Box<TopState>),
     /// `theta(x)`.
     Theta(Box<Theta>),
+}
+
+// Every group of a summary holds one state per aggregate, as large as the
+// largest variant: sketches are boxed so a `sum` or `count` group stays
+// small (Query 2A's 1.45M groups held 80 bytes each for a 32-byte sum).
+const _: () = assert!(std::mem::size_of::<AggState>() <= 48);
+
+/// A `topk(x, k)` state: counts and the names of the current candidates.
+#[derive(Debug, Clone)]
+pub struct TopState {
+    /// Exact counts, then a sketch ([`TOPK_EXACT_KEYS_MAX`]).
+    pub counts: TopCounts,
+    /// Text of keys by key hash: of every key while counts are exact;
+    /// then of the candidates, pruned to them whenever it reaches twice
+    /// the candidate capacity and after merges, so it stays bounded.
+    pub names: HashMap<u64, Box<[u8]>, U64KeyBuild>,
+    /// How many to report.
+    pub k: u32,
 }
 
 /// The counts of a `topk` state.
@@ -319,7 +330,7 @@ impl AggKind {
             AggKind::Min => AggState::Min(None),
             AggKind::Max => AggState::Max(None),
             AggKind::Hll { log2m, regwidth } => {
-                AggState::Hll(Hll::new(Settings::new(log2m, regwidth)?)?)
+                AggState::Hll(Box::new(Hll::new(Settings::new(log2m, regwidth)?)?))
             }
             AggKind::ExactDistinct => AggState::Exact(ExactSet::new()),
             AggKind::Quantiles { k, .. } => AggState::Quantiles(Box::new(Quantiles::new(k)?)),
@@ -332,11 +343,11 @@ impl AggKind {
                         reason: "must be in 1..=TOPK_K_MAX (1000)",
                     });
                 }
-                AggState::TopK {
+                AggState::TopK(Box::new(TopState {
                     counts: TopCounts::Exact(HashMap::default()),
                     names: HashMap::default(),
                     k,
-                }
+                }))
             }
             AggKind::Theta { lg_k } => AggState::Theta(Box::new(Theta::new(lg_k)?)),
         })
@@ -367,7 +378,7 @@ impl AggState {
             },
             Input::Key { hash, id, text } => match self {
                 AggState::Count(n) => *n += 1,
-                AggState::TopK { .. } => self.fold_topk(hash, || text.into()),
+                AggState::TopK(_) => self.fold_topk(hash, || text.into()),
                 _ => self.fold_key(hash, id),
             },
         }
@@ -422,7 +433,8 @@ impl AggState {
     /// candidate, so callers with integer values print them only then.
     #[inline]
     pub fn fold_topk(&mut self, hash: u64, name: impl FnOnce() -> Box<[u8]>) {
-        if let AggState::TopK { counts, names, k } = self {
+        if let AggState::TopK(top) = self {
+            let TopState { counts, names, k } = &mut **top;
             match counts {
                 TopCounts::Exact(exact) => {
                     let n = exact.entry(hash).or_insert(0);
@@ -471,14 +483,13 @@ impl AggState {
             (AggState::Hll(a), AggState::Hll(b)) => a.merge(b)?,
             (AggState::Exact(a), AggState::Exact(b)) => a.merge(b)?,
             (AggState::Quantiles(a), AggState::Quantiles(b)) => a.merge(b)?,
-            (
-                AggState::TopK { counts, names, k },
-                AggState::TopK {
+            (AggState::TopK(top), AggState::TopK(theirs)) => {
+                let TopState { counts, names, k } = &mut **top;
+                let TopState {
                     counts: other,
                     names: n,
                     ..
-                },
-            ) => {
+                } = &**theirs;
                 match (&mut *counts, other) {
                     (TopCounts::Exact(a), TopCounts::Exact(b)) => {
                         for (key, n) in b {
@@ -545,7 +556,8 @@ impl AggState {
                     rank_error: q.rank_error(),
                 }
             }
-            AggState::TopK { counts, names, k } => {
+            AggState::TopK(top) => {
+                let TopState { counts, names, k } = &**top;
                 let k = usize::try_from(*k).unwrap_or(usize::MAX);
                 let name = |key: u64| names.get(&key).map_or_else(Vec::new, |n| n.to_vec());
                 Output::TopK(match counts {
@@ -575,7 +587,8 @@ impl AggState {
             AggState::Hll(h) => h.heap_bytes(),
             AggState::Exact(set) => usize::try_from(set.len()).unwrap_or(usize::MAX) * 2,
             AggState::Quantiles(q) => q.heap_bytes(),
-            AggState::TopK { counts, names, .. } => {
+            AggState::TopK(top) => {
+                let TopState { counts, names, .. } = &**top;
                 let counts = match counts {
                     TopCounts::Exact(exact) => exact.capacity() * 17,
                     TopCounts::Sketch(sketch) => sketch.encode().len(),
@@ -596,7 +609,7 @@ impl AggState {
             AggState::Hll(_) => "hll",
             AggState::Exact(_) => "exact_distinct",
             AggState::Quantiles(_) => "quantiles",
-            AggState::TopK { .. } => "topk",
+            AggState::TopK(_) => "topk",
             AggState::Theta(_) => "theta",
             AggState::Shared => "shared quantiles",
         }
@@ -855,9 +868,10 @@ mod tests {
             panic!("top k")
         };
         assert_eq!(top[0].0, b"hot");
-        let AggState::TopK { names, .. } = &state else {
+        let AggState::TopK(top) = &state else {
             unreachable!()
         };
+        let names = &top.names;
         // Pruned to the candidates whenever it reaches twice their capacity (16).
         assert!(names.len() <= 2 * 16, "{}", names.len());
     }
@@ -901,9 +915,10 @@ mod tests {
         for i in 0..TOPK_EXACT_KEYS_MAX {
             topk_fold(&mut state, &kind, &format!("once{i}"));
         }
-        let AggState::TopK { counts, names, .. } = &state else {
+        let AggState::TopK(top) = &state else {
             unreachable!()
         };
+        let TopState { counts, names, .. } = &**top;
         assert!(matches!(counts, TopCounts::Sketch(_)));
         assert!(names.len() <= 2 * 16, "{}", names.len());
         let Output::TopK(top) = state.output(&kind) else {
@@ -950,9 +965,10 @@ mod tests {
                 (exact, sketch)
             };
             into.merge(&from).expect("same shape");
-            let AggState::TopK { counts, .. } = &into else {
+            let AggState::TopK(top) = &into else {
                 unreachable!()
             };
+            let counts = &top.counts;
             assert!(matches!(counts, TopCounts::Sketch(_)));
             let Output::TopK(top) = into.output(&kind) else {
                 panic!("top k")
