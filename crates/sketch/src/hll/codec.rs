@@ -26,7 +26,7 @@
 //! `m * regwidth / 8` input bytes (at most 8x), SPARSE and EXPLICIT
 //! allocate in proportion to their words.
 
-use super::{EXPLICIT_LEN_MAX, Explicit, Hll, Kind, MaxSparse, Repr, Settings};
+use super::{EXPLICIT_LEN_MAX, Explicit, Hll, Kind, MaxSparse, Packed, Repr, Settings};
 use crate::{Error, Result};
 
 const VERSION: u8 = 1;
@@ -38,11 +38,11 @@ const TYPE_EXPLICIT: u8 = 2;
 const TYPE_SPARSE: u8 = 3;
 const TYPE_FULL: u8 = 4;
 
-const EXPLICIT_CODE_OFF: u8 = 0;
-const EXPLICIT_CODE_AUTO: u8 = 63;
+pub(super) const EXPLICIT_CODE_OFF: u8 = 0;
+pub(super) const EXPLICIT_CODE_AUTO: u8 = 63;
 
 pub(super) fn encode(hll: &Hll) -> Vec<u8> {
-    let s = &hll.settings;
+    let s = hll.settings();
     let kind = hll.kind();
     let type_code = match kind {
         Kind::Undefined => TYPE_UNDEFINED,
@@ -51,15 +51,10 @@ pub(super) fn encode(hll: &Hll) -> Vec<u8> {
         Kind::Sparse => TYPE_SPARSE,
         Kind::Full => TYPE_FULL,
     };
-    let explicit_code = match s.explicit {
-        Explicit::Off => EXPLICIT_CODE_OFF,
-        Explicit::Auto => EXPLICIT_CODE_AUTO,
-        Explicit::Threshold(t) => u8::try_from(t.trailing_zeros() + 1).expect("t <= 2^61"),
-    };
     let mut out = vec![
         (VERSION << 4) | type_code,
         ((s.regwidth - 1) << 5) | s.log2m,
-        (u8::from(s.sparse) << 6) | explicit_code,
+        hll.packed.cutoff(),
     ];
     let regwidth = u32::from(s.regwidth);
     match (&hll.repr, kind) {
@@ -178,7 +173,10 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hll> {
         TYPE_FULL => Repr::Dense(decode_full(body, &settings)?),
         other => return Err(malformed(format!("unknown type {other} (expected 0..=4)"))),
     };
-    let mut hll = Hll { settings, repr };
+    let mut hll = Hll {
+        packed: Packed::of(&settings),
+        repr,
+    };
     hll.densify_if_large();
     Ok(hll)
 }

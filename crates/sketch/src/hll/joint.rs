@@ -1075,7 +1075,7 @@ impl Hll {
     }
 
     fn check_intersectable(&self, other: &Hll) -> Result<()> {
-        self.settings().check_compatible(other.settings())?;
+        self.settings().check_compatible(&other.settings())?;
         if self.kind() == Kind::Undefined || other.kind() == Kind::Undefined {
             return Err(Error::Incompatible {
                 sketch: "hll",
@@ -1565,7 +1565,7 @@ mod tests {
             a.inclusion_exclusion(&other),
             Err(Error::Incompatible { .. })
         ));
-        let undefined = Hll::undefined(*a.settings()).expect("valid settings");
+        let undefined = Hll::undefined(a.settings()).expect("valid settings");
         assert!(matches!(
             a.intersection(&undefined),
             Err(Error::Incompatible { .. })

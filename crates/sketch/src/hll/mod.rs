@@ -253,6 +253,85 @@ pub enum Kind {
     Full,
 }
 
+/// [`Settings`] as a sketch keeps them, in 8 bytes where the struct takes
+/// 32: a rollup holds a sketch inline in every group's state, so this
+/// decides the size of every aggregate state of a summary with `hll(x)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Packed {
+    log2m: u8,
+    regwidth: u8,
+    /// The storage format's byte 2: bit 6 sparse, bits 5..0 the explicit
+    /// threshold's code (0 off, 63 auto, else `log2(t) + 1`).
+    cutoff: u8,
+    /// Whether `max_sparse` is [`MaxSparse::Auto`].
+    max_sparse_auto: bool,
+    /// [`MaxSparse::Registers`]' count.
+    max_sparse: u32,
+}
+
+impl Packed {
+    /// Packs valid settings.
+    pub(super) fn of(settings: &Settings) -> Self {
+        let code = match settings.explicit {
+            Explicit::Off => codec::EXPLICIT_CODE_OFF,
+            Explicit::Auto => codec::EXPLICIT_CODE_AUTO,
+            Explicit::Threshold(t) => u8::try_from(t.trailing_zeros() + 1).expect("t <= 2^61"),
+        };
+        let (max_sparse_auto, max_sparse) = match settings.max_sparse {
+            MaxSparse::Auto => (true, 0),
+            MaxSparse::Registers(n) => (false, n),
+        };
+        Self {
+            log2m: settings.log2m,
+            regwidth: settings.regwidth,
+            cutoff: (u8::from(settings.sparse) << 6) | code,
+            max_sparse_auto,
+            max_sparse,
+        }
+    }
+
+    /// The settings packed.
+    pub(super) fn settings(self) -> Settings {
+        Settings {
+            log2m: self.log2m,
+            regwidth: self.regwidth,
+            explicit: match self.cutoff & 0x3F {
+                codec::EXPLICIT_CODE_OFF => Explicit::Off,
+                codec::EXPLICIT_CODE_AUTO => Explicit::Auto,
+                code => Explicit::Threshold(1 << (code - 1)),
+            },
+            sparse: self.cutoff & 0x40 != 0,
+            max_sparse: if self.max_sparse_auto {
+                MaxSparse::Auto
+            } else {
+                MaxSparse::Registers(self.max_sparse)
+            },
+        }
+    }
+
+    /// The storage format's byte 2 (sparse flag and explicit code).
+    pub(super) fn cutoff(self) -> u8 {
+        self.cutoff
+    }
+
+    fn set_max_sparse(&mut self, max_sparse: MaxSparse) {
+        *self = Self::of(&Settings {
+            max_sparse,
+            ..self.settings()
+        });
+    }
+
+    #[inline]
+    fn register_count(self) -> u64 {
+        1 << self.log2m
+    }
+
+    #[inline]
+    fn register_value_max(self) -> u8 {
+        u8::try_from((1u16 << self.regwidth) - 1).expect("regwidth <= 8")
+    }
+}
+
 /// In-memory state. See the module doc for the walk between states.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Repr {
@@ -269,15 +348,18 @@ enum Repr {
 /// A HyperLogLog sketch in the AK storage format.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hll {
-    settings: Settings,
+    packed: Packed,
     repr: Repr,
 }
+
+// Inline in a rollup's aggregate states (see [`Packed`]).
+const _: () = assert!(std::mem::size_of::<Hll>() <= 40);
 
 impl Default for Hll {
     /// An EMPTY sketch with [`Settings::default`].
     fn default() -> Self {
         Self {
-            settings: Settings::default(),
+            packed: Packed::of(&Settings::default()),
             repr: Repr::Empty,
         }
     }
@@ -288,7 +370,7 @@ impl Hll {
     pub fn new(settings: Settings) -> Result<Self> {
         settings.validate()?;
         Ok(Self {
-            settings,
+            packed: Packed::of(&settings),
             repr: Repr::Empty,
         })
     }
@@ -297,25 +379,25 @@ impl Hll {
     pub fn undefined(settings: Settings) -> Result<Self> {
         settings.validate()?;
         Ok(Self {
-            settings,
+            packed: Packed::of(&settings),
             repr: Repr::Undefined,
         })
     }
 
     /// The sketch's parameters.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
+    pub fn settings(&self) -> Settings {
+        self.packed.settings()
     }
 
     /// Changes when registers are written SPARSE. Changes no register.
     pub fn set_max_sparse(&mut self, max_sparse: MaxSparse) {
-        self.settings.max_sparse = max_sparse;
+        self.packed.set_max_sparse(max_sparse);
     }
 
     /// The saturated register value, `2^regwidth - 1`.
     #[inline]
     pub fn register_value_max(&self) -> u8 {
-        self.settings.register_value_max()
+        self.packed.register_value_max()
     }
 
     /// Adds one 64-bit hash (see [`crate::hash`]); do not pass raw ids.
@@ -324,8 +406,8 @@ impl Hll {
         if let Repr::Dense(registers) = &mut self.repr {
             dense_insert(
                 registers,
-                self.settings.log2m,
-                self.settings.register_value_max(),
+                self.packed.log2m,
+                self.packed.register_value_max(),
                 hash,
             );
         } else {
@@ -335,7 +417,7 @@ impl Hll {
 
     #[inline(never)]
     fn insert_cold(&mut self, hash: u64) {
-        let threshold = self.settings.explicit_threshold();
+        let threshold = self.settings().explicit_threshold();
         match &mut self.repr {
             Repr::Undefined => {}
             Repr::Empty => {
@@ -377,8 +459,8 @@ impl Hll {
 
     /// Updates the register `hash` maps to. The sketch must hold registers.
     fn register_insert(&mut self, hash: u64) {
-        let log2m = self.settings.log2m;
-        let top = self.settings.register_value_max();
+        let log2m = self.packed.log2m;
+        let top = self.packed.register_value_max();
         match &mut self.repr {
             Repr::Dense(registers) => dense_insert(registers, log2m, top, hash),
             Repr::Sparse(words) => {
@@ -395,7 +477,7 @@ impl Hll {
 
     /// Moves sparse registers to a dense array once that is smaller.
     fn densify_if_large(&mut self) {
-        let m = self.settings.register_count();
+        let m = self.packed.register_count();
         if let Repr::Sparse(words) = &self.repr
             && (words.len() as u64) * 8 > m
         {
@@ -420,7 +502,7 @@ impl Hll {
     /// postgresql-hll's choice between SPARSE and FULL for `filled` non-zero
     /// registers.
     fn registers_kind(&self, filled: u64) -> Kind {
-        let s = &self.settings;
+        let s = self.settings();
         if !s.sparse {
             return Kind::Full;
         }
@@ -445,7 +527,7 @@ impl Hll {
     /// All `m` register values, with an EXPLICIT sketch's hashes folded in
     /// (as if promoted). `None` for UNDEFINED.
     pub fn registers(&self) -> Option<Vec<u8>> {
-        let m = self.settings.register_count();
+        let m = self.packed.register_count();
         let m_usize = usize::try_from(m).expect("m fits in memory");
         match &self.repr {
             Repr::Undefined => None,
@@ -455,7 +537,7 @@ impl Hll {
                 for &value in values {
                     dense_insert(
                         &mut registers,
-                        self.settings.log2m,
+                        self.packed.log2m,
                         self.register_value_max(),
                         value as u64,
                     );
@@ -475,16 +557,16 @@ impl Hll {
         let mut counts = vec![0u64; top + 1];
         match &self.repr {
             Repr::Undefined | Repr::Explicit(_) => return None,
-            Repr::Empty => counts[0] = self.settings.register_count(),
+            Repr::Empty => counts[0] = self.packed.register_count(),
             Repr::Sparse(words) => {
-                counts[0] = self.settings.register_count() - words.len() as u64;
+                counts[0] = self.packed.register_count() - words.len() as u64;
                 for &word in words {
                     counts[usize::from(sparse_value(word))] += 1;
                 }
             }
             Repr::Dense(registers) => estimator::histogram_dense(registers, &mut counts),
         }
-        debug_assert_eq!(counts.iter().sum::<u64>(), self.settings.register_count());
+        debug_assert_eq!(counts.iter().sum::<u64>(), self.packed.register_count());
         Some(counts)
     }
 
@@ -500,8 +582,8 @@ impl Hll {
                 let counts = self.histogram().expect("registers have a histogram");
                 Some(estimator::ak_cardinality(
                     &counts,
-                    self.settings.log2m,
-                    self.settings.regwidth,
+                    self.packed.log2m,
+                    self.packed.regwidth,
                 ))
             }
         }
@@ -527,7 +609,7 @@ impl Hll {
     /// Decodes with a given [`MaxSparse`] (not stored in the bytes).
     pub fn decode_with(bytes: &[u8], max_sparse: MaxSparse) -> Result<Self> {
         let mut hll = codec::decode(bytes)?;
-        hll.settings.max_sparse = max_sparse;
+        hll.packed.set_max_sparse(max_sparse);
         Ok(hll)
     }
 
@@ -575,7 +657,7 @@ impl Sketch for Hll {
     /// The union, with postgresql-hll's rules: UNDEFINED absorbs, EMPTY is the
     /// identity, EXPLICIT sets may promote, registers take the maximum.
     fn merge(&mut self, other: &Self) -> Result<()> {
-        self.settings.check_compatible(&other.settings)?;
+        self.settings().check_compatible(&other.settings())?;
         match (&self.repr, &other.repr) {
             (Repr::Undefined, _) | (_, Repr::Empty) => {}
             (_, Repr::Undefined) => self.repr = Repr::Undefined,
@@ -615,7 +697,7 @@ impl Sketch for Hll {
             Repr::Explicit(values) => Estimate::exact(values.len() as f64),
             _ => {
                 let counts = self.histogram().expect("registers have a histogram");
-                estimator::ertl_estimate(&counts, self.settings.log2m)
+                estimator::ertl_estimate(&counts, self.packed.log2m)
             }
         }
     }
