@@ -204,7 +204,7 @@ pub enum AggState {
     /// An [`AggKind::QuantilesOf`]: nothing of its own.
     Shared,
     /// `topk(x, k)`: counts and the names of the current candidates
-    /// (boxed, as [`AggState::Hll`]).
+    /// (boxed: its two maps inline made every state 80 bytes).
     TopK(Box<TopState>),
     /// `theta(x)`.
     Theta(Box<Theta>),

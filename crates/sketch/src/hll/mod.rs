@@ -925,6 +925,46 @@ mod tests {
     }
 
     #[test]
+    fn a_sketch_gives_back_the_settings_it_was_made_with() {
+        let mut all = Vec::new();
+        for explicit in [Explicit::Off, Explicit::Auto, Explicit::Threshold(1)]
+            .into_iter()
+            .chain((0..=61).map(|bits| Explicit::Threshold(1 << bits)))
+        {
+            for max_sparse in [
+                MaxSparse::Auto,
+                MaxSparse::Registers(0),
+                MaxSparse::Registers(7),
+                MaxSparse::Registers(u32::MAX),
+            ] {
+                for (log2m, regwidth, sparse) in [(4, 1, false), (11, 5, true), (31, 8, true)] {
+                    all.push(Settings {
+                        log2m,
+                        regwidth,
+                        explicit,
+                        sparse,
+                        max_sparse,
+                    });
+                }
+            }
+        }
+        for settings in all {
+            let mut hll = Hll::new(settings).expect("valid settings");
+            assert_eq!(hll.settings(), settings);
+            hll.set_max_sparse(MaxSparse::Registers(3));
+            assert_eq!(
+                hll.settings(),
+                Settings {
+                    max_sparse: MaxSparse::Registers(3),
+                    ..settings
+                }
+            );
+            let back = Hll::decode_with(&hll.encode(), settings.max_sparse).expect("own bytes");
+            assert_eq!(back.settings(), settings);
+        }
+    }
+
+    #[test]
     fn merge_rejects_mismatched_settings() {
         let mut a = hll(11, 5);
         let b = hll(12, 5);
