@@ -26,7 +26,7 @@
 //! `m * regwidth / 8` input bytes (at most 8x), SPARSE and EXPLICIT
 //! allocate in proportion to their words.
 
-use super::{EXPLICIT_LEN_MAX, Explicit, Hll, Kind, MaxSparse, Packed, Repr, Settings};
+use super::{EXPLICIT_LEN_MAX, Hll, Kind, Packed, Repr, Settings};
 use crate::{Error, Result};
 
 const VERSION: u8 = 1;
@@ -139,19 +139,8 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hll> {
             bytes[2]
         )));
     }
-    let sparse = bytes[2] & 0x40 != 0;
-    let explicit = match bytes[2] & 0x3F {
-        EXPLICIT_CODE_OFF => Explicit::Off,
-        EXPLICIT_CODE_AUTO => Explicit::Auto,
-        code => Explicit::Threshold(1 << (code - 1)),
-    };
-    let settings = Settings {
-        log2m,
-        regwidth,
-        explicit,
-        sparse,
-        max_sparse: MaxSparse::Auto,
-    };
+    let packed = Packed::of_header(log2m, regwidth, bytes[2]);
+    let settings = packed.settings();
     settings.validate()?;
     let body = &bytes[HEADER_BYTES..];
     let repr = match type_code {
@@ -173,10 +162,7 @@ pub(super) fn decode(bytes: &[u8]) -> Result<Hll> {
         TYPE_FULL => Repr::Dense(decode_full(body, &settings)?),
         other => return Err(malformed(format!("unknown type {other} (expected 0..=4)"))),
     };
-    let mut hll = Hll {
-        packed: Packed::of(&settings),
-        repr,
-    };
+    let mut hll = Hll { packed, repr };
     hll.densify_if_large();
     Ok(hll)
 }

@@ -190,13 +190,13 @@ impl Settings {
     /// The number of registers, `m = 2^log2m`.
     #[inline]
     pub fn register_count(&self) -> u64 {
-        1 << self.log2m
+        register_count(self.log2m)
     }
 
     /// The saturated register value, `2^regwidth - 1`.
     #[inline]
     pub fn register_value_max(&self) -> u8 {
-        u8::try_from((1u16 << self.regwidth) - 1).expect("regwidth <= 8")
+        register_value_max(self.regwidth)
     }
 
     /// The number of hashes EXPLICIT holds before promoting.
@@ -290,6 +290,19 @@ impl Packed {
         }
     }
 
+    /// The settings of a stored header: its log2m, regwidth and cutoff
+    /// byte (bit 7 clear), with [`MaxSparse::Auto`], which is not stored.
+    pub(super) fn of_header(log2m: u8, regwidth: u8, cutoff: u8) -> Self {
+        debug_assert_eq!(cutoff & 0x80, 0);
+        Self {
+            log2m,
+            regwidth,
+            cutoff,
+            max_sparse_auto: true,
+            max_sparse: 0,
+        }
+    }
+
     /// The settings packed.
     pub(super) fn settings(self) -> Settings {
         Settings {
@@ -323,13 +336,25 @@ impl Packed {
 
     #[inline]
     fn register_count(self) -> u64 {
-        1 << self.log2m
+        register_count(self.log2m)
     }
 
     #[inline]
     fn register_value_max(self) -> u8 {
-        u8::try_from((1u16 << self.regwidth) - 1).expect("regwidth <= 8")
+        register_value_max(self.regwidth)
     }
+}
+
+/// `m = 2^log2m`, for [`Settings`] and [`Packed`] alike.
+#[inline]
+fn register_count(log2m: u8) -> u64 {
+    1 << log2m
+}
+
+/// `2^regwidth - 1`, for [`Settings`] and [`Packed`] alike.
+#[inline]
+fn register_value_max(regwidth: u8) -> u8 {
+    u8::try_from((1u16 << regwidth) - 1).expect("regwidth <= 8")
 }
 
 /// In-memory state. See the module doc for the walk between states.
