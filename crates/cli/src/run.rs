@@ -26,13 +26,16 @@ use cardinal_export::{Columns, Options, Results, Rows};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
 use cardinal_rollup::{AggKind, Folded, KeyHash, Limits, Rollup, Shape};
 use cardinal_route::{
-    AggregateKind, Arg, ColumnCache, Format, OutputSource, Plan, Routed, Scratch, Summary,
+    AggregateKind, Arg, ColumnCache, ColumnPlan, Format, OutputSource, Plan, Routed, Scratch,
+    Summary,
 };
 use cardinal_source::{LineReader, split_file};
 
 use crate::attribute;
 use crate::pending::{PENDING_BYTES_MAX, Pending};
 use crate::progress::Progress;
+
+mod columns;
 
 /// Most aggregates one summary may have: each record's inputs live in a
 /// fixed array on the stack, so routing allocates nothing.
@@ -1131,6 +1134,19 @@ fn read_parquet(
     fold.counts.bytes += file.bytes(groups.clone());
     let mut reader = file.read(groups)?;
     while let Some(batch) = reader.next_batch()? {
+        if collector.is_none()
+            && let Some(columns) = fold.columns_of(batch)
+        {
+            for index in 0..batch.len() {
+                let record = batch.record(index);
+                fold.record_columns(&columns, &record, batch.input(), || {
+                    record.row().to_string()
+                });
+            }
+            fold.flush();
+            fold.flush_rejects(rejects_file)?;
+            continue;
+        }
         for index in 0..batch.len() {
             let record = batch.record(index);
             if let Some(collector) = collector.as_deref_mut()
@@ -1158,6 +1174,9 @@ struct Fold<'a> {
     /// Each typed field parsed once per record, whatever reads it; `None`
     /// when no typed column is read twice.
     cache: Option<ColumnCache>,
+    /// Every lane's [`ColumnPlan`], when every lane has one: Parquet
+    /// batches are then routed from typed columns ([`Fold::columns_of`]).
+    plans: Option<Vec<ColumnPlan>>,
     hashed: HashMemo,
     scratch: Scratch,
     /// Reject lines not yet written to the rejects file.
@@ -1266,6 +1285,7 @@ impl<'a> Fold<'a> {
             counts: Counts::default(),
             cache: reads_a_typed_column_twice(summaries)
                 .then(|| ColumnCache::new(stream.schema.columns.len())),
+            plans: summaries.iter().map(|s| s.column_plan()).collect(),
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
             reject_lines: String::new(),
@@ -1297,6 +1317,12 @@ impl<'a> Fold<'a> {
             );
             return;
         }
+        self.fold_lanes(name, &at);
+    }
+
+    /// Folds the record every lane has routed (`lane.routed`, for the
+    /// lanes it `passed`) into their rollups.
+    fn fold_lanes(&mut self, name: &str, at: &impl Fn() -> String) {
         let mut held = false;
         for lane in &mut self.lanes {
             if !lane.passed {

@@ -543,6 +543,77 @@ impl ParquetBatch {
     pub fn input(&self) -> &Arc<str> {
         &self.input
     }
+
+    /// Declared column `column` as a typed slice of this batch's rows, for
+    /// a caller that reads a batch a column at a time; `None` when the
+    /// column has a NULL in this batch, is not read, or is stored as
+    /// something other than these (the rows then give the same values
+    /// through [`Record::value`]):
+    ///
+    /// ```text
+    ///   declared   stored                       slice
+    ///   BIGINT     Int64                        Int
+    ///   DOUBLE     Float64                      Float
+    ///   TIMESTAMP  Timestamp(any unit), Date64  Time (read with Column::time)
+    ///   TIMESTAMP  Date32                       Date (read with Column::time)
+    ///   TEXT       any text                     Text
+    /// ```
+    pub fn column(&self, column: usize) -> Option<Column<'_>> {
+        let view = self.columns.get(column)?;
+        if view.nulls.as_ref().is_some_and(|n| n.null_count() > 0) {
+            return None;
+        }
+        Some(match (&view.values, view.declared) {
+            (Values::I64(v), ColumnType::BigInt) => Column::Int(v),
+            (Values::F64(v), ColumnType::Double) => Column::Float(v),
+            (Values::Time(v, unit), ColumnType::Timestamp) => Column::Time(v, *unit),
+            (Values::Date32(v), ColumnType::Timestamp) => Column::Date(v),
+            (Values::Text(text), ColumnType::Text) => Column::Text(TextColumn(text)),
+            _ => return None,
+        })
+    }
+}
+
+/// A column of a [`ParquetBatch`] without NULLs, typed
+/// ([`ParquetBatch::column`]). Index `i` is row `i` of the batch.
+#[derive(Debug, Clone, Copy)]
+pub enum Column<'a> {
+    /// A BIGINT column.
+    Int(&'a [i64]),
+    /// A DOUBLE column.
+    Float(&'a [f64]),
+    /// A TIMESTAMP column stored as times in a unit.
+    Time(&'a [i64], ArrowTimeUnit),
+    /// A TIMESTAMP column stored as days.
+    Date(&'a [i32]),
+    /// A TEXT column.
+    Text(TextColumn<'a>),
+}
+
+/// A TEXT column of a [`ParquetBatch`] ([`Column::Text`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TextColumn<'a>(&'a BinaryViewArray);
+
+impl<'a> TextColumn<'a> {
+    /// Row `i`'s bytes.
+    #[inline]
+    pub fn value(&self, i: usize) -> &'a [u8] {
+        self.0.value(i)
+    }
+}
+
+impl Column<'_> {
+    /// Row `i` of a TIMESTAMP column, as [`Record::value`] reads it: an
+    /// [`ValueError::OutOfRange`] outside the timestamp range (and for a
+    /// column that is not a time).
+    #[inline]
+    pub fn time(&self, i: usize) -> Result<Timestamp, ValueError> {
+        match *self {
+            Column::Time(v, unit) => time_of(v[i], unit),
+            Column::Date(v) => time_of(i64::from(v[i]) * MS_PER_DAY, ArrowTimeUnit::Millisecond),
+            _ => Err(ValueError::OutOfRange),
+        }
+    }
 }
 
 /// One declared column of a batch.
@@ -644,6 +715,12 @@ pub struct ParquetRecord<'a> {
 }
 
 impl ParquetRecord<'_> {
+    /// The row's index in its batch (what [`ParquetBatch::column`]'s
+    /// slices are indexed by).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
     /// The 1-based row number in the file, the Parquet counterpart of a
     /// text line number in rejects.
     pub fn row(&self) -> u64 {

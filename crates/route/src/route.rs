@@ -86,6 +86,34 @@ pub struct Routed {
 }
 
 impl Routed {
+    /// Readies `count` argument slots and forgets the previous record's
+    /// text. Slots are kept between records: written in place, never
+    /// cleared and pushed again.
+    #[inline]
+    pub fn begin_args(&mut self, count: usize) {
+        if self.args.len() != count {
+            self.args.resize(count, Arg::Null);
+            self.spans.resize(count, (0, 0));
+        }
+        self.text.clear();
+    }
+
+    /// Sets argument `index` to a non-text value.
+    #[inline]
+    pub fn set_arg(&mut self, index: usize, arg: Arg) {
+        self.args[index] = arg;
+        self.spans[index] = (0, 0);
+    }
+
+    /// Sets argument `index` to text: its hash, and its bytes for the
+    /// aggregates that report values, as a record's text column gives.
+    #[inline]
+    pub fn set_text_arg(&mut self, index: usize, bytes: &[u8]) {
+        let (arg, span) = text_arg(bytes, &mut self.text);
+        self.args[index] = arg;
+        self.spans[index] = span;
+    }
+
     /// The text of argument `index` when it is [`Arg::Text`], else empty.
     pub fn text_of(&self, index: usize) -> &[u8] {
         match self.spans.get(index) {
@@ -113,6 +141,34 @@ impl Summary {
         Ok(true)
     }
 
+    /// Where the filter, the time bucket and the arguments come from when
+    /// each is a plain column (see [`ColumnPlan`]); `None` when one of them
+    /// is an expression the evaluator must take.
+    pub fn column_plan(&self) -> Option<ColumnPlan> {
+        let filter = match &self.filter {
+            None => None,
+            Some(filter) => {
+                let (column, text) = text_eq(filter)?;
+                Some((column, text.into()))
+            }
+        };
+        let args = self
+            .paths
+            .args
+            .iter()
+            .map(|path| match *path {
+                ArgPath::Typed { column, ty } => Some(ArgColumn::Typed { column, ty }),
+                ArgPath::Text { column } => Some(ArgColumn::Text { column }),
+                ArgPath::General => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(ColumnPlan {
+            filter,
+            bucket: self.bucket,
+            args,
+        })
+    }
+
     /// Whether `record` passes the summary's `WHERE` (true without one).
     /// Summaries with equal filters can share one evaluation and then call
     /// [`Summary::route_passed`].
@@ -125,19 +181,9 @@ impl Summary {
             None => Ok(true),
             // `text_column = 'literal'`, the usual event-kind filter: a
             // byte comparison (an absent field is NULL, so not TRUE).
-            Some(Expr::Compare(CompareOp::Eq, column, literal))
-                if let (
-                    Expr::Column {
-                        index,
-                        ty: ColumnType::Text,
-                    },
-                    Expr::Literal(Literal::Text(text)),
-                ) = (&**column, &**literal) =>
-            {
-                Ok(record
-                    .field(*index)
-                    .is_some_and(|field| bytes_eq(field, text)))
-            }
+            Some(filter) if let Some((column, text)) = text_eq(filter) => Ok(record
+                .field(column)
+                .is_some_and(|field| bytes_eq(field, text))),
             Some(filter) => {
                 scratch.clear();
                 let pass = filter.eval_held(record, scratch.buffer())?;
@@ -189,6 +235,20 @@ impl Summary {
                 }
             }
         }
+        self.route_dims(record, scratch, out)?;
+        self.route_args(record, scratch, out)
+    }
+
+    /// Encodes the record's dimension values into `out.key` (the part of
+    /// [`Summary::route_passed_in`] that a caller reading typed columns,
+    /// [`Summary::column_plan`], still asks for).
+    #[inline]
+    pub fn route_dims<R: Record + ?Sized>(
+        &self,
+        record: &R,
+        scratch: &mut Scratch,
+        out: &mut Routed,
+    ) -> Result<(), EvalError> {
         out.key.clear();
         scratch.clear();
         for (index, path) in self.paths.dims.iter().enumerate() {
@@ -214,14 +274,17 @@ impl Summary {
                 }
             }
         }
-        // One slot per argument, kept between records: written in place,
-        // never cleared and pushed again.
-        let count = self.paths.args.len();
-        if out.args.len() != count {
-            out.args.resize(count, Arg::Null);
-            out.spans.resize(count, (0, 0));
-        }
-        out.text.clear();
+        Ok(())
+    }
+
+    #[inline]
+    fn route_args<R: Record + ?Sized>(
+        &self,
+        record: &R,
+        scratch: &mut Scratch,
+        out: &mut Routed,
+    ) -> Result<(), EvalError> {
+        out.begin_args(self.paths.args.len());
         for (index, path) in self.paths.args.iter().enumerate() {
             // Each path converts its own value: a Value gathered from the
             // three paths was copied through the stack in pieces and read
@@ -248,6 +311,58 @@ impl Summary {
         debug_assert_eq!(out.args.len(), self.arguments.len());
         Ok(())
     }
+}
+
+/// The column and literal of a `text_column = 'literal'` filter.
+fn text_eq(filter: &Expr) -> Option<(usize, &[u8])> {
+    match filter {
+        Expr::Compare(CompareOp::Eq, column, literal) => match (&**column, &**literal) {
+            (
+                Expr::Column {
+                    index,
+                    ty: ColumnType::Text,
+                },
+                Expr::Literal(Literal::Text(text)),
+            ) => Some((*index, text)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// How a summary reads a record when its filter, bucket and arguments are
+/// all plain columns ([`Summary::column_plan`]): a caller holding typed
+/// columns (a Parquet batch) reads them directly, asks
+/// [`Summary::route_dims`] for the key, and fills the [`Routed`] with
+/// [`Routed::begin_args`], [`Routed::set_arg`] and
+/// [`Routed::set_text_arg`], giving what [`Summary::route`] gives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnPlan {
+    /// `text_column = 'literal'` (column, literal bytes); `None` without a
+    /// filter. A NULL field does not pass.
+    pub filter: Option<(usize, Box<[u8]>)>,
+    /// The time bucket: the column's value truncated to the unit; a NULL
+    /// or unreadable time is an error, as in [`Summary::route`].
+    pub bucket: Option<crate::Bucket>,
+    /// One per argument.
+    pub args: Vec<ArgColumn>,
+}
+
+/// Where one argument comes from in a [`ColumnPlan`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ArgColumn {
+    /// A typed column, read as its declared type (NULL is [`Arg::Null`]).
+    Typed {
+        /// The column.
+        column: usize,
+        /// Its declared type.
+        ty: ColumnType,
+    },
+    /// A text column ([`Routed::set_text_arg`]; NULL is [`Arg::Null`]).
+    Text {
+        /// The column.
+        column: usize,
+    },
 }
 
 /// An argument's value as an [`Arg`] and, for text, where its bytes went in
@@ -474,6 +589,74 @@ mod tests {
     use super::*;
     use crate::Plan;
     use cardinal_event::ValueError;
+
+    #[test]
+    fn column_plans_name_plain_columns_and_give_what_route_gives() {
+        let plan = Plan::compile(
+            "CREATE STREAM s (ts TIMESTAMP, n BIGINT, x DOUBLE, kind TEXT, site TEXT)
+               WITH (time = 'ts');
+             CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS d, upper(site) AS s,
+               count(*), sum(x), hll(n), topk(site, 3), min(ts)
+               FROM s WHERE kind = 'view' GROUP BY d, s;
+             CREATE SUMMARY b AS SELECT count(*), sum(x) FROM s;
+             CREATE SUMMARY c AS SELECT count(*) FROM s WHERE x > 1;
+             CREATE SUMMARY d AS SELECT sum(x * 2) FROM s;",
+        )
+        .expect("compiles");
+        let a = plan.summaries[0].column_plan().expect("plain columns");
+        assert_eq!(a.filter, Some((3, b"view"[..].into())));
+        assert_eq!(
+            a.bucket.map(|b| (b.column, b.unit)),
+            Some((0, crate::TimeUnit::Day))
+        );
+        let b = plan.summaries[1].column_plan().expect("plain columns");
+        assert_eq!(b.filter, None);
+        assert_eq!(b.bucket, None);
+        assert_eq!(
+            b.args,
+            [ArgColumn::Typed {
+                column: 2,
+                ty: ColumnType::Double
+            }]
+        );
+        // A filter or an argument that is an expression has no plan.
+        assert_eq!(plan.summaries[2].column_plan(), None);
+        assert_eq!(plan.summaries[3].column_plan(), None);
+
+        // Filled from the plan's columns, a route equals the record's.
+        let row = ["2026-11-04T13:45:59Z", "7", "0.5", "view", "Example.com"];
+        let summary = &plan.summaries[0];
+        let mut scratch = Scratch::new();
+        let mut want = Routed::default();
+        assert_eq!(summary.route(&row[..], &mut scratch, &mut want), Ok(true));
+        let mut got = Routed {
+            bucket: Some(
+                Timestamp::parse(row[0].as_bytes())
+                    .expect("a time")
+                    .truncate(crate::TimeUnit::Day),
+            ),
+            ..Routed::default()
+        };
+        summary
+            .route_dims(&row[..], &mut scratch, &mut got)
+            .expect("a key");
+        got.begin_args(a.args.len());
+        for (index, arg) in a.args.iter().enumerate() {
+            match *arg {
+                ArgColumn::Typed { column, ty } => {
+                    let value = row[..].value(column, ty).expect("a value");
+                    got.set_arg(index, arg_of(value, &mut Vec::new()).0);
+                }
+                ArgColumn::Text { column } => got.set_text_arg(index, row[column].as_bytes()),
+            }
+        }
+        assert_eq!(got.bucket, want.bucket);
+        assert_eq!(got.key, want.key);
+        assert_eq!(got.args, want.args);
+        for index in 0..a.args.len() {
+            assert_eq!(got.text_of(index), want.text_of(index));
+        }
+    }
 
     #[test]
     fn records_route_or_are_rejected_with_a_reason() {
