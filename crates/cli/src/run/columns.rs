@@ -45,10 +45,10 @@ enum ArgSource<'b> {
 }
 
 impl<'a> Fold<'a> {
-    /// Every lane's [`ColumnPlan`] resolved to the typed columns of
-    /// `batch`; `None` when some lane has no plan or some column is not
-    /// a typed slice in this batch (a NULL, a type read through text):
-    /// its records then go through [`Fold::record`].
+    /// Every lane's [`ColumnPlan`](cardinal_route::ColumnPlan) resolved
+    /// to the typed columns of `batch`; `None` when some lane has no plan
+    /// or some column is not a typed slice in this batch (a NULL, a type
+    /// read through text): its records then go through [`Fold::record`].
     pub(super) fn columns_of<'b>(&self, batch: &'b ParquetBatch) -> Option<Vec<LaneColumns<'b>>> {
         let plans = self.plans.as_ref()?;
         plans
@@ -102,9 +102,9 @@ impl<'a> Fold<'a> {
 
     /// [`Fold::record`] for a row of a batch whose columns `columns` gave:
     /// the same routes, read from typed slices instead of through
-    /// [`Record::value`]. A row whose time is out of range (or whose key
-    /// the evaluator rejects) goes through [`Fold::record`], which rejects
-    /// it as it would anyway.
+    /// [`Record::value`](cardinal_event::Record::value). A row whose time
+    /// is out of range (or whose key the evaluator rejects) goes through
+    /// [`Fold::record`], which rejects it as it would anyway.
     pub(super) fn record_columns(
         &mut self,
         columns: &[LaneColumns<'_>],
