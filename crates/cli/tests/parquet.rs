@@ -429,9 +429,10 @@ fn values_out_of_range_are_rejected_by_row() {
     assert!(stderr.contains("3 rejected"), "{stderr}");
 }
 
-/// Summaries whose filters, buckets and arguments are all plain columns:
-/// Parquet batches without NULLs are routed from typed columns, the rest
-/// record by record. Both must give what the same rows as CSV give.
+/// Summaries whose buckets and arguments are all plain columns (and
+/// filters of both kinds): Parquet batches without NULLs are routed from
+/// typed columns, the rest record by record. Both must give what the
+/// same rows as CSV give.
 const COLUMN_SUMMARIES: &str = "
 CREATE SUMMARY reach AS
   SELECT date_trunc('day', ts) AS d, kind, count(*) AS n, sum(revenue) AS rev,
@@ -451,6 +452,10 @@ CREATE SUMMARY clicks AS
 CREATE SUMMARY days AS
   SELECT day, count(*) AS n, min(day) AS first_day, count(revenue) AS revs
   FROM t GROUP BY day;
+
+CREATE SUMMARY big AS
+  SELECT date_trunc('day', ts) AS d, count(*) AS n, sum(revenue) AS rev
+  FROM t WHERE revenue > 0.5 AND kind IN ('click', 'conversion') GROUP BY d;
 ";
 
 #[test]

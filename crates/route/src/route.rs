@@ -141,16 +141,19 @@ impl Summary {
         Ok(true)
     }
 
-    /// Where the filter, the time bucket and the arguments come from when
-    /// each is a plain column (see [`ColumnPlan`]); `None` when one of them
-    /// is an expression the evaluator must take.
+    /// Where the time bucket and the arguments come from when each is a
+    /// plain column, and how to take the filter (see [`ColumnPlan`]);
+    /// `None` when an argument is an expression the evaluator must take.
     pub fn column_plan(&self) -> Option<ColumnPlan> {
         let filter = match &self.filter {
-            None => None,
-            Some(filter) => {
-                let (column, text) = text_eq(filter)?;
-                Some((column, text.into()))
-            }
+            None => ColumnFilter::None,
+            Some(filter) => match text_eq(filter) {
+                Some((column, text)) => ColumnFilter::TextEq {
+                    column,
+                    literal: text.into(),
+                },
+                None => ColumnFilter::Evaluate,
+            },
         };
         let args = self
             .paths
@@ -330,22 +333,38 @@ fn text_eq(filter: &Expr) -> Option<(usize, &[u8])> {
     }
 }
 
-/// How a summary reads a record when its filter, bucket and arguments are
-/// all plain columns ([`Summary::column_plan`]): a caller holding typed
-/// columns (a Parquet batch) reads them directly, asks
-/// [`Summary::route_dims`] for the key, and fills the [`Routed`] with
-/// [`Routed::begin_args`], [`Routed::set_arg`] and
-/// [`Routed::set_text_arg`], giving what [`Summary::route`] gives.
+/// How a summary reads a record when its bucket and arguments are plain
+/// columns ([`Summary::column_plan`]): a caller holding typed columns (a
+/// Parquet batch) reads them directly, takes the filter as
+/// [`ColumnFilter`] says, asks [`Summary::route_dims`] for the key, and
+/// fills the [`Routed`] with [`Routed::begin_args`], [`Routed::set_arg`]
+/// and [`Routed::set_text_arg`], giving what [`Summary::route`] gives.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnPlan {
-    /// `text_column = 'literal'` (column, literal bytes); `None` without a
-    /// filter. A NULL field does not pass.
-    pub filter: Option<(usize, Box<[u8]>)>,
+    /// The filter.
+    pub filter: ColumnFilter,
     /// The time bucket: the column's value truncated to the unit; a NULL
     /// or unreadable time is an error, as in [`Summary::route`].
     pub bucket: Option<crate::Bucket>,
     /// One per argument.
     pub args: Vec<ArgColumn>,
+}
+
+/// How a [`ColumnPlan`] takes its summary's filter.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnFilter {
+    /// No filter: every record passes.
+    None,
+    /// `text_column = 'literal'`: the field's bytes equal the literal's (a
+    /// NULL field does not pass).
+    TextEq {
+        /// The text column.
+        column: usize,
+        /// The literal's bytes.
+        literal: Box<[u8]>,
+    },
+    /// Anything else: [`Summary::passes`] on the record.
+    Evaluate,
 }
 
 /// Where one argument comes from in a [`ColumnPlan`].
@@ -604,13 +623,19 @@ mod tests {
         )
         .expect("compiles");
         let a = plan.summaries[0].column_plan().expect("plain columns");
-        assert_eq!(a.filter, Some((3, b"view"[..].into())));
+        assert_eq!(
+            a.filter,
+            ColumnFilter::TextEq {
+                column: 3,
+                literal: b"view"[..].into()
+            }
+        );
         assert_eq!(
             a.bucket.map(|b| (b.column, b.unit)),
             Some((0, crate::TimeUnit::Day))
         );
         let b = plan.summaries[1].column_plan().expect("plain columns");
-        assert_eq!(b.filter, None);
+        assert_eq!(b.filter, ColumnFilter::None);
         assert_eq!(b.bucket, None);
         assert_eq!(
             b.args,
@@ -619,8 +644,12 @@ mod tests {
                 ty: ColumnType::Double
             }]
         );
-        // A filter or an argument that is an expression has no plan.
-        assert_eq!(plan.summaries[2].column_plan(), None);
+        // Any other filter is evaluated; an argument that is an
+        // expression has no plan.
+        assert_eq!(
+            plan.summaries[2].column_plan().map(|p| p.filter),
+            Some(ColumnFilter::Evaluate)
+        );
         assert_eq!(plan.summaries[3].column_plan(), None);
 
         // Filled from the plan's columns, a route equals the record's.

@@ -4,11 +4,13 @@
 //! [`Record::value`]: a match on the column's storage, a NULL check, a
 //! `Value` and then an [`Arg`] per field and summary (W3 spent ~1,000
 //! instructions a record there, bench/README.md "The Parquet gap taken
-//! apart"). When every summary's filter, bucket and arguments are plain
-//! columns ([`ColumnPlan`]) and a batch holds them as typed slices without
-//! NULLs ([`ParquetBatch::column`]), each lane reads them straight from
-//! the slices; the key still comes from [`Summary::route_dims`] and the
-//! fold is the same ([`Fold::fold_lanes`]). A row the slices cannot route
+//! apart"). When every summary's bucket and arguments are plain columns
+//! ([`ColumnPlan`]) and a batch holds them as typed slices without NULLs
+//! ([`ParquetBatch::column`]), each lane reads them straight from the
+//! slices; a `text = 'literal'` filter is a byte comparison on its slice,
+//! any other filter is evaluated on the record as before; the key still
+//! comes from [`Summary::route_dims`] and the fold is the same
+//! ([`Fold::fold_lanes`]). A row the slices cannot route
 //! as [`Fold::record`] would (a time out of range, a key the evaluator
 //! rejects) goes through [`Fold::record`], which rejects it the same way;
 //! a batch with a NULL in a read column goes record by record.
@@ -20,7 +22,7 @@
 use cardinal_event::ColumnType;
 use cardinal_event::bytes::bytes_eq;
 use cardinal_parse::{Column, ParquetBatch, ParquetRecord, TextColumn};
-use cardinal_route::{Arg, ArgColumn};
+use cardinal_route::{Arg, ArgColumn, ColumnFilter};
 
 use super::Fold;
 
@@ -56,7 +58,7 @@ impl<'a> Fold<'a> {
             .enumerate()
             .map(|(s, plan)| {
                 let filter = match &plan.filter {
-                    Some((column, _)) if self.lanes[s].filter_owner == s => {
+                    ColumnFilter::TextEq { column, .. } if self.lanes[s].filter_owner == s => {
                         let Column::Text(text) = batch.column(*column)? else {
                             return None;
                         };
@@ -133,9 +135,15 @@ impl<'a> Fold<'a> {
         for (s, lane_columns) in columns.iter().enumerate() {
             let owner = self.lanes[s].filter_owner;
             let pass = if owner == s {
-                match (&lane_columns.filter, &plans[s].filter) {
-                    (Some(text), Some((_, literal))) => bytes_eq(text.value(i), literal),
-                    _ => true,
+                match &plans[s].filter {
+                    ColumnFilter::None => true,
+                    ColumnFilter::TextEq { literal, .. } => lane_columns
+                        .filter
+                        .is_some_and(|text| bytes_eq(text.value(i), literal)),
+                    ColumnFilter::Evaluate => self.lanes[s]
+                        .summary
+                        .passes(record, &mut self.scratch)
+                        .map_err(drop)?,
                 }
             } else {
                 self.lanes[owner].passed
@@ -258,8 +266,13 @@ mod tests {
             parquet(rows, PARQUET_BATCH_ROWS, |i| i == PARQUET_BATCH_ROWS + 5),
         );
         assert_eq!(typed, [true, false, true]);
-        // A filter the plan cannot read as a column: every batch by record.
-        let other = SQL.replace("WHERE kind = 'a'", "WHERE x > 1");
+        // Any other filter is evaluated on the record, the rest still
+        // read from the columns.
+        let other = SQL.replace("WHERE kind = 'a'", "WHERE x > 1 AND kind IN ('a', 'b')");
+        let typed = typed_batches(&other, parquet(rows, PARQUET_BATCH_ROWS, |_| false));
+        assert_eq!(typed, [true, true, true]);
+        // An argument that is an expression: every batch by record.
+        let other = SQL.replace("max(x)", "max(x * 2)");
         let typed = typed_batches(&other, parquet(rows, PARQUET_BATCH_ROWS, |_| false));
         assert_eq!(typed, [false, false, false]);
     }
