@@ -1174,9 +1174,10 @@ struct Fold<'a> {
     /// Each typed field parsed once per record, whatever reads it; `None`
     /// when no typed column is read twice.
     cache: Option<ColumnCache>,
-    /// Every lane's [`ColumnPlan`], when every lane has one: Parquet
-    /// batches are then routed from typed columns ([`Fold::columns_of`]).
-    plans: Option<Vec<ColumnPlan>>,
+    /// Every lane's [`ColumnPlan`]: Parquet batches that hold their
+    /// columns as typed slices are routed from them
+    /// ([`Fold::columns_of`]).
+    plans: Vec<ColumnPlan>,
     hashed: HashMemo,
     scratch: Scratch,
     /// Reject lines not yet written to the rejects file.

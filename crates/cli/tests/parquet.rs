@@ -429,10 +429,10 @@ fn values_out_of_range_are_rejected_by_row() {
     assert!(stderr.contains("3 rejected"), "{stderr}");
 }
 
-/// Summaries whose buckets and arguments are all plain columns (and
-/// filters of both kinds): Parquet batches without NULLs are routed from
-/// typed columns, the rest record by record. Both must give what the
-/// same rows as CSV give.
+/// Summaries with filters and arguments of every kind (plain columns and
+/// expressions): Parquet batches without NULLs are routed from typed
+/// columns, the rest record by record. Both must give what the same rows
+/// as CSV give.
 const COLUMN_SUMMARIES: &str = "
 CREATE SUMMARY reach AS
   SELECT date_trunc('day', ts) AS d, kind, count(*) AS n, sum(revenue) AS rev,
@@ -454,7 +454,8 @@ CREATE SUMMARY days AS
   FROM t GROUP BY day;
 
 CREATE SUMMARY big AS
-  SELECT date_trunc('day', ts) AS d, count(*) AS n, sum(revenue) AS rev
+  SELECT date_trunc('day', ts) AS d, count(*) AS n, sum(revenue) AS rev,
+         sum(revenue * 2 + user_id % 7) AS mixed
   FROM t WHERE revenue > 0.5 AND kind IN ('click', 'conversion') GROUP BY d;
 ";
 

@@ -141,10 +141,9 @@ impl Summary {
         Ok(true)
     }
 
-    /// Where the time bucket and the arguments come from when each is a
-    /// plain column, and how to take the filter (see [`ColumnPlan`]);
-    /// `None` when an argument is an expression the evaluator must take.
-    pub fn column_plan(&self) -> Option<ColumnPlan> {
+    /// Which of the summary's filter and arguments are plain columns, for
+    /// a caller that reads typed columns (see [`ColumnPlan`]).
+    pub fn column_plan(&self) -> ColumnPlan {
         let filter = match &self.filter {
             None => ColumnFilter::None,
             Some(filter) => match text_eq(filter) {
@@ -160,16 +159,16 @@ impl Summary {
             .args
             .iter()
             .map(|path| match *path {
-                ArgPath::Typed { column, ty } => Some(ArgColumn::Typed { column, ty }),
-                ArgPath::Text { column } => Some(ArgColumn::Text { column }),
-                ArgPath::General => None,
+                ArgPath::Typed { column, ty } => ArgColumn::Typed { column, ty },
+                ArgPath::Text { column } => ArgColumn::Text { column },
+                ArgPath::General => ArgColumn::Evaluate,
             })
-            .collect::<Option<Vec<_>>>()?;
-        Some(ColumnPlan {
+            .collect();
+        ColumnPlan {
             filter,
             bucket: self.bucket,
             args,
-        })
+        }
     }
 
     /// Whether `record` passes the summary's `WHERE` (true without one).
@@ -304,14 +303,31 @@ impl Summary {
                     Some(text) => text_arg(text, &mut out.text),
                 },
                 ArgPath::General => {
-                    let held = self.arguments[index].eval_held(record, scratch.buffer())?;
-                    arg_of(held.resolve(scratch.bytes()), &mut out.text)
+                    self.route_arg(index, record, scratch, out)?;
+                    continue;
                 }
             };
             out.args[index] = arg;
             out.spans[index] = span;
         }
         debug_assert_eq!(out.args.len(), self.arguments.len());
+        Ok(())
+    }
+
+    /// Evaluates argument `index`'s expression on `record` into `out` (after
+    /// [`Routed::begin_args`]): for an argument a [`ColumnPlan`] marks
+    /// [`ArgColumn::Evaluate`].
+    pub fn route_arg<R: Record + ?Sized>(
+        &self,
+        index: usize,
+        record: &R,
+        scratch: &mut Scratch,
+        out: &mut Routed,
+    ) -> Result<(), EvalError> {
+        let held = self.arguments[index].eval_held(record, scratch.buffer())?;
+        let (arg, span) = arg_of(held.resolve(scratch.bytes()), &mut out.text);
+        out.args[index] = arg;
+        out.spans[index] = span;
         Ok(())
     }
 }
@@ -333,12 +349,13 @@ fn text_eq(filter: &Expr) -> Option<(usize, &[u8])> {
     }
 }
 
-/// How a summary reads a record when its bucket and arguments are plain
-/// columns ([`Summary::column_plan`]): a caller holding typed columns (a
-/// Parquet batch) reads them directly, takes the filter as
-/// [`ColumnFilter`] says, asks [`Summary::route_dims`] for the key, and
-/// fills the [`Routed`] with [`Routed::begin_args`], [`Routed::set_arg`]
-/// and [`Routed::set_text_arg`], giving what [`Summary::route`] gives.
+/// How a caller holding typed columns (a Parquet batch) routes a record
+/// ([`Summary::column_plan`]): it reads the bucket and the plain-column
+/// arguments directly, takes the filter as [`ColumnFilter`] says, asks
+/// [`Summary::route_dims`] for the key and [`Summary::route_arg`] for
+/// the arguments that are expressions, and fills the [`Routed`] with
+/// [`Routed::begin_args`], [`Routed::set_arg`] and
+/// [`Routed::set_text_arg`], giving what [`Summary::route`] gives.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColumnPlan {
     /// The filter.
@@ -382,6 +399,8 @@ pub enum ArgColumn {
         /// The column.
         column: usize,
     },
+    /// An expression: [`Summary::route_arg`] on the record.
+    Evaluate,
 }
 
 /// An argument's value as an [`Arg`] and, for text, where its bytes went in
@@ -615,14 +634,14 @@ mod tests {
             "CREATE STREAM s (ts TIMESTAMP, n BIGINT, x DOUBLE, kind TEXT, site TEXT)
                WITH (time = 'ts');
              CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS d, upper(site) AS s,
-               count(*), sum(x), hll(n), topk(site, 3), min(ts)
+               count(*), sum(x), sum(x * 2), hll(n), topk(site, 3), min(ts)
                FROM s WHERE kind = 'view' GROUP BY d, s;
              CREATE SUMMARY b AS SELECT count(*), sum(x) FROM s;
              CREATE SUMMARY c AS SELECT count(*) FROM s WHERE x > 1;
              CREATE SUMMARY d AS SELECT sum(x * 2) FROM s;",
         )
         .expect("compiles");
-        let a = plan.summaries[0].column_plan().expect("plain columns");
+        let a = plan.summaries[0].column_plan();
         assert_eq!(
             a.filter,
             ColumnFilter::TextEq {
@@ -634,7 +653,7 @@ mod tests {
             a.bucket.map(|b| (b.column, b.unit)),
             Some((0, crate::TimeUnit::Day))
         );
-        let b = plan.summaries[1].column_plan().expect("plain columns");
+        let b = plan.summaries[1].column_plan();
         assert_eq!(b.filter, ColumnFilter::None);
         assert_eq!(b.bucket, None);
         assert_eq!(
@@ -644,13 +663,13 @@ mod tests {
                 ty: ColumnType::Double
             }]
         );
-        // Any other filter is evaluated; an argument that is an
-        // expression has no plan.
+        // Any other filter, and an argument that is an expression, are
+        // evaluated on the record.
         assert_eq!(
-            plan.summaries[2].column_plan().map(|p| p.filter),
-            Some(ColumnFilter::Evaluate)
+            plan.summaries[2].column_plan().filter,
+            ColumnFilter::Evaluate
         );
-        assert_eq!(plan.summaries[3].column_plan(), None);
+        assert_eq!(plan.summaries[3].column_plan().args, [ArgColumn::Evaluate]);
 
         // Filled from the plan's columns, a route equals the record's.
         let row = ["2026-11-04T13:45:59Z", "7", "0.5", "view", "Example.com"];
@@ -677,6 +696,9 @@ mod tests {
                     got.set_arg(index, arg_of(value, &mut Vec::new()).0);
                 }
                 ArgColumn::Text { column } => got.set_text_arg(index, row[column].as_bytes()),
+                ArgColumn::Evaluate => summary
+                    .route_arg(index, &row[..], &mut scratch, &mut got)
+                    .expect("an argument"),
             }
         }
         assert_eq!(got.bucket, want.bucket);

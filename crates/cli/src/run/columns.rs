@@ -44,6 +44,8 @@ enum ArgSource<'b> {
     Float(&'b [f64]),
     Time(Column<'b>),
     Text(TextColumn<'b>),
+    /// An expression, evaluated on the record.
+    Evaluate,
 }
 
 impl<'a> Fold<'a> {
@@ -52,8 +54,7 @@ impl<'a> Fold<'a> {
     /// or some column is not a typed slice in this batch (a NULL, a type
     /// read through text): its records then go through [`Fold::record`].
     pub(super) fn columns_of<'b>(&self, batch: &'b ParquetBatch) -> Option<Vec<LaneColumns<'b>>> {
-        let plans = self.plans.as_ref()?;
-        plans
+        self.plans
             .iter()
             .enumerate()
             .map(|(s, plan)| {
@@ -91,6 +92,7 @@ impl<'a> Fold<'a> {
                             Column::Text(text) => Some(ArgSource::Text(text)),
                             _ => None,
                         },
+                        ArgColumn::Evaluate => Some(ArgSource::Evaluate),
                     })
                     .collect::<Option<Vec<_>>>()?;
                 Some(LaneColumns {
@@ -131,7 +133,7 @@ impl<'a> Fold<'a> {
         record: &ParquetRecord<'_>,
     ) -> Result<(), ()> {
         let i = record.index();
-        let plans = self.plans.as_ref().ok_or(())?;
+        let plans = &self.plans;
         for (s, lane_columns) in columns.iter().enumerate() {
             let owner = self.lanes[s].filter_owner;
             let pass = if owner == s {
@@ -175,6 +177,10 @@ impl<'a> Fold<'a> {
                         lane.routed.set_arg(index, Arg::Time(t));
                     }
                     ArgSource::Text(text) => lane.routed.set_text_arg(index, text.value(i)),
+                    ArgSource::Evaluate => lane
+                        .summary
+                        .route_arg(index, record, &mut self.scratch, &mut lane.routed)
+                        .map_err(drop)?,
                 }
             }
         }
@@ -271,9 +277,9 @@ mod tests {
         let other = SQL.replace("WHERE kind = 'a'", "WHERE x > 1 AND kind IN ('a', 'b')");
         let typed = typed_batches(&other, parquet(rows, PARQUET_BATCH_ROWS, |_| false));
         assert_eq!(typed, [true, true, true]);
-        // An argument that is an expression: every batch by record.
+        // So is an argument that is an expression.
         let other = SQL.replace("max(x)", "max(x * 2)");
         let typed = typed_batches(&other, parquet(rows, PARQUET_BATCH_ROWS, |_| false));
-        assert_eq!(typed, [false, false, false]);
+        assert_eq!(typed, [true, true, true]);
     }
 }
