@@ -1529,10 +1529,7 @@ fn route_lanes<Q: Record + ?Sized>(
             // The owner comes first, so it has evaluated this record.
             Ok(lanes[owner].passed)
         };
-        let bucket_owner = lanes[s].bucket_owner;
-        let known = (bucket_owner != s && lanes[bucket_owner].passed)
-            .then(|| lanes[bucket_owner].routed.bucket)
-            .flatten();
+        let known = known_bucket(lanes, s);
         let lane = &mut lanes[s];
         let routed = pass.and_then(|pass| {
             lane.passed = pass;
@@ -1546,6 +1543,16 @@ fn route_lanes<Q: Record + ?Sized>(
         routed.map_err(|e| (s, e))?;
     }
     Ok(())
+}
+
+/// Lane `s`'s time bucket when the first lane with an equal bucket (its
+/// `bucket_owner`, routed before it) has routed the current record.
+#[inline]
+fn known_bucket(lanes: &[Lane<'_>], s: usize) -> Option<Timestamp> {
+    let owner = lanes[s].bucket_owner;
+    (owner != s && lanes[owner].passed)
+        .then(|| lanes[owner].routed.bucket)
+        .flatten()
 }
 
 /// Whether some typed (non-text) column is read in more than one place

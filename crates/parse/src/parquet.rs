@@ -45,7 +45,10 @@
 // the type check in `check_type` (what a file may hold for a declared type)
 // and once as the downcast in `Values::of` (how each Arrow array is read).
 // A type accepted by one must be handled by the other; the tests write one
-// file with every accepted type and read it back.
+// file with every accepted type and read it back. `ParquetBatch::column`
+// hands out a subset of `Values` as typed slices: what it gives must be
+// what `ParquetRecord::value` gives row by row (times through the same
+// `Column::time`); cli/tests/parquet.rs compares the two paths.
 
 use std::ops::Range;
 use std::path::Path;
@@ -766,11 +769,8 @@ impl Record for ParquetRecord<'_> {
             Values::F32(v) => Value::Float(f64::from(v[i])),
             Values::F64(v) => Value::Float(v[i]),
             Values::Bool(v) => Value::Bool(v.value(i)),
-            Values::Date32(v) => Value::Time(time_of(
-                i64::from(v[i]) * MS_PER_DAY,
-                ArrowTimeUnit::Millisecond,
-            )?),
-            Values::Time(v, unit) => Value::Time(time_of(v[i], *unit)?),
+            Values::Date32(v) => Value::Time(Column::Date(v).time(i)?),
+            Values::Time(v, unit) => Value::Time(Column::Time(v, *unit).time(i)?),
             Values::Text(text) => match ty {
                 ColumnType::Text => Value::Text(text.value(i)),
                 _ => Value::parse(text.value(i), ty)?,

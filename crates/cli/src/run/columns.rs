@@ -68,12 +68,12 @@ impl<'a> Fold<'a> {
                     _ => None,
                 };
                 let bucket = match plan.bucket {
-                    Some(bucket) => {
-                        let column = batch.column(bucket.column)?;
-                        matches!(column, Column::Time(..) | Column::Date(_))
-                            .then_some((column, bucket.unit))
-                            .map(Some)?
-                    }
+                    Some(bucket) => match batch.column(bucket.column)? {
+                        column @ (Column::Time(..) | Column::Date(_)) => {
+                            Some((column, bucket.unit))
+                        }
+                        _ => return None,
+                    },
                     None => None,
                 };
                 let args = plan
@@ -150,10 +150,7 @@ impl<'a> Fold<'a> {
             } else {
                 self.lanes[owner].passed
             };
-            let bucket_owner = self.lanes[s].bucket_owner;
-            let known = (bucket_owner != s && self.lanes[bucket_owner].passed)
-                .then(|| self.lanes[bucket_owner].routed.bucket)
-                .flatten();
+            let known = super::known_bucket(&self.lanes, s);
             let lane = &mut self.lanes[s];
             lane.passed = pass;
             if !pass {
