@@ -1055,6 +1055,29 @@ fn fold_chunk<'p>(
     for r in batch.rejects() {
         fold.reject(&r.reason.to_string(), &r.to_string());
     }
+    // Parsed a column at a time only when some typed column is read more
+    // than once (the column cache's own test): a column read once parses
+    // as cheaply in the route, without a second pass over the batch
+    // (Query 2A from text was 3% slower through this path).
+    let mut parsed = std::mem::take(&mut fold.parsed);
+    if collector.is_none() && fold.cache.is_some() && parsed.fill(&fold.plans, batch) {
+        let columns = fold.text_columns_of(&parsed);
+        for index in 0..batch.len() {
+            let record = batch.record(index);
+            if parsed.bad(index) {
+                fold.record(&record, &name, || where_(&record));
+            } else {
+                fold.record_columns(&columns, &record, index, &name, || where_(&record));
+            }
+        }
+        drop(columns);
+        fold.parsed = parsed;
+        fold.flush();
+        fold.flush_rejects(rejects_file)?;
+        tap.report(&fold.counts);
+        return Ok(());
+    }
+    fold.parsed = parsed;
     for index in 0..batch.len() {
         let record = batch.record(index);
         if let Some(collector) = collector
@@ -1139,7 +1162,7 @@ fn read_parquet(
         {
             for index in 0..batch.len() {
                 let record = batch.record(index);
-                fold.record_columns(&columns, &record, batch.input(), || {
+                fold.record_columns(&columns, &record, index, batch.input(), || {
                     record.row().to_string()
                 });
             }
@@ -1178,6 +1201,9 @@ struct Fold<'a> {
     /// columns as typed slices are routed from them
     /// ([`Fold::columns_of`]).
     plans: Vec<ColumnPlan>,
+    /// The typed columns of the current text batch
+    /// ([`columns::ParsedColumns`]).
+    parsed: columns::ParsedColumns,
     hashed: HashMemo,
     scratch: Scratch,
     /// Reject lines not yet written to the rejects file.
@@ -1287,6 +1313,7 @@ impl<'a> Fold<'a> {
             cache: reads_a_typed_column_twice(summaries)
                 .then(|| ColumnCache::new(stream.schema.columns.len())),
             plans: summaries.iter().map(|s| s.column_plan()).collect(),
+            parsed: columns::ParsedColumns::new(stream.schema.columns.len()),
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
             reject_lines: String::new(),

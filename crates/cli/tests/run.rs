@@ -374,3 +374,228 @@ fn the_printed_table_is_a_head_of_the_rows() {
     assert!(all.contains("NY") && !all.contains("more row"), "{all}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The typed columns of a text batch (BIGINT, DOUBLE, TIMESTAMP) folded
+/// into count, sum, min, max and exact sets, checked against an oracle
+/// that splits the lines and parses the numbers with the standard
+/// library. Every typed column is read more than once, so the batch is
+/// parsed a column at a time; NULLs and unparsable values go through the
+/// record path, so both paths meet the same oracle. The same rows as
+/// NDJSON meet it too.
+#[test]
+fn typed_text_columns_match_a_naive_oracle() {
+    use std::collections::{BTreeMap, BTreeSet};
+    const SCHEMA: &str = "
+CREATE STREAM s (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT, revenue DOUBLE)
+  WITH (FORMAT, time = 'ts');
+CREATE SUMMARY money AS
+  SELECT date_trunc('day', ts) AS day, state, count(*) AS n, count(revenue) AS nr,
+         sum(revenue) AS r, min(revenue) AS lo, max(revenue) AS hi,
+         min(ts) AS first, max(ts) AS last, exact_distinct(user_id) AS users
+  FROM s WHERE kind = 'impression' GROUP BY day, state;
+CREATE SUMMARY hourly AS
+  SELECT date_trunc('hour', ts) AS hour, count(*) AS n, sum(revenue) AS r,
+         min(user_id) AS low, max(user_id) AS top
+  FROM s GROUP BY hour;
+";
+    // 2026-11-01T00:00:00Z in milliseconds.
+    const NOV_1: i64 = 1_793_491_200_000;
+    let dir = dir("typed-text");
+    std::fs::write(
+        dir.join("csv.sql"),
+        SCHEMA.replace("FORMAT", "format = 'csv', header = true"),
+    )
+    .expect("schema");
+    std::fs::write(
+        dir.join("json.sql"),
+        SCHEMA.replace("FORMAT", "format = 'json'"),
+    )
+    .expect("schema");
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    let mut csv = String::from("ts,user_id,kind,state,revenue\n");
+    let mut json = String::new();
+    for _ in 0..30_000 {
+        let second = next(3 * 86_400);
+        let ts = match next(500) {
+            0 => "yesterday".to_owned(),
+            _ => format!(
+                "2026-11-{:02}T{:02}:{:02}:{:02}Z",
+                1 + second / 86_400,
+                second / 3600 % 24,
+                second / 60 % 60,
+                second % 60
+            ),
+        };
+        let user = match next(200) {
+            0 => String::new(),
+            1 => "x7".to_owned(),
+            _ => (next(5000) as i64 - 100).to_string(),
+        };
+        let kind = if next(3) < 2 { "impression" } else { "click" };
+        let state = match next(4) {
+            0 => "CA",
+            1 => "NY",
+            2 => "TX",
+            _ => "WA",
+        };
+        let revenue = match next(100) {
+            0 => String::new(),
+            1 => "bad".to_owned(),
+            2 => format!("{}e-3", next(9000)),
+            3 => format!("-{}.25", next(10)),
+            4 => next(100).to_string(),
+            _ => format!("0.{:06}", next(1_000_000)),
+        };
+        csv.push_str(&format!("{ts},{user},{kind},{state},{revenue}\n"));
+        // Numbers as numbers, NULL as null, anything else as a string.
+        let number = |v: &str| match v {
+            "" => "null".to_owned(),
+            v if v.parse::<f64>().is_ok() => v.to_owned(),
+            v => format!("\"{v}\""),
+        };
+        json.push_str(&format!(
+            "{{\"ts\":\"{ts}\",\"user_id\":{},\"kind\":\"{kind}\",\"state\":\"{state}\",\"revenue\":{}}}\n",
+            number(&user),
+            number(&revenue)
+        ));
+    }
+    std::fs::write(dir.join("in.csv"), &csv).expect("input");
+    std::fs::write(dir.join("in.json"), &json).expect("input");
+
+    // The oracle. A record with any unparsable typed value is rejected by
+    // `hourly` (which reads every typed column), so it is in neither.
+    #[derive(Default, Debug)]
+    struct Money {
+        n: u64,
+        nr: u64,
+        r: f64,
+        lo: f64,
+        hi: f64,
+        first: i64,
+        last: i64,
+        users: BTreeSet<i64>,
+    }
+    #[derive(Default, Debug)]
+    struct Hourly {
+        n: u64,
+        r: f64,
+        low: Option<i64>,
+        top: Option<i64>,
+    }
+    let mut money: BTreeMap<(i64, String), Money> = BTreeMap::new();
+    let mut hourly: BTreeMap<i64, Hourly> = BTreeMap::new();
+    let mut rejected = 0;
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let ts = f[0].strip_prefix("2026-11-").map(|rest| {
+            let n = |a: usize| rest[a..a + 2].parse::<i64>().expect("digits");
+            NOV_1 + (((n(0) - 1) * 24 + n(3)) * 3600 + n(6) * 60 + n(9)) * 1000
+        });
+        let user: Result<Option<i64>, _> = match f[1] {
+            "" => Ok(None),
+            s => s.parse().map(Some),
+        };
+        let revenue: Result<Option<f64>, _> = match f[4] {
+            "" => Ok(None),
+            s => s.parse().map(Some),
+        };
+        let (Some(ts), Ok(user), Ok(revenue)) = (ts, user, revenue) else {
+            rejected += 1;
+            continue;
+        };
+        let h = hourly.entry(ts - ts.rem_euclid(3_600_000)).or_default();
+        h.n += 1;
+        h.r += revenue.unwrap_or(0.0);
+        if let Some(u) = user {
+            h.low = Some(h.low.map_or(u, |l| l.min(u)));
+            h.top = Some(h.top.map_or(u, |t| t.max(u)));
+        }
+        if f[2] != "impression" {
+            continue;
+        }
+        let m = money
+            .entry((ts - ts.rem_euclid(86_400_000), f[3].to_owned()))
+            .or_insert_with(|| Money {
+                lo: f64::INFINITY,
+                hi: f64::NEG_INFINITY,
+                first: i64::MAX,
+                last: i64::MIN,
+                ..Money::default()
+            });
+        m.n += 1;
+        m.first = m.first.min(ts);
+        m.last = m.last.max(ts);
+        if let Some(r) = revenue {
+            m.nr += 1;
+            m.r += r;
+            m.lo = m.lo.min(r);
+            m.hi = m.hi.max(r);
+        }
+        m.users.extend(user);
+    }
+    assert!(rejected > 100, "{rejected} rejected");
+
+    let close = |got: &str, want: f64, what: &str| {
+        let got: f64 = got.parse().expect(what);
+        assert!(
+            (got - want).abs() <= 1e-9 * want.abs().max(1.0),
+            "{what}: {got} against {want}"
+        );
+    };
+    for (format, threads) in [("csv", "1"), ("csv", "2"), ("json", "1"), ("json", "2")] {
+        let out = format!("{format}{threads}");
+        let (schema, input) = (format!("{format}.sql"), format!("in.{format}"));
+        ok(&cardinal(
+            &dir,
+            &[
+                "run",
+                &schema,
+                &input,
+                "--threads",
+                threads,
+                "--out",
+                &out,
+                "--quiet",
+            ],
+        ));
+        let lines = csv_lines(&dir.join(&out), "money");
+        assert_eq!(lines.len(), money.len(), "{out}");
+        for line in &lines {
+            // day, state, n, nr, r, lo, hi, first, last, users, lower, upper
+            let f: Vec<&str> = line.split(',').collect();
+            let day = f[0].strip_prefix("2026-11-").expect("day")[..2]
+                .parse::<i64>()
+                .expect("day");
+            let key = (NOV_1 + (day - 1) * 86_400_000, f[1].to_owned());
+            let m = &money[&key];
+            assert_eq!(f[2], m.n.to_string(), "{line}");
+            assert_eq!(f[3], m.nr.to_string(), "{line}");
+            close(f[4], m.r, line);
+            close(f[5], m.lo, line);
+            close(f[6], m.hi, line);
+            assert_eq!(f[7], m.first.to_string(), "{line}");
+            assert_eq!(f[8], m.last.to_string(), "{line}");
+            assert_eq!(f[9], m.users.len().to_string(), "{line}");
+        }
+        let lines = csv_lines(&dir.join(&out), "hourly");
+        assert_eq!(lines.len(), hourly.len(), "{out}");
+        for line in &lines {
+            // hour, n, r, low, top
+            let f: Vec<&str> = line.split(',').collect();
+            let rest = f[0].strip_prefix("2026-11-").expect("hour");
+            let n = |a: usize| rest[a..a + 2].parse::<i64>().expect("digits");
+            let h = &hourly[&(NOV_1 + ((n(0) - 1) * 24 + n(3)) * 3_600_000)];
+            assert_eq!(f[1], h.n.to_string(), "{line}");
+            close(f[2], h.r, line);
+            assert_eq!(f[3], h.low.expect("a user").to_string(), "{line}");
+            assert_eq!(f[4], h.top.expect("a user").to_string(), "{line}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

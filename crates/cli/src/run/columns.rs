@@ -19,21 +19,21 @@
 //! [`Summary::route_dims`]: cardinal_route::Summary::route_dims
 //! [`ColumnPlan`]: cardinal_route::ColumnPlan
 
-use cardinal_event::ColumnType;
 use cardinal_event::bytes::bytes_eq;
-use cardinal_parse::{Column, ParquetBatch, ParquetRecord, TextColumn};
-use cardinal_route::{Arg, ArgColumn, ColumnFilter};
+use cardinal_event::{ColumnType, DateMemo, Record, Timestamp, Value};
+use cardinal_parse::{Batch, Column, ParquetBatch, TextColumn};
+use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan};
 
 use super::Fold;
 
-/// One lane's filter, bucket and arguments as typed columns of one
-/// Parquet batch ([`Fold::columns_of`]).
+/// One lane's filter, bucket and arguments as columns of one batch
+/// ([`Fold::columns_of`], [`Fold::text_columns_of`]).
 pub(super) struct LaneColumns<'b> {
-    /// The filter's text column, when the lane owns a filter (its literal
-    /// is in the lane's plan).
-    filter: Option<TextColumn<'b>>,
+    /// The filter's text, when the lane owns a `text = 'literal'` filter
+    /// (its literal is in the lane's plan).
+    filter: Option<Texts<'b>>,
     /// The time column and the bucket width.
-    bucket: Option<(Column<'b>, cardinal_route::TimeUnit)>,
+    bucket: Option<(Times<'b>, cardinal_route::TimeUnit)>,
     args: Vec<ArgSource<'b>>,
 }
 
@@ -42,17 +42,164 @@ pub(super) struct LaneColumns<'b> {
 enum ArgSource<'b> {
     Int(&'b [i64]),
     Float(&'b [f64]),
-    Time(Column<'b>),
-    Text(TextColumn<'b>),
+    Time(Times<'b>),
+    Text(Texts<'b>),
     /// An expression, evaluated on the record.
     Evaluate,
 }
 
+/// A time column: Parquet's, converted per row, or parsed already.
+#[derive(Clone, Copy)]
+enum Times<'b> {
+    Parquet(Column<'b>),
+    /// Milliseconds since the epoch, one per row.
+    Ms(&'b [i64]),
+}
+
+impl Times<'_> {
+    #[inline]
+    fn at(&self, i: usize) -> Result<Timestamp, ()> {
+        match self {
+            Times::Parquet(column) => column.time(i).map_err(drop),
+            Times::Ms(ms) => Ok(Timestamp(ms[i])),
+        }
+    }
+}
+
+/// A text column: Parquet's views, or the record's field.
+#[derive(Clone, Copy)]
+enum Texts<'b> {
+    Parquet(TextColumn<'b>),
+    Field(usize),
+}
+
+impl<'b> Texts<'b> {
+    #[inline]
+    fn at<'r, R: Record + ?Sized>(&self, record: &'r R, i: usize) -> Option<&'r [u8]>
+    where
+        'b: 'r,
+    {
+        match self {
+            Texts::Parquet(text) => Some(text.value(i)),
+            Texts::Field(column) => record.field(*column),
+        }
+    }
+}
+
+/// The typed columns of a text batch (CSV, NDJSON) that the summaries
+/// read as typed values, parsed a column at a time. Reused from batch to
+/// batch; a row with a NULL or unparsable value in one of them goes
+/// through [`Fold::record`] (`bad`).
+#[derive(Debug, Default)]
+pub(super) struct ParsedColumns {
+    /// The stream's columns.
+    width: usize,
+    /// Per stream column, the values of the rows (those that parsed).
+    ints: Vec<Vec<i64>>,
+    floats: Vec<Vec<f64>>,
+    /// Milliseconds since the epoch.
+    times: Vec<Vec<i64>>,
+    /// Per row: some value failed to parse or is NULL.
+    bad: Vec<bool>,
+    date: DateMemo,
+}
+
+impl ParsedColumns {
+    /// Columns for a stream of `width` columns.
+    pub(super) fn new(width: usize) -> Self {
+        Self {
+            width,
+            ..Self::default()
+        }
+    }
+
+    /// Parses every typed column `plans` read in `batch`; `false` when one
+    /// is of a type the typed path does not carry (BOOLEAN).
+    pub(super) fn fill(&mut self, plans: &[ColumnPlan], batch: &Batch) -> bool {
+        let (rows, width) = (batch.len(), self.width);
+        self.bad.clear();
+        self.bad.resize(rows, false);
+        for list in [&mut self.ints, &mut self.times] {
+            list.resize_with(width, Vec::new);
+            list.iter_mut().for_each(Vec::clear);
+        }
+        self.floats.resize_with(width, Vec::new);
+        self.floats.iter_mut().for_each(Vec::clear);
+        let mut wanted: Vec<(usize, ColumnType)> = Vec::new();
+        for plan in plans {
+            if let Some(bucket) = plan.bucket {
+                wanted.push((bucket.column, ColumnType::Timestamp));
+            }
+            for arg in &plan.args {
+                if let ArgColumn::Typed { column, ty } = *arg {
+                    wanted.push((column, ty));
+                }
+            }
+        }
+        // A column has one declared type, whoever reads it.
+        wanted.sort_unstable_by_key(|&(column, _)| column);
+        wanted.dedup_by_key(|&mut (column, _)| column);
+        for (column, ty) in wanted {
+            if column >= width {
+                return false;
+            }
+            match ty {
+                ColumnType::BigInt => {
+                    let out = &mut self.ints[column];
+                    for i in 0..rows {
+                        let v = match batch.record(i).value_memo(column, ty, &mut self.date) {
+                            Ok(Value::Int(v)) => v,
+                            _ => {
+                                self.bad[i] = true;
+                                0
+                            }
+                        };
+                        out.push(v);
+                    }
+                }
+                ColumnType::Double => {
+                    let out = &mut self.floats[column];
+                    for i in 0..rows {
+                        let v = match batch.record(i).value_memo(column, ty, &mut self.date) {
+                            Ok(Value::Float(v)) => v,
+                            _ => {
+                                self.bad[i] = true;
+                                0.0
+                            }
+                        };
+                        out.push(v);
+                    }
+                }
+                ColumnType::Timestamp => {
+                    let out = &mut self.times[column];
+                    for i in 0..rows {
+                        let v = match batch.record(i).value_memo(column, ty, &mut self.date) {
+                            Ok(Value::Time(t)) => t.0,
+                            _ => {
+                                self.bad[i] = true;
+                                0
+                            }
+                        };
+                        out.push(v);
+                    }
+                }
+                ColumnType::Bool | ColumnType::Text => return false,
+            }
+        }
+        true
+    }
+
+    /// Whether row `i` must go through [`Fold::record`].
+    pub(super) fn bad(&self, i: usize) -> bool {
+        self.bad[i]
+    }
+}
+
 impl<'a> Fold<'a> {
-    /// Every lane's [`ColumnPlan`](cardinal_route::ColumnPlan) resolved
-    /// to the typed columns of `batch`; `None` when some lane has no plan
-    /// or some column is not a typed slice in this batch (a NULL, a type
-    /// read through text): its records then go through [`Fold::record`].
+    /// Every lane's [`ColumnPlan`] resolved to the typed columns of
+    /// `batch`; `None` when some column is not a typed slice in this batch
+    /// (a NULL, a type read through text): its records then go through
+    /// [`Fold::record`].
     pub(super) fn columns_of<'b>(&self, batch: &'b ParquetBatch) -> Option<Vec<LaneColumns<'b>>> {
         self.plans
             .iter()
@@ -63,14 +210,14 @@ impl<'a> Fold<'a> {
                         let Column::Text(text) = batch.column(*column)? else {
                             return None;
                         };
-                        Some(text)
+                        Some(Texts::Parquet(text))
                     }
                     _ => None,
                 };
                 let bucket = match plan.bucket {
                     Some(bucket) => match batch.column(bucket.column)? {
                         column @ (Column::Time(..) | Column::Date(_)) => {
-                            Some((column, bucket.unit))
+                            Some((Times::Parquet(column), bucket.unit))
                         }
                         _ => return None,
                     },
@@ -84,12 +231,12 @@ impl<'a> Fold<'a> {
                             (Column::Int(v), ColumnType::BigInt) => Some(ArgSource::Int(v)),
                             (Column::Float(v), ColumnType::Double) => Some(ArgSource::Float(v)),
                             (c @ (Column::Time(..) | Column::Date(_)), ColumnType::Timestamp) => {
-                                Some(ArgSource::Time(c))
+                                Some(ArgSource::Time(Times::Parquet(c)))
                             }
                             _ => None,
                         },
                         ArgColumn::Text { column } => match batch.column(column)? {
-                            Column::Text(text) => Some(ArgSource::Text(text)),
+                            Column::Text(text) => Some(ArgSource::Text(Texts::Parquet(text))),
                             _ => None,
                         },
                         ArgColumn::Evaluate => Some(ArgSource::Evaluate),
@@ -104,19 +251,58 @@ impl<'a> Fold<'a> {
             .collect()
     }
 
-    /// [`Fold::record`] for a row of a batch whose columns `columns` gave:
-    /// the same routes, read from typed slices instead of through
-    /// [`Record::value`](cardinal_event::Record::value). A row whose time
-    /// is out of range (or whose key the evaluator rejects) goes through
-    /// [`Fold::record`], which rejects it as it would anyway.
-    pub(super) fn record_columns(
+    /// Every lane's [`ColumnPlan`] resolved to the columns of a text
+    /// batch that `parsed` holds ([`ParsedColumns::fill`]); text is read
+    /// from the records' fields.
+    pub(super) fn text_columns_of<'b>(&self, parsed: &'b ParsedColumns) -> Vec<LaneColumns<'b>> {
+        self.plans
+            .iter()
+            .enumerate()
+            .map(|(s, plan)| LaneColumns {
+                filter: match &plan.filter {
+                    ColumnFilter::TextEq { column, .. } if self.lanes[s].filter_owner == s => {
+                        Some(Texts::Field(*column))
+                    }
+                    _ => None,
+                },
+                bucket: plan
+                    .bucket
+                    .map(|bucket| (Times::Ms(&parsed.times[bucket.column]), bucket.unit)),
+                args: plan
+                    .args
+                    .iter()
+                    .map(|arg| match *arg {
+                        ArgColumn::Typed { column, ty } => match ty {
+                            ColumnType::BigInt => ArgSource::Int(&parsed.ints[column]),
+                            ColumnType::Double => ArgSource::Float(&parsed.floats[column]),
+                            ColumnType::Timestamp => {
+                                ArgSource::Time(Times::Ms(&parsed.times[column]))
+                            }
+                            // `fill` refused the batch.
+                            ColumnType::Bool | ColumnType::Text => ArgSource::Evaluate,
+                        },
+                        ArgColumn::Text { column } => ArgSource::Text(Texts::Field(column)),
+                        ArgColumn::Evaluate => ArgSource::Evaluate,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// [`Fold::record`] for row `i` of a batch whose columns `columns`
+    /// gave: the same routes, read from typed columns instead of through
+    /// [`Record::value`](cardinal_event::Record::value) per summary. A row
+    /// whose time is out of range (or whose key the evaluator rejects)
+    /// goes through [`Fold::record`], which rejects it as it would anyway.
+    pub(super) fn record_columns<R: Record + ?Sized>(
         &mut self,
         columns: &[LaneColumns<'_>],
-        record: &ParquetRecord<'_>,
+        record: &R,
+        i: usize,
         name: &str,
         at: impl Fn() -> String,
     ) {
-        if self.route_columns(columns, record).is_err() {
+        if self.route_columns(columns, record, i).is_err() {
             self.record(record, name, at);
             return;
         }
@@ -124,15 +310,15 @@ impl<'a> Fold<'a> {
         self.fold_lanes(name, &at);
     }
 
-    /// Routes one row through every lane from typed columns; `Err` when the
+    /// Routes row `i` through every lane from typed columns; `Err` when the
     /// row must go through [`Fold::record`] instead.
     #[inline]
-    fn route_columns(
+    fn route_columns<R: Record + ?Sized>(
         &mut self,
         columns: &[LaneColumns<'_>],
-        record: &ParquetRecord<'_>,
+        record: &R,
+        i: usize,
     ) -> Result<(), ()> {
-        let i = record.index();
         let plans = &self.plans;
         for (s, lane_columns) in columns.iter().enumerate() {
             let owner = self.lanes[s].filter_owner;
@@ -141,7 +327,8 @@ impl<'a> Fold<'a> {
                     ColumnFilter::None => true,
                     ColumnFilter::TextEq { literal, .. } => lane_columns
                         .filter
-                        .is_some_and(|text| bytes_eq(text.value(i), literal)),
+                        .and_then(|text| text.at(record, i))
+                        .is_some_and(|text| bytes_eq(text, literal)),
                     ColumnFilter::Evaluate => self.lanes[s]
                         .summary
                         .passes(record, &mut self.scratch)
@@ -158,7 +345,7 @@ impl<'a> Fold<'a> {
             }
             lane.routed.bucket = match (known, &lane_columns.bucket) {
                 (Some(t), Some(_)) => Some(t),
-                (_, Some((column, unit))) => Some(column.time(i).map_err(drop)?.truncate(*unit)),
+                (_, Some((times, unit))) => Some(times.at(i)?.truncate(*unit)),
                 (_, None) => None,
             };
             lane.summary
@@ -169,11 +356,11 @@ impl<'a> Fold<'a> {
                 match *source {
                     ArgSource::Int(v) => lane.routed.set_arg(index, Arg::Int(v[i])),
                     ArgSource::Float(v) => lane.routed.set_arg(index, Arg::Float(v[i])),
-                    ArgSource::Time(column) => {
-                        let t = column.time(i).map_err(drop)?;
-                        lane.routed.set_arg(index, Arg::Time(t));
-                    }
-                    ArgSource::Text(text) => lane.routed.set_text_arg(index, text.value(i)),
+                    ArgSource::Time(times) => lane.routed.set_arg(index, Arg::Time(times.at(i)?)),
+                    ArgSource::Text(text) => match text.at(record, i) {
+                        Some(bytes) => lane.routed.set_text_arg(index, bytes),
+                        None => lane.routed.set_arg(index, Arg::Null),
+                    },
                     ArgSource::Evaluate => lane
                         .summary
                         .route_arg(index, record, &mut self.scratch, &mut lane.routed)
