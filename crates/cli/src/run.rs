@@ -1869,7 +1869,10 @@ pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'
             }
         }
     }
-    Ok(Results::new(columns, &rollup.shape().aggs, rows)?)
+    let times = (0..summary.aggregates.len())
+        .map(|i| summary.aggregate_is_time(i))
+        .collect();
+    Ok(Results::new(columns, &rollup.shape().aggs, rows)?.with_times(times))
 }
 
 #[cfg(test)]

@@ -477,8 +477,10 @@ CREATE SUMMARY hourly AS
         r: f64,
         lo: f64,
         hi: f64,
-        first: i64,
-        last: i64,
+        /// The earliest and latest time as written (ISO text orders as
+        /// time does); outputs print instants the same way.
+        first: String,
+        last: String,
         users: BTreeSet<i64>,
     }
     #[derive(Default, Debug)]
@@ -524,13 +526,17 @@ CREATE SUMMARY hourly AS
             .or_insert_with(|| Money {
                 lo: f64::INFINITY,
                 hi: f64::NEG_INFINITY,
-                first: i64::MAX,
-                last: i64::MIN,
+                first: f[0].to_owned(),
+                last: f[0].to_owned(),
                 ..Money::default()
             });
         m.n += 1;
-        m.first = m.first.min(ts);
-        m.last = m.last.max(ts);
+        if f[0] < m.first.as_str() {
+            m.first = f[0].to_owned();
+        }
+        if f[0] > m.last.as_str() {
+            m.last = f[0].to_owned();
+        }
         if let Some(r) = revenue {
             m.nr += 1;
             m.r += r;
@@ -579,8 +585,8 @@ CREATE SUMMARY hourly AS
             close(f[4], m.r, line);
             close(f[5], m.lo, line);
             close(f[6], m.hi, line);
-            assert_eq!(f[7], m.first.to_string(), "{line}");
-            assert_eq!(f[8], m.last.to_string(), "{line}");
+            assert_eq!(f[7], m.first, "{line}");
+            assert_eq!(f[8], m.last, "{line}");
             assert_eq!(f[9], m.users.len().to_string(), "{line}");
         }
         let lines = csv_lines(&dir.join(&out), "hourly");

@@ -265,6 +265,8 @@ impl<'r> Dims<'r> {
 pub struct Results<'a> {
     columns: Columns,
     kinds: &'a [AggKind],
+    /// Per aggregate: its values are instants ([`Results::with_times`]).
+    times: Vec<bool>,
     rows: Vec<ResultRow<'a>>,
     spans: Vec<Span>,
     text: Vec<u8>,
@@ -292,10 +294,27 @@ impl<'a> Results<'a> {
         Ok(Self {
             columns,
             kinds,
+            times: Vec::new(),
             rows,
             spans,
             text,
         })
+    }
+
+    /// Marks the aggregates whose values are instants (`min(ts)`, kept as
+    /// milliseconds since the epoch): outputs print them as timestamps,
+    /// `2026-11-01T00:00:07Z`, as they print buckets. One flag per
+    /// aggregate; missing flags are `false`.
+    #[must_use]
+    pub fn with_times(mut self, times: Vec<bool>) -> Self {
+        self.times = times;
+        self
+    }
+
+    /// Aggregate `i`'s `output` as an instant, when its values are
+    /// instants and it has one.
+    fn instant(&self, i: usize, output: &Output) -> Option<Timestamp> {
+        instant(&self.times, i, output)
     }
 
     /// The rows, ordered.
@@ -497,7 +516,12 @@ pub fn table_head(results: &Results<'_>, max_rows: usize) -> String {
                 .iter()
                 .map(|d| d.unwrap_or("NULL").to_string()),
         );
-        line.extend((0..row.states.len()).map(|i| human(&output_of(row.states, results.kinds, i))));
+        line.extend((0..row.states.len()).map(|i| {
+            let output = output_of(row.states, results.kinds, i);
+            results
+                .instant(i, &output)
+                .map_or_else(|| human(&output), |t| t.to_string())
+        }));
         cells.push(line);
     }
     let widths: Vec<usize> = (0..cells[0].len())
@@ -582,6 +606,7 @@ pub fn write_daily_csv(
                 results.dims(row),
                 results.columns.bucket.is_some(),
                 results.kinds,
+                &results.times,
                 options,
             );
         }
@@ -615,12 +640,12 @@ pub fn write_json_lines(
             let _ = write!(line, ",{}:{value}", json_string(name.as_bytes()));
         }
         for (i, (name, state)) in columns.aggs.iter().zip(row.states).enumerate() {
-            let _ = write!(
-                line,
-                ",{}:{}",
-                json_string(name.as_bytes()),
-                json_output(&output_of(row.states, results.kinds, i))
-            );
+            let _ = write!(line, ",{}:{}", json_string(name.as_bytes()), {
+                let output = output_of(row.states, results.kinds, i);
+                results
+                    .instant(i, &output)
+                    .map_or_else(|| json_output(&output), |t| format!("\"{t}\""))
+            });
             if let (true, AggState::Hll(h)) = (options.hll_hex, state) {
                 let _ = write!(
                     line,
@@ -689,6 +714,7 @@ fn push_csv_line(
     dims: Dims<'_>,
     bucket: bool,
     kinds: &[AggKind],
+    times: &[bool],
     options: Options,
 ) {
     // Every field is followed by a comma; the last one becomes the newline.
@@ -703,7 +729,12 @@ fn push_csv_line(
         out.push(',');
     }
     for (i, state) in row.states.iter().enumerate() {
-        match output_of(row.states, kinds, i) {
+        let output = output_of(row.states, kinds, i);
+        if let Some(t) = instant(times, i, &output) {
+            let _ = write!(out, "{t},");
+            continue;
+        }
+        match output {
             Output::Count(n) => {
                 let _ = write!(out, "{n},");
             }
@@ -777,16 +808,29 @@ fn day_or_instant(t: Timestamp) -> String {
     }
 }
 
+/// `output` as an instant when `times[i]` says aggregate `i` holds them.
+fn instant(times: &[bool], i: usize, output: &Output) -> Option<Timestamp> {
+    match *output {
+        Output::Number(Some(ms)) if times.get(i).copied().unwrap_or(false) => {
+            // An instant's milliseconds were an i64 before they were an
+            // f64 (exactly: |ms| < 2^53 for every parsable time).
+            #[allow(clippy::cast_possible_truncation)]
+            Some(Timestamp(ms as i64))
+        }
+        _ => None,
+    }
+}
+
 fn human(output: &Output) -> String {
     match output {
         Output::Count(n) => n.to_string(),
         Output::Number(None) => "NULL".to_string(),
-        Output::Number(Some(v)) => format!("{v:.2}"),
+        Output::Number(Some(v)) => readable(*v),
         Output::Estimate(e) => estimate(e),
         Output::Quantiles { values, rank_error } => {
             let parts: Vec<String> = values
                 .iter()
-                .map(|(rank, v)| format!("p{}={v:.4}", rank * 100.0))
+                .map(|(rank, v)| format!("p{}={}", rank * 100.0, readable(*v)))
                 .collect();
             format!("{} (rank ±{:.2}%)", parts.join(" "), rank_error * 100.0)
         }
@@ -796,6 +840,37 @@ fn human(output: &Output) -> String {
             .collect::<Vec<_>>()
             .join(" "),
     }
+}
+
+/// A number for a table: whole numbers without a fraction, two decimals
+/// from 100 up, four significant digits below (a revenue of 0.0015 must
+/// not read 0.00), scientific notation below a millionth or from 10^15.
+fn readable(v: f64) -> String {
+    let a = v.abs();
+    if !v.is_finite() || v == 0.0 {
+        return format!("{v}");
+    }
+    if !(1e-6..1e15).contains(&a) {
+        return format!("{v:.3e}");
+    }
+    if v.fract() == 0.0 {
+        return format!("{v:.0}");
+    }
+    let decimals = if a >= 100.0 {
+        2
+    } else {
+        // Digits after the point for four significant ones: 3 from 1 up,
+        // 4 from 0.1, 5 from 0.01, ...
+        let mut decimals = 3;
+        let mut scale = 1.0;
+        while a < scale && decimals < 9 {
+            scale /= 10.0;
+            decimals += 1;
+        }
+        decimals
+    };
+    let text = format!("{v:.decimals$}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn estimate(e: &Estimate) -> String {
@@ -978,6 +1053,38 @@ fn json_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_numbers_keep_small_values_readable() {
+        for (v, want) in [
+            (0.0, "0"),
+            (12.0, "12"),
+            (-3.0, "-3"),
+            (0.0015, "0.0015"),
+            (0.5015, "0.5015"),
+            (0.002_463_7, "0.002464"),
+            (4.567_89, "4.568"),
+            (12_345.678, "12345.68"),
+            (0.5, "0.5"),
+            (1e-9, "1.000e-9"),
+            (2e15, "2.000e15"),
+            (f64::INFINITY, "inf"),
+        ] {
+            assert_eq!(readable(v), want, "{v}");
+        }
+    }
+
+    #[test]
+    fn instants_print_as_timestamps_where_flagged() {
+        let number = Output::Number(Some(1_793_491_201_000.0));
+        assert_eq!(
+            instant(&[false, true], 1, &number),
+            Some(Timestamp(1_793_491_201_000))
+        );
+        assert_eq!(instant(&[false, true], 0, &number), None);
+        assert_eq!(instant(&[], 0, &number), None);
+        assert_eq!(instant(&[true], 0, &Output::Number(None)), None);
+    }
     use proptest::prelude::*;
 
     fn pushed(v: f64) -> String {

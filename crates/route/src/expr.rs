@@ -296,6 +296,19 @@ fn text_bytes<'s>(text: Text<'s>, scratch: &'s [u8]) -> &'s [u8] {
 }
 
 impl Expr {
+    /// Whether this expression's values are instants: a TIMESTAMP column
+    /// (DATE columns are read as one), `date_trunc`, a time literal, or a
+    /// `coalesce` whose operands are (the compiler gives them one type).
+    pub fn is_time(&self) -> bool {
+        match self {
+            Expr::Column { ty, .. } => *ty == ColumnType::Timestamp,
+            Expr::Literal(literal) => matches!(literal, Literal::Time(_)),
+            Expr::DateTrunc(..) => true,
+            Expr::Coalesce(list) => list.iter().any(Expr::is_time),
+            _ => false,
+        }
+    }
+
     /// Evaluates this expression over `record`. Text results borrow from
     /// the record, the plan, or `scratch` (which is cleared first).
     ///

@@ -286,6 +286,23 @@ pub struct Summary {
     pub(crate) paths: route::Paths,
 }
 
+impl Summary {
+    /// Whether aggregate `i`'s values are instants: `min` and `max` of a
+    /// time (a TIMESTAMP or DATE column, `date_trunc`, a `coalesce` of
+    /// them). The rollup keeps them as milliseconds since the epoch;
+    /// outputs print them as timestamps.
+    pub fn aggregate_is_time(&self, i: usize) -> bool {
+        let Some(aggregate) = self.aggregates.get(i) else {
+            return false;
+        };
+        matches!(aggregate.kind, AggregateKind::Min | AggregateKind::Max)
+            && aggregate
+                .argument
+                .and_then(|a| self.arguments.get(a))
+                .is_some_and(Expr::is_time)
+    }
+}
+
 /// An attribution model (issue 4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Model {

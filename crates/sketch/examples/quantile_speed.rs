@@ -32,7 +32,9 @@ fn main() {
     let mut reps = 3;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let value = args.next().unwrap_or_else(|| panic!("{flag} needs a value"));
+        let value = args
+            .next()
+            .unwrap_or_else(|| panic!("{flag} needs a value"));
         match flag.as_str() {
             "--n" => n = value.parse().expect("--n VALUES"),
             "--sketches" => sketches = value.parse().expect("--sketches S"),
