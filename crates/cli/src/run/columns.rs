@@ -143,45 +143,49 @@ impl ParsedColumns {
             if column >= width {
                 return false;
             }
+            let (date, bad) = (&mut self.date, &mut self.bad);
             match ty {
                 ColumnType::BigInt => {
-                    let out = &mut self.ints[column];
-                    for i in 0..rows {
-                        let v = match batch.record(i).value_memo(column, ty, &mut self.date) {
-                            Ok(Value::Int(v)) => v,
-                            _ => {
-                                self.bad[i] = true;
-                                0
-                            }
-                        };
-                        out.push(v);
-                    }
+                    parse_column(
+                        batch,
+                        column,
+                        ty,
+                        date,
+                        bad,
+                        &mut self.ints[column],
+                        |v| match v {
+                            Value::Int(v) => Some(v),
+                            _ => None,
+                        },
+                    );
                 }
                 ColumnType::Double => {
-                    let out = &mut self.floats[column];
-                    for i in 0..rows {
-                        let v = match batch.record(i).value_memo(column, ty, &mut self.date) {
-                            Ok(Value::Float(v)) => v,
-                            _ => {
-                                self.bad[i] = true;
-                                0.0
-                            }
-                        };
-                        out.push(v);
-                    }
+                    parse_column(
+                        batch,
+                        column,
+                        ty,
+                        date,
+                        bad,
+                        &mut self.floats[column],
+                        |v| match v {
+                            Value::Float(v) => Some(v),
+                            _ => None,
+                        },
+                    );
                 }
                 ColumnType::Timestamp => {
-                    let out = &mut self.times[column];
-                    for i in 0..rows {
-                        let v = match batch.record(i).value_memo(column, ty, &mut self.date) {
-                            Ok(Value::Time(t)) => t.0,
-                            _ => {
-                                self.bad[i] = true;
-                                0
-                            }
-                        };
-                        out.push(v);
-                    }
+                    parse_column(
+                        batch,
+                        column,
+                        ty,
+                        date,
+                        bad,
+                        &mut self.times[column],
+                        |v| match v {
+                            Value::Time(t) => Some(t.0),
+                            _ => None,
+                        },
+                    );
                 }
                 ColumnType::Bool | ColumnType::Text => return false,
             }
@@ -192,6 +196,30 @@ impl ParsedColumns {
     /// Whether row `i` must go through [`Fold::record`].
     pub(super) fn bad(&self, i: usize) -> bool {
         self.bad[i]
+    }
+}
+
+/// Parses `column` of every row of `batch` as `ty` into `out`, through
+/// `pick`; a row whose value is NULL or does not parse is marked in `bad`
+/// (and gets a default in `out`, never read).
+#[inline]
+fn parse_column<T: Default>(
+    batch: &Batch,
+    column: usize,
+    ty: ColumnType,
+    date: &mut DateMemo,
+    bad: &mut [bool],
+    out: &mut Vec<T>,
+    pick: impl Fn(Value<'_>) -> Option<T>,
+) {
+    for (i, bad) in bad.iter_mut().enumerate() {
+        let value = batch
+            .record(i)
+            .value_memo(column, ty, date)
+            .ok()
+            .and_then(&pick);
+        *bad |= value.is_none();
+        out.push(value.unwrap_or_default());
     }
 }
 
