@@ -843,8 +843,9 @@ fn human(output: &Output) -> String {
 }
 
 /// A number for a table: whole numbers without a fraction, two decimals
-/// from 100 up, four significant digits below (a revenue of 0.0015 must
-/// not read 0.00), scientific notation below a millionth or from 10^15.
+/// from 100 up, three from 1 up, four significant digits below 1 (a
+/// revenue of 0.0015 must not read 0.00), scientific notation below a
+/// millionth or from 10^15; trailing zeros dropped.
 fn readable(v: f64) -> String {
     let a = v.abs();
     if !v.is_finite() || v == 0.0 {
