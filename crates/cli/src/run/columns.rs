@@ -319,7 +319,7 @@ impl<'a> Fold<'a> {
 
     /// [`Fold::record`] for row `i` of a batch whose columns `columns`
     /// gave: the same routes, read from typed columns instead of through
-    /// [`Record::value`](cardinal_event::Record::value) per summary. A row
+    /// [`Record::value`] per summary. A row
     /// whose time is out of range (or whose key the evaluator rejects)
     /// goes through [`Fold::record`], which rejects it as it would anyway.
     pub(super) fn record_columns<R: Record + ?Sized>(
