@@ -1055,12 +1055,13 @@ fn fold_chunk<'p>(
     for r in batch.rejects() {
         fold.reject(&r.reason.to_string(), &r.to_string());
     }
-    // Parsed a column at a time only when some typed column is read more
-    // than once (the column cache's own test): a column read once parses
-    // as cheaply in the route, without a second pass over the batch
-    // (Query 2A from text was 3% slower through this path).
-    let mut parsed = std::mem::take(&mut fold.parsed);
-    if collector.is_none() && fold.cache.is_some() && parsed.fill(&fold.plans, batch) {
+    // Parsed a column at a time when `fold.parsed` is set (only when some
+    // typed column is read more than once: Query 2A from text, which
+    // reads each once, was 3% slower through this path).
+    if collector.is_none()
+        && let Some(mut parsed) = fold.parsed.take()
+    {
+        parsed.fill(batch);
         let columns = fold.text_columns_of(&parsed);
         for index in 0..batch.len() {
             let record = batch.record(index);
@@ -1071,13 +1072,12 @@ fn fold_chunk<'p>(
             }
         }
         drop(columns);
-        fold.parsed = parsed;
+        fold.parsed = Some(parsed);
         fold.flush();
         fold.flush_rejects(rejects_file)?;
         tap.report(&fold.counts);
         return Ok(());
     }
-    fold.parsed = parsed;
     for index in 0..batch.len() {
         let record = batch.record(index);
         if let Some(collector) = collector
@@ -1199,11 +1199,14 @@ struct Fold<'a> {
     cache: Option<ColumnCache>,
     /// Every lane's [`ColumnPlan`]: Parquet batches that hold their
     /// columns as typed slices are routed from them
-    /// ([`Fold::columns_of`]).
+    /// ([`Fold::columns_of`]), and text batches from `parsed`.
     plans: Vec<ColumnPlan>,
     /// The typed columns of the current text batch
-    /// ([`columns::ParsedColumns`]).
-    parsed: columns::ParsedColumns,
+    /// ([`columns::ParsedColumns`]); `None` when text batches go record
+    /// by record: no typed column is read twice (a column read once
+    /// parses as cheaply in the route, without a second pass over the
+    /// batch), or one is of a type the path does not carry.
+    parsed: Option<columns::ParsedColumns>,
     hashed: HashMemo,
     scratch: Scratch,
     /// Reject lines not yet written to the rejects file.
@@ -1306,14 +1309,20 @@ impl<'a> Fold<'a> {
                 })
             })
             .collect::<Result<_>>()?;
+        let width = stream.schema.columns.len();
+        let twice = reads_a_typed_column_twice(summaries);
+        let plans: Vec<ColumnPlan> = summaries.iter().map(|s| s.column_plan()).collect();
         Ok(Self {
             shown,
             lanes,
             counts: Counts::default(),
-            cache: reads_a_typed_column_twice(summaries)
-                .then(|| ColumnCache::new(stream.schema.columns.len())),
-            plans: summaries.iter().map(|s| s.column_plan()).collect(),
-            parsed: columns::ParsedColumns::new(stream.schema.columns.len()),
+            cache: twice.then(|| ColumnCache::new(width)),
+            parsed: if twice {
+                columns::ParsedColumns::new(width, &plans)
+            } else {
+                None
+            },
+            plans,
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
             reject_lines: String::new(),

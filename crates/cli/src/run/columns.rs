@@ -1,4 +1,5 @@
-//! Parquet batches routed from typed columns.
+//! Batches routed from typed columns: Parquet's own, and a text batch's
+//! parsed a column at a time ([`ParsedColumns`]).
 //!
 //! A record-at-a-time route asks each record for each value through
 //! [`Record::value`]: a match on the column's storage, a NULL check, a
@@ -90,10 +91,11 @@ impl<'b> Texts<'b> {
 /// read as typed values, parsed a column at a time. Reused from batch to
 /// batch; a row with a NULL or unparsable value in one of them goes
 /// through [`Fold::record`] (`bad`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct ParsedColumns {
-    /// The stream's columns.
-    width: usize,
+    /// The typed columns the plans read, each once, with its declared
+    /// type (BIGINT, DOUBLE or TIMESTAMP).
+    wanted: Vec<(usize, ColumnType)>,
     /// Per stream column, the values of the rows (those that parsed).
     ints: Vec<Vec<i64>>,
     floats: Vec<Vec<f64>>,
@@ -105,26 +107,10 @@ pub(super) struct ParsedColumns {
 }
 
 impl ParsedColumns {
-    /// Columns for a stream of `width` columns.
-    pub(super) fn new(width: usize) -> Self {
-        Self {
-            width,
-            ..Self::default()
-        }
-    }
-
-    /// Parses every typed column `plans` read in `batch`; `false` when one
-    /// is of a type the typed path does not carry (BOOLEAN).
-    pub(super) fn fill(&mut self, plans: &[ColumnPlan], batch: &Batch) -> bool {
-        let (rows, width) = (batch.len(), self.width);
-        self.bad.clear();
-        self.bad.resize(rows, false);
-        for list in [&mut self.ints, &mut self.times] {
-            list.resize_with(width, Vec::new);
-            list.iter_mut().for_each(Vec::clear);
-        }
-        self.floats.resize_with(width, Vec::new);
-        self.floats.iter_mut().for_each(Vec::clear);
+    /// Columns for a stream of `width` columns read by `plans`; `None`
+    /// when a typed column they read is of a type the typed path does not
+    /// carry (BOOLEAN): that stream's batches go record by record.
+    pub(super) fn new(width: usize, plans: &[ColumnPlan]) -> Option<Self> {
         let mut wanted: Vec<(usize, ColumnType)> = Vec::new();
         for plan in plans {
             if let Some(bucket) = plan.bucket {
@@ -139,58 +125,58 @@ impl ParsedColumns {
         // A column has one declared type, whoever reads it.
         wanted.sort_unstable_by_key(|&(column, _)| column);
         wanted.dedup_by_key(|&mut (column, _)| column);
-        for (column, ty) in wanted {
-            if column >= width {
-                return false;
-            }
-            let (date, bad) = (&mut self.date, &mut self.bad);
+        let carried = |&(column, ty): &(usize, ColumnType)| {
+            column < width
+                && matches!(
+                    ty,
+                    ColumnType::BigInt | ColumnType::Double | ColumnType::Timestamp
+                )
+        };
+        wanted.iter().all(carried).then(|| Self {
+            wanted,
+            ints: vec![Vec::new(); width],
+            floats: vec![Vec::new(); width],
+            times: vec![Vec::new(); width],
+            bad: Vec::new(),
+            date: DateMemo::default(),
+        })
+    }
+
+    /// Parses every typed column the plans read in `batch`.
+    pub(super) fn fill(&mut self, batch: &Batch) {
+        self.bad.clear();
+        self.bad.resize(batch.len(), false);
+        let (date, bad) = (&mut self.date, &mut self.bad);
+        for &(column, ty) in &self.wanted {
             match ty {
                 ColumnType::BigInt => {
-                    parse_column(
-                        batch,
-                        column,
-                        ty,
-                        date,
-                        bad,
-                        &mut self.ints[column],
-                        |v| match v {
-                            Value::Int(v) => Some(v),
-                            _ => None,
-                        },
-                    );
+                    let out = &mut self.ints[column];
+                    out.clear();
+                    parse_column(batch, column, ty, date, bad, out, |v| match v {
+                        Value::Int(v) => Some(v),
+                        _ => None,
+                    });
                 }
                 ColumnType::Double => {
-                    parse_column(
-                        batch,
-                        column,
-                        ty,
-                        date,
-                        bad,
-                        &mut self.floats[column],
-                        |v| match v {
-                            Value::Float(v) => Some(v),
-                            _ => None,
-                        },
-                    );
+                    let out = &mut self.floats[column];
+                    out.clear();
+                    parse_column(batch, column, ty, date, bad, out, |v| match v {
+                        Value::Float(v) => Some(v),
+                        _ => None,
+                    });
                 }
                 ColumnType::Timestamp => {
-                    parse_column(
-                        batch,
-                        column,
-                        ty,
-                        date,
-                        bad,
-                        &mut self.times[column],
-                        |v| match v {
-                            Value::Time(t) => Some(t.0),
-                            _ => None,
-                        },
-                    );
+                    let out = &mut self.times[column];
+                    out.clear();
+                    parse_column(batch, column, ty, date, bad, out, |v| match v {
+                        Value::Time(t) => Some(t.0),
+                        _ => None,
+                    });
                 }
-                ColumnType::Bool | ColumnType::Text => return false,
+                // `new` keeps only the three types above.
+                ColumnType::Bool | ColumnType::Text => unreachable!("not a carried type"),
             }
         }
-        true
     }
 
     /// Whether row `i` must go through [`Fold::record`].
@@ -306,7 +292,7 @@ impl<'a> Fold<'a> {
                             ColumnType::Timestamp => {
                                 ArgSource::Time(Times::Ms(&parsed.times[column]))
                             }
-                            // `fill` refused the batch.
+                            // `ParsedColumns::new` refused such plans.
                             ColumnType::Bool | ColumnType::Text => ArgSource::Evaluate,
                         },
                         ArgColumn::Text { column } => ArgSource::Text(Texts::Field(column)),
