@@ -99,6 +99,31 @@ fn run_both(dir: &Path, schema: &str, input: &str, tag: &str) -> [Vec<String>; 2
     })
 }
 
+/// Writes `csv.sql` and `parquet.sql`: `CREATE STREAM <stream>` in each
+/// format with the options `with` (e.g. `, time = 'ts'`), then
+/// `summaries`.
+fn write_schemas(dir: &Path, stream: &str, with: &str, summaries: &str) {
+    for (format, header) in [("csv", ", header = true"), ("parquet", "")] {
+        std::fs::write(
+            dir.join(format!("{format}.sql")),
+            format!("CREATE STREAM {stream} WITH (format = '{format}'{header}{with});{summaries}"),
+        )
+        .expect("schema");
+    }
+}
+
+/// Runs `csv.sql` over `csv` and `parquet.sql` over `parquet`
+/// ([`write_schemas`]) on 1 and 2 threads, asserts that the four results
+/// are the same lines, and returns them.
+fn run_formats_alike(dir: &Path, csv: &str, parquet: &str) -> Vec<String> {
+    let [csv_one, csv_two] = run_both(dir, "csv.sql", csv, "csv");
+    let [parquet_one, parquet_two] = run_both(dir, "parquet.sql", parquet, "parquet");
+    assert_eq!(csv_one, csv_two);
+    assert_eq!(parquet_one, csv_one);
+    assert_eq!(parquet_two, csv_one);
+    csv_one
+}
+
 const IMPRESSIONS: &str = "
   (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
    site TEXT, provider TEXT, campaign TEXT, revenue DOUBLE)";
@@ -185,30 +210,15 @@ fn impressions_from_parquet_equal_impressions_from_csv() {
         ),
     ];
     write_parquet(&dir.join("imp.parquet"), columns, 6_000, &["site"]);
-    std::fs::write(
-        dir.join("csv.sql"),
-        format!(
-            "CREATE STREAM impressions {IMPRESSIONS} WITH (format = 'csv', header = true, time = 'ts');{IMPRESSION_SUMMARIES}"
-        ),
-    )
-    .expect("schema");
-    std::fs::write(
-        dir.join("parquet.sql"),
-        format!(
-            "CREATE STREAM impressions {IMPRESSIONS} WITH (format = 'parquet', time = 'ts');{IMPRESSION_SUMMARIES}"
-        ),
-    )
-    .expect("schema");
-    let [csv_one, csv_two] = run_both(&dir, "csv.sql", "imp.csv", "csv");
-    let [parquet_one, parquet_two] = run_both(&dir, "parquet.sql", "imp.parquet", "parquet");
-    assert!(csv_one.len() > 100, "{}", csv_one.len());
-    assert!(
-        csv_one.iter().any(|l| l.contains(",\\x")),
-        "HLL hex written"
+    write_schemas(
+        &dir,
+        &format!("impressions {IMPRESSIONS}"),
+        ", time = 'ts'",
+        IMPRESSION_SUMMARIES,
     );
-    assert_eq!(csv_one, csv_two);
-    assert_eq!(parquet_one, csv_one);
-    assert_eq!(parquet_two, csv_one);
+    let lines = run_formats_alike(&dir, "imp.csv", "imp.parquet");
+    assert!(lines.len() > 100, "{}", lines.len());
+    assert!(lines.iter().any(|l| l.contains(",\\x")), "HLL hex written");
 }
 
 /// UTC milliseconds of the generator's `YYYY-MM-DDTHH:MM:SSZ`.
@@ -307,22 +317,14 @@ fn typed_columns_and_nulls_equal_their_text() {
     let Typed { csv, columns } = typed(30_000);
     std::fs::write(dir.join("t.csv"), csv).expect("csv");
     write_parquet(&dir.join("t.parquet"), columns, 4_096, &["tag"]);
-    std::fs::write(
-        dir.join("csv.sql"),
-        format!("CREATE STREAM t {TYPED} WITH (format = 'csv', header = true, time = 'at');{TYPED_SUMMARIES}"),
-    )
-    .expect("schema");
-    std::fs::write(
-        dir.join("parquet.sql"),
-        format!("CREATE STREAM t {TYPED} WITH (format = 'parquet', time = 'at');{TYPED_SUMMARIES}"),
-    )
-    .expect("schema");
-    let [csv_one, csv_two] = run_both(&dir, "csv.sql", "t.csv", "csv");
-    let [parquet_one, parquet_two] = run_both(&dir, "parquet.sql", "t.parquet", "parquet");
-    assert!(csv_one.len() > 40, "{}", csv_one.len());
-    assert_eq!(csv_one, csv_two);
-    assert_eq!(parquet_one, csv_one);
-    assert_eq!(parquet_two, csv_one);
+    write_schemas(
+        &dir,
+        &format!("t {TYPED}"),
+        ", time = 'at'",
+        TYPED_SUMMARIES,
+    );
+    let lines = run_formats_alike(&dir, "t.csv", "t.parquet");
+    assert!(lines.len() > 40, "{}", lines.len());
 }
 
 #[test]
@@ -331,16 +333,7 @@ fn formats_must_match_their_stream() {
     let Typed { csv, columns } = typed(10);
     std::fs::write(dir.join("t.csv"), csv).expect("csv");
     write_parquet(&dir.join("t.parquet"), columns, 4, &[]);
-    std::fs::write(
-        dir.join("csv.sql"),
-        format!("CREATE STREAM t {TYPED} WITH (format = 'csv', header = true);{TYPED_SUMMARIES}"),
-    )
-    .expect("schema");
-    std::fs::write(
-        dir.join("parquet.sql"),
-        format!("CREATE STREAM t {TYPED} WITH (format = 'parquet');{TYPED_SUMMARIES}"),
-    )
-    .expect("schema");
+    write_schemas(&dir, &format!("t {TYPED}"), "", TYPED_SUMMARIES);
     let error = failure(&cardinal(&dir, &["run", "csv.sql", "t.parquet"]));
     assert!(
         error.contains("t.parquet is a Parquet file; declare stream t WITH (format = 'parquet')"),
@@ -520,21 +513,14 @@ fn typed_column_routes_equal_record_routes() {
         &["site"],
     );
     let columns = "(ts TIMESTAMP, day DATE, user_id BIGINT, kind TEXT, site TEXT, revenue DOUBLE)";
-    for (format, header) in [("csv", ", header = true"), ("parquet", "")] {
-        std::fs::write(
-            dir.join(format!("{format}.sql")),
-            format!(
-                "CREATE STREAM t {columns} WITH (format = '{format}'{header}, time = 'ts');{COLUMN_SUMMARIES}"
-            ),
-        )
-        .expect("schema");
-    }
-    let [csv_one, csv_two] = run_both(&dir, "csv.sql", "t.csv", "csv");
-    let [parquet_one, parquet_two] = run_both(&dir, "parquet.sql", "t.parquet", "parquet");
-    assert!(csv_one.len() > 200, "{}", csv_one.len());
-    assert_eq!(csv_one, csv_two);
-    assert_eq!(parquet_one, csv_one);
-    assert_eq!(parquet_two, csv_one);
+    write_schemas(
+        &dir,
+        &format!("t {columns}"),
+        ", time = 'ts'",
+        COLUMN_SUMMARIES,
+    );
+    let lines = run_formats_alike(&dir, "t.csv", "t.parquet");
+    assert!(lines.len() > 200, "{}", lines.len());
     // The bad row is rejected, once, in both.
     for (schema, input) in [("csv.sql", "t.csv"), ("parquet.sql", "t.parquet")] {
         let output = cardinal(&dir, &["run", schema, input, "--out", "counted"]);
