@@ -349,7 +349,8 @@ fn text_eq(filter: &Expr) -> Option<(usize, &[u8])> {
     }
 }
 
-/// How a caller holding typed columns (a Parquet batch) routes a record
+/// How a caller holding typed columns (a Parquet batch, or a text batch
+/// parsed a column at a time) routes a record
 /// ([`Summary::column_plan`]): it reads the bucket and the plain-column
 /// arguments directly, takes the filter as [`ColumnFilter`] says, asks
 /// [`Summary::route_dims`] for the key and [`Summary::route_arg`] for
