@@ -1157,15 +1157,23 @@ fn read_parquet(
     fold.counts.bytes += file.bytes(groups.clone());
     let mut reader = file.read(groups)?;
     while let Some(batch) = reader.next_batch()? {
-        if collector.is_none()
-            && let Some(columns) = fold.columns_of(batch)
-        {
+        let mut dictionaries = std::mem::take(&mut fold.dictionaries);
+        dictionaries.refresh(batch);
+        let columns = collector
+            .is_none()
+            .then(|| fold.columns_of(batch, &dictionaries))
+            .flatten();
+        let routed = columns.is_some();
+        if let Some(columns) = columns {
             for index in 0..batch.len() {
                 let record = batch.record(index);
                 fold.record_columns(&columns, &record, index, batch.input(), || {
                     record.row().to_string()
                 });
             }
+        }
+        fold.dictionaries = dictionaries;
+        if routed {
             fold.flush();
             fold.flush_rejects(rejects_file)?;
             continue;
@@ -1207,6 +1215,9 @@ struct Fold<'a> {
     /// parses as cheaply in the route, without a second pass over the
     /// batch), or one is of a type the path does not carry.
     parsed: Option<columns::ParsedColumns>,
+    /// What lanes work out once per value of a Parquet batch's
+    /// dictionary-encoded text columns.
+    dictionaries: columns::Dictionaries,
     hashed: HashMemo,
     scratch: Scratch,
     /// Reject lines not yet written to the rejects file.
@@ -1276,7 +1287,7 @@ impl<'a> Fold<'a> {
         shown: &'a std::sync::atomic::AtomicU64,
         stream: &cardinal_route::Stream,
     ) -> Result<Self> {
-        let lanes = summaries
+        let lanes: Vec<Lane<'a>> = summaries
             .iter()
             .zip(shapes)
             .map(|(summary, shape)| -> Result<Lane<'a>> {
@@ -1312,6 +1323,7 @@ impl<'a> Fold<'a> {
         let width = stream.schema.columns.len();
         let twice = reads_a_typed_column_twice(summaries);
         let plans: Vec<ColumnPlan> = summaries.iter().map(|s| s.column_plan()).collect();
+        let dictionaries = columns::Dictionaries::new(&plans, |s| lanes[s].filter_owner);
         Ok(Self {
             shown,
             lanes,
@@ -1322,6 +1334,7 @@ impl<'a> Fold<'a> {
             } else {
                 None
             },
+            dictionaries,
             plans,
             hashed: HashMemo::default(),
             scratch: Scratch::default(),

@@ -59,8 +59,8 @@ pub use csv::{CsvConfig, CsvParser, Extra, Missing};
 pub use error::{Error, Result};
 pub use ndjson::NdjsonParser;
 pub use parquet::{
-    Column, PARQUET_BATCH_BYTES_MAX, PARQUET_BATCH_ROWS, PARQUET_MAGIC, ParquetBatch, ParquetFile,
-    ParquetReader, ParquetRecord, TextColumn, is_parquet,
+    Column, Dictionary, DictionaryHandle, PARQUET_BATCH_BYTES_MAX, PARQUET_BATCH_ROWS,
+    PARQUET_MAGIC, ParquetBatch, ParquetFile, ParquetReader, ParquetRecord, TextColumn, is_parquet,
 };
 pub use structural::Scanner;
 

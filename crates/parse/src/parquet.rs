@@ -28,11 +28,16 @@
 //! Any other pairing is an [`Error::ParquetColumnType`] naming the file,
 //! the column, the file's type and the declared type.
 //!
-//! Text is decoded as Arrow *views* (`Utf8View`, `BinaryView`), asked for
-//! with a schema hint whatever the file's Arrow metadata says: a view of a
-//! dictionary-encoded page points into the page's dictionary, so neither a
-//! low-cardinality column nor a long value repeated by a dictionary is
-//! copied once per row, and a batch's memory stays near its pages' size.
+//! Text is asked for with a schema hint, whatever the file's Arrow
+//! metadata says, in one of two forms. A column whose chunks are
+//! dictionary-encoded (nearly all of its values, by the footer) is read
+//! as an Arrow *dictionary*: each row a key into its row group's
+//! dictionary, so a caller can work out a value's hash or a comparison
+//! once per distinct value ([`TextColumn::dictionary`]). Any other text
+//! column is read as *views* (`Utf8View`, `BinaryView`), which point into
+//! the pages instead of copying each value. Either way a batch's memory
+//! stays near its pages' size. Batches never span two row groups
+//! ([`ParquetReader`]), so that a batch's keys index one dictionary.
 //!
 //! Limits: [`PARQUET_BATCH_ROWS`] rows are decoded at once (the Arrow
 //! reader's batch size), and a batch that holds more than
@@ -60,7 +65,7 @@ use arrow_array::types::{
     TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
     TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
-use arrow_array::{Array, ArrowPrimitiveType, BinaryViewArray, RecordBatch};
+use arrow_array::{Array, ArrowPrimitiveType, BinaryArray, BinaryViewArray, RecordBatch};
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, TimeUnit as ArrowTimeUnit};
 use bytes::Bytes;
@@ -215,15 +220,23 @@ impl ParquetFile {
         for (position, &(_, column)) in roots.iter().enumerate() {
             positions[column] = Some(position);
         }
-        // Ask for text as views (see the module doc); every other column
-        // keeps the type the file's own schema gives it.
+        // Ask for text as dictionaries or views (see the module doc);
+        // every other column keeps the type the file's own schema gives it.
+        let parquet_metadata = metadata.metadata().clone();
         let hinted: Vec<Field> = fields
             .iter()
             .enumerate()
             .map(|(root, field)| {
                 let read = roots.binary_search_by_key(&root, |&(r, _)| r).is_ok();
-                match (read, view_of(field.data_type())) {
-                    (true, Some(view)) => field.as_ref().clone().with_data_type(view),
+                match (read, text_of(field.data_type())) {
+                    (true, Some(text)) => {
+                        let read_as = if dictionary_encoded(&parquet_metadata, root) {
+                            DataType::Dictionary(Box::new(DataType::Int32), Box::new(text))
+                        } else {
+                            view_of(&text)
+                        };
+                        field.as_ref().clone().with_data_type(read_as)
+                    }
                     _ => field.as_ref().clone(),
                 }
             })
@@ -232,7 +245,6 @@ impl ParquetFile {
             hinted,
             metadata.schema().metadata().clone(),
         ));
-        let parquet_metadata = metadata.metadata().clone();
         let metadata = guarded(&input, || {
             ArrowReaderMetadata::try_new(parquet_metadata, footer_options().with_schema(hinted))
         })?;
@@ -296,8 +308,24 @@ impl ParquetFile {
         assert!(row_groups.start <= row_groups.end);
         assert!(row_groups.end <= self.row_groups());
         let first_row = self.row_group_starts[row_groups.start];
-        let groups: Vec<usize> = row_groups.collect();
-        let inner = match &self.source {
+        Ok(ParquetReader {
+            file: self,
+            groups: row_groups,
+            inner: None,
+            failed: false,
+            batch: ParquetBatch {
+                input: self.input.clone(),
+                first_row,
+                len: 0,
+                columns: Vec::new(),
+            },
+        })
+    }
+
+    /// An Arrow reader of row group `group` alone.
+    fn read_group(&self, group: usize) -> Result<ParquetRecordBatchReader> {
+        let groups = vec![group];
+        Ok(match &self.source {
             Source::Path(path) => {
                 let file = std::fs::File::open(path).map_err(|e| Error::Parquet {
                     input: self.input.clone(),
@@ -321,16 +349,6 @@ impl ParquetFile {
                 .with_batch_size(PARQUET_BATCH_ROWS)
                 .build()
             })?,
-        };
-        Ok(ParquetReader {
-            file: self,
-            inner: Some(inner),
-            batch: ParquetBatch {
-                input: self.input.clone(),
-                first_row,
-                len: 0,
-                columns: Vec::new(),
-            },
         })
     }
 }
@@ -406,22 +424,63 @@ fn check_chunks(
     Ok(())
 }
 
-/// The view type text of `data_type` is read as, if it is text.
-fn view_of(data_type: &DataType) -> Option<DataType> {
+/// `Utf8` or `Binary` when `data_type` is text (UTF-8 or not), whatever
+/// its offsets, views or dictionary.
+fn text_of(data_type: &DataType) -> Option<DataType> {
     match data_type {
-        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(DataType::Utf8View),
-        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
-            Some(DataType::BinaryView)
-        }
-        DataType::Dictionary(_, value) => view_of(value),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Some(DataType::Utf8),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => Some(DataType::Binary),
+        DataType::Dictionary(_, value) => text_of(value),
         _ => None,
     }
+}
+
+/// The view type of `text` (`Utf8` or `Binary`).
+fn view_of(text: &DataType) -> DataType {
+    match text {
+        DataType::Utf8 => DataType::Utf8View,
+        _ => DataType::BinaryView,
+    }
+}
+
+/// Whether the file's top-level column `root` is read as an Arrow
+/// dictionary: when the column chunks whose data pages are all
+/// dictionary-encoded (as the footer's page statistics, or failing them
+/// its list of encodings, say) hold at least 7/8 of its values. The
+/// Arrow reader decodes any other chunk of such a column into a
+/// dictionary of its own per batch: correct, only slower, so a column
+/// with a plain chunk or two (DuckDB writes the last, small row group's
+/// chunks plain at times) still reads as dictionaries.
+fn dictionary_encoded(metadata: &parquet::file::metadata::ParquetMetaData, root: usize) -> bool {
+    use parquet::basic::Encoding;
+    let only_dictionary = |mask: &parquet::basic::EncodingMask| {
+        mask.is_only(Encoding::PLAIN_DICTIONARY) || mask.is_only(Encoding::RLE_DICTIONARY)
+    };
+    let descriptor = metadata.file_metadata().schema_descr();
+    let (mut all, mut dictionary) = (0u64, 0u64);
+    for group in metadata.row_groups() {
+        for (leaf, chunk) in group.columns().iter().enumerate() {
+            if descriptor.get_column_root_idx(leaf) != root {
+                continue;
+            }
+            let values = u64::try_from(chunk.num_values()).unwrap_or(0);
+            all += values;
+            let pages_dictionary = match chunk.page_encoding_stats_mask() {
+                Some(mask) => only_dictionary(mask),
+                None => only_dictionary(chunk.encodings_mask()),
+            };
+            if chunk.dictionary_page_offset().is_some() && pages_dictionary {
+                dictionary += values;
+            }
+        }
+    }
+    all > 0 && dictionary >= all - all / 8
 }
 
 /// Whether a file column of `data_type` may be read as `declared`.
 fn check_type(data_type: &DataType, declared: ColumnType) -> bool {
     use DataType as D;
-    if view_of(data_type).is_some() {
+    if text_of(data_type).is_some() {
         // Text is read as the declared type, parsed as CSV fields are.
         return true;
     }
@@ -437,12 +496,19 @@ fn check_type(data_type: &DataType, declared: ColumnType) -> bool {
     }
 }
 
-/// Reads the row groups of one job, a batch at a time.
+/// Reads the row groups of one job, a batch at a time, one row group
+/// after another: no batch spans two row groups, so a dictionary-encoded
+/// column's batch holds keys into its row group's dictionary (a batch
+/// across two would get a dictionary built for it, value by value).
 #[derive(Debug)]
 pub struct ParquetReader<'f> {
     file: &'f ParquetFile,
-    /// `None` once the Parquet reader has panicked: it is not read again.
+    /// The row groups not yet opened.
+    groups: Range<usize>,
+    /// The row group being read.
     inner: Option<ParquetRecordBatchReader>,
+    /// Set once the Parquet reader has panicked: nothing is read again.
+    failed: bool,
     batch: ParquetBatch,
 }
 
@@ -450,17 +516,26 @@ impl ParquetReader<'_> {
     /// The next batch of rows, or `None` at the end of the row groups.
     pub fn next_batch(&mut self) -> Result<Option<&ParquetBatch>> {
         let next_row = self.batch.first_row + self.batch.len as u64;
-        let Some(inner) = self.inner.as_mut() else {
-            return Ok(None);
-        };
-        let decoded = match guarded(&self.file.input, || inner.next().transpose()) {
-            Ok(Some(decoded)) => decoded,
-            Ok(None) => return Ok(None),
-            Err(e) => {
-                if matches!(e, Error::ParquetPanic { .. }) {
-                    self.inner = None;
+        let decoded = loop {
+            if self.failed {
+                return Ok(None);
+            }
+            let inner = match &mut self.inner {
+                Some(inner) => inner,
+                None => match self.groups.next() {
+                    Some(group) => self.inner.insert(self.file.read_group(group)?),
+                    None => return Ok(None),
+                },
+            };
+            match guarded(&self.file.input, || inner.next().transpose()) {
+                Ok(Some(decoded)) => break decoded,
+                Ok(None) => self.inner = None,
+                Err(e) => {
+                    if matches!(e, Error::ParquetPanic { .. }) {
+                        self.failed = true;
+                    }
+                    return Err(e);
                 }
-                return Err(e);
             }
         };
         let bytes = decoded.get_array_memory_size();
@@ -511,7 +586,9 @@ impl ParquetBatch {
                         ),
                     })?;
                     ColumnView {
-                        nulls: array.logical_nulls(),
+                        // No buffer when nothing is NULL: rows then skip the
+                        // bit test.
+                        nulls: array.logical_nulls().filter(|n| n.null_count() > 0),
                         values,
                         declared,
                     }
@@ -563,7 +640,7 @@ impl ParquetBatch {
     /// ```
     pub fn column(&self, column: usize) -> Option<Column<'_>> {
         let view = self.columns.get(column)?;
-        if view.nulls.as_ref().is_some_and(|n| n.null_count() > 0) {
+        if view.nulls.is_some() {
             return None;
         }
         Some(match (&view.values, view.declared) {
@@ -595,13 +672,143 @@ pub enum Column<'a> {
 
 /// A TEXT column of a [`ParquetBatch`] ([`Column::Text`]).
 #[derive(Debug, Clone, Copy)]
-pub struct TextColumn<'a>(&'a BinaryViewArray);
+pub struct TextColumn<'a>(&'a TextValues);
 
 impl<'a> TextColumn<'a> {
     /// Row `i`'s bytes.
     #[inline]
     pub fn value(&self, i: usize) -> &'a [u8] {
         self.0.value(i)
+    }
+
+    /// The column's dictionary, when the batch holds it as keys into one
+    /// (a dictionary-encoded column chunk): a caller can then work out
+    /// something once per distinct value (a hash, a comparison) and read
+    /// it per row by key.
+    #[inline]
+    pub fn dictionary(&self) -> Option<Dictionary<'a>> {
+        match self.0 {
+            TextValues::Views(_) => None,
+            TextValues::Dictionary { keys, values } => Some(Dictionary { keys, values }),
+        }
+    }
+}
+
+/// The dictionary of a [`TextColumn`]: each row's key, and the distinct
+/// values the keys index. Every key is below [`Dictionary::len`] (checked
+/// when the batch is read).
+#[derive(Debug, Clone, Copy)]
+pub struct Dictionary<'a> {
+    keys: &'a [i32],
+    values: &'a BinaryArray,
+}
+
+impl<'a> Dictionary<'a> {
+    /// Row `i`'s key: an index below [`Dictionary::len`].
+    #[inline]
+    pub fn key(&self, i: usize) -> usize {
+        // Checked non-negative when the batch was read.
+        self.keys[i].unsigned_abs() as usize
+    }
+
+    /// The number of distinct values.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether the dictionary has no values (every row is NULL).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Value `key`'s bytes.
+    #[inline]
+    pub fn value(&self, key: usize) -> &'a [u8] {
+        self.values.value(key)
+    }
+
+    /// A handle that keeps this dictionary's values alive and tells
+    /// whether a later batch's dictionary is the same one
+    /// ([`DictionaryHandle::is`]).
+    pub fn handle(&self) -> DictionaryHandle {
+        DictionaryHandle(self.values.clone())
+    }
+}
+
+/// A kept [`Dictionary`] ([`Dictionary::handle`]). Holding it keeps the
+/// values' buffers allocated, so no other dictionary can be given their
+/// addresses while it lives: the same addresses are the same dictionary.
+#[derive(Debug, Clone)]
+pub struct DictionaryHandle(BinaryArray);
+
+impl DictionaryHandle {
+    /// Whether `dictionary` is the one this handle keeps.
+    pub fn is(&self, dictionary: &Dictionary<'_>) -> bool {
+        let (a, b) = (&self.0, dictionary.values);
+        a.len() == b.len()
+            && a.offsets().inner().inner().as_ptr() == b.offsets().inner().inner().as_ptr()
+            && a.values().as_ptr() == b.values().as_ptr()
+    }
+}
+
+/// A text column's values.
+#[derive(Debug)]
+enum TextValues {
+    /// One view per row.
+    Views(BinaryViewArray),
+    /// One key per row into `values`; every key of a non-NULL row is
+    /// within `values` ([`TextValues::dictionary`] checks).
+    Dictionary {
+        keys: ScalarBuffer<i32>,
+        values: BinaryArray,
+    },
+}
+
+impl TextValues {
+    #[inline]
+    fn value(&self, i: usize) -> &[u8] {
+        match self {
+            TextValues::Views(views) => views.value(i),
+            TextValues::Dictionary { keys, values } => {
+                values.value(keys[i].unsigned_abs() as usize)
+            }
+        }
+    }
+
+    /// A dictionary-typed `array`'s keys and values as bytes, if its
+    /// every non-NULL key indexes its values.
+    fn dictionary(array: &dyn Array) -> Option<TextValues> {
+        let dictionary = array.as_dictionary_opt::<Int32Type>()?;
+        let values = dictionary.values();
+        let values = match values.data_type() {
+            DataType::Utf8 => BinaryArray::from(values.as_string::<i32>().clone()),
+            DataType::Binary => values.as_binary::<i32>().clone(),
+            _ => return None,
+        };
+        let keys = dictionary.keys();
+        let len = values.len();
+        let within = |k: i32| usize::try_from(k).is_ok_and(|k| k < len);
+        let valid = match keys.nulls().filter(|n| n.null_count() > 0) {
+            // As unsigned, a negative key is above every length: one
+            // maximum over the keys, which vectorizes.
+            None => keys
+                .values()
+                .iter()
+                .fold(0u32, |most, &k| most.max(k.cast_unsigned()))
+                .try_into()
+                .is_ok_and(|most: usize| keys.is_empty() || most < len),
+            Some(nulls) => keys
+                .values()
+                .iter()
+                .enumerate()
+                .all(|(i, &k)| nulls.is_null(i) || within(k)),
+        };
+        valid.then(|| TextValues::Dictionary {
+            keys: keys.values().clone(),
+            values,
+        })
     }
 }
 
@@ -648,7 +855,7 @@ enum Values {
     Date32(ScalarBuffer<i32>),
     /// Times in `unit`s since the epoch, UTC.
     Time(ScalarBuffer<i64>, ArrowTimeUnit),
-    Text(BinaryViewArray),
+    Text(TextValues),
 }
 
 impl Values {
@@ -687,8 +894,11 @@ impl Values {
                 values::<TimestampNanosecondType>(array),
                 ArrowTimeUnit::Nanosecond,
             ),
-            DataType::BinaryView => Values::Text(array.as_binary_view().clone()),
-            DataType::Utf8View => Values::Text(array.as_string_view().clone().to_binary_view()),
+            DataType::BinaryView => Values::Text(TextValues::Views(array.as_binary_view().clone())),
+            DataType::Utf8View => Values::Text(TextValues::Views(
+                array.as_string_view().clone().to_binary_view(),
+            )),
+            DataType::Dictionary(..) => Values::Text(TextValues::dictionary(array)?),
             _ => return None,
         })
     }

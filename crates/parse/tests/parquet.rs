@@ -559,3 +559,106 @@ proptest! {
         }
     }
 }
+
+/// Writes `columns` with row groups of `row_group_rows`, `plain` columns
+/// without dictionaries and dictionary pages of at most
+/// `dictionary_bytes`.
+fn write_with(
+    columns: Vec<(&str, ArrayRef)>,
+    row_group_rows: usize,
+    plain: &[&str],
+    dictionary_bytes: usize,
+) -> Vec<u8> {
+    let batch = RecordBatch::try_from_iter(columns).expect("columns of equal length");
+    let mut properties = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(row_group_rows))
+        .set_dictionary_page_size_limit(dictionary_bytes);
+    for column in plain {
+        properties = properties.set_column_dictionary_enabled(
+            parquet::schema::types::ColumnPath::from(vec![(*column).to_owned()]),
+            false,
+        );
+    }
+    let mut out = Vec::new();
+    let mut writer =
+        ArrowWriter::try_new(&mut out, batch.schema(), Some(properties.build())).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+    out
+}
+
+/// Per batch: its length, and for each text column whether it came as
+/// keys into a dictionary, with every row's text read through it
+/// checked against the record's field.
+fn dictionary_batches(bytes: Vec<u8>, declared: &Schema) -> Vec<(usize, Vec<bool>)> {
+    let file = open(bytes, declared).expect("opens");
+    let mut reader = file.read(0..file.row_groups()).expect("reader");
+    let mut out = Vec::new();
+    while let Some(batch) = reader.next_batch().expect("reads") {
+        let keyed = (0..declared.columns.len())
+            .map(|c| {
+                let Some(cardinal_parse::Column::Text(text)) = batch.column(c) else {
+                    panic!("column {c} is text without NULLs");
+                };
+                let dictionary = text.dictionary();
+                for i in 0..batch.len() {
+                    let record = batch.record(i);
+                    let field = record.field(c);
+                    assert_eq!(Some(text.value(i)), field);
+                    if let Some(d) = dictionary {
+                        assert_eq!(Some(d.value(d.key(i))), field);
+                    }
+                }
+                dictionary.is_some()
+            })
+            .collect();
+        out.push((batch.len(), keyed));
+    }
+    out
+}
+
+#[test]
+fn dictionary_encoded_text_reads_as_keys_a_row_group_per_batch() {
+    let declared = schema(&[
+        ("few", ColumnType::Text),
+        ("plain", ColumnType::Text),
+        ("spills", ColumnType::Text),
+        ("tail", ColumnType::Text),
+    ]);
+    let rows = 3 * 1_000 + 100;
+    let few: Vec<String> = (0..rows).map(|i| format!("v{}", (i / 7) % 5)).collect();
+    let plain = few.clone();
+    // Unique long values overflow a 1 KiB dictionary page: the writer
+    // falls back to plain pages in every row group.
+    let spills: Vec<String> = (0..rows).map(|i| format!("value-{i:040}")).collect();
+    // Plain pages in the last row group only, under 1/8 of the values.
+    let tail: Vec<String> = (0..rows)
+        .map(|i| {
+            if i >= 3_000 {
+                format!("tail-{i:040}")
+            } else {
+                format!("t{}", i % 3)
+            }
+        })
+        .collect();
+    let text = |v: &Vec<String>| Arc::new(StringArray::from_iter_values(v)) as ArrayRef;
+    let bytes = write_with(
+        vec![
+            ("few", text(&few)),
+            ("plain", text(&plain)),
+            ("spills", text(&spills)),
+            ("tail", text(&tail)),
+        ],
+        1_000,
+        &["plain"],
+        1 << 10,
+    );
+    let batches = dictionary_batches(bytes, &declared);
+    // One batch per row group, never across two.
+    let lengths: Vec<usize> = batches.iter().map(|(len, _)| *len).collect();
+    assert_eq!(lengths, [1_000, 1_000, 1_000, 100]);
+    let keyed: Vec<Vec<bool>> = batches.into_iter().map(|(_, keyed)| keyed).collect();
+    // `tail` is read as a dictionary throughout: its plain group comes as
+    // a dictionary the reader builds.
+    assert_eq!(keyed, vec![vec![true, false, false, true]; 4]);
+}

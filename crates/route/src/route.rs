@@ -58,6 +58,15 @@ pub enum Arg {
 }
 
 impl Arg {
+    /// Text `bytes` as an argument: their hash. A caller that hashes a
+    /// value once for many rows (a dictionary's) takes it from here too.
+    #[inline]
+    pub fn text(bytes: &[u8]) -> Arg {
+        Arg::Text {
+            hash: hash::bytes(bytes, hash::SEED_DEFAULT),
+        }
+    }
+
     /// The 64-bit hash sketches take: [`hash::user_id`] for integers (equal
     /// to postgresql-hll's `hll_hash_bigint`), the text hash for text.
     pub fn hash(&self) -> Option<u64> {
@@ -112,6 +121,15 @@ impl Routed {
         let (arg, span) = text_arg(bytes, &mut self.text);
         self.args[index] = arg;
         self.spans[index] = span;
+    }
+
+    /// [`Routed::set_text_arg`] with the argument `arg` already made from
+    /// `bytes` by [`Arg::text`].
+    #[inline]
+    pub fn set_hashed_text_arg(&mut self, index: usize, bytes: &[u8], arg: Arg) {
+        debug_assert_eq!(arg, Arg::text(bytes));
+        self.args[index] = arg;
+        self.spans[index] = push_text(bytes, &mut self.text);
     }
 
     /// The text of argument `index` when it is [`Arg::Text`], else empty.
@@ -423,16 +441,17 @@ fn arg_of(value: Value<'_>, text: &mut Vec<u8>) -> (Arg, (u32, u32)) {
 /// aggregates that report values (`topk`).
 #[inline]
 fn text_arg(bytes: &[u8], text: &mut Vec<u8>) -> (Arg, (u32, u32)) {
+    (Arg::text(bytes), push_text(bytes, text))
+}
+
+/// Appends `bytes` to `text`; their span in it.
+#[inline]
+fn push_text(bytes: &[u8], text: &mut Vec<u8>) -> (u32, u32) {
     // Fields are bounded by the parsers' line limit, far below 4 GiB.
     let start = u32::try_from(text.len()).unwrap_or(u32::MAX);
     text.extend_from_slice(bytes);
     let end = u32::try_from(text.len()).unwrap_or(u32::MAX);
-    (
-        Arg::Text {
-            hash: hash::bytes(bytes, hash::SEED_DEFAULT),
-        },
-        (start, end),
-    )
+    (start, end)
 }
 
 /// How [`Summary::route_passed`] evaluates each dimension and argument,
