@@ -1159,6 +1159,7 @@ fn read_parquet(
     while let Some(batch) = reader.next_batch()? {
         let mut dictionaries = std::mem::take(&mut fold.dictionaries);
         dictionaries.refresh(batch);
+        fold.refresh_group_caches(batch);
         let columns = collector
             .is_none()
             .then(|| fold.columns_of(batch, &dictionaries))
@@ -1255,6 +1256,15 @@ struct Lane<'a> {
     can_pend: bool,
     /// Routes held back per part of a large rollup.
     pending: Pending,
+    /// The groups of recent (bucket, dictionary keys) of Parquet batches
+    /// whose dimensions are dictionary-encoded text columns.
+    groups: columns::GroupCache,
+    /// The current record's group, when `groups` knew it: its key was
+    /// not built.
+    cached: Option<cardinal_rollup::GroupAt>,
+    /// The current record's (bucket, dictionary keys) when `groups` did
+    /// not know them: its group is remembered once it is folded.
+    to_remember: Option<(i64, u64)>,
 }
 
 /// Records routed at least this many groups ago are folded through
@@ -1317,6 +1327,9 @@ impl<'a> Fold<'a> {
                     },
                     can_pend,
                     pending: Pending::default(),
+                    groups: columns::GroupCache::default(),
+                    cached: None,
+                    to_remember: None,
                 })
             })
             .collect::<Result<_>>()?;
@@ -1352,6 +1365,11 @@ impl<'a> Fold<'a> {
     /// every summary counts the same records.
     fn record<R: Record + ?Sized>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
         self.counts.records += 1;
+        // Routed here, whatever a column route began.
+        for lane in &mut self.lanes {
+            lane.cached = None;
+            lane.to_remember = None;
+        }
         let routed = match &mut self.cache {
             Some(cache) => route_lanes(&mut self.lanes, &cache.record(raw), &mut self.scratch),
             None => route_lanes(&mut self.lanes, raw, &mut self.scratch),
@@ -1378,6 +1396,17 @@ impl<'a> Fold<'a> {
             if !lane.passed {
                 continue;
             }
+            // Routed from columns into a group the lane knew: no key.
+            if let Some(group) = lane.cached.take() {
+                fold_routed_at(
+                    &lane.feeds,
+                    &mut lane.rollup,
+                    &lane.routed,
+                    &mut self.hashed,
+                    group,
+                );
+                continue;
+            }
             // A key too long is folded at once, to be rejected.
             let key_fits = lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX;
             if key_fits && lane.can_pend && lane.rollup.parts() > 1 {
@@ -1398,6 +1427,12 @@ impl<'a> Fold<'a> {
                 &mut self.hashed,
                 None,
             );
+            if let Some((bucket, name)) = lane.to_remember.take()
+                && folded == Folded::Ok
+                && let Some(group) = lane.rollup.last_folded()
+            {
+                lane.groups.remember(bucket, name, group);
+            }
             if folded == Folded::DroppedKeyTooLong {
                 reject(
                     &mut self.counts,
@@ -1721,41 +1756,69 @@ fn fold_args<'t>(
     key_hash: Option<KeyHash>,
 ) -> Folded {
     rollup.fold_hashed(key_hash, bucket, key, |states| {
-        for (state, &feed) in states.iter_mut().zip(feeds) {
-            match feed {
-                Feed::CountAll => state.fold_count(),
-                Feed::Skip => {}
-                Feed::Count(a) => {
-                    if args[a] != Arg::Null {
-                        state.fold_count();
-                    }
+        update_states(feeds, states, args, text_of, hashed);
+    })
+}
+
+/// [`fold_routed`] for a route whose group is known to be `at`
+/// ([`cardinal_rollup::Rollup::fold_at`]): its key is not read.
+#[inline]
+pub(crate) fn fold_routed_at(
+    feeds: &[Feed],
+    rollup: &mut Rollup,
+    routed: &Routed,
+    hashed: &mut HashMemo,
+    at: cardinal_rollup::GroupAt,
+) -> Folded {
+    let bucket = routed.bucket.unwrap_or(Timestamp(0));
+    rollup.fold_at(at, bucket, |states| {
+        update_states(feeds, states, &routed.args, |a| routed.text_of(a), hashed);
+    })
+}
+
+/// Folds a route's arguments into its group's `states` through `feeds`.
+#[inline(always)]
+fn update_states<'t>(
+    feeds: &[Feed],
+    states: &mut [cardinal_rollup::AggState],
+    args: &[Arg],
+    text_of: impl Fn(usize) -> &'t [u8],
+    hashed: &mut HashMemo,
+) {
+    for (state, &feed) in states.iter_mut().zip(feeds) {
+        match feed {
+            Feed::CountAll => state.fold_count(),
+            Feed::Skip => {}
+            Feed::Count(a) => {
+                if args[a] != Arg::Null {
+                    state.fold_count();
                 }
-                Feed::Number(a) => {
-                    if let Some(v) = number_of(&args[a]) {
-                        state.fold_number(v);
-                    }
+            }
+            Feed::Number(a) => {
+                if let Some(v) = number_of(&args[a]) {
+                    state.fold_number(v);
                 }
-                Feed::Key(a) => {
-                    // By reference: a copy of the enum went through the
-                    // stack in pieces and was read back whole, a
-                    // store-forwarding stall per fold (perf annotate).
-                    let arg = &args[a];
-                    if let Some(hash) = hashed.hash(arg) {
-                        state.fold_key(hash, id_of(arg));
-                    }
+            }
+            Feed::Key(a) => {
+                // By reference: a copy of the enum went through the
+                // stack in pieces and was read back whole, a
+                // store-forwarding stall per fold (perf annotate).
+                let arg = &args[a];
+                if let Some(hash) = hashed.hash(arg) {
+                    state.fold_key(hash, id_of(arg));
                 }
-                Feed::TopK(a) => {
-                    let arg = &args[a];
-                    if let Some(hash) = hashed.hash(arg) {
-                        state.fold_topk(hash, || match *arg {
-                            Arg::Int(v) => v.to_string().into_bytes().into(),
-                            _ => text_of(a).into(),
-                        });
-                    }
+            }
+            Feed::TopK(a) => {
+                let arg = &args[a];
+                if let Some(hash) = hashed.hash(arg) {
+                    state.fold_topk(hash, || match *arg {
+                        Arg::Int(v) => v.to_string().into_bytes().into(),
+                        _ => text_of(a).into(),
+                    });
                 }
             }
         }
-    })
+    }
 }
 
 /// A routed argument as a number for sum, avg, min, max and quantiles.

@@ -123,8 +123,21 @@ pub struct Rollup {
     /// The part and row the last fold went to (row [`NO_ROW`] if none):
     /// runs of records with one key skip the hash and the probe.
     last: (u32, u32),
+    /// How many times groups have moved (split into parts, evicted):
+    /// a [`GroupAt`] of another count is stale.
+    moves: u32,
     newest_bucket: i64,
     drops: Drops,
+}
+
+/// Where a group of a [`Rollup`] is, for [`Rollup::fold_at`]: from
+/// [`Rollup::last_folded`], and good while [`Rollup::holds`] says so
+/// (until the rollup's groups move).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupAt {
+    part: u32,
+    row: u32,
+    moves: u32,
 }
 
 /// A share of a rollup's groups: a table from (bucket, key) to row, the
@@ -315,6 +328,7 @@ impl Rollup {
             group_count: 0,
             parts_after: PARTS_AFTER_DEFAULT,
             last: (0, NO_ROW),
+            moves: 0,
             newest_bucket: i64::MIN,
             drops: Drops::default(),
         })
@@ -391,13 +405,9 @@ impl Rollup {
             self.drops.key_too_long += 1;
             return Folded::DroppedKeyTooLong;
         }
-        if let Some(window) = self.limits.retention_ms
-            && bucket.0 < self.newest_bucket.saturating_sub(window)
-        {
-            self.drops.expired += 1;
+        if !self.admit(bucket) {
             return Folded::DroppedExpired;
         }
-        self.newest_bucket = self.newest_bucket.max(bucket.0);
         let (last_part, last_row) = self.last;
         let at = match self.parts[last_part as usize]
             .groups
@@ -426,6 +436,68 @@ impl Rollup {
         };
         let states = self.parts[at.0 as usize].states.row_mut(at.1 as usize);
         update(states, &self.shape.aggs);
+        Folded::Ok
+    }
+
+    /// Whether a record of `bucket` is within the retention window (else
+    /// it is counted as dropped); the newest bucket moves up to it.
+    #[inline]
+    fn admit(&mut self, bucket: Timestamp) -> bool {
+        if let Some(window) = self.limits.retention_ms
+            && bucket.0 < self.newest_bucket.saturating_sub(window)
+        {
+            self.drops.expired += 1;
+            return false;
+        }
+        self.newest_bucket = self.newest_bucket.max(bucket.0);
+        true
+    }
+
+    /// The group the last fold went to, if it went to one and the groups
+    /// have not moved since: a caller that knows the next record has the
+    /// same (bucket, key) without building the key can fold it there
+    /// ([`Rollup::fold_at`]).
+    #[inline]
+    pub fn last_folded(&self) -> Option<GroupAt> {
+        let (part, row) = self.last;
+        (row != NO_ROW).then_some(GroupAt {
+            part,
+            row,
+            moves: self.moves,
+        })
+    }
+
+    /// Whether `at` still names its group (no group has moved since).
+    #[inline]
+    pub fn holds(&self, at: GroupAt) -> bool {
+        at.moves == self.moves
+    }
+
+    /// [`Rollup::fold_with`] for a record of `bucket` whose group is `at`
+    /// ([`Rollup::last_folded`] for a record of the same bucket and key):
+    /// the same fold without the key. A record older than the retention
+    /// window is dropped as [`Rollup::fold_with`] drops it.
+    ///
+    /// # Panics
+    ///
+    /// If `at` is stale ([`Rollup::holds`] is false).
+    #[inline]
+    pub fn fold_at(
+        &mut self,
+        at: GroupAt,
+        bucket: Timestamp,
+        update: impl FnOnce(&mut [AggState]),
+    ) -> Folded {
+        assert!(self.holds(at), "a group of the rollup as it is");
+        debug_assert_eq!(
+            self.parts[at.part as usize].groups.row(at.row as usize)[0].bucket,
+            bucket.0
+        );
+        if !self.admit(bucket) {
+            return Folded::DroppedExpired;
+        }
+        self.last = (at.part, at.row);
+        update(self.parts[at.part as usize].states.row_mut(at.row as usize));
         Folded::Ok
     }
 
@@ -585,6 +657,7 @@ impl Rollup {
         }
         self.group_count = self.parts.iter().map(|p| p.groups.len()).sum();
         self.last = (0, NO_ROW);
+        self.moves = self.moves.wrapping_add(1);
         before - self.group_count
     }
 
@@ -708,6 +781,7 @@ impl Rollup {
         });
         self.parts = parts;
         self.last = (0, NO_ROW);
+        self.moves = self.moves.wrapping_add(1);
     }
 
     /// Heap bytes this rollup holds, counted from what it allocated: the

@@ -220,3 +220,69 @@ fn merge_refuses_another_shape() {
     .expect("valid");
     assert!(a.merge(&b).is_err());
 }
+
+#[test]
+fn folds_at_a_known_group_equal_folds_by_key() {
+    const DAY: i64 = 86_400_000;
+    let shape = Shape {
+        aggs: vec![AggKind::CountAll, AggKind::Sum],
+    };
+    let limits = Limits {
+        retention_ms: Some(2 * DAY),
+        ..Limits::default()
+    };
+    let mut by_key = Rollup::new(shape.clone(), limits).expect("valid");
+    let mut at = Rollup::new(shape, limits).expect("valid");
+    assert_eq!(at.last_folded(), None);
+    let update = |v: f64| {
+        move |states: &mut [AggState]| {
+            states[0].fold_count();
+            states[1].fold_number(v);
+        }
+    };
+    // Each key's first record goes by key, the rest to where it went.
+    let mut known: Vec<(i64, u8, cardinal_rollup::GroupAt)> = Vec::new();
+    let records: Vec<(i64, u8)> = (0..300).map(|i| (i % 4, (i % 7) as u8)).collect();
+    for (n, &(day, key)) in records.iter().enumerate() {
+        let (bucket, v) = (Timestamp(day * DAY), n as f64);
+        let expected = by_key.fold_with(bucket, &[key], update(v));
+        let found = known
+            .iter()
+            .find(|&&(d, k, group)| d == day && k == key && at.holds(group));
+        let folded = match found {
+            Some(&(_, _, group)) => at.fold_at(group, bucket, update(v)),
+            None => {
+                let folded = at.fold_with(bucket, &[key], update(v));
+                if folded == Folded::Ok {
+                    known.push((day, key, at.last_folded().expect("folded")));
+                }
+                folded
+            }
+        };
+        assert_eq!(folded, expected, "record {n}");
+    }
+    assert_eq!(at.rows(), by_key.rows());
+    assert!(known.len() < 40, "most records folded at a known group");
+    // Day 0 after day 3 (and day 1 after day 4) is older than the window.
+    assert_eq!(at.dropped_expired(), by_key.dropped_expired());
+    assert!(at.dropped_expired() > 0);
+    // Evicting moves groups: what was known is stale.
+    let group = at.last_folded().expect("folded");
+    assert!(at.holds(group));
+    at.evict_expired();
+    assert!(!at.holds(group));
+    assert_eq!(at.last_folded(), None);
+}
+
+#[test]
+fn a_split_makes_known_groups_stale() {
+    let shape = Shape {
+        aggs: vec![AggKind::CountAll],
+    };
+    let mut rollup = Rollup::new(shape, Limits::default()).expect("valid");
+    rollup.fold_with(Timestamp(0), b"a", |_| {});
+    let group = rollup.last_folded().expect("folded");
+    let rollup = rollup.with_parts_after(1);
+    assert!(rollup.parts() > 1);
+    assert!(!rollup.holds(group));
+}

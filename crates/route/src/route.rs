@@ -182,9 +182,19 @@ impl Summary {
                 ArgPath::General => ArgColumn::Evaluate,
             })
             .collect();
+        let dims = self
+            .paths
+            .dims
+            .iter()
+            .map(|path| match *path {
+                DimPath::Text { column } => Some(column),
+                DimPath::Substr { .. } | DimPath::General => None,
+            })
+            .collect();
         ColumnPlan {
             filter,
             bucket: self.bucket,
+            dims,
             args,
         }
     }
@@ -382,6 +392,11 @@ pub struct ColumnPlan {
     /// The time bucket: the column's value truncated to the unit; a NULL
     /// or unreadable time is an error, as in [`Summary::route`].
     pub bucket: Option<crate::Bucket>,
+    /// The text columns that are the dimensions, when every dimension is
+    /// one as it is ([`Summary::route_dims`] encodes their bytes): a
+    /// caller that knows two records' fields are equal (their dictionary
+    /// keys are) knows their keys are.
+    pub dims: Option<Vec<usize>>,
     /// One per argument.
     pub args: Vec<ArgColumn>,
 }

@@ -21,6 +21,10 @@
 //! its values' hashes for text arguments, and for each `text = 'literal'`
 //! filter on it whether each value equals the literal. A row then reads
 //! both by its key (W3 from Parquet: 3.05 to 2.89 CPU-s, bench/README.md).
+//! A summary whose dimensions are all such columns keeps its recent groups
+//! by (bucket, keys) ([`GroupCache`]): a record it knows is folded into
+//! its group without building, hashing and looking up its key (W3: 2.89
+//! to 2.28 CPU-s).
 //!
 //! [`Record::value`]: cardinal_event::Record::value
 //! [`Summary::route_dims`]: cardinal_route::Summary::route_dims
@@ -29,6 +33,7 @@
 use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{ColumnType, DateMemo, Record, Timestamp, Value};
 use cardinal_parse::{Batch, Column, Dictionary, DictionaryHandle, ParquetBatch, TextColumn};
+use cardinal_rollup::{GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan};
 
 use super::Fold;
@@ -41,6 +46,9 @@ pub(super) struct LaneColumns<'b> {
     filter: Option<FilterSource<'b>>,
     /// The time column and the bucket width.
     bucket: Option<(Times<'b>, cardinal_route::TimeUnit)>,
+    /// The dimensions' dictionaries, when the lane's [`GroupCache`] is
+    /// for them ([`Fold::refresh_group_caches`]).
+    dims: Option<Vec<Dictionary<'b>>>,
     args: Vec<ArgSource<'b>>,
 }
 
@@ -219,6 +227,94 @@ impl Dictionaries {
     }
 }
 
+/// A lane's groups by (bucket, dictionary keys), for a summary whose
+/// dimensions are text columns that Parquet batches hold as dictionaries
+/// ([`ColumnPlan::dims`]): equal keys into the same dictionaries are equal
+/// text, so a record whose (bucket, keys) the cache knows is folded into
+/// the group it names ([`Rollup::fold_at`]) without building its key,
+/// hashing it and probing the table. Emptied when a batch brings other
+/// dictionaries; an entry whose group has moved since is a miss
+/// ([`Rollup::holds`]).
+///
+/// [`Rollup::fold_at`]: cardinal_rollup::Rollup::fold_at
+/// [`Rollup::holds`]: cardinal_rollup::Rollup::holds
+#[derive(Debug, Default)]
+pub(super) struct GroupCache {
+    /// The dictionaries the keys are into, one per dimension; empty when
+    /// the cache is off for the current batch.
+    kept: Vec<DictionaryHandle>,
+    /// Direct-mapped: (bucket, name, group), [`GROUP_CACHE_SLOTS`] of
+    /// them once used.
+    slots: Vec<(i64, u64, Option<GroupAt>)>,
+}
+
+/// Slots of a [`GroupCache`]: 4096 of 24 bytes, in L2, for the groups of
+/// a few days of a summary by state, site or provider.
+const GROUP_CACHE_SLOTS: usize = 1 << 12;
+
+impl GroupCache {
+    /// Keeps `dictionaries` (the dimensions' in this batch; `None` when
+    /// some dimension has none), emptying the cache if they changed.
+    fn refresh(&mut self, dictionaries: Option<Vec<Dictionary<'_>>>) {
+        let Some(dictionaries) = dictionaries else {
+            self.kept.clear();
+            return;
+        };
+        let same = self.kept.len() == dictionaries.len()
+            && self.kept.iter().zip(&dictionaries).all(|(k, d)| k.is(d));
+        if !same {
+            self.kept = dictionaries.iter().map(Dictionary::handle).collect();
+            self.slots.clear();
+            self.slots.resize(GROUP_CACHE_SLOTS, (0, 0, None));
+        }
+    }
+
+    /// Whether the cache is for the current batch's dictionaries.
+    fn on(&self) -> bool {
+        !self.kept.is_empty()
+    }
+
+    #[inline]
+    fn slot(bucket: i64, name: u64) -> usize {
+        let mixed =
+            (name ^ bucket.cast_unsigned().rotate_left(29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // The top 12 bits: a slot of GROUP_CACHE_SLOTS.
+        usize::try_from(mixed >> (64 - GROUP_CACHE_SLOTS.trailing_zeros())).unwrap_or(0)
+    }
+
+    /// The group of (bucket, name), if the cache knows it and it has not
+    /// moved.
+    #[inline]
+    fn find(&self, bucket: i64, name: u64, rollup: &Rollup) -> Option<GroupAt> {
+        match self.slots.get(Self::slot(bucket, name)) {
+            Some(&(b, n, Some(at))) if b == bucket && n == name && rollup.holds(at) => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Remembers that (bucket, name) folded into `group`.
+    #[inline]
+    pub(super) fn remember(&mut self, bucket: i64, name: u64, group: GroupAt) {
+        if let Some(slot) = self.slots.get_mut(Self::slot(bucket, name)) {
+            *slot = (bucket, name, Some(group));
+        }
+    }
+}
+
+/// Row `i`'s dictionary keys as one number: mixed radix, each key's
+/// radix its dictionary's length. `None` if the product of the lengths
+/// overflows.
+#[inline]
+fn name_of(dims: &[Dictionary<'_>], i: usize) -> Option<u64> {
+    let (mut name, mut radix) = (0u64, 1u64);
+    for dictionary in dims {
+        let key = u64::try_from(dictionary.key(i)).ok()?;
+        name = name.checked_add(key.checked_mul(radix)?)?;
+        radix = radix.checked_mul(u64::try_from(dictionary.len()).ok()?)?;
+    }
+    Some(name)
+}
+
 /// The typed columns of a text batch (CSV, NDJSON) that the summaries
 /// read as typed values, parsed a column at a time. Reused from batch to
 /// batch; a row with a NULL or unparsable value in one of them goes
@@ -341,6 +437,19 @@ fn parse_column<T: Default>(
     }
 }
 
+/// The dictionaries of `plan`'s dimensions in `batch`, when every
+/// dimension is a text column that `batch` holds as one.
+fn dims_of<'b>(plan: &ColumnPlan, batch: &'b ParquetBatch) -> Option<Vec<Dictionary<'b>>> {
+    plan.dims
+        .as_ref()?
+        .iter()
+        .map(|&column| match batch.column(column)? {
+            Column::Text(text) => text.dictionary(),
+            _ => None,
+        })
+        .collect()
+}
+
 impl<'a> Fold<'a> {
     /// Every lane's [`ColumnPlan`] resolved to the typed columns of
     /// `batch`; `None` when some column is not a typed slice in this batch
@@ -401,13 +510,26 @@ impl<'a> Fold<'a> {
                         ArgColumn::Evaluate => Some(ArgSource::Evaluate),
                     })
                     .collect::<Option<Vec<_>>>()?;
+                let dims = self.lanes[s]
+                    .groups
+                    .on()
+                    .then(|| dims_of(plan, batch))
+                    .flatten();
                 Some(LaneColumns {
                     filter,
                     bucket,
+                    dims,
                     args,
                 })
             })
             .collect()
+    }
+
+    /// Brings every lane's [`GroupCache`] up to `batch`'s dictionaries.
+    pub(super) fn refresh_group_caches(&mut self, batch: &ParquetBatch) {
+        for (lane, plan) in self.lanes.iter_mut().zip(&self.plans) {
+            lane.groups.refresh(dims_of(plan, batch));
+        }
     }
 
     /// Every lane's [`ColumnPlan`] resolved to the columns of a text
@@ -418,6 +540,7 @@ impl<'a> Fold<'a> {
             .iter()
             .enumerate()
             .map(|(s, plan)| LaneColumns {
+                dims: None,
                 filter: match &plan.filter {
                     ColumnFilter::TextEq { column, .. } if self.lanes[s].filter_owner == s => {
                         Some(FilterSource::Text(Texts::Field(*column)))
@@ -479,6 +602,7 @@ impl<'a> Fold<'a> {
         i: usize,
     ) -> Result<(), ()> {
         let plans = &self.plans;
+        let prefetch_groups_min = self.prefetch_groups_min;
         for (s, lane_columns) in columns.iter().enumerate() {
             let owner = self.lanes[s].filter_owner;
             let pass = if owner == s {
@@ -512,9 +636,26 @@ impl<'a> Fold<'a> {
                 (_, Some((times, unit))) => Some(times.at(i)?.truncate(*unit)),
                 (_, None) => None,
             };
-            lane.summary
-                .route_dims(record, &mut self.scratch, &mut lane.routed)
-                .map_err(drop)?;
+            // A lane whose dimensions are dictionary keys may know the
+            // group; not while it holds routes back (a large rollup).
+            lane.cached = None;
+            lane.to_remember = None;
+            let small = lane.rollup.parts() == 1 && lane.rollup.group_count() < prefetch_groups_min;
+            if let Some(dims) = &lane_columns.dims
+                && small
+                && let Some(name) = name_of(dims, i)
+            {
+                let bucket = lane.routed.bucket.unwrap_or(Timestamp(0)).0;
+                lane.cached = lane.groups.find(bucket, name, &lane.rollup);
+                if lane.cached.is_none() {
+                    lane.to_remember = Some((bucket, name));
+                }
+            }
+            if lane.cached.is_none() {
+                lane.summary
+                    .route_dims(record, &mut self.scratch, &mut lane.routed)
+                    .map_err(drop)?;
+            }
             lane.routed.begin_args(lane_columns.args.len());
             for (index, source) in lane_columns.args.iter().enumerate() {
                 match *source {
