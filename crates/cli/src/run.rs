@@ -1157,24 +1157,7 @@ fn read_parquet(
     fold.counts.bytes += file.bytes(groups.clone());
     let mut reader = file.read(groups)?;
     while let Some(batch) = reader.next_batch()? {
-        let mut dictionaries = std::mem::take(&mut fold.dictionaries);
-        dictionaries.refresh(batch);
-        fold.refresh_group_caches(batch);
-        let columns = collector
-            .is_none()
-            .then(|| fold.columns_of(batch, &dictionaries))
-            .flatten();
-        let routed = columns.is_some();
-        if let Some(columns) = columns {
-            for index in 0..batch.len() {
-                let record = batch.record(index);
-                fold.record_columns(&columns, &record, index, batch.input(), || {
-                    record.row().to_string()
-                });
-            }
-        }
-        fold.dictionaries = dictionaries;
-        if routed {
+        if collector.is_none() && fold.parquet_columns(batch) {
             fold.flush();
             fold.flush_rejects(rejects_file)?;
             continue;
@@ -1365,11 +1348,6 @@ impl<'a> Fold<'a> {
     /// every summary counts the same records.
     fn record<R: Record + ?Sized>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
         self.counts.records += 1;
-        // Routed here, whatever a column route began.
-        for lane in &mut self.lanes {
-            lane.cached = None;
-            lane.to_remember = None;
-        }
         let routed = match &mut self.cache {
             Some(cache) => route_lanes(&mut self.lanes, &cache.record(raw), &mut self.scratch),
             None => route_lanes(&mut self.lanes, raw, &mut self.scratch),
@@ -1763,7 +1741,7 @@ fn fold_args<'t>(
 /// [`fold_routed`] for a route whose group is known to be `at`
 /// ([`cardinal_rollup::Rollup::fold_at`]): its key is not read.
 #[inline]
-pub(crate) fn fold_routed_at(
+fn fold_routed_at(
     feeds: &[Feed],
     rollup: &mut Rollup,
     routed: &Routed,

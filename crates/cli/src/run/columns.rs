@@ -525,6 +525,29 @@ impl<'a> Fold<'a> {
             .collect()
     }
 
+    /// Routes and folds every row of `batch` from its typed columns
+    /// ([`Fold::columns_of`]), after bringing the [`Dictionaries`] and
+    /// every lane's [`GroupCache`] up to its dictionaries; `false`, with
+    /// nothing folded, when some column is not a typed slice in this
+    /// batch.
+    pub(super) fn parquet_columns(&mut self, batch: &ParquetBatch) -> bool {
+        let mut dictionaries = std::mem::take(&mut self.dictionaries);
+        dictionaries.refresh(batch);
+        self.refresh_group_caches(batch);
+        let columns = self.columns_of(batch, &dictionaries);
+        let routed = columns.is_some();
+        if let Some(columns) = columns {
+            for index in 0..batch.len() {
+                let record = batch.record(index);
+                self.record_columns(&columns, &record, index, batch.input(), || {
+                    record.row().to_string()
+                });
+            }
+        }
+        self.dictionaries = dictionaries;
+        routed
+    }
+
     /// Brings every lane's [`GroupCache`] up to `batch`'s dictionaries.
     pub(super) fn refresh_group_caches(&mut self, batch: &ParquetBatch) {
         for (lane, plan) in self.lanes.iter_mut().zip(&self.plans) {
@@ -585,6 +608,12 @@ impl<'a> Fold<'a> {
         at: impl Fn() -> String,
     ) {
         if self.route_columns(columns, record, i).is_err() {
+            // Routed again by the record: nothing a lane found by its
+            // dictionary keys carries over.
+            for lane in &mut self.lanes {
+                lane.cached = None;
+                lane.to_remember = None;
+            }
             self.record(record, name, at);
             return;
         }
