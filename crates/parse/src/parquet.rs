@@ -772,7 +772,8 @@ impl TextValues {
         match self {
             TextValues::Views(views) => views.value(i),
             TextValues::Dictionary { keys, values } => {
-                values.value(keys[i].unsigned_abs() as usize)
+                let dictionary = Dictionary { keys, values };
+                dictionary.value(dictionary.key(i))
             }
         }
     }

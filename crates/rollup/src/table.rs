@@ -439,6 +439,13 @@ impl Rollup {
         Folded::Ok
     }
 
+    /// Records that groups have moved: the last fold's position and
+    /// every [`GroupAt`] given out are stale.
+    fn moved(&mut self) {
+        self.last = (0, NO_ROW);
+        self.moves = self.moves.wrapping_add(1);
+    }
+
     /// Whether a record of `bucket` is within the retention window (else
     /// it is counted as dropped); the newest bucket moves up to it.
     #[inline]
@@ -656,8 +663,7 @@ impl Rollup {
             });
         }
         self.group_count = self.parts.iter().map(|p| p.groups.len()).sum();
-        self.last = (0, NO_ROW);
-        self.moves = self.moves.wrapping_add(1);
+        self.moved();
         before - self.group_count
     }
 
@@ -780,8 +786,7 @@ impl Rollup {
             Some(part_index(key_hash(group.bucket, key), PARTS))
         });
         self.parts = parts;
-        self.last = (0, NO_ROW);
-        self.moves = self.moves.wrapping_add(1);
+        self.moved();
     }
 
     /// Heap bytes this rollup holds, counted from what it allocated: the

@@ -118,9 +118,7 @@ impl Routed {
     /// aggregates that report values, as a record's text column gives.
     #[inline]
     pub fn set_text_arg(&mut self, index: usize, bytes: &[u8]) {
-        let (arg, span) = text_arg(bytes, &mut self.text);
-        self.args[index] = arg;
-        self.spans[index] = span;
+        self.set_hashed_text_arg(index, bytes, Arg::text(bytes));
     }
 
     /// [`Routed::set_text_arg`] with the argument `arg` already made from
