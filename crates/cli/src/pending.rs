@@ -11,8 +11,10 @@
 //! worker's lanes together hold [`PENDING_BYTES_MAX`] (the lane holding
 //! the most folds) or the worker ends: each part's tables (under 1 MB) are
 //! loaded once and stay in the core's cache while thousands of records
-//! fold into them. The buffers are written in
-//! order, a line at a time. (The radix-partitioned aggregation of DuckDB
+//! fold into them. A part about to fold about as many records as it has
+//! groups is loaded whole first, in address order
+//! ([`Rollup::prefetch_part`]), which streams instead of missing record
+//! by record. The buffers are written in order, a line at a time. (The radix-partitioned aggregation of DuckDB
 //! and ClickHouse's two-level tables, kept streaming and bounded.)
 //!
 //! What is folded does not change: one group's records are in one part's
@@ -61,18 +63,50 @@ const HEADER_BYTES: usize = 24;
 /// Bytes of one held argument: tag, value.
 const ARG_BYTES: usize = 9;
 
-/// Records encoded in at most this many bytes, with a key of at most 16,
-/// are built on the stack and appended with one fixed-size copy.
-const SHORT_ROW_BYTES: usize = 64;
-
 /// Records held back, one buffer per part of the lane's rollup.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
-    parts: Vec<Vec<u8>>,
+    parts: Vec<PartBuffer>,
     rows: usize,
     bytes: usize,
     /// Decoded arguments of the record being folded (reused).
     args: Vec<Arg>,
+}
+
+/// One part's held records: `bytes[..end]`, then room that the next
+/// records are written into in place (no staging copy on the stack,
+/// whose narrow stores a wide reload would wait on).
+#[derive(Debug)]
+struct PartBuffer {
+    bytes: Vec<u8>,
+    end: usize,
+    /// Records held.
+    rows: usize,
+}
+
+impl PartBuffer {
+    fn new(capacity: usize) -> Self {
+        Self {
+            bytes: vec![0; capacity],
+            end: 0,
+            rows: 0,
+        }
+    }
+
+    /// The `len` bytes after the held records, growing the buffer if they
+    /// do not fit.
+    #[inline]
+    fn room(&mut self, len: usize) -> &mut [u8] {
+        if self.bytes.len() < self.end + len {
+            let grown = (self.bytes.len() * 2).max(self.end + len);
+            self.bytes.resize(grown, 0);
+        }
+        &mut self.bytes[self.end..self.end + len]
+    }
+
+    fn held(&self) -> &[u8] {
+        &self.bytes[..self.end]
+    }
 }
 
 /// A held record, read from a part's buffer.
@@ -103,50 +137,48 @@ impl Pending {
             debug_assert_eq!(self.rows, 0, "parts change only while nothing is held");
             let parts = rollup.parts();
             self.parts = (0..parts)
-                .map(|_| Vec::with_capacity(PENDING_BYTES_MAX / parts))
+                .map(|_| PartBuffer::new(PENDING_BYTES_MAX / parts))
                 .collect();
         }
-        let buffer = &mut self.parts[rollup.part_of(hash)];
-        let before = buffer.len();
         let key_len = u32::try_from(routed.key.len()).expect("key within KEY_BYTES_MAX");
         let arg_count = u32::try_from(routed.args.len()).expect("arguments of one summary");
         assert!(
             routed.args.len() <= AGGREGATES_MAX,
             "arguments of one summary"
         );
-        // Header and arguments are built on the stack, then appended with
-        // the key: a short record (key of at most 16 bytes, read as two
-        // words) as one fixed-size copy cut to length, with no memcpy call
-        // and no length check per field.
-        let mut row = [0u8; HEADER_BYTES + AGGREGATES_MAX * ARG_BYTES + 16];
+        let at = HEADER_BYTES + routed.args.len() * ARG_BYTES;
+        let len = at + routed.key.len();
+        let part = &mut self.parts[rollup.part_of(hash)];
+        // Written in place; a key of at most 16 bytes as two words, with
+        // no memcpy call (what it writes past the key is the next record's).
+        let short = short_key_words(&routed.key);
+        let row = part.room(if short.is_some() { at + 16 } else { len });
         row[0..8].copy_from_slice(&hash.bits().to_le_bytes());
         row[8..16].copy_from_slice(&bucket.0.to_le_bytes());
         row[16..20].copy_from_slice(&key_len.to_le_bytes());
         row[20..24].copy_from_slice(&arg_count.to_le_bytes());
-        let mut at = HEADER_BYTES;
-        for arg in &routed.args {
+        for (arg, field) in routed
+            .args
+            .iter()
+            .zip(row[HEADER_BYTES..at].chunks_exact_mut(ARG_BYTES))
+        {
             let (tag, value) = encode(arg);
-            row[at] = tag;
-            row[at + 1..at + ARG_BYTES].copy_from_slice(&value.to_le_bytes());
-            at += ARG_BYTES;
+            field[0] = tag;
+            field[1..].copy_from_slice(&value.to_le_bytes());
         }
-        let len = at + routed.key.len();
-        match short_key_words(&routed.key) {
-            Some(words) if len <= SHORT_ROW_BYTES => {
+        match short {
+            Some(words) => {
                 row[at..at + 8].copy_from_slice(&words[0].to_le_bytes());
                 row[at + 8..at + 16].copy_from_slice(&words[1].to_le_bytes());
-                buffer.extend_from_slice(&row[..SHORT_ROW_BYTES]);
-                buffer.truncate(before + len);
             }
-            _ => {
-                buffer.extend_from_slice(&row[..at]);
-                buffer.extend_from_slice(&routed.key);
-            }
+            None => row[at..].copy_from_slice(&routed.key),
         }
+        part.end += len;
+        part.rows += 1;
         // The part's next record comes hundreds of records later: load the
         // line it will start in now, or its stores wait for it then, and
         // stores leave the core in order.
-        if let Some(ahead) = buffer.spare_capacity_mut().get(WRITE_AHEAD_BYTES) {
+        if let Some(ahead) = part.bytes.get(part.end + WRITE_AHEAD_BYTES) {
             prefetch(ahead);
         }
         self.bytes += len;
@@ -164,26 +196,34 @@ impl Pending {
         if self.rows == 0 {
             return;
         }
-        for buffer in &mut self.parts {
-            let mut ahead = 0;
-            let mut halfway = 0;
-            for _ in 0..DRAIN_PREFETCH_DEPTH {
-                if let Some(held) = read(buffer, &mut ahead) {
-                    rollup.prefetch_slot(held.hash);
+        for (index, part) in self.parts.iter_mut().enumerate() {
+            // A part with about as many records as groups, small enough
+            // for a core's cache, is loaded whole, in address order; else
+            // each record's slot and group are loaded a few records ahead.
+            let warmed = rollup.prefetch_part(index, part.rows);
+            let buffer = part.held();
+            let (mut ahead, mut halfway) = (0, 0);
+            if !warmed {
+                for _ in 0..DRAIN_PREFETCH_DEPTH {
+                    if let Some(held) = read(buffer, &mut ahead) {
+                        rollup.prefetch_slot(held.hash);
+                    }
                 }
-            }
-            for _ in 0..DRAIN_PREFETCH_DEPTH / 2 {
-                if let Some(held) = read(buffer, &mut halfway) {
-                    rollup.prefetch_group(held.hash);
+                for _ in 0..DRAIN_PREFETCH_DEPTH / 2 {
+                    if let Some(held) = read(buffer, &mut halfway) {
+                        rollup.prefetch_group(held.hash);
+                    }
                 }
             }
             let mut at = 0;
             while let Some(held) = read(buffer, &mut at) {
-                if let Some(next) = read(buffer, &mut ahead) {
-                    rollup.prefetch_slot(next.hash);
-                }
-                if let Some(next) = read(buffer, &mut halfway) {
-                    rollup.prefetch_group(next.hash);
+                if !warmed {
+                    if let Some(next) = read(buffer, &mut ahead) {
+                        rollup.prefetch_slot(next.hash);
+                    }
+                    if let Some(next) = read(buffer, &mut halfway) {
+                        rollup.prefetch_group(next.hash);
+                    }
                 }
                 let count = held.args.len() / ARG_BYTES;
                 if self.args.len() < count {
@@ -200,7 +240,8 @@ impl Pending {
                     &self.args[..count],
                 );
             }
-            buffer.clear();
+            part.end = 0;
+            part.rows = 0;
         }
         self.rows = 0;
         self.bytes = 0;

@@ -116,6 +116,11 @@ impl<T> Rows<T> {
         self.blocks.into_iter().flatten()
     }
 
+    /// Every block's items, in order.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = &[T]> {
+        self.blocks.iter().map(Vec::as_slice)
+    }
+
     /// Bytes allocated for items and blocks.
     pub(crate) fn heap_bytes(&self) -> usize {
         let items: usize = self.blocks.iter().map(Vec::capacity).sum();

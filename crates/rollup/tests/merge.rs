@@ -286,3 +286,56 @@ fn a_split_makes_known_groups_stale() {
     assert!(rollup.parts() > 1);
     assert!(!rollup.holds(group));
 }
+
+/// A part is loaded whole only for about as many records as it has
+/// groups, and only while it fits the cache budget.
+#[test]
+fn a_part_is_loaded_whole_only_when_it_pays() {
+    use cardinal_rollup::{KeyHash, PART_PREFETCH_BYTES_MAX};
+    let shape = Shape {
+        aggs: vec![AggKind::CountAll],
+    };
+    let mut rollup = Rollup::new(shape, Limits::default())
+        .expect("valid")
+        .with_parts_after(0);
+    for i in 0u32..20_000 {
+        rollup.fold_with(Timestamp(0), &i.to_le_bytes(), |_| {});
+    }
+    let part = rollup.part_of(KeyHash::of(Timestamp(0), &0u32.to_le_bytes()));
+    let groups = rollup
+        .groups()
+        .filter(|(bucket, key, _)| rollup.part_of(KeyHash::of(*bucket, key)) == part)
+        .count();
+    assert!(groups > 10, "{groups} groups in part {part}");
+    assert!(!rollup.prefetch_part(part, 0), "no records");
+    assert!(!rollup.prefetch_part(part, groups / 4), "too few records");
+    assert!(
+        rollup.prefetch_part(part, groups),
+        "as many records as groups"
+    );
+    assert!(
+        !rollup.prefetch_part(rollup.parts(), groups),
+        "no such part"
+    );
+
+    // One part past the budget: 64 states a group, and only keys of
+    // that part.
+    let mut wide = Rollup::new(
+        Shape {
+            aggs: vec![AggKind::CountAll; 64],
+        },
+        Limits::default(),
+    )
+    .expect("valid")
+    .with_parts_after(0);
+    let part = 7;
+    let keys = (0u64..)
+        .map(u64::to_le_bytes)
+        .filter(|key| wide.part_of(KeyHash::of(Timestamp(0), key)) == part);
+    let groups = PART_PREFETCH_BYTES_MAX / (64 * 48) + 1;
+    for key in keys.take(groups).collect::<Vec<_>>() {
+        wide.fold_with(Timestamp(0), &key, |_| {});
+    }
+    assert_eq!(wide.group_count(), groups);
+    assert!(!wide.prefetch_part(part, usize::MAX), "past the budget");
+}
