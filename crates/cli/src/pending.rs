@@ -14,8 +14,9 @@
 //! fold into them. A part about to fold about as many records as it has
 //! groups is loaded whole first, in address order
 //! ([`Rollup::prefetch_part`]), which streams instead of missing record
-//! by record. The buffers are written in order, a line at a time. (The radix-partitioned aggregation of DuckDB
-//! and ClickHouse's two-level tables, kept streaming and bounded.)
+//! by record. The buffers are written in order, a line at a time. (The
+//! radix-partitioned aggregation of DuckDB and ClickHouse's two-level
+//! tables, kept streaming and bounded.)
 //!
 //! What is folded does not change: one group's records are in one part's
 //! buffer in arrival order, so each group folds exactly its records in
