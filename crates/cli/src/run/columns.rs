@@ -379,7 +379,6 @@ impl ParsedColumns {
             match ty {
                 ColumnType::BigInt => {
                     let out = &mut self.ints[column];
-                    out.clear();
                     parse_column(batch, column, ty, date, bad, out, |v| match v {
                         Value::Int(v) => Some(v),
                         _ => None,
@@ -387,7 +386,6 @@ impl ParsedColumns {
                 }
                 ColumnType::Double => {
                     let out = &mut self.floats[column];
-                    out.clear();
                     parse_column(batch, column, ty, date, bad, out, |v| match v {
                         Value::Float(v) => Some(v),
                         _ => None,
@@ -395,7 +393,6 @@ impl ParsedColumns {
                 }
                 ColumnType::Timestamp => {
                     let out = &mut self.times[column];
-                    out.clear();
                     parse_column(batch, column, ty, date, bad, out, |v| match v {
                         Value::Time(t) => Some(t.0),
                         _ => None,
@@ -413,8 +410,8 @@ impl ParsedColumns {
     }
 }
 
-/// Parses `column` of every row of `batch` as `ty` into `out`, through
-/// `pick`; a row whose value is NULL or does not parse is marked in `bad`
+/// Parses `column` of every row of `batch` as `ty` into `out` (replacing
+/// what it held), through `pick`; a row whose value is NULL or does not parse is marked in `bad`
 /// (and gets a default in `out`, never read).
 #[inline]
 fn parse_column<T: Default>(
@@ -426,6 +423,7 @@ fn parse_column<T: Default>(
     out: &mut Vec<T>,
     pick: impl Fn(Value<'_>) -> Option<T>,
 ) {
+    out.clear();
     for (i, bad) in bad.iter_mut().enumerate() {
         let value = batch
             .record(i)
