@@ -164,6 +164,13 @@ impl Part {
         }
     }
 
+    /// Bytes of the part's index, group records and state slots (not the
+    /// long keys' arena, nor what states hold on the heap): what a probe
+    /// and a fold touch.
+    fn table_bytes(&self) -> usize {
+        self.table.heap_bytes() + self.groups.heap_bytes() + self.states.heap_bytes()
+    }
+
     /// Moves each group, with its states, into `into[choose(group, key)]`,
     /// dropping the groups `choose` maps to `None`, then rebuilds the
     /// indexes of `into` (a split spreads one part over all; an eviction
@@ -586,8 +593,7 @@ impl Rollup {
         let Some(part) = self.parts.get(part) else {
             return false;
         };
-        let bytes = part.table.heap_bytes() + part.groups.heap_bytes() + part.states.heap_bytes();
-        if records < part.groups.len() / 2 || bytes > PART_PREFETCH_BYTES_MAX {
+        if records < part.groups.len() / 2 || part.table_bytes() > PART_PREFETCH_BYTES_MAX {
             return false;
         }
         lines(&part.table.slots);
@@ -835,11 +841,7 @@ impl Rollup {
                 .map(|part| {
                     let states: usize =
                         part.states.iter().flatten().map(AggState::heap_bytes).sum();
-                    states
-                        + part.table.heap_bytes()
-                        + part.groups.heap_bytes()
-                        + part.arena.capacity()
-                        + part.states.heap_bytes()
+                    states + part.table_bytes() + part.arena.capacity()
                 })
                 .sum::<usize>()
     }
