@@ -332,9 +332,11 @@ impl<'a> Results<'a> {
     }
 }
 
-/// Sorts rows by bucket, then dimension values (NULL first, text by bytes),
-/// then their original position: the order of a stable sort by (bucket,
-/// dims).
+/// The order of `rows` by bucket, then dimension values (NULL first, text
+/// by bytes), then their original position (a stable sort by (bucket,
+/// dims)), up to runs of equal keys: each row's index in that order and
+/// whether its key differs from the previous row's. [`sort_ties`]
+/// finishes the runs.
 ///
 /// The dimension values compare as the byte order of an encoding in which
 /// NULL is `00` and a value is `01`, its bytes with `00` escaped as
