@@ -224,6 +224,14 @@ fn text_of(text: &[u8], span: Span) -> Option<&str> {
 }
 
 impl<'r> Dims<'r> {
+    /// `row`'s values, whose spans are in `spans` and text in `text`.
+    fn of(row: &ResultRow<'_>, spans: &'r [Span], text: &'r [u8]) -> Self {
+        Dims {
+            spans: &spans[row.first as usize..(row.first + row.count) as usize],
+            text,
+        }
+    }
+
     /// Value `index` (`None`: NULL, or no such dimension).
     pub fn get(&self, index: usize) -> Option<&'r str> {
         text_of(self.text, *self.spans.get(index)?)
@@ -325,10 +333,7 @@ impl<'a> Results<'a> {
 
     /// The dimension values of `row`, one of [`Results::rows`].
     pub fn dims(&self, row: &ResultRow<'_>) -> Dims<'_> {
-        Dims {
-            spans: &self.spans[row.first as usize..(row.first + row.count) as usize],
-            text: &self.text,
-        }
+        Dims::of(row, &self.spans, &self.text)
     }
 }
 
@@ -360,12 +365,8 @@ fn key_order(rows: &[ResultRow<'_>], spans: &[Span], text: &[u8]) -> Vec<(u32, b
     let keys: Vec<[u8; KEY_BYTES]> = rows
         .iter()
         .map(|row| {
-            let dims = Dims {
-                spans: &spans[row.first as usize..(row.first + row.count) as usize],
-                text,
-            };
             let mut bytes = [0u8; KEY_BYTES];
-            bytes[..16].copy_from_slice(&prefix(dims).to_le_bytes());
+            bytes[..16].copy_from_slice(&prefix(Dims::of(row, spans, text)).to_le_bytes());
             bytes[16..].copy_from_slice(&(row.bucket.0.cast_unsigned() ^ (1 << 63)).to_le_bytes());
             bytes
         })
@@ -380,10 +381,7 @@ fn key_order(rows: &[ResultRow<'_>], spans: &[Span], text: &[u8]) -> Vec<(u32, b
 /// equal keys (`order` as [`key_order`] gave it, `rows` gathered in that
 /// order) by their dimension values, stably.
 fn sort_ties(rows: &mut [ResultRow<'_>], order: &[(u32, bool)], spans: &[Span], text: &[u8]) {
-    let dims = |row: &ResultRow<'_>| Dims {
-        spans: &spans[row.first as usize..(row.first + row.count) as usize],
-        text,
-    };
+    let dims = |row: &ResultRow<'_>| Dims::of(row, spans, text);
     let mut start = 0;
     while start < order.len() {
         let end = start
@@ -595,9 +593,10 @@ fn gather_rows<'a>(rows: &[ResultRow<'a>], order: &[(u32, bool)]) -> Vec<ResultR
 /// How many rows ahead [`gather_rows`] starts loading a row.
 const GATHER_AHEAD: usize = 16;
 
-/// Rows ahead of the one being written whose states a writer starts
-/// loading: a large rollup's states are in group order, the rows in key
-/// order.
+/// Rows ahead of the one being written whose states and dimension text a
+/// writer starts loading (their spans twice as far ahead): a large
+/// rollup's states, and the rows' text, are in group order, the rows in
+/// key order.
 const STATES_PREFETCH_ROWS: usize = 8;
 
 /// The first 16 bytes of the order-preserving encoding of `dims` (see
