@@ -1511,16 +1511,9 @@ impl Lane<'_> {
         let feeds = &self.feeds;
         self.pending
             .drain(&mut self.rollup, |rollup, hash, bucket, key, args| {
-                let folded = fold_args(
-                    feeds,
-                    rollup,
-                    bucket,
-                    key,
-                    args,
-                    |_| &[],
-                    hashed,
-                    Some(hash),
-                );
+                let folded = rollup.fold_held(hash, bucket, key, |states| {
+                    update_states(feeds, states, args, |_| &[], hashed);
+                });
                 debug_assert_ne!(folded, Folded::DroppedKeyTooLong, "checked when held back");
             });
     }

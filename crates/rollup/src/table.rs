@@ -402,6 +402,36 @@ impl Rollup {
         self.fold_row(hash, bucket, key, |states, _| update(states))
     }
 
+    /// [`Rollup::fold_hashed`] for records that come a part at a time
+    /// (held back and folded by part, [`Rollup::part_of`]): the group is
+    /// looked up without first comparing the key with the last fold's,
+    /// which records of one part of a large rollup rarely repeat. Drops
+    /// are as in [`Rollup::fold_with`].
+    #[inline]
+    pub fn fold_held(
+        &mut self,
+        hash: KeyHash,
+        bucket: Timestamp,
+        key: &[u8],
+        update: impl FnOnce(&mut [AggState]),
+    ) -> Folded {
+        if key.len() > KEY_BYTES_MAX {
+            self.drops.key_too_long += 1;
+            return Folded::DroppedKeyTooLong;
+        }
+        if !self.admit(bucket) {
+            return Folded::DroppedExpired;
+        }
+        debug_assert_eq!(hash.0, key_hash(bucket.0, key), "a KeyHash of this key");
+        let Some(at) = self.find_or_open(hash.0, bucket.0, key) else {
+            self.drops.group_limit += 1;
+            return Folded::DroppedGroupLimit;
+        };
+        self.last = at;
+        update(self.parts[at.0 as usize].states.row_mut(at.1 as usize));
+        Folded::Ok
+    }
+
     /// Finds or opens the group of (bucket, key) (hashing it unless `hash`
     /// is given) and calls `update` with its states and the shape's
     /// aggregates; `update` is not called for a dropped record.
@@ -1059,6 +1089,49 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn held_folds_equal_plain_folds() {
+        let shape = Shape {
+            aggs: vec![AggKind::CountAll, AggKind::Sum],
+        };
+        let limits = Limits {
+            groups_max: 900,
+            retention_ms: None,
+        };
+        let new = || {
+            Rollup::new(shape.clone(), limits)
+                .expect("valid")
+                .with_parts_after(64)
+        };
+        let (mut plain, mut held) = (new(), new());
+        for i in 0..5_000u32 {
+            let key = format!("k{}", i.wrapping_mul(2_654_435_761) % 1_000);
+            let bucket = Timestamp(i64::from(i % 3) * 86_400_000);
+            let v = f64::from(i);
+            let update = |states: &mut [AggState]| {
+                states[0].fold_count();
+                states[1].fold_number(v);
+            };
+            let hash = KeyHash::of(bucket, key.as_bytes());
+            assert_eq!(
+                plain.fold_with(bucket, key.as_bytes(), update),
+                held.fold_held(hash, bucket, key.as_bytes(), update)
+            );
+        }
+        assert_eq!(held.parts(), PARTS, "folded past the split");
+        assert_eq!(plain.dropped_group_limit(), held.dropped_group_limit());
+        assert!(
+            held.dropped_group_limit() > 0,
+            "the group limit was reached"
+        );
+        let sorted = |r: &Rollup| {
+            let mut rows = r.rows();
+            rows.sort_by(|a, b| (a.bucket, a.key).cmp(&(b.bucket, b.key)));
+            format!("{rows:?}")
+        };
+        assert_eq!(sorted(&plain), sorted(&held));
+    }
 
     #[test]
     fn key_hash_spreads_low_and_high_bits() {
