@@ -144,6 +144,21 @@ impl Pending {
     pub(crate) fn push(&mut self, rollup: &Rollup, routed: &Routed) {
         let bucket = routed.bucket.unwrap_or(Timestamp(0));
         let hash = KeyHash::of(bucket, &routed.key);
+        self.push_key(rollup, hash, bucket, &routed.key, &routed.args);
+    }
+
+    /// Holds back the record of (`bucket`, `key`), whose [`KeyHash`] is
+    /// `hash`, with its arguments `args`, in the buffer of its part.
+    #[inline]
+    pub(crate) fn push_key(
+        &mut self,
+        rollup: &Rollup,
+        hash: KeyHash,
+        bucket: Timestamp,
+        key: &[u8],
+        args: &[Arg],
+    ) {
+        debug_assert_eq!(hash, KeyHash::of(bucket, key));
         if self.parts.len() != rollup.parts() {
             debug_assert_eq!(self.rows, 0, "parts change only while nothing is held");
             let parts = rollup.parts();
@@ -151,25 +166,22 @@ impl Pending {
                 .map(|_| PartBuffer::new(PENDING_BYTES_MAX / parts))
                 .collect();
         }
-        assert!(
-            routed.args.len() <= AGGREGATES_MAX,
-            "arguments of one summary"
-        );
+        assert!(args.len() <= AGGREGATES_MAX, "arguments of one summary");
         #[expect(clippy::cast_possible_truncation, reason = "at most AGGREGATES_MAX")]
-        let mut head = routed.args.len() as u8;
+        let mut head = args.len() as u8;
         if bucket.0 != 0 {
             head |= HEAD_BUCKET;
         }
-        let key_len = routed.key.len();
+        let key_len = key.len();
         let long_key = key_len >= usize::from(LONG_KEY);
         let header =
             HASH_HEAD_BYTES + if long_key { 5 } else { 1 } + if bucket.0 == 0 { 0 } else { 8 };
-        let at = header + routed.args.len() * ARG_BYTES;
+        let at = header + args.len() * ARG_BYTES;
         let len = at + key_len;
         let part = &mut self.parts[rollup.part_of(hash)];
         // Written in place; a key of at most 16 bytes as two words, with
         // no memcpy call (what it writes past the key is the next record's).
-        let short = short_key_words(&routed.key);
+        let short = short_key_words(key);
         let row = part.room(if short.is_some() { at + 16 } else { len });
         row[0..8].copy_from_slice(&hash.bits().to_le_bytes());
         row[8] = head;
@@ -189,11 +201,7 @@ impl Pending {
             next += 8;
         }
         debug_assert_eq!(next, header);
-        for (arg, field) in routed
-            .args
-            .iter()
-            .zip(row[header..at].chunks_exact_mut(ARG_BYTES))
-        {
+        for (arg, field) in args.iter().zip(row[header..at].chunks_exact_mut(ARG_BYTES)) {
             let (tag, value) = encode(arg);
             field[0] = tag;
             field[1..].copy_from_slice(&value.to_le_bytes());
@@ -203,7 +211,7 @@ impl Pending {
                 row[at..at + 8].copy_from_slice(&words[0].to_le_bytes());
                 row[at + 8..at + 16].copy_from_slice(&words[1].to_le_bytes());
             }
-            None => row[at..].copy_from_slice(&routed.key),
+            None => row[at..].copy_from_slice(key),
         }
         part.end += len;
         part.rows += 1;

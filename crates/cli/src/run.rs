@@ -1204,6 +1204,8 @@ struct Fold<'a> {
     dictionaries: columns::Dictionaries,
     hashed: HashMemo,
     scratch: Scratch,
+    /// A row's key as [`Fold::hold_columns`] builds it (reused).
+    held_key: Vec<u8>,
     /// Reject lines not yet written to the rejects file.
     reject_lines: String,
     /// Lanes whose rollup has at least this many groups hold routes back
@@ -1334,6 +1336,7 @@ impl<'a> Fold<'a> {
             plans,
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
+            held_key: Vec::new(),
             reject_lines: String::new(),
             prefetch_groups_min: PREFETCH_GROUPS_MIN,
             pending_bytes_max: PENDING_BYTES_MAX,

@@ -65,7 +65,9 @@ pub use cardinal_event::{Record, Schema, TimeUnit, Value};
 pub use error::{Error, EvalError, Result};
 pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Scratch, Type};
 pub use parse::Declarations;
-pub use route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyValues, Routed, key_values};
+pub use route::{
+    Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, key_values,
+};
 
 /// The longest declaration script accepted. Declarations are written by
 /// people; 1 MiB is far beyond any real one, and bounds what the parser and

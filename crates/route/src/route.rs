@@ -189,10 +189,28 @@ impl Summary {
                 DimPath::Substr { .. } | DimPath::General => None,
             })
             .collect();
+        let key = self
+            .paths
+            .dims
+            .iter()
+            .map(|path| match *path {
+                DimPath::Text { column } => Some(KeyColumn { column, cut: None }),
+                DimPath::Substr {
+                    column,
+                    start,
+                    length,
+                } => Some(KeyColumn {
+                    column,
+                    cut: Some((start, length)),
+                }),
+                DimPath::General => None,
+            })
+            .collect();
         ColumnPlan {
             filter,
             bucket: self.bucket,
             dims,
+            key,
             args,
         }
     }
@@ -395,8 +413,39 @@ pub struct ColumnPlan {
     /// caller that knows two records' fields are equal (their dictionary
     /// keys are) knows their keys are.
     pub dims: Option<Vec<usize>>,
+    /// The dimensions as text columns, cut or not, when every dimension
+    /// is one ([`KeyColumn::encode`] writes the key [`Summary::route_dims`]
+    /// writes): a caller holding a batch's text columns builds each row's
+    /// key from them without the record.
+    pub key: Option<Vec<KeyColumn>>,
     /// One per argument.
     pub args: Vec<ArgColumn>,
+}
+
+/// One dimension of a [`ColumnPlan::key`]: a text column's bytes, or
+/// `substr` of them with constant bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KeyColumn {
+    /// The text column.
+    pub column: usize,
+    /// `substr`'s start and length, if the dimension cuts the text.
+    cut: Option<(i64, Option<i64>)>,
+}
+
+impl KeyColumn {
+    /// Appends this dimension's entry for a field (`None`: NULL) to `key`,
+    /// as [`Summary::route_dims`] does.
+    #[inline]
+    pub fn encode(&self, field: Option<&[u8]>, key: &mut Vec<u8>) {
+        match (field, self.cut) {
+            (None, _) => key.push(TAG_NULL),
+            (Some(text), None) => encode_text(text, key),
+            (Some(text), Some((start, length))) => {
+                let (from, to) = crate::expr::substr_range(text, start, length);
+                encode_text(&text[from..to], key);
+            }
+        }
+    }
 }
 
 /// How a [`ColumnPlan`] takes its summary's filter.
@@ -834,9 +883,26 @@ mod tests {
                 "CREATE STREAM s (ts TIMESTAMP, n BIGINT, site TEXT, x DOUBLE, t TEXT) WITH (time = 'ts');
                  CREATE SUMMARY a AS SELECT date_trunc('hour', ts) AS h, site, substr(t, {start}{length}) AS p,
                    lower(t) AS l, count(*), hll(n), topk(site, 3), sum(x), sum(n * 2), hll(t)
-                   FROM s GROUP BY h, site, p, l;"
+                   FROM s GROUP BY h, site, p, l;
+                 CREATE SUMMARY k AS SELECT site, substr(t, {start}{length}) AS p, count(*)
+                   FROM s GROUP BY site, p;"
             ))
             .expect("compiles");
+            // Keys built from the plan's text columns are route_dims' keys.
+            prop_assert_eq!(plan.summaries[0].column_plan().key, None);
+            let text_key = &plan.summaries[1];
+            let columns = text_key.column_plan().key.expect("text dimensions");
+            for row in &rows {
+                let fields: Vec<&[u8]> = row.iter().map(|f| f.as_deref().map_or(&b""[..], str::as_bytes)).collect();
+                let record = fields.as_slice();
+                let mut want = Routed::default();
+                text_key.route_dims(record, &mut Scratch::new(), &mut want).expect("a key");
+                let mut key = Vec::new();
+                for column in &columns {
+                    column.encode(record.field(column.column), &mut key);
+                }
+                prop_assert_eq!(key, want.key);
+            }
             let fast = &plan.summaries[0];
             let mut general = fast.clone();
             general.paths = Paths::general(fast.dimensions.len(), fast.arguments.len());

@@ -33,10 +33,10 @@
 use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{ColumnType, DateMemo, Record, Timestamp, Value};
 use cardinal_parse::{Batch, Column, Dictionary, DictionaryHandle, ParquetBatch, TextColumn};
-use cardinal_rollup::{GroupAt, Rollup};
-use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan};
+use cardinal_rollup::{Folded, GroupAt, KEY_BYTES_MAX, KeyHash, Rollup};
+use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn};
 
-use super::Fold;
+use super::{AGGREGATES_MAX, Fold};
 
 /// One lane's filter, bucket and arguments as columns of one batch
 /// ([`Fold::columns_of`], [`Fold::text_columns_of`]).
@@ -534,7 +534,9 @@ impl<'a> Fold<'a> {
         self.refresh_group_caches(batch);
         let columns = self.columns_of(batch, &dictionaries);
         let routed = columns.is_some();
-        if let Some(columns) = columns {
+        if let Some(columns) = columns
+            && !self.hold_columns(&columns, batch)
+        {
             for index in 0..batch.len() {
                 let record = batch.record(index);
                 self.record_columns(&columns, &record, index, batch.input(), || {
@@ -544,6 +546,158 @@ impl<'a> Fold<'a> {
         }
         self.dictionaries = dictionaries;
         routed
+    }
+
+    /// Holds back every row of `batch` a lane at a time, when every lane
+    /// holds its routes back ([`crate::pending::Pending`]: a large rollup
+    /// split into parts) and reads its filter, bucket, key and arguments
+    /// from the batch's columns ([`ColumnPlan::key`]: every dimension a
+    /// text column, cut or not); `false`, with nothing done, otherwise.
+    ///
+    /// The same routes as [`Fold::record_columns`] row by row, without a
+    /// [`cardinal_route::Routed`] per row and lane: each lane's rows go
+    /// from the columns straight into its part buffers (Query 2A from
+    /// Parquet spent ~330 instructions a row routing and holding through
+    /// the general path). A row that some lane cannot route (a time out
+    /// of range) is routed after the others through [`Fold::record`],
+    /// which rejects it as it would have; a key too long is folded at once
+    /// to be rejected, as [`Fold::fold_lanes`] does. What the lanes hold is
+    /// bounded as there, checked after each lane's rows: by one batch more.
+    pub(super) fn hold_columns(
+        &mut self,
+        columns: &[LaneColumns<'_>],
+        batch: &ParquetBatch,
+    ) -> bool {
+        let rows = batch.len();
+        let mut keys: Vec<Vec<(KeyColumn, TextColumn<'_>)>> = Vec::with_capacity(self.lanes.len());
+        for (s, lane) in self.lanes.iter().enumerate() {
+            let groups_max = usize::try_from(lane.rollup.limits().groups_max).unwrap_or(usize::MAX);
+            let groups = lane.rollup.group_count();
+            // Lane::pend folds at once rather than let held rows open
+            // more groups than the limit: row by row, then.
+            let near_limit =
+                groups < groups_max && groups + lane.pending.rows() + rows > groups_max;
+            let filter_ok = match self.plans[s].filter {
+                ColumnFilter::None => true,
+                ColumnFilter::TextEq { .. } => columns[lane.filter_owner].filter.is_some(),
+                ColumnFilter::Evaluate => false,
+            };
+            let Some(key) = self.plans[s].key.as_ref().filter(|_| {
+                lane.can_pend
+                    && lane.rollup.parts() > 1
+                    && !near_limit
+                    && filter_ok
+                    && !columns[s]
+                        .args
+                        .iter()
+                        .any(|a| matches!(a, ArgSource::Evaluate))
+            }) else {
+                return false;
+            };
+            let texts = key
+                .iter()
+                .map(|&key| match batch.column(key.column)? {
+                    Column::Text(text) => Some((key, text)),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>();
+            let Some(texts) = texts else {
+                return false;
+            };
+            keys.push(texts);
+        }
+        // Rows some lane cannot route, found before any lane holds a row:
+        // every lane holds the same rows.
+        let mut bad: Vec<usize> = Vec::new();
+        for (s, lane_columns) in columns.iter().enumerate() {
+            let times = lane_columns
+                .args
+                .iter()
+                .filter_map(|a| match a {
+                    ArgSource::Time(times @ Times::Parquet(_)) => Some(*times),
+                    _ => None,
+                })
+                .chain(match lane_columns.bucket {
+                    Some((times @ Times::Parquet(_), _)) => Some(times),
+                    _ => None,
+                })
+                .collect::<Vec<_>>();
+            if times.is_empty() {
+                continue;
+            }
+            let filter = &columns[self.lanes[s].filter_owner].filter;
+            for i in 0..rows {
+                if passes(&self.plans[s].filter, filter.as_ref(), i)
+                    && times.iter().any(|t| t.at(i).is_err())
+                {
+                    bad.push(i);
+                }
+            }
+        }
+        bad.sort_unstable();
+        bad.dedup();
+        let name = batch.input();
+        let mut key = std::mem::take(&mut self.held_key);
+        for (s, texts) in keys.iter().enumerate() {
+            let lane = &mut self.lanes[s];
+            lane.flush(&mut self.hashed);
+            let lane_columns = &columns[s];
+            let filter = &columns[lane.filter_owner].filter;
+            let mut bad = bad.iter().copied().peekable();
+            let mut args = [Arg::Null; AGGREGATES_MAX];
+            let args = &mut args[..lane_columns.args.len()];
+            for i in 0..rows {
+                if bad.next_if_eq(&i).is_some()
+                    || !passes(&self.plans[s].filter, filter.as_ref(), i)
+                {
+                    continue;
+                }
+                let bucket = match &lane_columns.bucket {
+                    Some((times, unit)) => times.at(i).expect("checked above").truncate(*unit),
+                    None => Timestamp(0),
+                };
+                key.clear();
+                for (column, text) in texts {
+                    column.encode(Some(text.value(i)), &mut key);
+                }
+                for (arg, source) in args.iter_mut().zip(&lane_columns.args) {
+                    *arg = match *source {
+                        ArgSource::Int(v) => Arg::Int(v[i]),
+                        ArgSource::Float(v) => Arg::Float(v[i]),
+                        ArgSource::Time(times) => Arg::Time(times.at(i).expect("checked above")),
+                        ArgSource::Text(Texts::Parquet(text)) => Arg::text(text.value(i)),
+                        ArgSource::Dictionary(dictionary, values) => values[dictionary.key(i)],
+                        ArgSource::Text(Texts::Field(_)) | ArgSource::Evaluate => {
+                            unreachable!("a Parquet batch's columns, checked above")
+                        }
+                    };
+                }
+                let hash = KeyHash::of(bucket, &key);
+                if key.len() > KEY_BYTES_MAX {
+                    let folded = lane.rollup.fold_held(hash, bucket, &key, |_| {});
+                    debug_assert_eq!(folded, Folded::DroppedKeyTooLong);
+                    let row = batch.record(i).row();
+                    super::reject(
+                        &mut self.counts,
+                        &mut self.reject_lines,
+                        self.shown,
+                        "group key too long",
+                        &format!("{name}: {row}"),
+                    );
+                    continue;
+                }
+                lane.pending
+                    .push_key(&lane.rollup, hash, bucket, &key, args);
+            }
+            self.bound_pending();
+        }
+        self.held_key = key;
+        self.counts.records += (rows - bad.len()) as u64;
+        for i in bad {
+            let record = batch.record(i);
+            self.record(&record, name, || record.row().to_string());
+        }
+        true
     }
 
     /// Brings every lane's [`GroupCache`] up to `batch`'s dictionaries.
@@ -709,6 +863,22 @@ impl<'a> Fold<'a> {
     }
 }
 
+/// Whether row `i` passes a lane's filter, read from its column
+/// (`source`, [`LaneColumns::filter`] of the lane that owns the filter).
+#[inline]
+fn passes(filter: &ColumnFilter, source: Option<&FilterSource<'_>>, i: usize) -> bool {
+    match (filter, source) {
+        (ColumnFilter::None, _) => true,
+        (ColumnFilter::TextEq { literal, .. }, Some(FilterSource::Text(Texts::Parquet(text)))) => {
+            bytes_eq(text.value(i), literal)
+        }
+        (ColumnFilter::TextEq { .. }, Some(FilterSource::Dictionary(dictionary, equal))) => {
+            equal[dictionary.key(i)]
+        }
+        _ => unreachable!("a filter hold_columns reads from its column"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -809,5 +979,170 @@ mod tests {
         let other = SQL.replace("max(x)", "max(x * 2)");
         let typed = typed_batches(&other, parquet(rows, PARQUET_BATCH_ROWS, |_| false));
         assert_eq!(typed, [Some(true); 3]);
+    }
+
+    /// A file whose `ip` values repeat over `distinct` values, one of them
+    /// too long for a key, whose time is out of range in two rows, with
+    /// `kind` dictionary-encoded or not.
+    fn held_parquet(rows: usize, distinct: usize, dictionary: bool) -> Vec<u8> {
+        use arrow_array::TimestampMillisecondArray;
+        let ts: Vec<i64> = (0..rows as i64)
+            .map(|i| match i {
+                // Rows of kind 'a', so that summary a reads their time.
+                6 | 8_001 => i64::MAX,
+                _ => 1_790_000_000_000 + i * 3_600_000,
+            })
+            .collect();
+        let ip: Vec<String> = (0..rows)
+            .map(|i| match i % distinct {
+                3 => "9".repeat(cardinal_rollup::KEY_BYTES_MAX + 1),
+                d => format!("{}.{}", d % 61, d),
+            })
+            .collect();
+        let kind: Vec<&str> = (0..rows).map(|i| ["a", "b", "c"][i % 3]).collect();
+        let x: Vec<f64> = (0..rows).map(|i| i as f64 / 8.0).collect();
+        let id: Vec<i64> = (0..rows as i64).map(|i| i % 1_013).collect();
+        let batch = RecordBatch::try_from_iter([
+            (
+                "ts",
+                Arc::new(TimestampMillisecondArray::from(ts)) as ArrayRef,
+            ),
+            ("ip", Arc::new(StringArray::from(ip))),
+            ("kind", Arc::new(StringArray::from(kind))),
+            ("x", Arc::new(Float64Array::from(x))),
+            ("id", Arc::new(Int64Array::from(id))),
+        ])
+        .expect("batch");
+        let properties = parquet::file::properties::WriterProperties::builder()
+            .set_max_row_group_row_count(Some(PARQUET_BATCH_ROWS))
+            .set_dictionary_enabled(dictionary)
+            .build();
+        let mut bytes = Vec::new();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties))
+                .expect("writer");
+        writer.write(&batch).expect("write");
+        writer.close().expect("close");
+        bytes
+    }
+
+    /// Rows held back a lane at a time from a batch's columns fold into
+    /// what the record path folds them into: same groups, states and drops
+    /// (with the group limit reached or not), same rejects (times out of
+    /// range, a key too long for one summary only).
+    #[test]
+    fn batches_held_from_columns_fold_as_records_do() {
+        let sql = "
+            CREATE STREAM t (ts TIMESTAMP, ip TEXT, kind TEXT, x DOUBLE, id BIGINT)
+              WITH (format = 'parquet', time = 'ts');
+            CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS day, substr(ip, 1, 4) AS p,
+                count(*), sum(x), hll(id), min(ts), hll(kind), max(id)
+              FROM t WHERE kind = 'a' GROUP BY day, p;
+            CREATE SUMMARY b AS SELECT ip, kind, count(*), max(x) FROM t GROUP BY ip, kind;";
+        let plan = Plan::compile(sql).expect("compiles");
+        let summaries: Vec<&Summary> = plan.summaries.iter().collect();
+        let shapes: Vec<Shape> = summaries
+            .iter()
+            .map(|s| shape_of(s).expect("shape"))
+            .collect();
+        let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
+        let stream = &plan.streams[0];
+        let mut reads: Vec<usize> = summaries.iter().flat_map(|s| s.reads.clone()).collect();
+        reads.sort_unstable();
+        reads.dedup();
+        let rows = 3 * PARQUET_BATCH_ROWS + 100;
+        for (dictionary, groups_max) in [(true, 100_000), (false, 100_000), (true, 700)] {
+            let bytes = held_parquet(rows, 3_000, dictionary);
+            let file = ParquetFile::from_bytes(bytes, "t".into(), &stream.schema, &reads)
+                .expect("a Parquet file");
+            let limits = Limits {
+                groups_max,
+                retention_ms: None,
+            };
+            let fold_with = |parts_after: usize| {
+                let mut fold =
+                    Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
+                for lane in &mut fold.lanes {
+                    lane.rollup = lane.rollup.clone().with_parts_after(parts_after);
+                }
+                fold
+            };
+            // Held from the columns: the rollups are in parts from the
+            // first group.
+            let mut held = fold_with(0);
+            let mut reader = file.read(0..file.row_groups()).expect("reader");
+            let (mut batches, mut held_batches) = (0, 0);
+            while let Some(batch) = reader.next_batch().expect("a batch") {
+                // Fold::parquet_columns, counting the batches held whole.
+                let mut dictionaries = std::mem::take(&mut held.dictionaries);
+                dictionaries.refresh(batch);
+                held.refresh_group_caches(batch);
+                let columns = held
+                    .columns_of(batch, &dictionaries)
+                    .expect("no NULLs: routed from columns");
+                batches += 1;
+                if held.hold_columns(&columns, batch) {
+                    held_batches += 1;
+                } else {
+                    for index in 0..batch.len() {
+                        let record = batch.record(index);
+                        held.record_columns(&columns, &record, index, batch.input(), || {
+                            record.row().to_string()
+                        });
+                    }
+                }
+                held.dictionaries = dictionaries;
+                held.flush();
+            }
+            held.finish();
+            // Record by record, folded at once.
+            let mut direct = fold_with(usize::MAX);
+            let mut reader = file.read(0..file.row_groups()).expect("reader");
+            while let Some(batch) = reader.next_batch().expect("a batch") {
+                for index in 0..batch.len() {
+                    let record = batch.record(index);
+                    direct.record(&record, batch.input(), || record.row().to_string());
+                }
+                direct.flush();
+            }
+            direct.finish();
+            // Near the group limit, batches go row by row.
+            if groups_max < 100_000 {
+                assert!(held_batches < batches, "{held_batches} of {batches}");
+            } else {
+                assert_eq!(held_batches, batches);
+            }
+            for (h, d) in held.lanes.iter().zip(&direct.lanes) {
+                let fingerprint = |rollup: &Rollup| {
+                    let mut rows: Vec<String> =
+                        rollup.rows().iter().map(|r| format!("{r:?}")).collect();
+                    rows.sort();
+                    rows.push(format!(
+                        "{} groups, {} dropped, {} too long",
+                        rollup.group_count(),
+                        rollup.dropped_group_limit(),
+                        rollup.dropped_key_too_long(),
+                    ));
+                    rows
+                };
+                assert_eq!(fingerprint(&h.rollup), fingerprint(&d.rollup));
+            }
+            assert_eq!(held.counts.records, direct.counts.records);
+            assert_eq!(
+                held.counts.rejects_by_reason,
+                direct.counts.rejects_by_reason
+            );
+            let too_long = held.counts.rejects_by_reason.get("group key too long");
+            assert_eq!(
+                held.counts.rejects - too_long.copied().unwrap_or(0),
+                2,
+                "times out of range were rejected: {:?}",
+                held.counts.rejects_by_reason
+            );
+            assert!(too_long > Some(&0), "summary b met the long key");
+            if groups_max < 100_000 {
+                assert!(held.lanes[1].rollup.dropped_group_limit() > 0);
+            }
+        }
     }
 }
