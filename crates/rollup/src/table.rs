@@ -805,17 +805,34 @@ impl Rollup {
         if part.table.is_full() {
             part.table.grow(&part.groups, &part.arena);
         }
-        let slot = match part.table.find(hash, |row| {
+        match part.table.find(hash, |row| {
             let group = &part.groups.row(row as usize)[0];
             group.bucket == bucket && bytes_eq(group.key(&part.arena), key)
         }) {
             #[expect(clippy::cast_possible_truncation, reason = "below PARTS")]
-            Ok(row) => return Some((part_index as u32, row)),
-            Err(slot) => slot,
-        };
+            Ok(row) => Some((part_index as u32, row)),
+            Err(slot) => self.open(part_index, slot, hash, bucket, key),
+        }
+    }
+
+    /// Opens the group of (bucket, key) at `slot` of part `part_index`'s
+    /// index (where [`Index::find`] found no row), unless the rollup holds
+    /// `groups_max` groups: the cold half of [`Rollup::find_or_open`],
+    /// kept out of line so that a fold that finds its group (most folds)
+    /// runs the probe alone.
+    #[inline(never)]
+    fn open(
+        &mut self,
+        part_index: usize,
+        slot: usize,
+        hash: u64,
+        bucket: i64,
+        key: &[u8],
+    ) -> Option<(u32, u32)> {
         if self.group_count as u64 >= self.limits.groups_max {
             return None;
         }
+        let part = &mut self.parts[part_index];
         let row = u32::try_from(part.groups.len()).expect("groups_max < 2^32");
         part.table.insert_at(slot, hash, row);
         part.states.push(
