@@ -236,7 +236,18 @@ impl Pending {
         if self.rows == 0 {
             return;
         }
-        for (index, part) in self.parts.iter_mut().enumerate() {
+        for index in 0..self.parts.len() {
+            // The next part with records, if it is to be loaded whole: a
+            // few of its lines per record of this one.
+            let mut next = self.parts[index + 1..]
+                .iter()
+                .position(|part| part.rows > 0)
+                .and_then(|ahead| {
+                    let at = index + 1 + ahead;
+                    rollup.part_lines(at, self.parts[at].rows)
+                });
+            let part = &mut self.parts[index];
+            let lines_per_record = next.map_or(0, |next| next.lines().div_ceil(part.rows.max(1)));
             // A part with about as many records as groups, small enough
             // for a core's cache, is loaded whole, in address order; else
             // each record's slot and group are loaded a few records ahead.
@@ -257,6 +268,9 @@ impl Pending {
             }
             let mut at = 0;
             while let Some(held) = read(buffer, &mut at) {
+                if let Some(next) = &mut next {
+                    rollup.prefetch_part_lines(next, lines_per_record);
+                }
                 if !warmed {
                     if let Some(next) = read(buffer, &mut ahead) {
                         rollup.prefetch_slot(next.hash);

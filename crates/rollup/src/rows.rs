@@ -116,6 +116,12 @@ impl<T> Rows<T> {
         self.blocks.into_iter().flatten()
     }
 
+    /// Block `block`'s items, if there is such a block.
+    #[inline]
+    pub(crate) fn block(&self, block: usize) -> Option<&[T]> {
+        self.blocks.get(block).map(Vec::as_slice)
+    }
+
     /// Every block's items, in order.
     pub(crate) fn blocks(&self) -> impl Iterator<Item = &[T]> {
         self.blocks.iter().map(Vec::as_slice)

@@ -236,6 +236,25 @@ const NO_ROW: u32 = u32::MAX;
 /// and their places in this side's index.
 const MERGE_PREFETCH_DEPTH: usize = 8;
 
+/// Where [`Rollup::prefetch_part_lines`] has got to in one part.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartLines {
+    part: usize,
+    /// About how many lines the part has.
+    lines: usize,
+    /// 0: the index, 1: group records, 2: states, 3: done.
+    region: u8,
+    block: usize,
+    line: usize,
+}
+
+impl PartLines {
+    /// About how many cache lines the part has.
+    pub fn lines(&self) -> usize {
+        self.lines
+    }
+}
+
 /// A key's hash from [`Rollup::prefetch`], for [`Rollup::fold_hashed`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyHash(u64);
@@ -629,6 +648,77 @@ impl Rollup {
         lines(&part.table.slots);
         part.groups.blocks().for_each(lines);
         part.states.blocks().for_each(lines);
+        true
+    }
+
+    /// A cursor at the first cache line of part `part`'s index, group
+    /// records and states, for [`Rollup::prefetch_part_lines`], if part
+    /// `part` exists and would be loaded whole for `records` folds
+    /// ([`Rollup::prefetch_part`]'s test).
+    pub fn part_lines(&self, part: usize, records: usize) -> Option<PartLines> {
+        let p = self.parts.get(part)?;
+        (records >= p.groups.len() / 2 && p.table_bytes() <= PART_PREFETCH_BYTES_MAX).then_some(
+            PartLines {
+                part,
+                lines: p.table_bytes().div_ceil(64),
+                region: 0,
+                block: 0,
+                line: 0,
+            },
+        )
+    }
+
+    /// Starts loading the next `n` cache lines of `cursor`'s part: a part
+    /// loaded a few lines per fold of the part before it, so that its
+    /// lines come from memory while that part folds, not in one burst
+    /// when its own folds start. `false` once every line was asked for.
+    #[inline]
+    pub fn prefetch_part_lines(&self, cursor: &mut PartLines, mut n: usize) -> bool {
+        /// Asks for line `line` of `items`; whether it has one.
+        #[inline]
+        fn line_of<T>(items: &[T], line: usize) -> bool {
+            let per_line = (64 / std::mem::size_of::<T>().max(1)).max(1);
+            match items.get(line * per_line) {
+                Some(item) => {
+                    prefetch(item);
+                    true
+                }
+                None => false,
+            }
+        }
+        let part = &self.parts[cursor.part];
+        while n > 0 {
+            let asked = match cursor.region {
+                0 => (cursor.block == 0).then(|| line_of(&part.table.slots, cursor.line)),
+                1 => part
+                    .groups
+                    .block(cursor.block)
+                    .map(|block| line_of(block, cursor.line)),
+                2 => part
+                    .states
+                    .block(cursor.block)
+                    .map(|block| line_of(block, cursor.line)),
+                _ => return false,
+            };
+            match asked {
+                // A line asked for.
+                Some(true) => {
+                    cursor.line += 1;
+                    n -= 1;
+                }
+                // The end of a block: the next block.
+                Some(false) => {
+                    cursor.block += 1;
+                    cursor.line = 0;
+                }
+                // The end of a region: the next region.
+                None => {
+                    cursor.region += 1;
+                    cursor.block = 0;
+                    cursor.line = 0;
+                }
+            }
+        }
         true
     }
 
@@ -1106,6 +1196,46 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn part_lines_ask_for_every_line_of_a_part_once() {
+        let shape = Shape {
+            aggs: vec![AggKind::CountAll, AggKind::Sum],
+        };
+        let mut rollup = Rollup::new(shape, Limits::default())
+            .expect("valid")
+            .with_parts_after(0);
+        for i in 0..40_000u32 {
+            rollup.fold_with(Timestamp(0), &i.to_le_bytes(), |states| {
+                states[0].fold_count();
+            });
+        }
+        let lines = |items: usize, size: usize| items.div_ceil(64 / size);
+        for part in [0, 7, PARTS - 1] {
+            let p = &rollup.parts[part];
+            let want = lines(p.table.slots.len(), 8)
+                + p.groups.blocks().map(|b| lines(b.len(), 32)).sum::<usize>()
+                + p.states.blocks().map(|b| lines(b.len(), 48)).sum::<usize>();
+            let mut cursor = rollup.part_lines(part, p.groups.len()).expect("fits");
+            assert!(
+                cursor.lines() >= want,
+                "{} lines, {want} asked",
+                cursor.lines()
+            );
+            let mut asked = 0;
+            while rollup.prefetch_part_lines(&mut cursor, 1) {
+                asked += 1;
+                assert!(asked <= want, "every line once");
+            }
+            assert_eq!(asked, want);
+            assert!(
+                !rollup.prefetch_part_lines(&mut cursor, 3),
+                "done stays done"
+            );
+            // Too few folds to pay for loading the part whole.
+            assert_eq!(rollup.part_lines(part, p.groups.len() / 4), None);
+        }
+    }
 
     #[test]
     fn held_folds_equal_plain_folds() {
