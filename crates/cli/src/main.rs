@@ -14,6 +14,36 @@ mod run;
 
 use clap::{Parser, Subcommand};
 
+/// Largest allocation glibc's malloc serves from its heap rather than a
+/// mapping of its own: its maximum (half its 64 MiB heap size).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const MMAP_THRESHOLD_BYTES: libc::c_int = 32 << 20;
+
+/// Free memory at the top of the heap that glibc's malloc keeps instead of
+/// returning it to the kernel.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+const TRIM_THRESHOLD_BYTES: libc::c_int = 1 << 30;
+
+/// Keeps memory the process frees for its next allocations instead of
+/// handing it back to the kernel, which zeroes and maps it again page by
+/// page when it is asked for once more (a Parquet reader allocates and
+/// frees each page's buffers; a rollup grows in blocks). With glibc's
+/// defaults a one-worker Query 2A from Parquet took 130K page faults and
+/// 0.31 s of system time in 1.8 CPU-s; with these, 108K and 0.27 s, about
+/// 2% of its CPU time. The cost: memory freed at a peak stays with the
+/// process (for its own reuse). Other allocators and platforms are left
+/// alone.
+fn keep_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only sets allocator parameters; it is called before
+    // any other thread exists, and both values are in its documented
+    // range (it returns 0 and changes nothing otherwise).
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES);
+    }
+}
+
 /// cardinal: a streaming rollup engine with error bars.
 ///
 /// Sketches answer "how many unique users", "how much do two audiences
@@ -84,6 +114,7 @@ enum Command {
 }
 
 fn main() {
+    keep_freed_memory();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo(args) => demo::run(&args),
