@@ -754,15 +754,20 @@ impl Rollup {
             self.split();
         }
         for from in &other.parts {
-            // Room for every group of both sides at once (one rebuild
+            // Room for the larger side's groups at once (one rebuild
             // instead of one per doubling, and no growth to undo the
-            // prefetches) when the parts correspond.
+            // prefetches) when the parts correspond. Not for both sides'
+            // sum: workers that read parts of one input mostly hold the
+            // same groups (Query 2A's two workers 1.45M each, 1.45M
+            // together), and room for the sum rebuilt every part's index
+            // at twice the size it needs; groups past the larger side's
+            // grow it as folds do.
             if self.parts.len() == other.parts.len() {
                 let groups_max = usize::try_from(self.limits.groups_max).unwrap_or(usize::MAX);
                 if let Some(first) = from.groups.first_of(0) {
                     let into = part_index(first.hash(&from.arena), self.parts.len());
                     let into = &mut self.parts[into];
-                    let most = (into.groups.len() + from.groups.len()).min(groups_max);
+                    let most = into.groups.len().max(from.groups.len()).min(groups_max);
                     into.table.reserve(most, &into.groups, &into.arena);
                 }
             }
