@@ -383,7 +383,7 @@ impl Rollup {
             self.shape.aggs.len(),
             "one input per aggregate"
         );
-        self.fold_row(None, bucket, key, |states, aggs| {
+        self.fold_row(None, bucket, key, true, |states, aggs| {
             for ((state, kind), &input) in states.iter_mut().zip(aggs).zip(inputs) {
                 state.fold(kind, input);
             }
@@ -418,7 +418,7 @@ impl Rollup {
         key: &[u8],
         update: impl FnOnce(&mut [AggState]),
     ) -> Folded {
-        self.fold_row(hash, bucket, key, |states, _| update(states))
+        self.fold_row(hash, bucket, key, true, |states, _| update(states))
     }
 
     /// [`Rollup::fold_hashed`] for records that come a part at a time
@@ -434,25 +434,12 @@ impl Rollup {
         key: &[u8],
         update: impl FnOnce(&mut [AggState]),
     ) -> Folded {
-        if key.len() > KEY_BYTES_MAX {
-            self.drops.key_too_long += 1;
-            return Folded::DroppedKeyTooLong;
-        }
-        if !self.admit(bucket) {
-            return Folded::DroppedExpired;
-        }
-        debug_assert_eq!(hash.0, key_hash(bucket.0, key), "a KeyHash of this key");
-        let Some(at) = self.find_or_open(hash.0, bucket.0, key) else {
-            self.drops.group_limit += 1;
-            return Folded::DroppedGroupLimit;
-        };
-        self.last = at;
-        update(self.parts[at.0 as usize].states.row_mut(at.1 as usize));
-        Folded::Ok
+        self.fold_row(Some(hash), bucket, key, false, |states, _| update(states))
     }
 
     /// Finds or opens the group of (bucket, key) (hashing it unless `hash`
-    /// is given) and calls `update` with its states and the shape's
+    /// is given; first comparing it with the last fold's group if
+    /// `check_last`) and calls `update` with its states and the shape's
     /// aggregates; `update` is not called for a dropped record.
     #[inline]
     fn fold_row(
@@ -460,6 +447,7 @@ impl Rollup {
         hash: Option<KeyHash>,
         bucket: Timestamp,
         key: &[u8],
+        check_last: bool,
         update: impl FnOnce(&mut [AggState], &[AggKind]),
     ) -> Folded {
         if key.len() > KEY_BYTES_MAX {
@@ -470,10 +458,14 @@ impl Rollup {
             return Folded::DroppedExpired;
         }
         let (last_part, last_row) = self.last;
-        let at = match self.parts[last_part as usize]
-            .groups
-            .first_of(last_row as usize)
-        {
+        let last = check_last
+            .then(|| {
+                self.parts[last_part as usize]
+                    .groups
+                    .first_of(last_row as usize)
+            })
+            .flatten();
+        let at = match last {
             Some(group)
                 if group.bucket == bucket.0
                     && bytes_eq(group.key(&self.parts[last_part as usize].arena), key) =>

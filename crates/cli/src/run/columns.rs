@@ -913,11 +913,19 @@ mod tests {
         let properties = parquet::file::properties::WriterProperties::builder()
             .set_max_row_group_row_count(Some(group_rows))
             .build();
+        write_parquet(&batch, properties)
+    }
+
+    /// `batch` as a Parquet file written with `properties`.
+    fn write_parquet(
+        batch: &RecordBatch,
+        properties: parquet::file::properties::WriterProperties,
+    ) -> Vec<u8> {
         let mut bytes = Vec::new();
         let mut writer =
             parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties))
                 .expect("writer");
-        writer.write(&batch).expect("write");
+        writer.write(batch).expect("write");
         writer.close().expect("close");
         bytes
     }
@@ -1017,13 +1025,7 @@ mod tests {
             .set_max_row_group_row_count(Some(PARQUET_BATCH_ROWS))
             .set_dictionary_enabled(dictionary)
             .build();
-        let mut bytes = Vec::new();
-        let mut writer =
-            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(properties))
-                .expect("writer");
-        writer.write(&batch).expect("write");
-        writer.close().expect("close");
-        bytes
+        write_parquet(&batch, properties)
     }
 
     /// Rows held back a lane at a time from a batch's columns fold into
