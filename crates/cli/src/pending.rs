@@ -14,7 +14,11 @@
 //! fold into them. A part about to fold about as many records as it has
 //! groups is loaded whole first, in address order
 //! ([`Rollup::prefetch_part`]), which streams instead of missing record
-//! by record. The buffers are written in order, a line at a time. (The
+//! by record; it is also asked for a few lines per record while the part
+//! before it folds ([`Rollup::prefetch_part_lines`]), so that its lines
+//! come from memory during those folds, not behind its own first probes
+//! (Query 2A from Parquet: -10% of engine time). The buffers are written
+//! in order, a line at a time. (The
 //! radix-partitioned aggregation of DuckDB and ClickHouse's two-level
 //! tables, kept streaming and bounded.)
 //!
