@@ -180,32 +180,20 @@ impl Summary {
                 ArgPath::General => ArgColumn::Evaluate,
             })
             .collect();
-        let dims = self
+        let key: Option<Vec<KeyColumn>> = self
             .paths
             .dims
             .iter()
             .map(|path| match *path {
-                DimPath::Text { column } => Some(column),
-                DimPath::Substr { .. } | DimPath::General => None,
-            })
-            .collect();
-        let key = self
-            .paths
-            .dims
-            .iter()
-            .map(|path| match *path {
-                DimPath::Text { column } => Some(KeyColumn { column, cut: None }),
-                DimPath::Substr {
-                    column,
-                    start,
-                    length,
-                } => Some(KeyColumn {
-                    column,
-                    cut: Some((start, length)),
-                }),
+                DimPath::Column(key) => Some(key),
                 DimPath::General => None,
             })
             .collect();
+        let dims = key.as_ref().and_then(|key| {
+            key.iter()
+                .map(|key| key.cut.is_none().then_some(key.column))
+                .collect()
+        });
         ColumnPlan {
             filter,
             bucket: self.bucket,
@@ -299,21 +287,7 @@ impl Summary {
         scratch.clear();
         for (index, path) in self.paths.dims.iter().enumerate() {
             match *path {
-                DimPath::Text { column } => match record.field(column) {
-                    None => out.key.push(TAG_NULL),
-                    Some(text) => encode_text(text, &mut out.key),
-                },
-                DimPath::Substr {
-                    column,
-                    start,
-                    length,
-                } => match record.field(column) {
-                    None => out.key.push(TAG_NULL),
-                    Some(text) => {
-                        let (from, to) = crate::expr::substr_range(text, start, length);
-                        encode_text(&text[from..to], &mut out.key);
-                    }
-                },
+                DimPath::Column(key) => key.encode(record.field(key.column), &mut out.key),
                 DimPath::General => {
                     let held = self.dimensions[index].eval_held(record, scratch.buffer())?;
                     encode(held.resolve(scratch.bytes()), &mut out.key);
@@ -433,8 +407,8 @@ pub struct KeyColumn {
 }
 
 impl KeyColumn {
-    /// Appends this dimension's entry for a field (`None`: NULL) to `key`,
-    /// as [`Summary::route_dims`] does.
+    /// Appends this dimension's entry for a field (`None`: NULL) to `key`:
+    /// what [`Summary::route_dims`] writes for it.
     #[inline]
     pub fn encode(&self, field: Option<&[u8]>, key: &mut Vec<u8>) {
         match (field, self.cut) {
@@ -528,15 +502,10 @@ pub(crate) struct Paths {
 /// How one dimension is encoded.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum DimPath {
-    /// A text column: its field's bytes.
-    Text { column: usize },
-    /// `substr(text_column, start[, length])` with constant bounds (Query
-    /// 2A's `substr(sourceIP, 1, 8)`): the field's bytes, cut.
-    Substr {
-        column: usize,
-        start: i64,
-        length: Option<i64>,
-    },
+    /// A text column's field bytes, or `substr(text_column, start[,
+    /// length])` of them with constant bounds (Query 2A's
+    /// `substr(sourceIP, 1, 8)`).
+    Column(KeyColumn),
     /// Anything else: the evaluator.
     General,
 }
@@ -560,7 +529,10 @@ impl Paths {
                 Expr::Column {
                     index,
                     ty: ColumnType::Text,
-                } => DimPath::Text { column: *index },
+                } => DimPath::Column(KeyColumn {
+                    column: *index,
+                    cut: None,
+                }),
                 Expr::Substr {
                     text,
                     start,
@@ -576,11 +548,10 @@ impl Paths {
                         Some(_) => None,
                     } =>
                 {
-                    DimPath::Substr {
+                    DimPath::Column(KeyColumn {
                         column: *index,
-                        start: *start,
-                        length,
-                    }
+                        cut: Some((*start, length)),
+                    })
                 }
                 _ => DimPath::General,
             })
