@@ -569,43 +569,43 @@ impl<'a> Fold<'a> {
         batch: &ParquetBatch,
     ) -> bool {
         let rows = batch.len();
-        let mut keys: Vec<Vec<(KeyColumn, TextColumn<'_>)>> = Vec::with_capacity(self.lanes.len());
-        for (s, lane) in self.lanes.iter().enumerate() {
-            let groups_max = usize::try_from(lane.rollup.limits().groups_max).unwrap_or(usize::MAX);
-            let groups = lane.rollup.group_count();
-            // Lane::pend folds at once rather than let held rows open
-            // more groups than the limit: row by row, then.
-            let near_limit =
-                groups < groups_max && groups + lane.pending.rows() + rows > groups_max;
-            let filter_ok = match self.plans[s].filter {
-                ColumnFilter::None => true,
-                ColumnFilter::TextEq { .. } => columns[lane.filter_owner].filter.is_some(),
-                ColumnFilter::Evaluate => false,
-            };
-            let Some(key) = self.plans[s].key.as_ref().filter(|_| {
-                lane.can_pend
+        let keys = self
+            .lanes
+            .iter()
+            .enumerate()
+            .map(|(s, lane)| -> Option<Vec<(KeyColumn, TextColumn<'_>)>> {
+                let groups_max =
+                    usize::try_from(lane.rollup.limits().groups_max).unwrap_or(usize::MAX);
+                let groups = lane.rollup.group_count();
+                // Lane::pend folds at once rather than let held rows open
+                // more groups than the limit: row by row, then.
+                let near_limit =
+                    groups < groups_max && groups + lane.pending.rows() + rows > groups_max;
+                let filter_ok = match self.plans[s].filter {
+                    ColumnFilter::None => true,
+                    ColumnFilter::TextEq { .. } => columns[lane.filter_owner].filter.is_some(),
+                    ColumnFilter::Evaluate => false,
+                };
+                let holds = lane.can_pend
                     && lane.rollup.parts() > 1
                     && !near_limit
                     && filter_ok
                     && !columns[s]
                         .args
                         .iter()
-                        .any(|a| matches!(a, ArgSource::Evaluate))
-            }) else {
-                return false;
-            };
-            let texts = key
-                .iter()
-                .map(|&key| match batch.column(key.column)? {
-                    Column::Text(text) => Some((key, text)),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>();
-            let Some(texts) = texts else {
-                return false;
-            };
-            keys.push(texts);
-        }
+                        .any(|a| matches!(a, ArgSource::Evaluate));
+                let key = self.plans[s].key.as_ref().filter(|_| holds)?;
+                key.iter()
+                    .map(|&key| match batch.column(key.column)? {
+                        Column::Text(text) => Some((key, text)),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .collect::<Option<Vec<_>>>();
+        let Some(keys) = keys else {
+            return false;
+        };
         // Rows some lane cannot route, found before any lane holds a row:
         // every lane holds the same rows.
         let mut bad: Vec<usize> = Vec::new();
@@ -627,7 +627,7 @@ impl<'a> Fold<'a> {
             }
             let filter = &columns[self.lanes[s].filter_owner].filter;
             for i in 0..rows {
-                if passes(&self.plans[s].filter, filter.as_ref(), i)
+                if passes(&self.plans[s].filter, filter.as_ref(), &batch.record(i), i)
                     && times.iter().any(|t| t.at(i).is_err())
                 {
                     bad.push(i);
@@ -648,7 +648,7 @@ impl<'a> Fold<'a> {
             let args = &mut args[..lane_columns.args.len()];
             for i in 0..rows {
                 if bad.next_if_eq(&i).is_some()
-                    || !passes(&self.plans[s].filter, filter.as_ref(), i)
+                    || !passes(&self.plans[s].filter, filter.as_ref(), &batch.record(i), i)
                 {
                     continue;
                 }
@@ -788,20 +788,11 @@ impl<'a> Fold<'a> {
             let owner = self.lanes[s].filter_owner;
             let pass = if owner == s {
                 match &plans[s].filter {
-                    ColumnFilter::None => true,
-                    ColumnFilter::TextEq { literal, .. } => match lane_columns.filter {
-                        Some(FilterSource::Dictionary(dictionary, equal)) => {
-                            equal[dictionary.key(i)]
-                        }
-                        Some(FilterSource::Text(text)) => text
-                            .at(record, i)
-                            .is_some_and(|text| bytes_eq(text, literal)),
-                        None => false,
-                    },
                     ColumnFilter::Evaluate => self.lanes[s]
                         .summary
                         .passes(record, &mut self.scratch)
                         .map_err(drop)?,
+                    filter => passes(filter, lane_columns.filter.as_ref(), record, i),
                 }
             } else {
                 self.lanes[owner].passed
@@ -863,19 +854,28 @@ impl<'a> Fold<'a> {
     }
 }
 
-/// Whether row `i` passes a lane's filter, read from its column
-/// (`source`, [`LaneColumns::filter`] of the lane that owns the filter).
-#[inline]
-fn passes(filter: &ColumnFilter, source: Option<&FilterSource<'_>>, i: usize) -> bool {
+/// Whether row `i` (`record`) passes a lane's filter when it is read from
+/// a column: none, or `text = 'literal'` compared on `source` (the
+/// [`LaneColumns::filter`] of the lane that owns the filter; a lane
+/// without one does not pass). Any other filter is evaluated on the
+/// record by the caller.
+#[inline(always)]
+fn passes<R: Record + ?Sized>(
+    filter: &ColumnFilter,
+    source: Option<&FilterSource<'_>>,
+    record: &R,
+    i: usize,
+) -> bool {
     match (filter, source) {
         (ColumnFilter::None, _) => true,
-        (ColumnFilter::TextEq { literal, .. }, Some(FilterSource::Text(Texts::Parquet(text)))) => {
-            bytes_eq(text.value(i), literal)
-        }
         (ColumnFilter::TextEq { .. }, Some(FilterSource::Dictionary(dictionary, equal))) => {
             equal[dictionary.key(i)]
         }
-        _ => unreachable!("a filter hold_columns reads from its column"),
+        (ColumnFilter::TextEq { literal, .. }, Some(FilterSource::Text(text))) => text
+            .at(record, i)
+            .is_some_and(|text| bytes_eq(text, literal)),
+        (ColumnFilter::TextEq { .. }, None) => false,
+        (ColumnFilter::Evaluate, _) => unreachable!("evaluated on the record"),
     }
 }
 
