@@ -1703,34 +1703,8 @@ pub(crate) fn fold_routed(
     key_hash: Option<KeyHash>,
 ) -> Folded {
     let bucket = routed.bucket.unwrap_or(Timestamp(0));
-    fold_args(
-        feeds,
-        rollup,
-        bucket,
-        &routed.key,
-        &routed.args,
-        |a| routed.text_of(a),
-        hashed,
-        key_hash,
-    )
-}
-
-/// [`fold_routed`] of a route's parts: its bucket, key and arguments, and
-/// the text of its text arguments (read by `topk` only).
-#[expect(clippy::too_many_arguments, reason = "a route taken apart")]
-#[inline]
-fn fold_args<'t>(
-    feeds: &[Feed],
-    rollup: &mut Rollup,
-    bucket: Timestamp,
-    key: &[u8],
-    args: &[Arg],
-    text_of: impl Fn(usize) -> &'t [u8],
-    hashed: &mut HashMemo,
-    key_hash: Option<KeyHash>,
-) -> Folded {
-    rollup.fold_hashed(key_hash, bucket, key, |states| {
-        update_states(feeds, states, args, text_of, hashed);
+    rollup.fold_hashed(key_hash, bucket, &routed.key, |states| {
+        update_states(feeds, states, &routed.args, |a| routed.text_of(a), hashed);
     })
 }
 
