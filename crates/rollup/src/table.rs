@@ -255,6 +255,13 @@ impl PartLines {
     }
 }
 
+/// How many `T`s share a 64-byte cache line (at least one): the step of
+/// a walk that loads a slice line by line.
+#[inline]
+fn items_per_line<T>() -> usize {
+    (64 / std::mem::size_of::<T>().max(1)).max(1)
+}
+
 /// A key's hash from [`Rollup::prefetch`], for [`Rollup::fold_hashed`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct KeyHash(u64);
@@ -626,17 +633,13 @@ impl Rollup {
     /// each record's probe.
     pub fn prefetch_part(&self, part: usize, records: usize) -> bool {
         fn lines<T>(items: &[T]) {
-            let per_line = (64 / std::mem::size_of::<T>().max(1)).max(1);
-            for line in items.chunks(per_line) {
+            for line in items.chunks(items_per_line::<T>()) {
                 prefetch(&line[0]);
             }
         }
-        let Some(part) = self.parts.get(part) else {
+        let Some(part) = self.part_to_load(part, records) else {
             return false;
         };
-        if records < part.groups.len() / 2 || part.table_bytes() > PART_PREFETCH_BYTES_MAX {
-            return false;
-        }
         lines(&part.table.slots);
         part.groups.blocks().for_each(lines);
         part.states.blocks().for_each(lines);
@@ -648,16 +651,22 @@ impl Rollup {
     /// `part` exists and would be loaded whole for `records` folds
     /// ([`Rollup::prefetch_part`]'s test).
     pub fn part_lines(&self, part: usize, records: usize) -> Option<PartLines> {
+        let p = self.part_to_load(part, records)?;
+        Some(PartLines {
+            part,
+            lines: p.table_bytes().div_ceil(64),
+            region: 0,
+            block: 0,
+            line: 0,
+        })
+    }
+
+    /// Part `part`, if `records` folds about to come to it pay for loading
+    /// it whole (about as many as it has groups: most of its lines are
+    /// touched anyway) and its tables fit [`PART_PREFETCH_BYTES_MAX`].
+    fn part_to_load(&self, part: usize, records: usize) -> Option<&Part> {
         let p = self.parts.get(part)?;
-        (records >= p.groups.len() / 2 && p.table_bytes() <= PART_PREFETCH_BYTES_MAX).then_some(
-            PartLines {
-                part,
-                lines: p.table_bytes().div_ceil(64),
-                region: 0,
-                block: 0,
-                line: 0,
-            },
-        )
+        (records >= p.groups.len() / 2 && p.table_bytes() <= PART_PREFETCH_BYTES_MAX).then_some(p)
     }
 
     /// Starts loading the next `n` cache lines of `cursor`'s part: a part
@@ -669,8 +678,7 @@ impl Rollup {
         /// Asks for line `line` of `items`; whether it has one.
         #[inline]
         fn line_of<T>(items: &[T], line: usize) -> bool {
-            let per_line = (64 / std::mem::size_of::<T>().max(1)).max(1);
-            match items.get(line * per_line) {
+            match items.get(line * items_per_line::<T>()) {
                 Some(item) => {
                     prefetch(item);
                     true
