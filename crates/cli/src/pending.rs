@@ -18,9 +18,8 @@
 //! before it folds ([`Rollup::prefetch_part_lines`]), so that its lines
 //! come from memory during those folds, not behind its own first probes
 //! (Query 2A from Parquet: -10% of engine time). The buffers are written
-//! in order, a line at a time. (The
-//! radix-partitioned aggregation of DuckDB and ClickHouse's two-level
-//! tables, kept streaming and bounded.)
+//! in order, a line at a time. (The radix-partitioned aggregation of
+//! DuckDB and ClickHouse's two-level tables, kept streaming and bounded.)
 //!
 //! What is folded does not change: one group's records are in one part's
 //! buffer in arrival order, so each group folds exactly its records in
