@@ -557,8 +557,8 @@ impl<'a> Fold<'a> {
     /// The same routes as [`Fold::record_columns`] row by row, without a
     /// [`cardinal_route::Routed`] per row and lane: each lane's rows go
     /// from the columns straight into its part buffers (Query 2A from
-    /// Parquet spent ~330 instructions a row routing and holding through
-    /// the general path). A row that some lane cannot route (a time out
+    /// Parquet spent ~650 instructions a row routing and holding through
+    /// the general path, `Pending::push` 228 of them; bench/README.md). A row that some lane cannot route (a time out
     /// of range) is routed after the others through [`Fold::record`],
     /// which rejects it as it would have; a key too long is folded at once
     /// to be rejected, as [`Fold::fold_lanes`] does. What the lanes hold is
