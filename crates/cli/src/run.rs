@@ -35,6 +35,7 @@ use crate::attribute;
 use crate::pending::{PENDING_BYTES_MAX, Pending};
 use crate::progress::Progress;
 
+mod by_aggregate;
 mod columns;
 
 /// Most aggregates one summary may have: each record's inputs live in a
@@ -1062,6 +1063,13 @@ fn fold_chunk<'p>(
         && let Some(mut parsed) = fold.parsed.take()
     {
         parsed.fill(batch);
+        if fold.fold_by_aggregate(&parsed, batch, &name) {
+            fold.parsed = Some(parsed);
+            fold.flush();
+            fold.flush_rejects(rejects_file)?;
+            tap.report(&fold.counts);
+            return Ok(());
+        }
         let columns = fold.text_columns_of(&parsed);
         for index in 0..batch.len() {
             let record = batch.record(index);
@@ -1206,6 +1214,11 @@ struct Fold<'a> {
     scratch: Scratch,
     /// A row's key as [`Fold::hold_columns`] builds it (reused).
     held_key: Vec<u8>,
+    /// What [`Fold::fold_by_aggregate`] reuses.
+    by_aggregate: by_aggregate::ByAggregate,
+    /// Whether text batches may be folded an aggregate at a time
+    /// ([`Fold::fold_by_aggregate`]; tests turn it off to compare).
+    by_aggregate_on: bool,
     /// Reject lines not yet written to the rejects file.
     reject_lines: String,
     /// Lanes whose rollup has at least this many groups hold routes back
@@ -1337,6 +1350,8 @@ impl<'a> Fold<'a> {
             hashed: HashMemo::default(),
             scratch: Scratch::default(),
             held_key: Vec::new(),
+            by_aggregate: by_aggregate::ByAggregate::default(),
+            by_aggregate_on: true,
             reject_lines: String::new(),
             prefetch_groups_min: PREFETCH_GROUPS_MIN,
             pending_bytes_max: PENDING_BYTES_MAX,

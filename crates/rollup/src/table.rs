@@ -457,12 +457,70 @@ impl Rollup {
         check_last: bool,
         update: impl FnOnce(&mut [AggState], &[AggKind]),
     ) -> Folded {
+        match self.group_of(hash, bucket, key, check_last) {
+            Ok((part, row)) => {
+                let states = self.parts[part as usize].states.row_mut(row as usize);
+                update(states, &self.shape.aggs);
+                Folded::Ok
+            }
+            Err(dropped) => dropped,
+        }
+    }
+
+    /// The group a record of (bucket, key) folds into, found or opened as
+    /// [`Rollup::fold_with`] would, without folding anything: for an engine
+    /// that finds a batch's groups first and then folds the batch one
+    /// aggregate at a time ([`Rollup::states_at`]). A dropped record is
+    /// counted as [`Rollup::fold_with`] counts it, and `Err` says why.
+    /// Opening a group may move the others ([`Rollup::opens_in_place`]
+    /// says when it cannot): a [`GroupAt`] given out before then is stale.
+    #[inline]
+    pub fn locate(&mut self, bucket: Timestamp, key: &[u8]) -> Result<GroupAt, Folded> {
+        let (part, row) = self.group_of(None, bucket, key, true)?;
+        Ok(GroupAt {
+            part,
+            row,
+            moves: self.moves,
+        })
+    }
+
+    /// The states of the group `at` names (one per aggregate, in shape
+    /// order), to fold into.
+    ///
+    /// # Panics
+    ///
+    /// If `at` is stale ([`Rollup::holds`] is false).
+    #[inline]
+    pub fn states_at(&mut self, at: GroupAt) -> &mut [AggState] {
+        assert!(self.holds(at), "a group of the rollup as it is");
+        self.parts[at.part as usize].states.row_mut(at.row as usize)
+    }
+
+    /// Whether `groups` more groups can open without any group moving
+    /// (the rollup splitting into parts): [`GroupAt`]s that
+    /// [`Rollup::locate`] gives out for that many new groups all stay
+    /// good.
+    #[inline]
+    pub fn opens_in_place(&self, groups: usize) -> bool {
+        self.parts.len() > 1 || self.group_count.saturating_add(groups) < self.parts_after
+    }
+
+    /// The (part, row) of (bucket, key)'s group for [`Rollup::fold_row`]
+    /// and [`Rollup::locate`], or why the record is dropped (counted).
+    #[inline(always)]
+    fn group_of(
+        &mut self,
+        hash: Option<KeyHash>,
+        bucket: Timestamp,
+        key: &[u8],
+        check_last: bool,
+    ) -> Result<(u32, u32), Folded> {
         if key.len() > KEY_BYTES_MAX {
             self.drops.key_too_long += 1;
-            return Folded::DroppedKeyTooLong;
+            return Err(Folded::DroppedKeyTooLong);
         }
         if !self.admit(bucket) {
-            return Folded::DroppedExpired;
+            return Err(Folded::DroppedExpired);
         }
         let (last_part, last_row) = self.last;
         let last = check_last
@@ -472,12 +530,12 @@ impl Rollup {
                     .first_of(last_row as usize)
             })
             .flatten();
-        let at = match last {
+        match last {
             Some(group)
                 if group.bucket == bucket.0
                     && bytes_eq(group.key(&self.parts[last_part as usize].arena), key) =>
             {
-                self.last
+                Ok(self.last)
             }
             _ => {
                 let hash = hash.map_or_else(|| key_hash(bucket.0, key), |h| h.0);
@@ -485,18 +543,15 @@ impl Rollup {
                 match self.find_or_open(hash, bucket.0, key) {
                     Some(at) => {
                         self.last = at;
-                        at
+                        Ok(at)
                     }
                     None => {
                         self.drops.group_limit += 1;
-                        return Folded::DroppedGroupLimit;
+                        Err(Folded::DroppedGroupLimit)
                     }
                 }
             }
-        };
-        let states = self.parts[at.0 as usize].states.row_mut(at.1 as usize);
-        update(states, &self.shape.aggs);
-        Folded::Ok
+        }
     }
 
     /// Records that groups have moved: the last fold's position and

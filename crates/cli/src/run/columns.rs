@@ -408,6 +408,22 @@ impl ParsedColumns {
     pub(super) fn bad(&self, i: usize) -> bool {
         self.bad[i]
     }
+
+    /// The values of BIGINT column `column`, one per row.
+    pub(super) fn ints(&self, column: usize) -> &[i64] {
+        &self.ints[column]
+    }
+
+    /// The values of DOUBLE column `column`, one per row.
+    pub(super) fn floats(&self, column: usize) -> &[f64] {
+        &self.floats[column]
+    }
+
+    /// The values of TIMESTAMP column `column` (milliseconds since the
+    /// epoch), one per row.
+    pub(super) fn times(&self, column: usize) -> &[i64] {
+        &self.times[column]
+    }
 }
 
 /// Parses `column` of every row of `batch` as `ty` into `out` (replacing
