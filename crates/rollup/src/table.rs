@@ -484,6 +484,28 @@ impl Rollup {
         })
     }
 
+    /// [`Rollup::locate`] for a record of `bucket` whose group is known to
+    /// be `at` (a caller that remembers which group recent keys went to):
+    /// the retention window admits or drops it as [`Rollup::locate`]
+    /// would, and the key is not read.
+    ///
+    /// # Panics
+    ///
+    /// If `at` is stale ([`Rollup::holds`] is false).
+    #[inline]
+    pub fn locate_at(&mut self, at: GroupAt, bucket: Timestamp) -> Result<GroupAt, Folded> {
+        assert!(self.holds(at), "a group of the rollup as it is");
+        debug_assert_eq!(
+            self.parts[at.part as usize].groups.row(at.row as usize)[0].bucket,
+            bucket.0
+        );
+        if !self.admit(bucket) {
+            return Err(Folded::DroppedExpired);
+        }
+        self.last = (at.part, at.row);
+        Ok(at)
+    }
+
     /// The states of the group `at` names (one per aggregate, in shape
     /// order), to fold into.
     ///

@@ -43,7 +43,7 @@ use super::columns::ParsedColumns;
 use super::{Feed, Fold, id_of, number_of, where_};
 
 /// What [`Fold::fold_by_aggregate`] reuses from batch to batch.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct ByAggregate {
     /// Per lane that owns its filter: the rows of the run that pass it.
     passing: Vec<Vec<u32>>,
@@ -62,6 +62,91 @@ pub(super) struct ByAggregate {
     too_long: Vec<(u32, usize)>,
     /// Batches folded so (for tests).
     batches: u64,
+    /// Per lane: the groups of recent (bucket, key field) ([`Recent`]).
+    recent: Vec<Vec<Recent>>,
+    /// `64 - log2` of the slots per lane: [`RECENT_SLOTS`]' (tests vary
+    /// it, down to 2 slots).
+    recent_shift: u32,
+}
+
+impl Default for ByAggregate {
+    fn default() -> Self {
+        Self {
+            passing: Vec::new(),
+            buckets: Vec::new(),
+            groups: Vec::new(),
+            hashes: Vec::new(),
+            key: Vec::new(),
+            too_long: Vec::new(),
+            batches: 0,
+            recent: Vec::new(),
+            recent_shift: 64 - RECENT_SLOTS.trailing_zeros(),
+        }
+    }
+}
+
+/// Slots of a lane's [`Recent`] groups: a day of 50 states or a few
+/// hundred sites' worth, in 24 KiB.
+const RECENT_SLOTS: usize = 512;
+
+/// A group a lane whose key is one text field (or none) found recently, by
+/// its bucket and field: a row whose bucket and field equal one's goes to
+/// its group without its key being built, hashed and looked up
+/// ([`Rollup::locate_at`]). Fields of up to 16 bytes, held as two
+/// zero-padded words and the length (or [`RECENT_NULL`]); the group is
+/// used only while the rollup [`holds`](Rollup::holds) it.
+#[derive(Debug, Clone, Copy)]
+struct Recent {
+    bucket: i64,
+    words: [u64; 2],
+    len: u32,
+    at: Option<GroupAt>,
+}
+
+/// [`Recent::len`] of a NULL field.
+const RECENT_NULL: u32 = u32::MAX;
+
+impl Recent {
+    /// The (bucket, field) of a row, if the field is short enough to be
+    /// remembered; `at` is left `None`.
+    #[inline]
+    fn of(bucket: i64, field: Option<&[u8]>) -> Option<Self> {
+        use cardinal_event::bytes::tail_word;
+        let word = |b: &[u8]| u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
+        let (words, len) = match field {
+            None => ([0, 0], RECENT_NULL as usize),
+            Some(b) if b.len() < 8 => ([tail_word(b), 0], b.len()),
+            Some(b) if b.len() < 16 => ([word(b), tail_word(&b[8..])], b.len()),
+            Some(b) if b.len() == 16 => ([word(b), word(&b[8..])], 16),
+            Some(_) => return None,
+        };
+        #[expect(clippy::cast_possible_truncation, reason = "at most 16")]
+        let len = len as u32;
+        Some(Self {
+            bucket,
+            words,
+            len,
+            at: None,
+        })
+    }
+
+    /// Its slot of `2^(64 - shift)`.
+    #[inline]
+    fn slot(&self, shift: u32) -> usize {
+        const K: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mixed = (self.words[0] ^ self.bucket.cast_unsigned() ^ u64::from(self.len))
+            .wrapping_mul(K)
+            ^ self.words[1].wrapping_mul(K.rotate_left(31));
+        #[expect(clippy::cast_possible_truncation, reason = "the top bits")]
+        let slot = (mixed >> shift) as usize;
+        slot
+    }
+
+    /// Whether it is of the same (bucket, field) as `other`.
+    #[inline]
+    fn same(&self, other: &Recent) -> bool {
+        self.bucket == other.bucket && self.words == other.words && self.len == other.len
+    }
 }
 
 impl ByAggregate {
@@ -199,22 +284,61 @@ impl Fold<'_> {
     }
 
     /// Finds or opens the group of each row of the run that passes lane
-    /// `s`'s filter (`scratch.groups`), in row order.
+    /// `s`'s filter (`scratch.groups`), in row order: by the lane's
+    /// [`Recent`] groups when its key is one field or none.
     fn locate_run(&mut self, scratch: &mut ByAggregate, batch: &Batch, s: usize, lo: usize) {
+        scratch.recent.resize_with(self.lanes.len(), Vec::new);
         let lane = &mut self.lanes[s];
         let plan = &self.plans[s];
         let key_columns = plan.key.as_deref().expect("checked by fold_by_aggregate");
         let buckets = plan.bucket.map(|_| &scratch.buckets[lane.bucket_owner]);
+        let recent = &mut scratch.recent[s];
+        let remembers = key_columns.len() <= 1;
+        let shift = scratch.recent_shift;
+        if remembers && recent.is_empty() {
+            let empty = Recent {
+                bucket: 0,
+                words: [0, 0],
+                len: 0,
+                at: None,
+            };
+            recent.resize(1 << (64 - shift), empty);
+        }
         scratch.groups.clear();
         for &i in &scratch.passing[lane.filter_owner] {
             let record = batch.record(i as usize);
+            let bucket = buckets.map_or(Timestamp(0), |b| Timestamp(b[i as usize - lo]));
+            let probe = match key_columns {
+                [] => Recent::of(bucket.0, Some(&[])),
+                [column] => Recent::of(bucket.0, record.field(column.column)),
+                _ => None,
+            };
+            if let Some(probe) = &probe
+                && let slot = &recent[probe.slot(shift)]
+                && let Some(at) = slot.at
+                && slot.same(probe)
+                && lane.rollup.holds(at)
+            {
+                // Counted by the rollup if dropped (expired).
+                if let Ok(at) = lane.rollup.locate_at(at, bucket) {
+                    scratch.groups.push((i, at));
+                }
+                continue;
+            }
             scratch.key.clear();
             for column in key_columns {
                 column.encode(record.field(column.column), &mut scratch.key);
             }
-            let bucket = buckets.map_or(Timestamp(0), |b| Timestamp(b[i as usize - lo]));
             match lane.rollup.locate(bucket, &scratch.key) {
-                Ok(at) => scratch.groups.push((i, at)),
+                Ok(at) => {
+                    scratch.groups.push((i, at));
+                    if let Some(probe) = probe {
+                        recent[probe.slot(shift)] = Recent {
+                            at: Some(at),
+                            ..probe
+                        };
+                    }
+                }
                 Err(Folded::DroppedKeyTooLong) => scratch.too_long.push((i, s)),
                 // Counted by the rollup.
                 Err(_) => {}
@@ -377,11 +501,13 @@ mod tests {
     fn line(format: &str, row: &(u8, u16, u8, Option<i16>, u8, u8)) -> String {
         let &(day, ip, kind, x, id, site) = row;
         let ts = format!("2026-11-{:02}T{:02}:00:00Z", day / 4 + 1, day % 24);
-        let ip = if ip == 999 {
+        // 997: empty; 998: empty in CSV, absent (NULL) in NDJSON.
+        let ip = match ip {
             // Too long a key for summaries b and d; a's cuts it.
-            "9".repeat(cardinal_rollup::KEY_BYTES_MAX + 1)
-        } else {
-            format!("{ip}.{}", ip % 7)
+            999 => Some("9".repeat(cardinal_rollup::KEY_BYTES_MAX + 1)),
+            998 if format == "json" => None,
+            997 | 998 => Some(String::new()),
+            ip => Some(format!("{ip}.{}", ip % 7)),
         };
         let x = x.map(|x| (f64::from(x) / 8.0).to_string());
         let id = match id {
@@ -392,7 +518,10 @@ mod tests {
         let site = (site > 0).then(|| format!("s{site}"));
         if format == "json" {
             let kind = ["a", "b", "a,q"][usize::from(kind)];
-            let mut line = format!("{{\"ts\": \"{ts}\", \"ip\": \"{ip}\", \"kind\": \"{kind}\"");
+            let mut line = format!("{{\"ts\": \"{ts}\", \"kind\": \"{kind}\"");
+            if let Some(ip) = ip {
+                line += &format!(", \"ip\": \"{ip}\"");
+            }
             if let Some(x) = x {
                 line += &format!(", \"x\": {x}");
             }
@@ -410,7 +539,7 @@ mod tests {
                 id.unwrap_or_default().replace('"', ""),
             );
             let site = site.map(|s| format!(",{s}")).unwrap_or_default();
-            format!("{ts},{ip},{kind},{x},{id}{site}\n")
+            format!("{ts},{},{kind},{x},{id}{site}\n", ip.unwrap_or_default())
         }
     }
 
@@ -482,7 +611,7 @@ mod tests {
         #[test]
         fn batches_by_aggregate_fold_as_rows_do(
             rows in proptest::collection::vec(
-                (0u8..40, prop_oneof![50 => 0u16..90, 1 => Just(999u16)], 0u8..3,
+                (0u8..40, prop_oneof![50 => 0u16..90, 1 => Just(999u16), 10 => 997u16..999], 0u8..3,
                  proptest::option::weighted(0.95, -99i16..99), 0u8..60, 0u8..9),
                 0..700,
             ),
@@ -490,6 +619,7 @@ mod tests {
             groups_max in prop_oneof![Just(1_000_000u64), 20u64..400],
             retention_ms in prop_oneof![Just(None), Just(Some(86_400_000i64 * 3))],
             format in prop_oneof![Just("csv"), Just("json")],
+            recent_shift in prop_oneof![Just(63u32), Just(60), Just(64 - RECENT_SLOTS.trailing_zeros())],
         ) {
             let plan = Plan::compile(&SQL.replace("FORMAT", format)).expect("compiles");
             let summaries: Vec<&Summary> = plan.summaries.iter().collect();
@@ -501,6 +631,7 @@ mod tests {
             let [mut by_aggregate, mut by_row] = [true, false].map(|on| {
                 let mut fold = Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
                 fold.by_aggregate_on = on;
+                fold.by_aggregate.recent_shift = recent_shift;
                 fold
             });
             let rejects = fold_text(&mut by_aggregate, stream, &text, lines);
