@@ -252,6 +252,7 @@ impl Batch {
     /// # Panics
     ///
     /// If `index >= self.len()`.
+    #[inline]
     pub fn record(&self, index: usize) -> RecordRef<'_> {
         assert!(index < self.len(), "record {index} of {}", self.len());
         RecordRef { batch: self, index }

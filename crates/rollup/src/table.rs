@@ -518,6 +518,22 @@ impl Rollup {
         self.parts[at.part as usize].states.row_mut(at.row as usize)
     }
 
+    /// The state of aggregate `aggregate` of the group `at` names:
+    /// [`Rollup::states_at`]`(at)[aggregate]`, cheaper, for a caller that
+    /// folds many records into one aggregate at a time.
+    ///
+    /// # Panics
+    ///
+    /// If `at` is stale ([`Rollup::holds`] is false) or there is no such
+    /// aggregate.
+    #[inline]
+    pub fn state_at(&mut self, at: GroupAt, aggregate: usize) -> &mut AggState {
+        assert!(self.holds(at), "a group of the rollup as it is");
+        self.parts[at.part as usize]
+            .states
+            .item_mut(at.row as usize, aggregate)
+    }
+
     /// Whether `groups` more groups can open without any group moving
     /// (the rollup splitting into parts): [`GroupAt`]s that
     /// [`Rollup::locate`] gives out for that many new groups all stay

@@ -438,7 +438,7 @@ fn each_state(
     mut f: impl FnMut(usize, &mut AggState),
 ) {
     for &(i, at) in groups {
-        f(i as usize, &mut rollup.states_at(at)[j]);
+        f(i as usize, rollup.state_at(at, j));
     }
 }
 
