@@ -378,24 +378,26 @@ impl ParsedColumns {
         for &(column, ty) in &self.wanted {
             match ty {
                 ColumnType::BigInt => {
-                    let out = &mut self.ints[column];
-                    parse_column(batch, column, ty, date, bad, out, |v| match v {
-                        Value::Int(v) => Some(v),
-                        _ => None,
-                    });
+                    parse_column(
+                        batch,
+                        column,
+                        bad,
+                        &mut self.ints[column],
+                        Value::parse_bigint,
+                    );
                 }
                 ColumnType::Double => {
-                    let out = &mut self.floats[column];
-                    parse_column(batch, column, ty, date, bad, out, |v| match v {
-                        Value::Float(v) => Some(v),
-                        _ => None,
-                    });
+                    parse_column(
+                        batch,
+                        column,
+                        bad,
+                        &mut self.floats[column],
+                        Value::parse_double,
+                    );
                 }
                 ColumnType::Timestamp => {
-                    let out = &mut self.times[column];
-                    parse_column(batch, column, ty, date, bad, out, |v| match v {
-                        Value::Time(t) => Some(t.0),
-                        _ => None,
+                    parse_column(batch, column, bad, &mut self.times[column], |bytes| {
+                        Value::parse_timestamp_memo(bytes, date).map(|t| t.map(|t| t.0))
                     });
                 }
                 // `new` keeps only the three types above.
@@ -426,26 +428,25 @@ impl ParsedColumns {
     }
 }
 
-/// Parses `column` of every row of `batch` as `ty` into `out` (replacing
-/// what it held), through `pick`; a row whose value is NULL or does not parse is marked in `bad`
-/// (and gets a default in `out`, never read).
+/// Parses `column` of every row of `batch` into `out` (replacing what it
+/// held) with `parse` (a typed [`Value`] parser: `Ok(None)` for NULL); a
+/// row whose value is NULL or does not parse is marked in `bad` (and gets
+/// a default in `out`, never read).
 #[inline]
 fn parse_column<T: Default>(
     batch: &Batch,
     column: usize,
-    ty: ColumnType,
-    date: &mut DateMemo,
     bad: &mut [bool],
     out: &mut Vec<T>,
-    pick: impl Fn(Value<'_>) -> Option<T>,
+    mut parse: impl FnMut(&[u8]) -> Result<Option<T>, cardinal_event::ValueError>,
 ) {
     out.clear();
+    out.reserve(bad.len());
     for (i, bad) in bad.iter_mut().enumerate() {
         let value = batch
             .record(i)
-            .value_memo(column, ty, date)
-            .ok()
-            .and_then(&pick);
+            .field(column)
+            .and_then(|bytes| parse(bytes).ok().flatten());
         *bad |= value.is_none();
         out.push(value.unwrap_or_default());
     }
