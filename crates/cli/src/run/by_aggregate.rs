@@ -600,7 +600,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(24))]
+        #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// Batches folded an aggregate at a time fold into what row by row
         /// folds them into: same groups, states (sketches included: each
