@@ -24,6 +24,25 @@ fn agree(text: &[u8], ty: ColumnType) -> Result<(), TestCaseError> {
     if !matches!(fast, Ok(Value::Float(_))) {
         prop_assert_eq!(fast, general, "{:?}", text.escape_ascii().to_string());
     }
+    // The column parsers give the same answer without a `Value`.
+    let typed = match ty {
+        ColumnType::BigInt => Value::parse_bigint(text).map(|v| v.map(Value::Int)),
+        ColumnType::Double => Value::parse_double(text).map(|v| v.map(Value::Float)),
+        ColumnType::Timestamp => {
+            Value::parse_timestamp_memo(text, &mut DateMemo::default()).map(|v| v.map(Value::Time))
+        }
+        _ => return Ok(()),
+    };
+    let typed = typed.map(|v| v.unwrap_or(Value::Null));
+    prop_assert_eq!(
+        bits(&typed),
+        bits(&general),
+        "{:?}",
+        text.escape_ascii().to_string()
+    );
+    if !matches!(typed, Ok(Value::Float(_))) {
+        prop_assert_eq!(typed, general, "{:?}", text.escape_ascii().to_string());
+    }
     Ok(())
 }
 
@@ -274,8 +293,8 @@ proptest! {
     /// between the short and the long fast path, with leading zeros.
     #[test]
     fn plain_decimals_agree(
-        integer in prop::collection::vec(0u8..=9, 1..=12),
-        fraction in prop::option::of(prop::collection::vec(0u8..=9, 0..=12)),
+        integer in prop::collection::vec(0u8..=9, 1..=17),
+        fraction in prop::option::of(prop::collection::vec(0u8..=9, 0..=17)),
         sign in prop::sample::select(vec!["", "-", "+"]),
     ) {
         let digits = |d: &[u8]| d.iter().map(|d| char::from(b'0' + d)).collect::<String>();
