@@ -1059,32 +1059,47 @@ fn fold_chunk<'p>(
     // Parsed a column at a time when `fold.parsed` is set (only when some
     // typed column is read more than once: Query 2A from text, which
     // reads each once, was 3% slower through this path).
-    if collector.is_none()
-        && let Some(mut parsed) = fold.parsed.take()
-    {
-        parsed.fill(batch);
-        if fold.fold_by_aggregate(&parsed, batch, &name) {
+    if let Some(mut parsed) = fold.parsed.take() {
+        if fold.folds_by_aggregate(batch.len()) {
+            parsed.fill(batch);
+            // The attribution sees every record first, in order; its
+            // rejects go out in row order among the folds'.
+            let mut observed = Vec::new();
+            if let Some(collector) = collector {
+                for index in 0..batch.len() {
+                    let record = batch.record(index);
+                    if let Err(e) = collector.observe(&record, input, record.offset()) {
+                        let text = format!("{name}:{}: attribution: {e}", where_(&record));
+                        observed.push((index, eval_reason(&e), text));
+                    }
+                }
+            }
+            fold.fold_by_aggregate(&parsed, batch, &name, observed);
             fold.parsed = Some(parsed);
             fold.flush();
             fold.flush_rejects(rejects_file)?;
             tap.report(&fold.counts);
             return Ok(());
         }
-        let columns = fold.text_columns_of(&parsed);
-        for index in 0..batch.len() {
-            let record = batch.record(index);
-            if parsed.bad(index) {
-                fold.record(&record, &name, || where_(&record));
-            } else {
-                fold.record_columns(&columns, &record, index, &name, || where_(&record));
+        if collector.is_none() {
+            parsed.fill(batch);
+            let columns = fold.text_columns_of(&parsed);
+            for index in 0..batch.len() {
+                let record = batch.record(index);
+                if parsed.bad(index) {
+                    fold.record(&record, &name, || where_(&record));
+                } else {
+                    fold.record_columns(&columns, &record, index, &name, || where_(&record));
+                }
             }
+            drop(columns);
+            fold.parsed = Some(parsed);
+            fold.flush();
+            fold.flush_rejects(rejects_file)?;
+            tap.report(&fold.counts);
+            return Ok(());
         }
-        drop(columns);
         fold.parsed = Some(parsed);
-        fold.flush();
-        fold.flush_rejects(rejects_file)?;
-        tap.report(&fold.counts);
-        return Ok(());
     }
     for index in 0..batch.len() {
         let record = batch.record(index);

@@ -42,6 +42,10 @@ use cardinal_route::{Arg, ArgColumn, ColumnFilter};
 use super::columns::ParsedColumns;
 use super::{Feed, Fold, id_of, number_of, where_};
 
+/// The attribution's rejects of a batch not written yet: (row, reason,
+/// line), in row order.
+type Observed = std::iter::Peekable<std::vec::IntoIter<(usize, String, String)>>;
+
 /// What [`Fold::fold_by_aggregate`] reuses from batch to batch.
 #[derive(Debug)]
 pub(super) struct ByAggregate {
@@ -169,51 +173,67 @@ impl ByAggregate {
 }
 
 impl Fold<'_> {
+    /// Whether a text batch of `rows` rows can be folded an aggregate at a
+    /// time ([`Fold::fold_by_aggregate`]): no summary reads an expression,
+    /// and no rollup is large or might split within the batch.
+    pub(super) fn folds_by_aggregate(&self, rows: usize) -> bool {
+        self.by_aggregate_on
+            && self.lanes.iter().zip(&self.plans).all(|(lane, plan)| {
+                plan.key.is_some()
+                    && matches!(
+                        plan.filter,
+                        ColumnFilter::None | ColumnFilter::TextEq { .. }
+                    )
+                    && !plan.args.iter().any(|a| matches!(a, ArgColumn::Evaluate))
+                    && lane.rollup.parts() == 1
+                    && lane.rollup.group_count().saturating_add(rows) < self.prefetch_groups_min
+                    && lane.rollup.opens_in_place(rows)
+            })
+    }
+
     /// Folds text batch `batch` (from input `name`), whose typed columns
-    /// `parsed` holds, an aggregate at a time; `false` (and nothing done)
-    /// when some summary cannot be folded so: it reads an expression, or
-    /// its rollup is large or might split within the batch.
+    /// `parsed` holds, an aggregate at a time; [`Fold::folds_by_aggregate`]
+    /// said it can. `observed` are the attribution's rejects of the batch
+    /// (row, reason, line), written in row order among the folds' own, as
+    /// the row path writes them (a record's attribution reject first).
     pub(super) fn fold_by_aggregate(
         &mut self,
         parsed: &ParsedColumns,
         batch: &Batch,
         name: &str,
-    ) -> bool {
+        observed: Vec<(usize, String, String)>,
+    ) {
         let rows = batch.len();
-        let applies = self.lanes.iter().zip(&self.plans).all(|(lane, plan)| {
-            plan.key.is_some()
-                && matches!(
-                    plan.filter,
-                    ColumnFilter::None | ColumnFilter::TextEq { .. }
-                )
-                && !plan.args.iter().any(|a| matches!(a, ArgColumn::Evaluate))
-                && lane.rollup.parts() == 1
-                && lane.rollup.group_count().saturating_add(rows) < self.prefetch_groups_min
-                && lane.rollup.opens_in_place(rows)
-        });
-        if !self.by_aggregate_on || !applies {
-            return false;
-        }
+        debug_assert!(self.folds_by_aggregate(rows));
         // Small rollups hold nothing back; folds stay in order if they did.
         for lane in &mut self.lanes {
             lane.flush(&mut self.hashed);
         }
         let mut scratch = std::mem::take(&mut self.by_aggregate);
         scratch.batches += 1;
+        let mut observed = observed.into_iter().peekable();
         let mut lo = 0;
         while lo < rows {
             let hi = (lo..rows).find(|&i| parsed.bad(i)).unwrap_or(rows);
             if hi > lo {
-                self.fold_run(&mut scratch, parsed, batch, lo..hi, name);
+                self.fold_run(&mut scratch, parsed, batch, lo..hi, name, &mut observed);
             }
             if hi < rows {
+                self.observed_through(&mut observed, hi);
                 let record = batch.record(hi);
                 self.record(&record, name, || where_(&record));
             }
             lo = hi + 1;
         }
+        self.observed_through(&mut observed, usize::MAX);
         self.by_aggregate = scratch;
-        true
+    }
+
+    /// Writes the attribution's rejects of rows up to `row`.
+    fn observed_through(&mut self, observed: &mut Observed, row: usize) {
+        while let Some((_, reason, text)) = observed.next_if(|(r, _, _)| *r <= row) {
+            self.reject(&reason, &text);
+        }
     }
 
     /// Folds rows `run` of `batch`, none of them bad, an aggregate at a
@@ -225,6 +245,7 @@ impl Fold<'_> {
         batch: &Batch,
         run: std::ops::Range<usize>,
         name: &str,
+        observed: &mut Observed,
     ) {
         let lo = run.start;
         self.counts.records += run.len() as u64;
@@ -270,6 +291,7 @@ impl Fold<'_> {
         if !scratch.too_long.is_empty() {
             scratch.too_long.sort_unstable();
             for &(i, _) in &scratch.too_long {
+                self.observed_through(observed, i as usize);
                 let record = batch.record(i as usize);
                 super::reject(
                     &mut self.counts,
@@ -480,7 +502,7 @@ mod tests {
     /// The stream (its format left to fill in) and four summaries: two
     /// share a filter, two a bucket, two keys may be too long.
     const SQL: &str = "
-        CREATE STREAM t (ts TIMESTAMP, ip TEXT, kind TEXT, x DOUBLE, id BIGINT, site TEXT)
+        CREATE STREAM t (ts TIMESTAMP, ip TEXT, kind TEXT, x DOUBLE, id BIGINT, v DOUBLE, site TEXT)
           WITH (format = 'FORMAT', time = 'ts');
         CREATE SUMMARY a AS SELECT date_trunc('day', ts) AS day, substr(ip, 1, 2) AS p,
             count(*), count(site), sum(x), hll(id), min(ts), hll(kind), max(id), topk(site, 2),
@@ -516,6 +538,14 @@ mod tests {
             n => Some((n % 50).to_string()),
         };
         let site = (site > 0).then(|| format!("s{site}"));
+        // Read by the attribution only: not a number in a quarter of rows.
+        let v = if (usize::from(day) + usize::from(kind) + ip.as_ref().map_or(0, String::len)) % 4
+            == 0
+        {
+            "\"q\""
+        } else {
+            "1.5"
+        };
         if format == "json" {
             let kind = ["a", "b", "a,q"][usize::from(kind)];
             let mut line = format!("{{\"ts\": \"{ts}\", \"kind\": \"{kind}\"");
@@ -528,6 +558,7 @@ mod tests {
             if let Some(id) = id {
                 line += &format!(", \"id\": {id}");
             }
+            line += &format!(", \"v\": {v}");
             if let Some(site) = site {
                 line += &format!(", \"site\": \"{site}\"");
             }
@@ -539,15 +570,20 @@ mod tests {
                 id.unwrap_or_default().replace('"', ""),
             );
             let site = site.map(|s| format!(",{s}")).unwrap_or_default();
-            format!("{ts},{},{kind},{x},{id}{site}\n", ip.unwrap_or_default())
+            let v = v.replace('"', "");
+            format!(
+                "{ts},{},{kind},{x},{id},{v}{site}\n",
+                ip.unwrap_or_default()
+            )
         }
     }
 
     /// Folds `text` through `fold_chunk` in chunks of `lines` lines; the
     /// reject lines it wrote.
-    fn fold_text(
+    fn fold_text<'p>(
         fold: &mut Fold<'_>,
         stream: &cardinal_route::Stream,
+        collector: &mut Option<crate::attribute::Collector<'p>>,
         text: &str,
         lines: usize,
     ) -> String {
@@ -586,7 +622,7 @@ mod tests {
                 0,
                 &mut batch,
                 fold,
-                &mut None,
+                collector,
                 Some(&rejects),
                 &mut tap,
             )
@@ -619,9 +655,17 @@ mod tests {
             groups_max in prop_oneof![Just(1_000_000u64), 20u64..400],
             retention_ms in prop_oneof![Just(None), Just(Some(86_400_000i64 * 3))],
             format in prop_oneof![Just("csv"), Just("json")],
+            attribution in any::<bool>(),
             recent_shift in prop_oneof![Just(63u32), Just(60), Just(64 - RECENT_SLOTS.trailing_zeros())],
         ) {
-            let plan = Plan::compile(&SQL.replace("FORMAT", format)).expect("compiles");
+            let mut sql = SQL.replace("FORMAT", format);
+            if attribution {
+                // Its records are every record: a bad id is its reject
+                // too, and a bad v (which no summary reads) its alone.
+                sql += "CREATE ATTRIBUTION credit ON t BY id MODEL linear LOOKBACK 30 DAYS
+                    TOUCH WHERE kind = 'b' CONVERSION WHERE kind = 'a' VALUE v CAMPAIGN site SITE ip;";
+            }
+            let plan = Plan::compile(&sql).expect("compiles");
             let summaries: Vec<&Summary> = plan.summaries.iter().collect();
             let shapes: Vec<Shape> = summaries.iter().map(|s| shape_of(s).expect("shape")).collect();
             let limits = Limits { groups_max, retention_ms };
@@ -634,8 +678,16 @@ mod tests {
                 fold.by_aggregate.recent_shift = recent_shift;
                 fold
             });
-            let rejects = fold_text(&mut by_aggregate, stream, &text, lines);
-            prop_assert_eq!(rejects, fold_text(&mut by_row, stream, &text, lines));
+            let collector = || {
+                crate::attribute::Setup::new(&plan, 0, 1, None)
+                    .expect("attribution setup")
+                    .map(|setup| setup.collector())
+            };
+            let rejects = fold_text(&mut by_aggregate, stream, &mut collector(), &text, lines);
+            prop_assert_eq!(
+                rejects,
+                fold_text(&mut by_row, stream, &mut collector(), &text, lines)
+            );
             prop_assert!(by_aggregate.parsed.is_some(), "typed columns read twice: parsed");
             prop_assert_eq!(by_row.by_aggregate.batches, 0);
             if groups_max > 100_000 && !rows.is_empty() {
