@@ -18,7 +18,9 @@
 //!    per row;
 //! 2. per summary, each passing row's group, found or opened in arrival
 //!    order ([`Rollup::locate`]), so drops, the retention window and the
-//!    group limit see the records as the row path does;
+//!    group limit see the records as the row path does; a summary whose
+//!    key is one short field (or none) first asks its memory of recent
+//!    (bucket, field) pairs ([`Recent`]);
 //! 3. per aggregate, one loop over those rows and groups, its argument's
 //!    column read straight from the parsed slice; an integer column's
 //!    hashes are worked out once per run, whichever summaries count it.
@@ -26,7 +28,12 @@
 //! Each group's states see their records in arrival order, so every
 //! state, sketches included, ends up as the row path leaves it. A row that
 //! a typed column could not give a value for ([`ParsedColumns::bad`]) goes
-//! through [`Fold::record`] between the runs, in its place.
+//! through [`Fold::record`] between the runs, in its place. An attribution
+//! sees the batch's records before ([`super::fold_chunk`]), and its rejects
+//! are written in row order among the fold's.
+//!
+//! W1 went from 3.88 to 2.59 CPU-s at 20M rows, one worker (bench/README.md,
+//! "W1 folded an aggregate at a time").
 //!
 //! [`Routed`]: cardinal_route::Routed
 //! [`Feed`]: super::Feed
