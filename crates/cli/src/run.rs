@@ -1418,26 +1418,14 @@ impl<'a> Fold<'a> {
                 );
                 continue;
             }
-            // A key too long is folded at once, to be rejected.
-            let key_fits = lane.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX;
-            if key_fits && lane.can_pend && lane.rollup.parts() > 1 {
-                if lane.pend(&mut self.hashed) {
+            let folded = match lane.fold_route(&mut self.hashed, self.prefetch_groups_min) {
+                LaneFold::Held => {
                     held = true;
                     continue;
                 }
-            } else if key_fits && lane.rollup.group_count() >= self.prefetch_groups_min {
-                lane.defer(&mut self.hashed);
-                continue;
-            }
-            // Folds stay in arrival order: held-back routes go first.
-            lane.flush(&mut self.hashed);
-            let folded = fold_routed(
-                &lane.feeds,
-                &mut lane.rollup,
-                &lane.routed,
-                &mut self.hashed,
-                None,
-            );
+                LaneFold::Deferred => continue,
+                LaneFold::Folded(folded) => folded,
+            };
             if let Some((bucket, name)) = lane.to_remember.take()
                 && folded == Folded::Ok
                 && let Some(group) = lane.rollup.last_folded()
@@ -1519,7 +1507,44 @@ impl<'a> Fold<'a> {
     }
 }
 
+/// What [`Lane::fold_route`] did with a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LaneFold {
+    /// Held back per part of a large rollup.
+    Held,
+    /// Put in the prefetch ring.
+    Deferred,
+    /// Folded at once (or dropped, as said).
+    Folded(Folded),
+}
+
 impl Lane<'_> {
+    /// Folds the lane's current route (`routed`): held back per part when
+    /// the rollup is in parts and the lane may hold, through the prefetch
+    /// ring when the rollup has `prefetch_groups_min` groups, else at once
+    /// after what the lane holds (folds stay in arrival order). A key too
+    /// long is folded at once, to be dropped and rejected by the caller.
+    #[inline]
+    fn fold_route(&mut self, hashed: &mut HashMemo, prefetch_groups_min: usize) -> LaneFold {
+        let key_fits = self.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX;
+        if key_fits && self.can_pend && self.rollup.parts() > 1 {
+            if self.pend(hashed) {
+                return LaneFold::Held;
+            }
+        } else if key_fits && self.rollup.group_count() >= prefetch_groups_min {
+            self.defer(hashed);
+            return LaneFold::Deferred;
+        }
+        self.flush(hashed);
+        LaneFold::Folded(fold_routed(
+            &self.feeds,
+            &mut self.rollup,
+            &self.routed,
+            hashed,
+            None,
+        ))
+    }
+
     /// Holds the current route back in its part's buffer (see
     /// [`Pending`]; the worker bounds what its lanes hold together,
     /// [`Fold::bound_pending`]); `false` (holding nothing) when the route
