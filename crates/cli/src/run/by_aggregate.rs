@@ -194,7 +194,7 @@ impl ByAggregate {
 impl Fold<'_> {
     /// Whether a text batch of `rows` rows can be folded an aggregate at a
     /// time ([`Fold::fold_by_aggregate`]): no summary reads an expression,
-    /// and no rollup is large or might split within the batch.
+    /// and some summary's rollup is [`small`](Fold::small).
     pub(super) fn folds_by_aggregate(&self, rows: usize) -> bool {
         self.by_aggregate_on
             && self.plans.iter().all(|plan| {
@@ -234,7 +234,8 @@ impl Fold<'_> {
     ) {
         let rows = batch.len();
         debug_assert!(self.folds_by_aggregate(rows));
-        // Small rollups hold nothing back; folds stay in order if they did.
+        // Routes in the prefetch rings fold first: folds stay in arrival
+        // order (routes held per part stay held, in order).
         for lane in &mut self.lanes {
             lane.flush(&mut self.hashed);
         }
@@ -400,7 +401,7 @@ impl Fold<'_> {
         scratch.recent.resize_with(self.lanes.len(), Vec::new);
         let lane = &mut self.lanes[s];
         let plan = &self.plans[s];
-        let key_columns = plan.key.as_deref().expect("checked by fold_by_aggregate");
+        let key_columns = plan.key.as_deref().expect("checked by folds_by_aggregate");
         let buckets = plan.bucket.map(|_| &scratch.buckets[lane.bucket_owner]);
         let recent = &mut scratch.recent[s];
         let remembers = key_columns.len() <= 1;
@@ -485,7 +486,7 @@ impl Fold<'_> {
                             state.fold_count();
                         }
                     }),
-                    ArgColumn::Evaluate => unreachable!("checked by fold_by_aggregate"),
+                    ArgColumn::Evaluate => unreachable!("checked by folds_by_aggregate"),
                 },
                 Feed::Number(a) => match plan.args[a] {
                     ArgColumn::Typed {
@@ -565,7 +566,7 @@ fn arg_at(parsed: &ParsedColumns, batch: &Batch, source: ArgColumn, i: usize) ->
             ColumnType::Bool | ColumnType::Text => unreachable!("not a parsed type"),
         },
         ArgColumn::Text { column } => batch.record(i).field(column).map_or(Arg::Null, Arg::text),
-        ArgColumn::Evaluate => unreachable!("checked by fold_by_aggregate"),
+        ArgColumn::Evaluate => unreachable!("checked by folds_by_aggregate"),
     }
 }
 
