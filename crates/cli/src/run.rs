@@ -1180,7 +1180,7 @@ fn read_parquet(
     fold.counts.bytes += file.bytes(groups.clone());
     let mut reader = file.read(groups)?;
     while let Some(batch) = reader.next_batch()? {
-        if collector.is_none() && fold.parquet_columns(batch) {
+        if fold.parquet_columns(batch, input, collector.as_deref_mut()) {
             fold.flush();
             fold.flush_rejects(rejects_file)?;
             continue;

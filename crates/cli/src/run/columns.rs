@@ -540,22 +540,37 @@ impl<'a> Fold<'a> {
             .collect()
     }
 
-    /// Routes and folds every row of `batch` from its typed columns
-    /// ([`Fold::columns_of`]), after bringing the [`Dictionaries`] and
-    /// every lane's [`GroupCache`] up to its dictionaries; `false`, with
-    /// nothing folded, when some column is not a typed slice in this
-    /// batch.
-    pub(super) fn parquet_columns(&mut self, batch: &ParquetBatch) -> bool {
+    /// Routes and folds every row of `batch` (of input `input`) from its
+    /// typed columns ([`Fold::columns_of`]), after bringing the
+    /// [`Dictionaries`] and every lane's [`GroupCache`] up to its
+    /// dictionaries, with `collector` (an attribution's) observing each
+    /// row first; `false`, with nothing folded or observed, when some
+    /// column is not a typed slice in this batch.
+    pub(super) fn parquet_columns(
+        &mut self,
+        batch: &ParquetBatch,
+        input: u32,
+        mut collector: Option<&mut crate::attribute::Collector<'_>>,
+    ) -> bool {
         let mut dictionaries = std::mem::take(&mut self.dictionaries);
         dictionaries.refresh(batch);
         self.refresh_group_caches(batch);
         let columns = self.columns_of(batch, &dictionaries);
         let routed = columns.is_some();
+        // An attribution sees each record just before it is folded, as
+        // row by row: its rejects stay in row order among the folds', so
+        // rows are not held a lane at a time.
         if let Some(columns) = columns
-            && !self.hold_columns(&columns, batch)
+            && (collector.is_some() || !self.hold_columns(&columns, batch))
         {
             for index in 0..batch.len() {
                 let record = batch.record(index);
+                if let Some(collector) = collector.as_deref_mut()
+                    && let Err(e) = collector.observe(&record, input, record.row())
+                {
+                    let text = format!("{}:{}: attribution: {e}", batch.input(), record.row());
+                    self.reject(&super::eval_reason(&e), &text);
+                }
                 self.record_columns(&columns, &record, index, batch.input(), || {
                     record.row().to_string()
                 });
