@@ -209,24 +209,18 @@ impl<'a> Value<'a> {
     #[inline]
     pub fn parse(bytes: &'a [u8], ty: ColumnType) -> Result<Self, ValueError> {
         match ty {
-            ColumnType::BigInt if !bytes.is_empty() => {
-                return parse_i64_fast(bytes)
-                    .map(Value::Int)
-                    .ok_or(ValueError::BigInt);
+            ColumnType::BigInt => {
+                Self::parse_bigint(bytes).map(|v| v.map_or(Value::Null, Value::Int))
             }
             ColumnType::Double => {
-                if let Some(value) = parse_f64_fast(bytes) {
-                    return Ok(Value::Float(value));
-                }
+                Self::parse_double(bytes).map(|v| v.map_or(Value::Null, Value::Float))
             }
-            ColumnType::Timestamp => {
-                if let Some(value) = time::parse_fixed(bytes) {
-                    return Ok(Value::Time(value));
-                }
-            }
-            _ => {}
+            ColumnType::Timestamp => match time::parse_fixed(bytes) {
+                Some(value) => Ok(Value::Time(value)),
+                None => Self::parse_without_fast_path(bytes, ty),
+            },
+            ColumnType::Text | ColumnType::Bool => Self::parse_without_fast_path(bytes, ty),
         }
-        Self::parse_without_fast_path(bytes, ty)
     }
 
     /// [`Value::parse`] for one of a run of fields parsed one after the
@@ -241,10 +235,8 @@ impl<'a> Value<'a> {
         memo: &mut DateMemo,
     ) -> Result<Self, ValueError> {
         if ty == ColumnType::Timestamp {
-            if let Some(value) = time::parse_fixed_memo(bytes, memo) {
-                return Ok(Value::Time(value));
-            }
-            return Self::parse_without_fast_path(bytes, ty);
+            return Self::parse_timestamp_memo(bytes, memo)
+                .map(|v| v.map_or(Value::Null, Value::Time));
         }
         Self::parse(bytes, ty)
     }
