@@ -648,17 +648,13 @@ impl Rollup {
         bucket: Timestamp,
         update: impl FnOnce(&mut [AggState]),
     ) -> Folded {
-        assert!(self.holds(at), "a group of the rollup as it is");
-        debug_assert_eq!(
-            self.parts[at.part as usize].groups.row(at.row as usize)[0].bucket,
-            bucket.0
-        );
-        if !self.admit(bucket) {
-            return Folded::DroppedExpired;
+        match self.locate_at(at, bucket) {
+            Ok(at) => {
+                update(self.parts[at.part as usize].states.row_mut(at.row as usize));
+                Folded::Ok
+            }
+            Err(dropped) => dropped,
         }
-        self.last = (at.part, at.row);
-        update(self.parts[at.part as usize].states.row_mut(at.row as usize));
-        Folded::Ok
     }
 
     /// The part of the groups whose [`KeyHash`] is `hash`: folds that come
