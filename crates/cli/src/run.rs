@@ -1059,8 +1059,9 @@ fn fold_chunk<'p>(
     // Parsed a column at a time when `fold.parsed` is set (only when some
     // typed column is read more than once: Query 2A from text, which
     // reads each once, was 3% slower through this path).
-    if let Some(mut parsed) = fold.parsed.take() {
-        if fold.folds_by_aggregate(batch.len()) {
+    let mut parsed = fold.parsed.take();
+    match &mut parsed {
+        Some(parsed) if fold.folds_by_aggregate(batch.len()) => {
             parsed.fill(batch);
             // The attribution sees every record first, in order; its
             // rejects go out in row order among the folds'.
@@ -1068,22 +1069,19 @@ fn fold_chunk<'p>(
             if let Some(collector) = collector {
                 for index in 0..batch.len() {
                     let record = batch.record(index);
-                    if let Err(e) = collector.observe(&record, input, record.offset()) {
-                        let text = format!("{name}:{}: attribution: {e}", where_(&record));
-                        observed.push((index, eval_reason(&e), text));
+                    let at = || where_(&record);
+                    if let Some((reason, text)) =
+                        observe(collector, &record, input, record.offset(), &name, at)
+                    {
+                        observed.push((index, reason, text));
                     }
                 }
             }
-            fold.fold_by_aggregate(&parsed, batch, &name, observed);
-            fold.parsed = Some(parsed);
-            fold.flush();
-            fold.flush_rejects(rejects_file)?;
-            tap.report(&fold.counts);
-            return Ok(());
+            fold.fold_by_aggregate(parsed, batch, &name, observed);
         }
-        if collector.is_none() {
+        Some(parsed) if collector.is_none() => {
             parsed.fill(batch);
-            let columns = fold.text_columns_of(&parsed);
+            let columns = fold.text_columns_of(parsed);
             for index in 0..batch.len() {
                 let record = batch.record(index);
                 if parsed.bad(index) {
@@ -1092,29 +1090,44 @@ fn fold_chunk<'p>(
                     fold.record_columns(&columns, &record, index, &name, || where_(&record));
                 }
             }
-            drop(columns);
-            fold.parsed = Some(parsed);
-            fold.flush();
-            fold.flush_rejects(rejects_file)?;
-            tap.report(&fold.counts);
-            return Ok(());
         }
-        fold.parsed = Some(parsed);
-    }
-    for index in 0..batch.len() {
-        let record = batch.record(index);
-        if let Some(collector) = collector
-            && let Err(e) = collector.observe(&record, input, record.offset())
-        {
-            let text = format!("{name}:{}: attribution: {e}", where_(&record));
-            fold.reject(&eval_reason(&e), &text);
+        _ => {
+            for index in 0..batch.len() {
+                let record = batch.record(index);
+                let at = || where_(&record);
+                if let Some(collector) = collector
+                    && let Some((reason, text)) =
+                        observe(collector, &record, input, record.offset(), &name, at)
+                {
+                    fold.reject(&reason, &text);
+                }
+                fold.record(&record, &name, at);
+            }
         }
-        fold.record(&record, &name, || where_(&record));
     }
+    fold.parsed = parsed;
     fold.flush();
     fold.flush_rejects(rejects_file)?;
     tap.report(&fold.counts);
     Ok(())
+}
+
+/// Shows `record` (of input `input` at `offset`, in file `name`, where
+/// `at` says) to an attribution's collector; the reject reason and line
+/// when the record is not of its types.
+fn observe<R: Record>(
+    collector: &mut attribute::Collector<'_>,
+    record: &R,
+    input: u32,
+    offset: u64,
+    name: &str,
+    at: impl Fn() -> String,
+) -> Option<(String, String)> {
+    let e = collector.observe(record, input, offset).err()?;
+    Some((
+        eval_reason(&e),
+        format!("{name}:{}: attribution: {e}", at()),
+    ))
 }
 
 /// The reject reason of a line past the reader's length limit, whichever
@@ -1187,13 +1200,14 @@ fn read_parquet(
         }
         for index in 0..batch.len() {
             let record = batch.record(index);
+            let at = || record.row().to_string();
             if let Some(collector) = collector.as_deref_mut()
-                && let Err(e) = collector.observe(&record, input, record.row())
+                && let Some((reason, text)) =
+                    observe(collector, &record, input, record.row(), batch.input(), at)
             {
-                let text = format!("{}:{}: attribution: {e}", batch.input(), record.row());
-                fold.reject(&eval_reason(&e), &text);
+                fold.reject(&reason, &text);
             }
-            fold.record(&record, batch.input(), || record.row().to_string());
+            fold.record(&record, batch.input(), at);
         }
         fold.flush();
         fold.flush_rejects(rejects_file)?;

@@ -565,15 +565,14 @@ impl<'a> Fold<'a> {
         {
             for index in 0..batch.len() {
                 let record = batch.record(index);
+                let at = || record.row().to_string();
                 if let Some(collector) = collector.as_deref_mut()
-                    && let Err(e) = collector.observe(&record, input, record.row())
+                    && let Some((reason, text)) =
+                        super::observe(collector, &record, input, record.row(), batch.input(), at)
                 {
-                    let text = format!("{}:{}: attribution: {e}", batch.input(), record.row());
-                    self.reject(&super::eval_reason(&e), &text);
+                    self.reject(&reason, &text);
                 }
-                self.record_columns(&columns, &record, index, batch.input(), || {
-                    record.row().to_string()
-                });
+                self.record_columns(&columns, &record, index, batch.input(), at);
             }
         }
         self.dictionaries = dictionaries;
