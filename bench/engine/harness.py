@@ -407,6 +407,17 @@ def schema_for(dataset, path, rundir):
     return target
 
 
+def warm(path):
+    """Reads `path` through, untimed, so that the timed run finds it in the
+    page cache. Some machines page out idle file cache within a minute
+    (here: a DAMON `pageout` scheme), and a cold read costs about 2
+    kernel CPU-seconds per GB, charged to whichever system meets it."""
+    buffer = bytearray(16 << 20)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buffer):
+            pass
+
+
 def run_cardinal(args, dataset, path, threads, keep_answers):
     outdir = tempfile.mkdtemp(prefix="cardinal-out-", dir=args.out)
     cmd = shlex.split(CARDINAL_CMD.format(
@@ -495,6 +506,8 @@ def measure(args):
                         keep = round_index == 0
                         print(f"round {round_index + 1}/{args.rounds}: {tag}", file=sys.stderr,
                               flush=True)
+                        if args.warm:
+                            warm(path)
                         try:
                             if system == CARDINAL:
                                 result, answers = run_cardinal(args, dataset, path, threads, keep)
@@ -876,6 +889,8 @@ def main():
     p.add_argument("--impressions", help="impressions CSV (with .truth.json beside it)")
     p.add_argument("--uservisits", help="uservisits text (with .gz/.zst/.lz4/.parquet beside it)")
     p.add_argument("--out", help="directory for results.jsonl, checks.txt, table.md (and answers/)")
+    p.add_argument("--no-warm", dest="warm", action="store_false",
+                   help="do not read each input into the page cache before its timed run")
     p.add_argument("--keep-answers", action="store_true",
                    help="keep answers/ even when every check agrees")
     p.add_argument("--report", help="print the table of an existing results.jsonl and exit")
