@@ -46,7 +46,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use cardinal_event::Timestamp;
-use cardinal_event::bytes::prefetch;
+use cardinal_event::bytes::{prefetch, prefetch_lines};
 use cardinal_rollup::{AggKind, AggState, Output, output_of};
 use cardinal_sketch::Estimate;
 
@@ -757,11 +757,8 @@ pub fn write_daily_csv(
             let mut body = String::with_capacity(CSV_CHUNK_BYTES + 4096);
             body.push_str(&header);
             for (at, row) in rows.iter().enumerate().take(end).skip(start) {
-                if let Some(state) = rows
-                    .get(at + STATES_PREFETCH_ROWS)
-                    .and_then(|ahead| ahead.states.first())
-                {
-                    prefetch(state);
+                if let Some(ahead) = rows.get(at + STATES_PREFETCH_ROWS) {
+                    prefetch_lines(ahead.states);
                 }
                 if let Some(span) = rows
                     .get(at + 2 * STATES_PREFETCH_ROWS)
