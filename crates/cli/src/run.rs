@@ -531,12 +531,17 @@ fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
         ))),
         None => None,
     };
+    let tables = !args.quiet
+        && args.json.as_deref() != Some(Path::new("-"))
+        && args.attributions.as_deref() != Some(Path::new("-"));
     for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
+        if !tables && args.out.is_none() && json.is_none() {
+            // Nothing reads the results: do not order a million rows for
+            // nothing (`--quiet` alone).
+            continue;
+        }
         let results = results_of(summary, rollup)?;
-        if !args.quiet
-            && args.json.as_deref() != Some(Path::new("-"))
-            && args.attributions.as_deref() != Some(Path::new("-"))
-        {
+        if tables {
             writeln!(out, "{} ({} groups)", summary.name, rollup.group_count())?;
             let max_rows = if args.max_rows == 0 {
                 usize::MAX
