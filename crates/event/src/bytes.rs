@@ -79,6 +79,9 @@ pub fn prefetch<T>(item: &T) {
 pub fn prefetch_lines<T>(items: &[T]) {
     #[cfg(target_arch = "x86_64")]
     {
+        if items.is_empty() {
+            return;
+        }
         let range = items.as_ptr_range();
         let (start, end) = (range.start.cast::<u8>(), range.end.cast::<u8>());
         let last = end

@@ -42,7 +42,7 @@
 //! dropped and counted, and [`Rollup::evict_expired`] drops their groups.
 
 use cardinal_event::Timestamp;
-use cardinal_event::bytes::{bytes_eq, prefetch, tail_word};
+use cardinal_event::bytes::{bytes_eq, prefetch, prefetch_lines, tail_word};
 
 use crate::agg::{AggKind, AggState, Input, Output};
 use crate::rows::Rows;
@@ -706,8 +706,8 @@ impl Rollup {
             if let Some(group) = part.groups.first_of(row) {
                 prefetch(group);
             }
-            if let Some(state) = part.states.first_of(row) {
-                prefetch(state);
+            if let Some(states) = part.states.get(row) {
+                prefetch_lines(states);
             }
         });
     }
@@ -876,8 +876,8 @@ impl Rollup {
                 }
                 if let Some(&halfway) = hashes.get(row + MERGE_PREFETCH_DEPTH / 2) {
                     self.prefetch_group(halfway);
-                    if let Some(state) = from.states.first_of(row + MERGE_PREFETCH_DEPTH / 2) {
-                        prefetch(state);
+                    if let Some(states) = from.states.get(row + MERGE_PREFETCH_DEPTH / 2) {
+                        prefetch_lines(states);
                     }
                 }
                 let (part, target) = self
