@@ -17,7 +17,7 @@
 //! `'CA'` then `42` encodes as `04 02000000 43 41 02 2a00000000000000`.
 //! [`key_values`] reads it back.
 
-use cardinal_event::bytes::bytes_eq;
+use cardinal_event::bytes::{bytes_eq, tail_word};
 use cardinal_event::{Record, Timestamp, Value};
 use cardinal_sketch::hash;
 
@@ -587,11 +587,34 @@ fn encode_text(text: &[u8], key: &mut Vec<u8>) {
     // Fields are bounded by the parsers' line limit, far below 4 GiB; a
     // longer one is cut rather than mis-encoded.
     let length = u32::try_from(text.len()).unwrap_or(u32::MAX);
-    let [a, b, c, d] = length.to_le_bytes();
-    key.reserve(5 + length as usize);
-    key.extend_from_slice(&[TAG_TEXT, a, b, c, d]);
-    key.extend_from_slice(&text[..length as usize]);
+    let text = &text[..length as usize];
+    let head = u64::from(TAG_TEXT) | u64::from(length) << 8;
+    if key.is_empty() && text.len() <= SHORT_TEXT_KEY_MAX {
+        // The key's first 16 bytes as two word stores. The rollup's hash
+        // reads a key a word at a time right after it is written, and a
+        // word load takes its bytes from a store still in flight only if
+        // one store holds them all: written as a 5-byte head and then the
+        // text, each load waited for the stores to reach the cache (Query
+        // 2A from Parquet: 1.72 -> 1.59 user CPU-s, one worker).
+        let (start, rest) = text.split_at(text.len().min(3));
+        let first = head | tail_word(start) << 40;
+        let second = match <[u8; 8]>::try_from(rest) {
+            Ok(word) => u64::from_le_bytes(word),
+            Err(_) => tail_word(rest),
+        };
+        key.extend_from_slice(&first.to_le_bytes());
+        key.extend_from_slice(&second.to_le_bytes());
+        key.truncate(5 + text.len());
+        return;
+    }
+    key.reserve(5 + text.len());
+    key.extend_from_slice(&head.to_le_bytes()[..5]);
+    key.extend_from_slice(text);
 }
+
+/// The longest text [`encode_text`] writes as whole words when it starts
+/// a key: the 5-byte head and 11 bytes fill two words.
+const SHORT_TEXT_KEY_MAX: usize = 11;
 
 fn encode(value: Value<'_>, key: &mut Vec<u8>) {
     match value {
@@ -893,6 +916,26 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    proptest! {
+        /// A text's entry is its tag, its length (u32, little-endian) and
+        /// its bytes, whether it starts the key (written as whole words
+        /// when short) or follows other entries.
+        #[test]
+        fn text_entries_are_tag_length_bytes(
+            text in proptest::collection::vec(any::<u8>(), 0..40),
+            before in proptest::collection::vec(any::<u8>(), 0..3),
+        ) {
+            let len = u32::try_from(text.len()).expect("short");
+            let mut want = before.clone();
+            want.push(TAG_TEXT);
+            want.extend_from_slice(&len.to_le_bytes());
+            want.extend_from_slice(&text);
+            let mut key = before;
+            encode_text(&text, &mut key);
+            prop_assert_eq!(key, want);
         }
     }
 
