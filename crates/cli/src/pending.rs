@@ -64,7 +64,7 @@ pub(crate) const PENDING_BYTES_MAX: usize = 64 << 20;
 /// by their key hash, and the lanes fold when they hold the bound or up to
 /// a batch more (Parquet: 4 MB, 6% of it), so a buffer of exactly its
 /// share overflowed at about every other part and was copied into one
-/// twice its size: fresh pages zeroed and faulted in, a third of Query
+/// twice its size: fresh pages zeroed and faulted in, a seventh of Query
 /// 2A's page faults.
 fn part_bytes(parts: usize) -> usize {
     PENDING_BYTES_MAX / parts * 9 / 8
