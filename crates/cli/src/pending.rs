@@ -44,7 +44,7 @@
 //! writing them is most of the cost of holding them back.
 
 use cardinal_event::Timestamp;
-use cardinal_event::bytes::{prefetch, tail_word};
+use cardinal_event::bytes::{prefetch, short_words};
 use cardinal_rollup::{KeyHash, Rollup};
 use cardinal_route::{Arg, Routed};
 
@@ -196,7 +196,7 @@ impl Pending {
         let part = &mut self.parts[rollup.part_of(hash)];
         // Written in place; a key of at most 16 bytes as two words, with
         // no memcpy call (what it writes past the key is the next record's).
-        let short = short_key_words(key);
+        let short = short_words(key);
         let row = part.room(if short.is_some() { at + 16 } else { len });
         row[0..8].copy_from_slice(&hash.bits().to_le_bytes());
         row[8] = head;
@@ -349,19 +349,6 @@ fn read<'b>(buffer: &'b [u8], at: &mut usize) -> Option<Held<'b>> {
         args: &buffer[next..next + args],
         key: &buffer[next + args..*at],
     })
-}
-
-/// A key of at most 16 bytes as two little-endian words, zero-padded
-/// (`None` for a longer key), read without a `memcpy` call.
-#[inline]
-fn short_key_words(key: &[u8]) -> Option<[u64; 2]> {
-    let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-    match key.len() {
-        0..8 => Some([tail_word(key), 0]),
-        8..16 => Some([word(&key[..8]), tail_word(&key[8..])]),
-        16 => Some([word(&key[..8]), word(&key[8..])]),
-        _ => None,
-    }
 }
 
 /// An argument as (tag, value bits).

@@ -30,6 +30,22 @@ pub fn tail_word(tail: &[u8]) -> u64 {
     word
 }
 
+/// The 0 to 16 bytes of `bytes` as two little-endian words, zero-padded
+/// (`None` past 16 bytes): a short key or field held, written or compared
+/// as two words, read by word loads and [`tail_word`], without a `memcpy`
+/// call. Always inlined: called per record, it did not inline across
+/// crates on its own (Query 2A text: 1.5% more instructions).
+#[inline(always)]
+pub fn short_words(bytes: &[u8]) -> Option<[u64; 2]> {
+    let word = |bytes: &[u8]| u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+    match bytes.len() {
+        0..8 => Some([tail_word(bytes), 0]),
+        8..16 => Some([word(&bytes[..8]), tail_word(&bytes[8..])]),
+        16 => Some([word(&bytes[..8]), word(&bytes[8..])]),
+        _ => None,
+    }
+}
+
 /// Whether two byte strings are equal: up to 16 bytes by two overlapping
 /// loads per side (or [`tail_word`] under 4 bytes) instead of a `memcmp`
 /// call; longer ones as slices.
@@ -124,6 +140,24 @@ mod tests {
             let mut padded = [0u8; 8];
             padded[..len].copy_from_slice(&bytes);
             assert_eq!(tail_word(&bytes), u64::from_le_bytes(padded), "len {len}");
+        }
+    }
+
+    #[test]
+    fn short_words_are_two_zero_padded_little_endian_words() {
+        for len in 0..=17usize {
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| 0xa1 + u8::try_from(i).expect("< 18"))
+                .collect();
+            let want = (len <= 16).then(|| {
+                let mut padded = [0u8; 16];
+                padded[..len].copy_from_slice(&bytes);
+                [
+                    u64::from_le_bytes(padded[..8].try_into().expect("8 bytes")),
+                    u64::from_le_bytes(padded[8..].try_into().expect("8 bytes")),
+                ]
+            });
+            assert_eq!(short_words(&bytes), want, "len {len}");
         }
     }
 

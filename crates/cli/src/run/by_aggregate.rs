@@ -134,17 +134,14 @@ impl Recent {
     /// remembered; `at` is left `None`.
     #[inline]
     fn of(bucket: i64, field: Option<&[u8]>) -> Option<Self> {
-        use cardinal_event::bytes::tail_word;
-        let word = |b: &[u8]| u64::from_le_bytes(b[..8].try_into().expect("8 bytes"));
         let (words, len) = match field {
-            None => ([0, 0], RECENT_NULL as usize),
-            Some(b) if b.len() < 8 => ([tail_word(b), 0], b.len()),
-            Some(b) if b.len() < 16 => ([word(b), tail_word(&b[8..])], b.len()),
-            Some(b) if b.len() == 16 => ([word(b), word(&b[8..])], 16),
-            Some(_) => return None,
+            None => ([0, 0], RECENT_NULL),
+            Some(b) => {
+                #[expect(clippy::cast_possible_truncation, reason = "at most 16")]
+                let len = b.len() as u32;
+                (cardinal_event::bytes::short_words(b)?, len)
+            }
         };
-        #[expect(clippy::cast_possible_truncation, reason = "at most 16")]
-        let len = len as u32;
         Some(Self {
             bucket,
             words,
