@@ -255,7 +255,7 @@ fn a_compressed_input_or_stdin_is_shared_by_every_worker() {
         ],
     ));
     // Two bad lines far apart, so that they land in different chunks
-    // (a reader's chunks are 512 KiB; the file is ~3.5 MB).
+    // (a reader's chunks are 256 KiB; the file is ~3.5 MB).
     let text = std::fs::read_to_string(dir.join("imp.csv")).expect("csv");
     let mut lines: Vec<&str> = text.lines().collect();
     assert!(lines.len() > 30_000);

@@ -55,11 +55,13 @@ pub use split::{line_start_at_or_after, line_start_in, split_file, split_ranges}
 /// and reported as [`Error::LineTooLong`]; reading goes on after it.
 pub const LINE_BYTES_MAX: usize = 1 << 20;
 
-/// The chunk size a [`LineReader`] aims for: 512 KiB, big enough that the
+/// The chunk size a [`LineReader`] aims for: 256 KiB, big enough that the
 /// per-chunk work (a read call, one reject list, one batch hand-off) is
 /// noise, small enough that a chunk and its parsed spans stay in L2 on the
-/// machines we measure.
-pub const CHUNK_BYTES_DEFAULT: usize = 512 << 10;
+/// machines we measure. 512 KiB took 3-4% more CPU time for W1 and Query
+/// 2A text with one worker; 128 and 64 KiB no less than 256
+/// (bench/README.md, 2026-11-22).
+pub const CHUNK_BYTES_DEFAULT: usize = 256 << 10;
 
 /// The smallest chunk size a reader accepts (tests use tiny chunks to hit
 /// every boundary; below this the per-chunk cost dominates).
