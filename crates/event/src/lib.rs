@@ -563,7 +563,6 @@ fn parse_f64_fast_long(negative: bool, rest: &[u8]) -> Option<f64> {
     Some(if negative { -value } else { value })
 }
 
-/// A float in Rust's or Java's text forms.
 /// [`parse_f64_fast`] for text of at most [`MANTISSA_DIGITS_MAX`] bytes
 /// after the sign, the usual decimal column (`0.002463`): it has at most
 /// that many digits, so the mantissa cannot overflow and the count of

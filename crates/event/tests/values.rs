@@ -306,6 +306,31 @@ proptest! {
         agree(text.as_bytes(), ColumnType::Double)?;
     }
 
+    /// Decimals of up to 16 digits with one byte replaced by another: a
+    /// second dot, a sign, a letter, a byte with the top bit set, `/` and
+    /// `:` around the digits; every length and every place of the dot and
+    /// of the replaced byte.
+    #[test]
+    fn decimals_with_a_byte_replaced_agree(
+        digits in prop::collection::vec(0u8..=9, 1..=16),
+        dot in any::<prop::sample::Index>(),
+        replaced in any::<prop::sample::Index>(),
+        byte in prop::sample::select(vec![b'.', b'-', b'e', b'/', b':', b'0' + 0x80, b'.' + 0x80, 0, b' ']),
+        replace in any::<bool>(),
+    ) {
+        let mut text: Vec<u8> = digits.iter().map(|d| b'0' + d).collect();
+        let at = dot.index(text.len() + 1);
+        if at < text.len() {
+            text.insert(at, b'.');
+        }
+        agree(&text, ColumnType::Double)?;
+        if replace {
+            let at = replaced.index(text.len());
+            text[at] = byte;
+            agree(&text, ColumnType::Double)?;
+        }
+    }
+
     #[test]
     fn integers_agree(value in any::<i64>(), zeros in 0usize..4, plus in any::<bool>()) {
         let digits = value.unsigned_abs().to_string();
