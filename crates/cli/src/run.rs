@@ -141,10 +141,10 @@ struct Job {
 
 /// An input that cannot be split into byte ranges (a compressed file, or
 /// stdin), read by several workers at once. Decoding is sequential, so a
-/// worker holds the lock only while it decodes its next chunk of whole
-/// lines, then parses and folds that chunk while the others decode
-/// theirs: with two workers, decompression overlaps the fold instead of
-/// adding to it.
+/// worker holds the lock only while it decodes its next turn of
+/// [`SHARED_CHUNKS_PER_TURN`] chunks of whole lines, then parses and folds
+/// them while the others decode theirs: with two workers, decompression
+/// overlaps the fold instead of adding to it.
 #[derive(Debug)]
 struct SharedInput {
     path: Option<PathBuf>,
@@ -156,6 +156,16 @@ struct SharedInput {
     header: std::sync::OnceLock<Vec<u8>>,
 }
 
+/// Chunks a worker decodes in one turn at a shared input's lock (4 MiB).
+/// Turns of one chunk handed the decoder to the other core every 256 KiB:
+/// its window and tables came from the other core's cache each time, and
+/// the waiting worker slept and was woken per chunk. Query 2A from zstd,
+/// two workers, then spent 29% more CPU time in zstd than one worker did
+/// and took about as long (5.1-5.6 s against 5.7). Turns of 4, 8, 16, 32
+/// and 64 chunks: 16 was fastest for zstd and lz4, 5.07-5.56 -> 3.62-3.91
+/// s and 3.79-3.97 -> 2.99-3.64 s (bench/README.md, 2026-11-22).
+const SHARED_CHUNKS_PER_TURN: usize = 16;
+
 #[derive(Debug)]
 enum SharedReader {
     Unopened,
@@ -163,15 +173,18 @@ enum SharedReader {
     Done,
 }
 
-/// What one [`SharedInput::read_chunk`] gave.
+/// What one read of a [`SharedInput`] gave, in a turn's order.
 enum SharedRead {
-    /// `first`: the input's first chunk, whose first line is the header.
+    /// A chunk of lines; `first`: the input's first chunk, whose first
+    /// line is the header.
     Chunk {
         first: bool,
     },
     End,
     /// A line longer than `LINE_BYTES_MAX` was skipped (the message).
     LineTooLong(String),
+    /// The input failed: what came before it in the turn is folded first.
+    Failed(anyhow::Error),
 }
 
 impl SharedInput {
@@ -183,12 +196,18 @@ impl SharedInput {
         }
     }
 
-    /// Decodes the next chunk into `chunk`. With `header`, the first
-    /// chunk's first line is also published as the header for workers
-    /// whose first chunk comes later (the first chunk read, as a single
-    /// reader's parser would take it: after a skipped over-long line, the
-    /// next line).
-    fn read_chunk(&self, chunk: &mut cardinal_source::Chunk, header: bool) -> Result<SharedRead> {
+    /// Decodes one turn under the lock: read `i` into `chunks[i]`, its
+    /// outcome pushed to `reads`, until the chunks are used up or the
+    /// input ends or fails. With `header`, the input's first chunk's first
+    /// line is also published as the header for workers whose first chunk
+    /// comes later (the first chunk read, as a single reader's parser
+    /// would take it: after a skipped over-long line, the next line).
+    fn read_turn(
+        &self,
+        chunks: &mut [cardinal_source::Chunk],
+        header: bool,
+        reads: &mut Vec<SharedRead>,
+    ) -> Result<()> {
         let mut guard = self.reader.lock().expect("shared input lock");
         if matches!(*guard, SharedReader::Unopened) {
             let input = match &self.path {
@@ -198,33 +217,42 @@ impl SharedInput {
             };
             *guard = SharedReader::Open(LineReader::new(input));
         }
-        let SharedReader::Open(reader) = &mut *guard else {
-            return Ok(SharedRead::End);
-        };
-        match reader.read_chunk(chunk) {
-            Ok(true) => {
-                if header && self.header.get().is_none() {
-                    let bytes = chunk.bytes();
-                    let end = bytes
-                        .iter()
-                        .position(|&b| b == b'\n')
-                        .map_or(bytes.len(), |i| i + 1);
-                    let _ = self.header.set(bytes[..end].to_vec());
-                    return Ok(SharedRead::Chunk { first: true });
+        for chunk in chunks {
+            let SharedReader::Open(reader) = &mut *guard else {
+                reads.push(SharedRead::End);
+                return Ok(());
+            };
+            let read = match reader.read_chunk(chunk) {
+                Ok(true) => {
+                    let first = header && self.header.get().is_none();
+                    if first {
+                        let bytes = chunk.bytes();
+                        let end = bytes
+                            .iter()
+                            .position(|&b| b == b'\n')
+                            .map_or(bytes.len(), |i| i + 1);
+                        let _ = self.header.set(bytes[..end].to_vec());
+                    }
+                    SharedRead::Chunk { first }
                 }
-                Ok(SharedRead::Chunk { first: false })
-            }
-            Ok(false) => {
-                *guard = SharedReader::Done;
-                Ok(SharedRead::End)
-            }
-            Err(e) if e.is_recoverable() => Ok(SharedRead::LineTooLong(e.to_string())),
-            Err(e) => {
-                let name = reader.input_name().clone();
-                *guard = SharedReader::Done;
-                Err(e).with_context(|| format!("reading {name}"))
+                Ok(false) => {
+                    *guard = SharedReader::Done;
+                    SharedRead::End
+                }
+                Err(e) if e.is_recoverable() => SharedRead::LineTooLong(e.to_string()),
+                Err(e) => {
+                    let name = reader.input_name().clone();
+                    *guard = SharedReader::Done;
+                    SharedRead::Failed(anyhow::Error::new(e).context(format!("reading {name}")))
+                }
+            };
+            let last = matches!(read, SharedRead::End | SharedRead::Failed(_));
+            reads.push(read);
+            if last {
+                break;
             }
         }
+        Ok(())
     }
 }
 
@@ -1140,7 +1168,7 @@ fn observe<R: Record>(
 const LINE_TOO_LONG: &str = "line too long";
 
 /// This worker's share of an input read by every worker (see
-/// [`SharedInput`]): chunks in turn until the input ends.
+/// [`SharedInput`]): turns of chunks until the input ends.
 #[expect(
     clippy::too_many_arguments,
     reason = "the worker's context for one job, as in `worker`"
@@ -1158,30 +1186,40 @@ fn read_shared<'p>(
 ) -> Result<()> {
     let header = stream.format == Format::Csv && stream.header;
     let mut parser: Option<Parser> = None;
+    let mut turn: Vec<cardinal_source::Chunk> =
+        vec![cardinal_source::Chunk::default(); SHARED_CHUNKS_PER_TURN];
+    let mut reads = Vec::with_capacity(SHARED_CHUNKS_PER_TURN);
     loop {
-        let first = match shared.read_chunk(batch.chunk_mut(), header)? {
-            SharedRead::Chunk { first } => first,
-            SharedRead::End => return Ok(()),
-            SharedRead::LineTooLong(message) => {
-                fold.reject(LINE_TOO_LONG, &message);
-                continue;
-            }
-        };
-        let parser = match &mut parser {
-            Some(parser) => parser,
-            None => {
-                let mut fresh = Parser::new(stream, projection)?;
-                // The worker holding the first chunk reads the header from
-                // it; every other worker starts after it.
-                if let (false, Some(line), Parser::Csv(csv)) =
-                    (first, shared.header.get(), &mut fresh)
-                {
-                    csv.read_header(&batch.chunk().input, line)?;
+        reads.clear();
+        shared.read_turn(&mut turn, header, &mut reads)?;
+        for (read, chunk) in reads.drain(..).zip(&mut turn) {
+            let first = match read {
+                SharedRead::Chunk { first } => first,
+                SharedRead::End => return Ok(()),
+                SharedRead::Failed(e) => return Err(e),
+                SharedRead::LineTooLong(message) => {
+                    fold.reject(LINE_TOO_LONG, &message);
+                    continue;
                 }
-                parser.insert(fresh)
-            }
-        };
-        fold_chunk(parser, input, batch, fold, collector, rejects_file, tap)?;
+            };
+            // The batch parses its own chunk: swap the buffers, not bytes.
+            std::mem::swap(batch.chunk_mut(), chunk);
+            let parser = match &mut parser {
+                Some(parser) => parser,
+                None => {
+                    let mut fresh = Parser::new(stream, projection)?;
+                    // The worker holding the first chunk reads the header
+                    // from it; every other worker starts after it.
+                    if let (false, Some(line), Parser::Csv(csv)) =
+                        (first, shared.header.get(), &mut fresh)
+                    {
+                        csv.read_header(&batch.chunk().input, line)?;
+                    }
+                    parser.insert(fresh)
+                }
+            };
+            fold_chunk(parser, input, batch, fold, collector, rejects_file, tap)?;
+        }
     }
 }
 
@@ -1990,6 +2028,146 @@ mod tests {
         // are checked once, in the dialect, and must be the same.
         assert_eq!(cardinal_route::TOPK_K_MAX, cardinal_rollup::TOPK_K_MAX);
         assert_eq!(cardinal_route::RANKS_MAX, cardinal_rollup::RANKS_MAX);
+    }
+}
+
+#[cfg(test)]
+mod shared_tests {
+    use super::*;
+    use std::io::Write;
+
+    /// `lines` numbered CSV lines after a header, gzipped into a fresh
+    /// file (cut to `keep` of its bytes, if given); the text and the path.
+    fn gzipped(name: &str, lines: usize, keep: Option<usize>) -> (Vec<u8>, PathBuf) {
+        let mut text = b"n,word\n".to_vec();
+        for i in 0..lines {
+            writeln!(text, "{i},word{}", i % 977).expect("write to a Vec");
+        }
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&text).expect("gzip");
+        let mut bytes = gz.finish().expect("gzip");
+        if let Some(keep) = keep {
+            bytes.truncate(keep);
+        }
+        let path =
+            std::env::temp_dir().join(format!("cardinal-shared-{}-{name}.gz", std::process::id()));
+        std::fs::write(&path, bytes).expect("temp file");
+        (text, path)
+    }
+
+    /// One chunk a turn handed out.
+    struct Taken {
+        first: bool,
+        offset: u64,
+        bytes: Vec<u8>,
+    }
+
+    /// What [`take_turns`] saw.
+    struct Turns {
+        chunks: Vec<Taken>,
+        /// The error the input ended with, if it failed.
+        failed: Option<String>,
+        turns: usize,
+    }
+
+    /// Two workers' turns of two chunks each, in alternation, until the
+    /// input ends or fails.
+    fn take_turns(shared: &SharedInput) -> Turns {
+        let mut workers = vec![vec![cardinal_source::Chunk::default(); 2]; 2];
+        let mut seen = Turns {
+            chunks: Vec::new(),
+            failed: None,
+            turns: 0,
+        };
+        for worker in (0..2).cycle() {
+            let mut reads = Vec::new();
+            shared
+                .read_turn(&mut workers[worker], true, &mut reads)
+                .expect("opens");
+            seen.turns += 1;
+            assert!(!reads.is_empty() && reads.len() <= 2);
+            for (read, chunk) in reads.into_iter().zip(&workers[worker]) {
+                match read {
+                    SharedRead::Chunk { first } => seen.chunks.push(Taken {
+                        first,
+                        offset: chunk.offset,
+                        bytes: chunk.bytes().to_vec(),
+                    }),
+                    SharedRead::End => return seen,
+                    SharedRead::Failed(e) => {
+                        seen.failed = Some(format!("{e:#}"));
+                        return seen;
+                    }
+                    SharedRead::LineTooLong(m) => panic!("no long lines here: {m}"),
+                }
+            }
+        }
+        unreachable!("cycle ends by returning")
+    }
+
+    /// Turn by turn, the chunks cover the input once, in order, the first
+    /// one says so and publishes the header; a later turn after the end
+    /// reads the end again.
+    #[test]
+    fn turns_hand_out_every_chunk_once_in_order() {
+        let (text, path) = gzipped("turns", 200_000, None);
+        let shared = SharedInput::new(Some(path.clone()));
+        let Turns {
+            chunks,
+            failed,
+            turns,
+        } = take_turns(&shared);
+        assert_eq!(failed, None);
+        assert!(chunks.len() >= 6, "{} chunks", chunks.len());
+        assert!(turns >= 3, "{turns} turns");
+        assert!(chunks[0].first && chunks[1..].iter().all(|c| !c.first));
+        assert_eq!(
+            shared.header.get().map(Vec::as_slice),
+            Some(&b"n,word\n"[..])
+        );
+        let mut offset = 0;
+        for chunk in &chunks {
+            assert_eq!(chunk.offset, offset);
+            assert!(chunk.bytes.ends_with(b"\n"));
+            offset += chunk.bytes.len() as u64;
+        }
+        assert_eq!(concat(&chunks), text);
+        assert_ends(&shared);
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// A corrupt input fails inside a turn: the chunks before the failure
+    /// are handed out first, and every turn after it reads the end.
+    #[test]
+    fn a_failure_ends_the_turn_after_the_chunks_before_it() {
+        let (text, path) = gzipped("cut", 200_000, Some(200_000));
+        let shared = SharedInput::new(Some(path.clone()));
+        let Turns { chunks, failed, .. } = take_turns(&shared);
+        let failed = failed.expect("a cut gzip stream fails");
+        assert!(failed.contains("reading"), "{failed}");
+        assert!(!chunks.is_empty());
+        let read = concat(&chunks);
+        assert!(text.starts_with(&read) && read.len() < text.len());
+        assert_ends(&shared);
+        let _ = std::fs::remove_file(path);
+    }
+
+    /// A turn after the input ended reads only the end.
+    fn assert_ends(shared: &SharedInput) {
+        let mut reads = Vec::new();
+        let mut turn = vec![cardinal_source::Chunk::default(); 2];
+        shared
+            .read_turn(&mut turn, true, &mut reads)
+            .expect("ended");
+        assert!(matches!(reads[..], [SharedRead::End]));
+    }
+
+    /// The chunks' bytes back to back.
+    fn concat(chunks: &[Taken]) -> Vec<u8> {
+        chunks
+            .iter()
+            .flat_map(|c| c.bytes.iter().copied())
+            .collect()
     }
 }
 
