@@ -570,7 +570,9 @@ fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
         }
         let results = results_of(summary, rollup)?;
         if tables {
-            writeln!(out, "{} ({} groups)", summary.name, rollup.group_count())?;
+            let groups = rollup.group_count();
+            let noun = if groups == 1 { "group" } else { "groups" };
+            writeln!(out, "{} ({groups} {noun})", summary.name)?;
             let max_rows = if args.max_rows == 0 {
                 usize::MAX
             } else {

@@ -367,6 +367,10 @@ fn the_printed_table_is_a_head_of_the_rows() {
     assert!(!head.contains("NY"), "{head}");
     assert!(head.contains("... 3 more rows"), "{head}");
     assert!(head.contains("--max-rows 0 prints every row"), "{head}");
+    // Each table is titled with its group count: five states, one
+    // provider on one day.
+    assert!(head.contains("reach (5 groups)"), "{head}");
+    assert!(head.contains("providers (1 group)"), "{head}");
     let all = ok(&cardinal(
         &dir,
         &["run", "schema.sql", "five.csv", "--max-rows", "0"],
