@@ -143,7 +143,8 @@ impl Compiler<'_> {
                 ("format", Some(text), _) => {
                     format = match text.to_ascii_lowercase().as_str() {
                         "csv" => Format::Csv,
-                        "json" => Format::Json,
+                        // Newline-delimited JSON goes by all three names.
+                        "json" | "ndjson" | "jsonl" => Format::Json,
                         "amplab" => Format::Amplab,
                         "parquet" => Format::Parquet,
                         _ => {
