@@ -74,17 +74,7 @@ pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
 /// than x86-64 get no hint.
 #[inline(always)]
 pub fn prefetch<T>(item: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has. It
-    // reads nothing the program can observe and cannot fault, and the
-    // pointer comes from a live reference anyway.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-            std::ptr::from_ref(item).cast(),
-        );
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = item;
+    prefetch_address(std::ptr::from_ref(item).cast());
 }
 
 /// [`prefetch`] of every cache line `items` spans, up to
@@ -93,32 +83,35 @@ pub fn prefetch<T>(item: &T) {
 /// line when only its first is asked for.
 #[inline(always)]
 pub fn prefetch_lines<T>(items: &[T]) {
+    if items.is_empty() {
+        return;
+    }
+    let range = items.as_ptr_range();
+    let (start, end) = (range.start.cast::<u8>(), range.end.cast::<u8>());
+    let last = end
+        .addr()
+        .saturating_sub(1)
+        .min(start.addr() + CACHE_LINE_BYTES * PREFETCH_LINES_MAX - 1);
+    let mut line = start.addr() & !(CACHE_LINE_BYTES - 1);
+    while line <= last {
+        prefetch_address(start.with_addr(line.max(start.addr())));
+        line += CACHE_LINE_BYTES;
+    }
+}
+
+/// The one prefetch instruction behind [`prefetch`] and
+/// [`prefetch_lines`]; no hint on targets other than x86-64.
+#[inline(always)]
+fn prefetch_address(address: *const u8) {
     #[cfg(target_arch = "x86_64")]
-    {
-        if items.is_empty() {
-            return;
-        }
-        let range = items.as_ptr_range();
-        let (start, end) = (range.start.cast::<u8>(), range.end.cast::<u8>());
-        let last = end
-            .addr()
-            .saturating_sub(1)
-            .min(start.addr() + CACHE_LINE_BYTES * PREFETCH_LINES_MAX - 1);
-        let mut line = start.addr() & !(CACHE_LINE_BYTES - 1);
-        while line <= last {
-            // SAFETY: as in `prefetch`: a prefetch reads nothing the
-            // program can observe and cannot fault, whatever the address;
-            // this one is in a line that `items` spans anyway.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    start.with_addr(line.max(start.addr())).cast(),
-                );
-            }
-            line += CACHE_LINE_BYTES;
-        }
+    // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 CPU has. It
+    // reads nothing the program can observe and cannot fault, whatever
+    // the address; callers pass addresses inside live items anyway.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(address.cast());
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = items;
+    let _ = address;
 }
 
 /// Bytes of a cache line, as [`prefetch_lines`] assumes.
