@@ -446,7 +446,10 @@ fn print_quantiles(executed: &Executed<'_>) -> Result<()> {
             bail!("providers.revenue is not quantiles");
         };
         rank_error = f64::max(rank_error, e);
-        let cells: Vec<String> = values.iter().map(|(_, v)| format!("${v:.4}")).collect();
+        let cells: Vec<String> = values
+            .iter()
+            .map(|(_, v)| v.map_or_else(|| "NULL".to_owned(), |v| format!("${v:.4}")))
+            .collect();
         lines.push(format!(
             "  {:<8}  {:>11}  {}",
             provider.name,

@@ -673,7 +673,7 @@ pub fn table_head(results: &Results<'_>, max_rows: usize) -> String {
             results
                 .dims(row)
                 .iter()
-                .map(|d| d.unwrap_or("NULL").to_string()),
+                .map(|d| d.map_or_else(|| "NULL".to_owned(), shown)),
         );
         line.extend((0..row.states.len()).map(|i| {
             let output = output_of(row.states, results.kinds, i);
@@ -845,11 +845,11 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
     let columns = &results.columns;
     let mut fields: Vec<String> = columns.bucket.iter().cloned().collect();
     fields.extend(columns.dims.iter().cloned());
-    let first = results.rows.first();
-    for (i, name) in columns.aggs.iter().enumerate() {
-        let sample = first.map(|row| output_of(row.states, results.kinds, i));
-        match sample {
-            Some(Output::Estimate(_)) => {
+    // From the aggregates' kinds, not from a row: every row has the same
+    // columns (an empty sketch's quantiles are empty fields).
+    for (name, kind) in columns.aggs.iter().zip(results.kinds) {
+        match kind {
+            AggKind::Hll { .. } | AggKind::ExactDistinct | AggKind::Theta { .. } => {
                 fields.extend([
                     name.clone(),
                     format!("{name}_lower"),
@@ -858,20 +858,24 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
             }
             // One asked rank (`approx_quantile(x, 0.5) AS p50`) is one column
             // under the alias; several get a column per rank.
-            Some(Output::Quantiles { values, .. }) if values.len() == 1 => {
-                fields.extend([name.clone(), format!("{name}_rank_error")]);
-            }
-            Some(Output::Quantiles { values, .. }) => {
-                fields.extend(
-                    values
-                        .iter()
-                        .map(|(rank, _)| format!("{name}_p{}", rank * 100.0)),
-                );
+            AggKind::Quantiles { .. } | AggKind::QuantilesOf { .. } => {
+                match kind.ranks() {
+                    [_] => fields.push(name.clone()),
+                    ranks => {
+                        fields.extend(ranks.iter().map(|rank| format!("{name}_p{}", rank * 100.0)))
+                    }
+                }
                 fields.push(format!("{name}_rank_error"));
             }
-            _ => fields.push(name.clone()),
+            AggKind::CountAll
+            | AggKind::Count
+            | AggKind::Sum
+            | AggKind::Avg
+            | AggKind::Min
+            | AggKind::Max
+            | AggKind::TopK { .. } => fields.push(name.clone()),
         }
-        if options.hll_hex && matches!(results.kinds[i], AggKind::Hll { .. }) {
+        if options.hll_hex && matches!(kind, AggKind::Hll { .. }) {
             fields.push(format!("{name}_hll"));
         }
     }
@@ -928,7 +932,9 @@ fn push_csv_line(
             }
             Output::Quantiles { values, rank_error } => {
                 for (_, v) in values {
-                    push_f64(out, v);
+                    if let Some(v) = v {
+                        push_f64(out, v);
+                    }
                     out.push(',');
                 }
                 push_f64(out, rank_error);
@@ -1016,13 +1022,22 @@ fn human(output: &Output) -> String {
         Output::Quantiles { values, rank_error } => {
             let parts: Vec<String> = values
                 .iter()
-                .map(|(rank, v)| format!("p{}={}", rank * 100.0, readable(*v)))
+                .map(|(rank, v)| {
+                    let v = v.map_or_else(|| "NULL".to_owned(), readable);
+                    format!("p{}={v}", rank * 100.0)
+                })
                 .collect();
             format!("{} (rank ±{:.2}%)", parts.join(" "), rank_error * 100.0)
         }
         Output::TopK(items) => items
             .iter()
-            .map(|(name, e)| format!("{}:{}", String::from_utf8_lossy(name), round(e.value)))
+            .map(|(name, e)| {
+                format!(
+                    "{}:{}",
+                    shown(&String::from_utf8_lossy(name)),
+                    round(e.value)
+                )
+            })
             .collect::<Vec<_>>()
             .join(" "),
     }
@@ -1032,6 +1047,25 @@ fn human(output: &Output) -> String {
 /// from 100 up, three from 1 up, four significant digits below 1 (a
 /// revenue of 0.0015 must not read 0.00), scientific notation below a
 /// millionth or from 10^15; trailing zeros dropped.
+/// Text as a table cell: control characters (a quoted CSV field's
+/// newline, a tab) escaped as Rust writes them (`\n`, `\t`, `\u{1b}`),
+/// so that a cell stays on its line and in its column.
+fn shown(text: &str) -> String {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    } else {
+        text.to_owned()
+    }
+}
+
 fn readable(v: f64) -> String {
     let a = v.abs();
     if !v.is_finite() || v == 0.0 {
@@ -1108,15 +1142,15 @@ fn json_output(output: &Output) -> String {
             json_number(e.confidence)
         ),
         Output::Quantiles { values, rank_error } => {
-            let parts: Vec<String> = values
+            let mut parts: Vec<String> = values
                 .iter()
-                .map(|(rank, v)| format!("\"p{}\":{}", rank * 100.0, json_number(*v)))
+                .map(|(rank, v)| {
+                    let v = v.map_or_else(|| "null".to_owned(), json_number);
+                    format!("\"p{}\":{v}", rank * 100.0)
+                })
                 .collect();
-            format!(
-                "{{{},\"rank_error\":{}}}",
-                parts.join(","),
-                json_number(*rank_error)
-            )
+            parts.push(format!("\"rank_error\":{}", json_number(*rank_error)));
+            format!("{{{}}}", parts.join(","))
         }
         Output::TopK(items) => {
             let parts: Vec<String> = items
@@ -1240,6 +1274,7 @@ fn json_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cardinal_rollup::{Input, Ranks};
 
     #[test]
     fn table_numbers_keep_small_values_readable() {
@@ -1409,6 +1444,95 @@ mod tests {
         assert_eq!(
             text,
             "p,q,r\n\"a,b\",,\"say \"\"hi\"\"\"\nplain,,\"x\ny\"\n"
+        );
+    }
+
+    #[test]
+    fn a_group_with_an_empty_sketch_has_every_column() {
+        let kinds = [
+            AggKind::Sum,
+            AggKind::Quantiles {
+                k: 200,
+                ranks: Ranks::new(&[0.5]).expect("valid"),
+            },
+            AggKind::Quantiles {
+                k: 200,
+                ranks: Ranks::default(),
+            },
+        ];
+        // Group "a" has only a NULL and sorts first: a header taken from
+        // the first row would miss the ranks' columns.
+        let groups: [(&str, &[Input<'_>]); 2] = [
+            ("a", &[Input::Null]),
+            ("b", &[Input::Number(2.0), Input::Number(4.0)]),
+        ];
+        let states: Vec<Vec<AggState>> = groups
+            .iter()
+            .map(|(_, inputs)| {
+                kinds
+                    .iter()
+                    .map(|kind| {
+                        let mut state = kind.state().expect("valid");
+                        for &input in *inputs {
+                            state.fold(kind, input);
+                        }
+                        state
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut rows = Rows::default();
+        for ((d, _), states) in groups.iter().zip(&states) {
+            rows.push_row(Timestamp(0), &[Some(d)], states);
+        }
+        let columns = Columns {
+            bucket: None,
+            dims: vec!["d".into()],
+            aggs: vec!["s".into(), "p50".into(), "q".into()],
+        };
+        let results = Results::new(columns, &kinds, rows).expect("consistent");
+        let dir =
+            std::env::temp_dir().join(format!("cardinal-export-empty-{}", std::process::id()));
+        let written = write_daily_csv(&dir, "s", &results, Options::default()).expect("write");
+        let text = std::fs::read_to_string(&written[0]).expect("read");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "d,s,p50,p50_rank_error,q_p50,q_p90,q_p99,q_rank_error"
+        );
+        assert!(lines.iter().all(|l| l.split(',').count() == 8), "{text}");
+        assert!(lines[1].starts_with("a,,,0.0"), "{text}");
+        assert!(lines[2].starts_with("b,6,"), "{text}");
+
+        let mut json = Vec::new();
+        write_json_lines(&mut json, "s", &results, Options::default()).expect("write");
+        let json = String::from_utf8(json).expect("UTF-8");
+        let first: serde_json::Value =
+            serde_json::from_str(json.lines().next().expect("a line")).expect("valid JSON");
+        assert_eq!(first["s"], serde_json::Value::Null);
+        assert_eq!(first["p50"]["p50"], serde_json::Value::Null);
+        assert_eq!(first["q"]["p99"], serde_json::Value::Null);
+        assert!(first["q"]["rank_error"].as_f64().is_some_and(|e| e > 0.0));
+
+        let table = table(&results);
+        assert!(table.contains("p50=NULL p90=NULL p99=NULL"), "{table}");
+    }
+
+    #[test]
+    fn table_cells_escape_control_characters() {
+        let mut rows = Rows::default();
+        rows.push(Timestamp(0), &[]);
+        rows.push_bytes(b"multi\nline\tcell");
+        let columns = Columns {
+            bucket: None,
+            dims: vec!["d".into()],
+            aggs: Vec::new(),
+        };
+        let results = Results::new(columns, &[], rows).expect("consistent");
+        assert_eq!(
+            table(&results),
+            "d\n-----------------\nmulti\\nline\\tcell\n"
         );
     }
 

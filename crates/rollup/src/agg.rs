@@ -309,8 +309,9 @@ pub enum Output {
     Estimate(Estimate),
     /// Quantiles at the asked ranks with the sketch's rank error.
     Quantiles {
-        /// `(rank, value)` pairs.
-        values: Vec<(f64, f64)>,
+        /// `(rank, value)` pairs, one per asked rank ([`AggKind::ranks`]);
+        /// the value is `None` when no number arrived (an empty sketch).
+        values: Vec<(f64, Option<f64>)>,
         /// Normalized rank error of the sketch.
         rank_error: f64,
     },
@@ -318,7 +319,26 @@ pub enum Output {
     TopK(Vec<(Vec<u8>, Estimate)>),
 }
 
+/// The ranks a quantile aggregate answers at when it names none.
+pub const RANKS_DEFAULT: [f64; 3] = [0.5, 0.9, 0.99];
+
 impl AggKind {
+    /// The ranks a quantile aggregate answers at: those asked, or
+    /// [`RANKS_DEFAULT`]; empty for any other aggregate. An empty sketch
+    /// answers each with `None`, so every row of a summary has the same
+    /// columns.
+    pub fn ranks(&self) -> &[f64] {
+        match self {
+            AggKind::Quantiles { ranks, .. } | AggKind::QuantilesOf { ranks, .. } => {
+                match ranks.as_slice() {
+                    [] => &RANKS_DEFAULT,
+                    asked => asked,
+                }
+            }
+            _ => &[],
+        }
+    }
+
     /// A fresh state for this aggregate.
     pub fn state(&self) -> Result<AggState> {
         Ok(match *self {
@@ -531,32 +551,25 @@ impl AggState {
         match self {
             AggState::Count(n) => Output::Count(*n),
             AggState::Sum { fixed, big, count } => {
+                // As in SQL, a sum or mean of no values (every one NULL)
+                // is NULL.
                 let sum = from_fixed(*fixed) + big;
-                match kind {
-                    AggKind::Avg => Output::Number((*count > 0).then(|| sum / *count as f64)),
-                    _ => Output::Number(Some(sum)),
-                }
+                Output::Number((*count > 0).then(|| match kind {
+                    AggKind::Avg => sum / *count as f64,
+                    _ => sum,
+                }))
             }
             AggState::Min(m) | AggState::Max(m) => Output::Number(*m),
             AggState::Hll(h) => Output::Estimate(h.estimate()),
             AggState::Exact(set) => Output::Estimate(set.estimate()),
-            AggState::Quantiles(q) => {
-                let asked = match kind {
-                    AggKind::Quantiles { ranks, .. } | AggKind::QuantilesOf { ranks, .. }
-                        if !ranks.as_slice().is_empty() =>
-                    {
-                        ranks.as_slice()
-                    }
-                    _ => &[0.5, 0.9, 0.99],
-                };
-                Output::Quantiles {
-                    values: asked
-                        .iter()
-                        .filter_map(|&rank| q.quantile(rank).map(|v| (rank, v)))
-                        .collect(),
-                    rank_error: q.rank_error(),
-                }
-            }
+            AggState::Quantiles(q) => Output::Quantiles {
+                values: kind
+                    .ranks()
+                    .iter()
+                    .map(|&rank| (rank, q.quantile(rank)))
+                    .collect(),
+                rank_error: q.rank_error(),
+            },
             AggState::TopK(top) => {
                 let TopState { counts, names, k } = &**top;
                 let k = usize::try_from(*k).unwrap_or(usize::MAX);
@@ -802,7 +815,8 @@ mod tests {
             panic!("quantiles")
         };
         assert_eq!(values.len(), 1);
-        assert!((values[0].1 - 500.0).abs() <= 15.0, "{values:?}");
+        let p50 = values[0].1.expect("a sketch of 1,000 values");
+        assert!((p50 - 500.0).abs() <= 15.0, "{values:?}");
         let default = AggKind::Quantiles {
             k: 200,
             ranks: Ranks::default(),
@@ -833,9 +847,31 @@ mod tests {
             fold_all(AggKind::Avg, &inputs).output(&AggKind::Avg),
             Output::Number(Some(1.0))
         );
+        // As in SQL, an aggregate of no values is NULL, a sum too.
+        for kind in [AggKind::Sum, AggKind::Avg, AggKind::Min, AggKind::Max] {
+            assert_eq!(
+                fold_all(kind, &[Input::Null, Input::Null]).output(&kind),
+                Output::Number(None),
+                "{kind:?}"
+            );
+        }
         assert_eq!(
-            fold_all(AggKind::Min, &[Input::Null]).output(&AggKind::Min),
-            Output::Number(None)
+            fold_all(AggKind::Sum, &[Input::Null, Input::Number(0.0)]).output(&AggKind::Sum),
+            Output::Number(Some(0.0))
+        );
+        // An empty sketch answers every asked rank, with no value.
+        let quantiles = AggKind::Quantiles {
+            k: 200,
+            ranks: Ranks::new(&[0.5, 0.9]).expect("valid"),
+        };
+        assert_eq!(
+            fold_all(quantiles, &inputs[..1]).output(&quantiles),
+            Output::Quantiles {
+                values: vec![(0.5, None), (0.9, None)],
+                rank_error: cardinal_sketch::quantiles::Quantiles::new(200)
+                    .expect("valid")
+                    .rank_error(),
+            }
         );
     }
 

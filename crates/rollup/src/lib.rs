@@ -31,8 +31,8 @@ mod rows;
 mod table;
 
 pub use agg::{
-    AggKind, AggState, Input, Output, RANKS_MAX, Ranks, TOPK_EXACT_KEYS_MAX, TOPK_K_MAX, TopCounts,
-    output_of, state_of,
+    AggKind, AggState, Input, Output, RANKS_DEFAULT, RANKS_MAX, Ranks, TOPK_EXACT_KEYS_MAX,
+    TOPK_K_MAX, TopCounts, output_of, state_of,
 };
 pub use error::{Error, Result};
 pub use table::{

@@ -1420,7 +1420,7 @@ mod tests {
         assert_eq!(
             rows[0].outputs[1],
             Output::Quantiles {
-                values: vec![(0.25, 25.0), (1.0, 100.0)],
+                values: vec![(0.25, Some(25.0)), (1.0, Some(100.0))],
                 rank_error: match &rows[0].outputs[0] {
                     Output::Quantiles { rank_error, .. } => *rank_error,
                     other => panic!("{other:?}"),
