@@ -1445,7 +1445,13 @@ impl<'a> Fold<'a> {
             None => route_lanes(&mut self.lanes, raw, &mut self.scratch),
         };
         if let Err((s, e)) = routed {
-            let text = format!("{name}:{}: {}: {e}", at(), self.lanes[s].summary.name);
+            let summary = &self.lanes[s].summary;
+            let text = format!(
+                "{name}:{}: {}: {}",
+                at(),
+                summary.name,
+                eval_text(&e, &summary.schema)
+            );
             reject(
                 &mut self.counts,
                 &mut self.reject_lines,
@@ -1908,6 +1914,20 @@ fn where_(record: &cardinal_parse::RecordRef<'_>) -> String {
     match record.line() {
         Some(line) => line.to_string(),
         None => format!("byte {}", record.offset()),
+    }
+}
+
+/// `e` as a reject line shows it: its column counted from 1 and named
+/// (`column 2 (user_id): not a BIGINT`).
+fn eval_text(e: &cardinal_route::EvalError, schema: &cardinal_event::Schema) -> String {
+    match e.column().and_then(|c| schema.columns.get(c)) {
+        Some(column) => format!(
+            "column {} ({}): {}",
+            e.column().unwrap_or_default() + 1,
+            column.name,
+            eval_reason(e)
+        ),
+        None => e.to_string(),
     }
 }
 

@@ -451,9 +451,9 @@ fn values_out_of_range_are_rejected_by_row() {
     assert_eq!(
         rejects,
         [
-            "ids.parquet:2: s: column 0: out of range for the declared type",
-            "ids.parquet:3: s: column 1: not a BIGINT",
-            "ids.parquet:4: s: column 0: out of range for the declared type",
+            "ids.parquet:2: s: column 1 (id): out of range for the declared type",
+            "ids.parquet:3: s: column 2 (n): not a BIGINT",
+            "ids.parquet:4: s: column 1 (id): out of range for the declared type",
         ]
     );
     assert!(stdout.contains("\"rows\":2"), "{stdout}");

@@ -60,18 +60,19 @@ impl Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum EvalError {
-    /// The field's bytes are not its declared type.
-    #[error("column {column}: {reason}")]
+    /// The field's bytes are not its declared type. Shown with the
+    /// column counted from 1, as the parsers' rejects show theirs.
+    #[error("column {}: {reason}", .column + 1)]
     Field {
-        /// The column index in the stream schema.
+        /// The column index in the stream schema, from 0.
         column: usize,
         /// What the bytes are not.
         reason: ValueError,
     },
     /// The record has no event time, so it has no bucket.
-    #[error("column {column}: no event time")]
+    #[error("column {}: no event time", .column + 1)]
     MissingTime {
-        /// The time column.
+        /// The time column's index, from 0.
         column: usize,
     },
     /// Integer arithmetic overflowed 64 bits.
@@ -85,6 +86,14 @@ pub enum EvalError {
 impl EvalError {
     /// How many distinct [`EvalError::kind_index`] values there are.
     pub const KIND_COUNT: usize = 4;
+
+    /// The schema column at fault (from 0), when one is.
+    pub fn column(&self) -> Option<usize> {
+        match *self {
+            EvalError::Field { column, .. } | EvalError::MissingTime { column } => Some(column),
+            EvalError::Overflow | EvalError::DivisionByZero => None,
+        }
+    }
 
     /// A dense index per kind, for an array of counters.
     pub fn kind_index(&self) -> usize {
