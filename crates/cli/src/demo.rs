@@ -607,7 +607,7 @@ fn print_throughput(
         "  files     written in {files_secs:.2} s; wall time {:.1} s in all\n",
         generate_secs + executed.elapsed_secs + files_secs
     );
-    for line in run::drop_lines(counts) {
+    for line in run::drop_lines(executed) {
         println!("  {line}");
     }
 }

@@ -510,7 +510,10 @@ pub fn execute<'p>(
             .flush()
             .context("writing rejects")?;
     }
-    for rollup in &rollups {
+    for rollup in &mut rollups {
+        // Each worker dropped by the newest bucket it saw; the answer keeps
+        // the buckets within the window of the newest any worker saw.
+        rollup.evict_expired();
         counts.dropped_group_limit += rollup.dropped_group_limit();
         counts.dropped_expired += rollup.dropped_expired();
     }
@@ -641,7 +644,7 @@ fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
         }
     }
     eprintln!("{}", summary_line(executed));
-    for line in drop_lines(&executed.counts) {
+    for line in drop_lines(executed) {
         eprintln!("{line}");
     }
     Ok(())
@@ -676,20 +679,24 @@ pub fn summary_line(executed: &Executed<'_>) -> String {
     )
 }
 
-/// One line per kind of dropped record, if any were.
-pub fn drop_lines(counts: &Counts) -> Vec<String> {
+/// One line per summary and kind of dropped record, if any were.
+pub fn drop_lines(executed: &Executed<'_>) -> Vec<String> {
     let mut lines = Vec::new();
-    if counts.dropped_group_limit > 0 {
-        lines.push(format!(
-            "{} records dropped: a summary reached --groups-max",
-            counts.dropped_group_limit
-        ));
-    }
-    if counts.dropped_expired > 0 {
-        lines.push(format!(
-            "{} records dropped: older than --retention-days",
-            counts.dropped_expired
-        ));
+    for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
+        if rollup.dropped_group_limit() > 0 {
+            lines.push(format!(
+                "{}: {} records dropped: the summary reached --groups-max",
+                summary.name,
+                rollup.dropped_group_limit()
+            ));
+        }
+        if rollup.dropped_expired() > 0 {
+            lines.push(format!(
+                "{}: {} records dropped: older than --retention-days",
+                summary.name,
+                rollup.dropped_expired()
+            ));
+        }
     }
     lines
 }
@@ -1532,6 +1539,9 @@ impl<'a> Fold<'a> {
     fn flush(&mut self) {
         for lane in &mut self.lanes {
             lane.flush(&mut self.hashed);
+            // A retention window bounds memory too: groups of buckets it
+            // has left are dropped as the stream moves on.
+            lane.rollup.evict_expired_due();
         }
     }
 

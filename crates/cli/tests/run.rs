@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use common::{cardinal, ok};
@@ -616,6 +617,63 @@ CREATE SUMMARY hourly AS
             assert_eq!(f[3], h.low.expect("a user").to_string(), "{line}");
             assert_eq!(f[4], h.top.expect("a user").to_string(), "{line}");
         }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--retention-days 3` over ten days in time order, with late events for
+/// days long gone at the end: the answer holds exactly the buckets within
+/// three days of the newest (days 7 to 10), each whole, whatever the thread
+/// count; the workers drop older groups as the stream moves on, and the
+/// merge drops the ones a worker kept because it had not seen the newest
+/// day.
+#[test]
+fn retention_keeps_the_window_of_the_newest_bucket() {
+    let dir = dir("retention");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM t (ts TIMESTAMP, v BIGINT) WITH (format = 'csv', time = 'ts');
+         CREATE SUMMARY daily AS SELECT date_trunc('day', ts) AS day, count(*) AS n, sum(v) AS s
+           FROM t GROUP BY day;",
+    )
+    .expect("schema");
+    let mut input = String::new();
+    for day in 1..=10 {
+        for i in 0..20_000 {
+            let _ = writeln!(input, "2026-11-{day:02}T{:02}:00:00Z,{i}", i % 24);
+        }
+    }
+    for day in [1, 2, 6] {
+        let _ = writeln!(input, "2026-11-{day:02}T12:00:00Z,1");
+    }
+    std::fs::write(dir.join("t.csv"), input).expect("input");
+    for threads in ["1", "2"] {
+        let out = format!("out{threads}");
+        let output = cardinal(
+            &dir,
+            &[
+                "run",
+                "schema.sql",
+                "t.csv",
+                "--retention-days",
+                "3",
+                "--threads",
+                threads,
+                "--out",
+                &out,
+                "--quiet",
+            ],
+        );
+        ok(&output);
+        let sum: u64 = (0..20_000).sum();
+        let want: Vec<String> = (7..=10)
+            .map(|day| format!("2026-11-{day:02}T00:00:00Z,20000,{sum}"))
+            .collect();
+        assert_eq!(
+            csv_lines(&dir.join(&out), "daily"),
+            want,
+            "{threads} threads"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -127,6 +127,9 @@ pub struct Rollup {
     /// a [`GroupAt`] of another count is stale.
     moves: u32,
     newest_bucket: i64,
+    /// [`Rollup::newest_bucket`] when [`Rollup::evict_expired_due`] last
+    /// evicted.
+    evicted_at: i64,
     drops: Drops,
 }
 
@@ -368,6 +371,7 @@ impl Rollup {
             last: (0, NO_ROW),
             moves: 0,
             newest_bucket: i64::MIN,
+            evicted_at: i64::MIN,
             drops: Drops::default(),
         })
     }
@@ -898,6 +902,22 @@ impl Rollup {
         self.drops.expired += other.drops.expired;
         self.drops.key_too_long += other.drops.key_too_long;
         Ok(())
+    }
+
+    /// [`Rollup::evict_expired`] once the newest bucket has moved a quarter
+    /// of the retention window (at least 1 ms) past where the last such
+    /// eviction left it: a stream in time order keeps at most about 1.25
+    /// windows of groups while it is folded, and each group is moved at most
+    /// a few times. Returns how many groups were dropped.
+    pub fn evict_expired_due(&mut self) -> usize {
+        let Some(window) = self.limits.retention_ms else {
+            return 0;
+        };
+        if self.newest_bucket.saturating_sub(self.evicted_at) < (window / 4).max(1) {
+            return 0;
+        }
+        self.evicted_at = self.newest_bucket;
+        self.evict_expired()
     }
 
     /// Drops groups whose bucket is older than the retention window. Returns

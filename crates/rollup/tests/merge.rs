@@ -202,6 +202,48 @@ fn retention_drops_old_buckets_and_evicts_their_groups() {
     assert_eq!(rollup.rows()[0].outputs, vec![Output::Count(2)]);
 }
 
+/// Evicting when due bounds a stream in time order to about 1.25 windows
+/// of buckets, hour buckets by a two-day window here, and moves each group
+/// only a few times.
+#[test]
+fn evictions_when_due_keep_about_a_window_of_groups() {
+    const HOUR: i64 = 3_600_000;
+    let limits = Limits {
+        groups_max: 100_000,
+        retention_ms: Some(48 * HOUR),
+    };
+    let mut rollup = Rollup::new(
+        Shape {
+            aggs: vec![AggKind::CountAll],
+        },
+        limits,
+    )
+    .expect("valid");
+    let (mut most, mut evictions) = (0, 0);
+    for hour in 0..30 * 24 {
+        for key in [&b"a"[..], b"b", b"c"] {
+            assert_eq!(
+                rollup.fold(Timestamp(hour * HOUR), key, &[Input::Null]),
+                Folded::Ok
+            );
+        }
+        evictions += usize::from(rollup.evict_expired_due() > 0);
+        most = most.max(rollup.group_count());
+    }
+    // The window holds 49 hours; a quarter of it more before eviction.
+    assert!(most <= 3 * (49 + 12), "{most} groups");
+    assert!(most >= 3 * 49, "{most} groups");
+    // An eviction each 12 hours, not each hour.
+    assert!((55..=62).contains(&evictions), "{evictions} evictions");
+    assert_eq!(rollup.evict_expired_due(), 0, "not due again");
+    let buckets: Vec<i64> = rollup.rows().iter().map(|r| r.bucket.0 / HOUR).collect();
+    assert_eq!(
+        buckets.first(),
+        Some(&(30 * 24 - 1 - 48 - 11)),
+        "{buckets:?}"
+    );
+}
+
 #[test]
 fn merge_refuses_another_shape() {
     let mut a = Rollup::new(
