@@ -135,14 +135,45 @@ fn main() {
         }) {
             std::process::exit(0);
         }
-        eprintln!("error: {error:#}");
+        eprintln!("error: {}", chain_text(&error));
         std::process::exit(1);
     }
+}
+
+/// An error and its causes joined by ": ", as `{:#}` joins them, without a
+/// cause whose text the line already ends with: our errors show their
+/// source in their own message (`bad.gz: incomplete deflate stream`), and
+/// the chain would repeat it.
+fn chain_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.is_empty() {
+            text = cause;
+        } else if !text.ends_with(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    #[test]
+    fn error_lines_say_each_cause_once() {
+        let io = std::io::Error::other("incomplete deflate stream");
+        let inner = anyhow::Error::new(io).context("bad.gz: incomplete deflate stream");
+        let error = inner.context("reading bad.gz");
+        assert_eq!(
+            super::chain_text(&error),
+            "reading bad.gz: bad.gz: incomplete deflate stream"
+        );
+        let plain = anyhow::anyhow!("no such file").context("opening x.csv");
+        assert_eq!(super::chain_text(&plain), "opening x.csv: no such file");
+    }
 
     use super::Cli;
 
