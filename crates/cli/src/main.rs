@@ -140,20 +140,31 @@ fn main() {
     }
 }
 
-/// An error and its causes joined by ": ", as `{:#}` joins them, without a
-/// cause whose text the line already ends with: our errors show their
-/// source in their own message (`bad.gz: incomplete deflate stream`), and
-/// the chain would repeat it.
+/// An error and its causes joined by ": ", as `{:#}` joins them, saying
+/// each thing once: our errors show their source in their own message
+/// (`bad.gz: incomplete deflate stream`) and name their input, so a cause
+/// the line already ends with is left out, and so is the input's name at
+/// the start of a cause when the line before ends with it (`reading
+/// bad.gz`).
 fn chain_text(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let cause = cause.to_string();
         if text.is_empty() {
             text = cause;
-        } else if !text.ends_with(&cause) {
-            text.push_str(": ");
-            text.push_str(&cause);
+            continue;
         }
+        if text.ends_with(&cause) {
+            continue;
+        }
+        let name = text.rsplit(' ').next().unwrap_or_default();
+        let rest = cause
+            .strip_prefix(name)
+            .and_then(|rest| rest.strip_prefix(": "))
+            .filter(|_| !name.is_empty())
+            .unwrap_or(&cause);
+        text.push_str(": ");
+        text.push_str(rest);
     }
     text
 }
@@ -169,7 +180,7 @@ mod tests {
         let error = inner.context("reading bad.gz");
         assert_eq!(
             super::chain_text(&error),
-            "reading bad.gz: bad.gz: incomplete deflate stream"
+            "reading bad.gz: incomplete deflate stream"
         );
         let plain = anyhow::anyhow!("no such file").context("opening x.csv");
         assert_eq!(super::chain_text(&plain), "opening x.csv: no such file");
