@@ -274,10 +274,6 @@ pub struct Counts {
     pub rejects: u64,
     /// Rejected records by reason.
     pub rejects_by_reason: std::collections::BTreeMap<String, u64>,
-    /// Records a summary dropped at its group limit.
-    pub dropped_group_limit: u64,
-    /// Records a summary dropped as older than its retention.
-    pub dropped_expired: u64,
 }
 
 impl Counts {
@@ -288,8 +284,6 @@ impl Counts {
         for (reason, n) in &other.rejects_by_reason {
             *self.rejects_by_reason.entry(reason.clone()).or_default() += n;
         }
-        self.dropped_group_limit += other.dropped_group_limit;
-        self.dropped_expired += other.dropped_expired;
     }
 }
 
@@ -514,8 +508,6 @@ pub fn execute<'p>(
         // Each worker dropped by the newest bucket it saw; the answer keeps
         // the buckets within the window of the newest any worker saw.
         rollup.evict_expired();
-        counts.dropped_group_limit += rollup.dropped_group_limit();
-        counts.dropped_expired += rollup.dropped_expired();
     }
     Ok(Executed {
         summaries,
