@@ -1043,10 +1043,6 @@ fn human(output: &Output) -> String {
     }
 }
 
-/// A number for a table: whole numbers without a fraction, two decimals
-/// from 100 up, three from 1 up, four significant digits below 1 (a
-/// revenue of 0.0015 must not read 0.00), scientific notation below a
-/// millionth or from 10^15; trailing zeros dropped.
 /// Text as a table cell: control characters (a quoted CSV field's
 /// newline, a tab) escaped as Rust writes them (`\n`, `\t`, `\u{1b}`),
 /// so that a cell stays on its line and in its column.
@@ -1066,6 +1062,10 @@ fn shown(text: &str) -> String {
     }
 }
 
+/// A number for a table: whole numbers without a fraction, two decimals
+/// from 100 up, three from 1 up, four significant digits below 1 (a
+/// revenue of 0.0015 must not read 0.00), scientific notation below a
+/// millionth or from 10^15; trailing zeros dropped.
 fn readable(v: f64) -> String {
     let a = v.abs();
     if !v.is_finite() || v == 0.0 {
