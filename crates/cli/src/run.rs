@@ -710,25 +710,32 @@ pub fn write_files(
 }
 
 fn pick_stream(plan: &Plan, name: Option<&str>) -> Result<usize> {
-    match name {
-        Some(name) => plan
-            .streams
+    // Credit streams are written by attributions, not read from inputs.
+    let inputs: Vec<usize> = (0..plan.streams.len())
+        .filter(|&i| plan.streams[i].credit_of.is_none())
+        .collect();
+    let names = || {
+        inputs
             .iter()
-            .position(|s| s.name.eq_ignore_ascii_case(name))
-            .with_context(|| format!("no stream called {name}")),
-        None => {
-            let inputs: Vec<usize> = (0..plan.streams.len())
-                .filter(|&i| plan.streams[i].credit_of.is_none())
-                .collect();
-            match inputs[..] {
-                [only] => Ok(only),
-                [] => bail!("the schema declares no stream (CREATE STREAM ...)"),
-                _ => bail!(
-                    "the schema declares {} streams; say which one the inputs are with --stream",
-                    inputs.len()
-                ),
-            }
-        }
+            .map(|&i| plan.streams[i].name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match name {
+        Some(name) => inputs
+            .iter()
+            .copied()
+            .find(|&i| plan.streams[i].name.eq_ignore_ascii_case(name))
+            .with_context(|| format!("no stream called {name} (declared: {})", names())),
+        None => match inputs[..] {
+            [only] => Ok(only),
+            [] => bail!("the schema declares no stream (CREATE STREAM ...)"),
+            _ => bail!(
+                "the schema declares {} streams ({}); say which one the inputs are with --stream",
+                inputs.len(),
+                names()
+            ),
+        },
     }
 }
 

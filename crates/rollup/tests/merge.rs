@@ -142,19 +142,24 @@ proptest! {
     }
 }
 
+/// A rollup of one `count(*)` under `limits`.
+fn counting(limits: Limits) -> Rollup {
+    Rollup::new(
+        Shape {
+            aggs: vec![AggKind::CountAll],
+        },
+        limits,
+    )
+    .expect("valid")
+}
+
 #[test]
 fn group_limit_drops_and_counts() {
     let limits = Limits {
         groups_max: 2,
         retention_ms: None,
     };
-    let mut rollup = Rollup::new(
-        Shape {
-            aggs: vec![AggKind::CountAll],
-        },
-        limits,
-    )
-    .expect("valid");
+    let mut rollup = counting(limits);
     let day = Timestamp(0);
     assert_eq!(rollup.fold(day, b"a", &[Input::Null]), Folded::Ok);
     assert_eq!(rollup.fold(day, b"b", &[Input::Null]), Folded::Ok);
@@ -174,13 +179,7 @@ fn retention_drops_old_buckets_and_evicts_their_groups() {
         groups_max: 100,
         retention_ms: Some(2 * DAY),
     };
-    let mut rollup = Rollup::new(
-        Shape {
-            aggs: vec![AggKind::CountAll],
-        },
-        limits,
-    )
-    .expect("valid");
+    let mut rollup = counting(limits);
     for day in [0, 1, 2, 3, 4] {
         assert_eq!(
             rollup.fold(Timestamp(day * DAY), b"", &[Input::Null]),
@@ -212,13 +211,7 @@ fn evictions_when_due_keep_about_a_window_of_groups() {
         groups_max: 100_000,
         retention_ms: Some(48 * HOUR),
     };
-    let mut rollup = Rollup::new(
-        Shape {
-            aggs: vec![AggKind::CountAll],
-        },
-        limits,
-    )
-    .expect("valid");
+    let mut rollup = counting(limits);
     let (mut most, mut evictions) = (0, 0);
     for hour in 0..30 * 24 {
         for key in [&b"a"[..], b"b", b"c"] {
