@@ -677,3 +677,43 @@ fn retention_keeps_the_window_of_the_newest_bucket() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--groups-max` drops a record that would open a group past the limit,
+/// and the run says so per summary: only `by_name` reached it here.
+#[test]
+fn group_limit_drops_are_reported_per_summary() {
+    let dir = dir("groups-max");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM t (name TEXT, v BIGINT) WITH (format = 'csv');
+         CREATE SUMMARY by_name AS SELECT name, count(*) AS n FROM t GROUP BY name;
+         CREATE SUMMARY total AS SELECT count(*) AS n FROM t;",
+    )
+    .expect("schema");
+    std::fs::write(dir.join("t.csv"), "x,1\ny,2\nz,3\nx,4\nz,5\n").expect("input");
+    let output = cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "t.csv",
+            "--groups-max",
+            "2",
+            "--threads",
+            "1",
+            "--json",
+            "-",
+        ],
+    );
+    let stdout = ok(&output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let drops: Vec<&str> = stderr.lines().filter(|l| l.contains("dropped")).collect();
+    assert_eq!(
+        drops,
+        ["by_name: 2 records dropped: the summary reached --groups-max"],
+        "{stderr}"
+    );
+    assert!(stdout.contains(r#""name":"x","n":2"#), "{stdout}");
+    assert!(stdout.contains(r#""summary":"total","n":5"#), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
