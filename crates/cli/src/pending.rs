@@ -26,8 +26,9 @@
 //! order; only groups interleave differently. The lane holds records back
 //! only while that cannot change which groups open (the group limit cannot
 //! be reached by what it holds) and when no aggregate reads text
-//! (`topk` keeps names) and no retention window drops old buckets (whose
-//! drops depend on arrival order).
+//! (`topk` keeps names). Under a retention window each record is admitted
+//! or dropped when it is held, in arrival order ([`Rollup::admit`]), and
+//! the held records fold before the lane evicts expired groups.
 //!
 //! A held record is encoded as
 //!

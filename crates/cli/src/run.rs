@@ -1381,9 +1381,8 @@ impl<'a> Fold<'a> {
             .map(|(summary, shape)| -> Result<Lane<'a>> {
                 let feeds = feeds_of(summary, shape);
                 // topk keeps its candidates' names, which held records do
-                // not carry; a retention window drops by arrival order.
-                let can_pend = limits.retention_ms.is_none()
-                    && !feeds.iter().any(|feed| matches!(feed, Feed::TopK(_)));
+                // not carry.
+                let can_pend = !feeds.iter().any(|feed| matches!(feed, Feed::TopK(_)));
                 Ok(Lane {
                     summary,
                     feeds,
@@ -1539,8 +1538,13 @@ impl<'a> Fold<'a> {
         for lane in &mut self.lanes {
             lane.flush(&mut self.hashed);
             // A retention window bounds memory too: groups of buckets it
-            // has left are dropped as the stream moves on.
-            lane.rollup.evict_expired_due();
+            // has left are dropped as the stream moves on. The records held
+            // back arrived before this point, so they fold first, as they
+            // would have folded at once.
+            if lane.rollup.eviction_due() {
+                lane.drain(&mut self.hashed);
+                lane.rollup.evict_expired_due();
+            }
         }
     }
 
@@ -1602,8 +1606,8 @@ impl Lane<'_> {
     fn fold_route(&mut self, hashed: &mut HashMemo, prefetch_groups_min: usize) -> LaneFold {
         let key_fits = self.routed.key.len() <= cardinal_rollup::KEY_BYTES_MAX;
         if key_fits && self.can_pend && self.rollup.parts() > 1 {
-            if self.pend(hashed) {
-                return LaneFold::Held;
+            if let Some(held) = self.pend(hashed) {
+                return held;
             }
         } else if key_fits && self.rollup.group_count() >= prefetch_groups_min {
             self.defer(hashed);
@@ -1621,21 +1625,29 @@ impl Lane<'_> {
 
     /// Holds the current route back in its part's buffer (see
     /// [`Pending`]; the worker bounds what its lanes hold together,
-    /// [`Fold::bound_pending`]); `false` (holding nothing) when the route
-    /// must be folded at once:
+    /// [`Fold::bound_pending`]): [`LaneFold::Held`], or the route dropped
+    /// as older than the retention window, which is decided here, in
+    /// arrival order, as a fold at once decides it ([`Rollup::admit`]).
+    /// `None` (holding nothing) when the route must be folded at once:
     /// when the held routes could then open more groups than the limit,
     /// whose choice of groups would depend on the order.
-    fn pend(&mut self, hashed: &mut HashMemo) -> bool {
+    fn pend(&mut self, hashed: &mut HashMemo) -> Option<LaneFold> {
         let groups_max = usize::try_from(self.rollup.limits().groups_max).unwrap_or(usize::MAX);
         let groups = self.rollup.group_count();
         if groups < groups_max && groups + self.pending.rows() + 1 > groups_max {
             self.drain(hashed);
-            return false;
+            return None;
         }
         // Routes of the prefetch ring came first.
         self.flush(hashed);
+        if !self
+            .rollup
+            .admit(self.routed.bucket.unwrap_or(Timestamp(0)))
+        {
+            return Some(LaneFold::Folded(Folded::DroppedExpired));
+        }
         self.pending.push(&self.rollup, &self.routed);
-        true
+        Some(LaneFold::Held)
     }
 
     /// Folds the routes held per part.
@@ -2281,9 +2293,10 @@ mod fold_tests {
     fn fingerprint(rollup: &Rollup) -> Vec<String> {
         let mut rows: Vec<String> = rollup.rows().iter().map(|r| format!("{r:?}")).collect();
         rows.push(format!(
-            "{} groups, {} dropped",
+            "{} groups, {} dropped at the limit, {} expired",
             rollup.group_count(),
-            rollup.dropped_group_limit()
+            rollup.dropped_group_limit(),
+            rollup.dropped_expired()
         ));
         rows
     }
@@ -2292,13 +2305,16 @@ mod fold_tests {
         /// Holding routes back to prefetch their groups, or per part of
         /// the rollup, folds exactly what folding at once does: same
         /// groups, same states, same drops (the group limit is hit in
-        /// many cases), whichever lanes defer and wherever batches end.
+        /// many cases; a retention window of 0 to 2 days drops late rows
+        /// and evicts old days between batches), whichever lanes defer and
+        /// wherever batches end.
         #[test]
         fn deferred_folds_equal_direct_folds(
-            rows in proptest::collection::vec((0u8..3, 0u16..600, -5i64..5, 0u8..8), 0..1500),
+            rows in proptest::collection::vec((0u8..4, 0u16..600, -5i64..5, 0u8..8), 0..1500),
             batch in 1usize..200,
             groups_max in 300u64..2000,
             pending_bytes_max in 1usize..5000,
+            retention_days in proptest::option::of(0i64..3),
         ) {
             let plan = Plan::compile(
                 "CREATE STREAM s (ts TIMESTAMP, ip TEXT, n BIGINT, site TEXT) WITH (time = 'ts');
@@ -2310,7 +2326,7 @@ mod fold_tests {
             .expect("compiles");
             let summaries: Vec<&Summary> = plan.summaries.iter().collect();
             let shapes: Vec<Shape> = summaries.iter().map(|s| shape_of(s).expect("shape")).collect();
-            let limits = Limits { groups_max, retention_ms: None };
+            let limits = Limits { groups_max, retention_ms: retention_days.map(|d| d * 86_400_000) };
             let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
             let stream = &plan.streams[0];
             // Through the prefetch ring, at once, and held per part (the
@@ -2342,6 +2358,10 @@ mod fold_tests {
                     }
                 }
                 fold.finish();
+                // As the run ends: the window of the newest bucket.
+                for lane in &mut fold.lanes {
+                    lane.rollup.evict_expired();
+                }
             }
             let [deferred, direct, held] = folds;
             for ((a, b), c) in deferred.lanes.iter().zip(&direct.lanes).zip(&held.lanes) {

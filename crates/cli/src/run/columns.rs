@@ -717,8 +717,11 @@ impl<'a> Fold<'a> {
                     );
                     continue;
                 }
-                lane.pending
-                    .push_key(&lane.rollup, hash, bucket, &key, args);
+                // Admitted in arrival order, as Lane::pend admits.
+                if lane.rollup.admit(bucket) {
+                    lane.pending
+                        .push_key(&lane.rollup, hash, bucket, &key, args);
+                }
             }
             self.bound_pending();
         }
@@ -1084,13 +1087,20 @@ mod tests {
         reads.sort_unstable();
         reads.dedup();
         let rows = 3 * PARQUET_BATCH_ROWS + 100;
-        for (dictionary, groups_max) in [(true, 100_000), (false, 100_000), (true, 700)] {
+        // The last case evicts days older than a 3-day window as the
+        // hourly rows move on: held rows fold before each eviction.
+        for (dictionary, groups_max, retention_ms) in [
+            (true, 100_000, None),
+            (false, 100_000, None),
+            (true, 700, None),
+            (true, 100_000, Some(3 * 86_400_000)),
+        ] {
             let bytes = held_parquet(rows, 3_000, dictionary);
             let file = ParquetFile::from_bytes(bytes, "t".into(), &stream.schema, &reads)
                 .expect("a Parquet file");
             let limits = Limits {
                 groups_max,
-                retention_ms: None,
+                retention_ms,
             };
             let fold_with = |parts_after: usize| {
                 let mut fold =
@@ -1151,10 +1161,11 @@ mod tests {
                         rollup.rows().iter().map(|r| format!("{r:?}")).collect();
                     rows.sort();
                     rows.push(format!(
-                        "{} groups, {} dropped, {} too long",
+                        "{} groups, {} dropped, {} too long, {} expired",
                         rollup.group_count(),
                         rollup.dropped_group_limit(),
                         rollup.dropped_key_too_long(),
+                        rollup.dropped_expired(),
                     ));
                     rows
                 };
