@@ -81,8 +81,8 @@ pub struct Args {
     /// fresh `cardinal-demo-*` directory under the system temp dir).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Engine worker threads (default: the number of cores).
-    #[arg(long)]
+    /// Engine worker threads, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = run::threads_arg)]
     threads: Option<usize>,
     /// Keep the generated `impressions.csv` (about 87 bytes per event).
     #[arg(long)]

@@ -71,8 +71,8 @@ pub struct Args {
     /// The stream the inputs belong to (default: the only one declared).
     #[arg(long)]
     stream: Option<String>,
-    /// Worker threads (default: the number of cores).
-    #[arg(long)]
+    /// Worker threads, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = threads_arg)]
     threads: Option<usize>,
     /// Write `OUT/<summary>/YYYY-MM-DD.csv`, one file per day, each atomically.
     #[arg(long)]
@@ -336,6 +336,20 @@ impl Executed<'_> {
 /// The default thread count: one worker per core.
 pub fn threads_default() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The most worker threads `--threads` takes. Each worker keeps its own
+/// partial rollups, chunk buffers and up to `PENDING_BYTES_MAX` of held
+/// records, so memory grows with the count; more workers than cores only
+/// take turns.
+pub const THREADS_MAX: usize = 256;
+
+/// Reads `--threads`: 1 to [`THREADS_MAX`].
+pub fn threads_arg(text: &str) -> std::result::Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=THREADS_MAX).contains(&n) => Ok(n),
+        _ => Err(format!("expected 1 to {THREADS_MAX} (THREADS_MAX)")),
+    }
 }
 
 pub fn run(args: &Args) -> Result<i32> {

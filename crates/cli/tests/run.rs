@@ -717,3 +717,21 @@ fn group_limit_drops_are_reported_per_summary() {
     assert!(stdout.contains(r#""summary":"total","n":5"#), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--threads` takes 1 to THREADS_MAX (256) and says so otherwise.
+#[test]
+fn thread_counts_out_of_range_are_refused() {
+    let dir = dir("threads");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    std::fs::write(dir.join("empty.csv"), "").expect("input");
+    for threads in ["0", "257", "many"] {
+        let output = cardinal(
+            &dir,
+            &["run", "schema.sql", "empty.csv", "--threads", threads],
+        );
+        assert_eq!(output.status.code(), Some(2), "--threads {threads}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("expected 1 to 256"), "{stderr}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
