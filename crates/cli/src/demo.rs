@@ -120,7 +120,7 @@ pub fn run(args: &Args) -> Result<()> {
     let events_path = dir.join("impressions.csv");
     std::fs::write(&schema_path, SCHEMA)
         .with_context(|| format!("writing {}", schema_path.display()))?;
-    let threads = args.threads.unwrap_or_else(run::threads_default).max(1);
+    let threads = args.threads.unwrap_or_else(run::threads_default);
     println!(
         "cardinal demo: {} ad events over {} users and {} days (seed {}), in {}\n",
         thousands(args.events),

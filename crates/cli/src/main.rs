@@ -173,6 +173,8 @@ fn chain_text(error: &anyhow::Error) -> String {
 mod tests {
     use clap::CommandFactory;
 
+    use super::Cli;
+
     #[test]
     fn error_lines_say_each_cause_once() {
         let io = std::io::Error::other("incomplete deflate stream");
@@ -185,8 +187,6 @@ mod tests {
         let plain = anyhow::anyhow!("no such file").context("opening x.csv");
         assert_eq!(super::chain_text(&plain), "opening x.csv: no such file");
     }
-
-    use super::Cli;
 
     /// Every verb teaches by example: its help ends with 2 to 4 of them.
     #[test]

@@ -359,7 +359,7 @@ pub fn run(args: &Args) -> Result<i32> {
         Plan::compile(&sql).map_err(|e| anyhow::anyhow!("{}:\n{e}", args.schema.display()))?;
     let options = EngineOptions {
         stream: args.stream.clone(),
-        threads: args.threads.unwrap_or_else(threads_default).max(1),
+        threads: args.threads.unwrap_or_else(threads_default),
         limits: Limits {
             groups_max: args.groups_max,
             retention_ms: args.retention_days.map(|d| i64::from(d) * 86_400_000),
@@ -1955,13 +1955,8 @@ fn where_(record: &cardinal_parse::RecordRef<'_>) -> String {
 /// `e` as a reject line shows it: its column counted from 1 and named
 /// (`column 2 (user_id): not a BIGINT`).
 fn eval_text(e: &cardinal_route::EvalError, schema: &cardinal_event::Schema) -> String {
-    match e.column().and_then(|c| schema.columns.get(c)) {
-        Some(column) => format!(
-            "column {} ({}): {}",
-            e.column().unwrap_or_default() + 1,
-            column.name,
-            eval_reason(e)
-        ),
+    match e.column().and_then(|c| Some((c, schema.columns.get(c)?))) {
+        Some((c, column)) => format!("column {} ({}): {}", c + 1, column.name, eval_reason(e)),
         None => e.to_string(),
     }
 }
