@@ -292,7 +292,7 @@ impl<'a> Value<'a> {
         match ty {
             ColumnType::Text => Ok(Value::Text(bytes)),
             ColumnType::BigInt => parse_i64(bytes).map(Value::Int).ok_or(ValueError::BigInt),
-            ColumnType::Double => parse_f64(bytes).map(Value::Float).ok_or(ValueError::Double),
+            ColumnType::Double => parse_f64(bytes).map(Value::Float),
             ColumnType::Bool => match bytes {
                 b"1" => Ok(Value::Bool(true)),
                 b"0" => Ok(Value::Bool(false)),
@@ -625,13 +625,22 @@ fn parse_f64_short(negative: bool, rest: &[u8]) -> Option<f64> {
     Some(if negative { -value } else { value })
 }
 
-fn parse_f64(bytes: &[u8]) -> Option<f64> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    match text {
-        "Infinity" | "+Infinity" => Some(f64::INFINITY),
-        "-Infinity" => Some(f64::NEG_INFINITY),
-        _ => text.parse().ok(),
+/// A decimal or scientific f64, or an infinity or NaN spelled out (`inf`,
+/// `Infinity`, `NaN`, any case, with a sign), as PostgreSQL and DuckDB
+/// read them. A number too large for an f64 (`1e400`) is
+/// [`ValueError::OutOfRange`], as in both, not an infinity.
+fn parse_f64(bytes: &[u8]) -> Result<f64, ValueError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| ValueError::Double)?;
+    let value: f64 = text.parse().map_err(|_| ValueError::Double)?;
+    if value.is_infinite() {
+        let unsigned = text.trim_start_matches(['+', '-']);
+        let spelled =
+            unsigned.eq_ignore_ascii_case("inf") || unsigned.eq_ignore_ascii_case("infinity");
+        if !spelled {
+            return Err(ValueError::OutOfRange);
+        }
     }
+    Ok(value)
 }
 
 #[cfg(test)]
@@ -704,6 +713,42 @@ mod tests {
             Value::parse(b"yes", ColumnType::Bool),
             Err(ValueError::Bool)
         );
+    }
+
+    /// Infinities spelled out are values, as in PostgreSQL and DuckDB; a
+    /// number too large for an f64 is out of range, not an infinity.
+    #[test]
+    fn doubles_out_of_range_are_not_infinities() {
+        for (text, want) in [
+            ("inf", f64::INFINITY),
+            ("+INF", f64::INFINITY),
+            ("-inf", f64::NEG_INFINITY),
+            ("Infinity", f64::INFINITY),
+            ("-infinity", f64::NEG_INFINITY),
+            ("1e308", 1e308),
+            ("-1.7976931348623157e308", f64::MIN),
+            ("1e-400", 0.0),
+        ] {
+            assert_eq!(
+                Value::parse(text.as_bytes(), ColumnType::Double),
+                Ok(Value::Float(want)),
+                "{text}"
+            );
+        }
+        for text in ["1e400", "-1e309", "1.8e308", "99e999"] {
+            assert_eq!(
+                Value::parse(text.as_bytes(), ColumnType::Double),
+                Err(ValueError::OutOfRange),
+                "{text}"
+            );
+        }
+        for text in ["infin", "--inf", "inf1", "1e"] {
+            assert_eq!(
+                Value::parse(text.as_bytes(), ColumnType::Double),
+                Err(ValueError::Double),
+                "{text}"
+            );
+        }
     }
 
     #[test]
