@@ -27,7 +27,8 @@
 //! sum of `0.006122`-style decimals prints as the decimal a person expects
 //! (its error is below half an f64 ulp). The i128 holds 2^63 (9.2e18) of
 //! sum; larger values go to an f64 side sum, which is order-dependent only
-//! in that regime.
+//! in that regime. Infinities and NaN go to the side sum too, so a sum
+//! answers as PostgreSQL and DuckDB do (an infinity, or NaN), in any order.
 
 use std::collections::HashMap;
 
@@ -414,21 +415,20 @@ impl AggState {
     }
 
     /// Folds a number into a sum, avg, min, max or quantiles state
-    /// (nothing for other states). Sums skip infinities and NaN, min and
-    /// max skip NaN.
+    /// (nothing for other states). Non-finite values follow PostgreSQL
+    /// and DuckDB: a sum with an infinity is that infinity, with both
+    /// infinities or a NaN it is NaN; NaN sorts above every number, so it
+    /// is the max of any values it is among and the min of only NaNs.
+    /// Quantile sketches skip NaN (it has no rank).
     #[inline]
     pub fn fold_number(&mut self, v: f64) {
         match self {
-            AggState::Sum { fixed, big, count } if v.is_finite() => {
+            AggState::Sum { fixed, big, count } => {
                 add_value(fixed, big, v);
                 *count += 1;
             }
-            AggState::Min(m) if !v.is_nan() => {
-                *m = Some(m.map_or(v, |m| m.min(v)));
-            }
-            AggState::Max(m) if !v.is_nan() => {
-                *m = Some(m.map_or(v, |m| m.max(v)));
-            }
+            AggState::Min(m) => *m = Some(m.map_or(v, |m| min_of(m, v))),
+            AggState::Max(m) => *m = Some(m.map_or(v, |m| max_of(m, v))),
             AggState::Quantiles(q) => q.insert(v),
             _ => {}
         }
@@ -499,8 +499,8 @@ impl AggState {
                 *big += b;
                 *count += c;
             }
-            (AggState::Min(a), AggState::Min(b)) => *a = pick(*a, *b, f64::min),
-            (AggState::Max(a), AggState::Max(b)) => *a = pick(*a, *b, f64::max),
+            (AggState::Min(a), AggState::Min(b)) => *a = pick(*a, *b, min_of),
+            (AggState::Max(a), AggState::Max(b)) => *a = pick(*a, *b, max_of),
             (AggState::Hll(a), AggState::Hll(b)) => a.merge(b)?,
             (AggState::Exact(a), AggState::Exact(b)) => a.merge(b)?,
             (AggState::Quantiles(a), AggState::Quantiles(b)) => a.merge(b)?,
@@ -654,8 +654,29 @@ fn pick(a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64) -> Option<f64> {
     }
 }
 
+/// The smaller of `a` and `b`, NaN above every number (as in PostgreSQL
+/// and DuckDB): NaN only when both are.
+#[inline]
+fn min_of(a: f64, b: f64) -> f64 {
+    // `f64::min` returns the other operand when one is NaN.
+    a.min(b)
+}
+
+/// The larger of `a` and `b`, NaN above every number (as in PostgreSQL
+/// and DuckDB): NaN when either is.
+#[inline]
+fn max_of(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else {
+        a.max(b)
+    }
+}
+
 /// Adds `v` to the fixed-point sum, or to the f64 side sum when it is too
-/// large for the fixed point or the fixed point would overflow.
+/// large for the fixed point, the fixed point would overflow, or `v` is
+/// not finite (the side sum then carries IEEE's answer: an infinity, or
+/// NaN for a NaN or infinities of both signs, in any order).
 #[expect(
     clippy::cast_possible_truncation,
     reason = "|v| < 2^62, so v * 2^64 < 2^126"
@@ -873,6 +894,53 @@ mod tests {
                     .rank_error(),
             }
         );
+    }
+
+    /// Infinities and NaN give what PostgreSQL and DuckDB give, whatever
+    /// the order of the values and however they were split into partial
+    /// states: a sum with an infinity is that infinity, with both or a NaN
+    /// NaN; NaN is the max of any values it is among, the min of NaNs only.
+    #[test]
+    fn non_finite_values_count_as_in_sql() {
+        let (inf, nan) = (f64::INFINITY, f64::NAN);
+        let show = |o: Output| match o {
+            Output::Number(Some(v)) => format!("{v:?}"),
+            other => format!("{other:?}"),
+        };
+        for (values, sum, avg, min, max) in [
+            (&[inf, 1.0][..], "inf", "inf", "1.0", "inf"),
+            (&[-inf, 1.0, 2.0], "-inf", "-inf", "-inf", "2.0"),
+            (&[inf, -inf], "NaN", "NaN", "-inf", "inf"),
+            (&[nan, 2.0], "NaN", "NaN", "2.0", "NaN"),
+            (&[nan, nan], "NaN", "NaN", "NaN", "NaN"),
+            (&[1e308, 1e308], "inf", "inf", "1e308", "1e308"),
+        ] {
+            for (kind, want) in [
+                (AggKind::Sum, sum),
+                (AggKind::Avg, avg),
+                (AggKind::Min, min),
+                (AggKind::Max, max),
+            ] {
+                let inputs: Vec<Input<'_>> = values.iter().map(|&v| Input::Number(v)).collect();
+                let whole = fold_all(kind, &inputs);
+                assert_eq!(show(whole.output(&kind)), want, "{kind:?} of {values:?}");
+                let mut reversed = inputs.clone();
+                reversed.reverse();
+                assert_eq!(show(fold_all(kind, &reversed).output(&kind)), want);
+                for cut in 0..=inputs.len() {
+                    let (mut a, b) = (
+                        fold_all(kind, &inputs[..cut]),
+                        fold_all(kind, &inputs[cut..]),
+                    );
+                    a.merge(&b).expect("same shape");
+                    assert_eq!(
+                        show(a.output(&kind)),
+                        want,
+                        "{kind:?} of {values:?} cut at {cut}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
