@@ -1108,9 +1108,27 @@ fn fold_chunk<'p>(
     parser
         .parse(batch)
         .with_context(|| format!("parsing {name}"))?;
-    for r in batch.rejects() {
-        fold.reject(&r.reason.to_string(), &r.to_string());
-    }
+    // The parser's rejects, each with the index of the record after it:
+    // written in line order among the folds' own.
+    let mut unparsed = batch
+        .rejects()
+        .iter()
+        .map(|r| {
+            // Records are in offset order.
+            let (mut next, mut end) = (0, batch.len());
+            while next < end {
+                let mid = usize::midpoint(next, end);
+                if batch.record(mid).offset() < r.offset {
+                    next = mid + 1;
+                } else {
+                    end = mid;
+                }
+            }
+            (next, r.reason.to_string(), r.to_string())
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .peekable();
     // Parsed a column at a time when `fold.parsed` is set (only when some
     // typed column is read more than once: Query 2A from text, which
     // reads each once, was 3% slower through this path).
@@ -1119,8 +1137,14 @@ fn fold_chunk<'p>(
         Some(parsed) if fold.folds_by_aggregate(batch.len()) => {
             parsed.fill(batch);
             // The attribution sees every record first, in order; its
-            // rejects go out in row order among the folds'.
-            let mut observed = Vec::new();
+            // rejects go out in row order among the folds', each after the
+            // parser's before its record.
+            let mut observed = Vec::with_capacity(unparsed.len());
+            let mut take_unparsed = |observed: &mut Vec<_>, through: usize| {
+                while let Some(reject) = unparsed.next_if(|(next, _, _)| *next <= through) {
+                    observed.push(reject);
+                }
+            };
             if let Some(collector) = collector {
                 for index in 0..batch.len() {
                     let record = batch.record(index);
@@ -1128,16 +1152,19 @@ fn fold_chunk<'p>(
                     if let Some((reason, text)) =
                         observe(collector, &record, input, record.offset(), &name, at)
                     {
+                        take_unparsed(&mut observed, index);
                         observed.push((index, reason, text));
                     }
                 }
             }
+            take_unparsed(&mut observed, usize::MAX);
             fold.fold_by_aggregate(parsed, batch, &name, observed);
         }
         Some(parsed) if collector.is_none() => {
             parsed.fill(batch);
             let columns = fold.text_columns_of(parsed);
             for index in 0..batch.len() {
+                write_unparsed(fold, &mut unparsed, index);
                 let record = batch.record(index);
                 if parsed.bad(index) {
                     fold.record(&record, &name, || where_(&record));
@@ -1148,6 +1175,7 @@ fn fold_chunk<'p>(
         }
         _ => {
             for index in 0..batch.len() {
+                write_unparsed(fold, &mut unparsed, index);
                 let record = batch.record(index);
                 let at = || where_(&record);
                 if let Some(collector) = collector
@@ -1160,11 +1188,24 @@ fn fold_chunk<'p>(
             }
         }
     }
+    write_unparsed(fold, &mut unparsed, usize::MAX);
     fold.parsed = parsed;
     fold.flush();
     fold.flush_rejects(rejects_file)?;
     tap.report(&fold.counts);
     Ok(())
+}
+
+/// Writes the parser's rejects that come before record `through` (see
+/// [`fold_chunk`]).
+fn write_unparsed(
+    fold: &mut Fold<'_>,
+    unparsed: &mut std::iter::Peekable<std::vec::IntoIter<(usize, String, String)>>,
+    through: usize,
+) {
+    while let Some((_, reason, text)) = unparsed.next_if(|(next, _, _)| *next <= through) {
+        fold.reject(&reason, &text);
+    }
 }
 
 /// Shows `record` (of input `input` at `offset`, in file `name`, where

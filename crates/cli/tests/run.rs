@@ -189,6 +189,67 @@ fn rejects_are_reported_counted_and_strict_fails() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// With one worker, rejects come out in line order: the parser's (a
+/// record cut short or too long) among the summaries' (a bad value), on
+/// each way a batch is folded (an aggregate at a time, from parsed
+/// columns row by row, from the text row by row).
+#[test]
+fn rejects_come_out_in_line_order() {
+    let dir = dir("reject-order");
+    let stream = "CREATE STREAM s (ts TIMESTAMP, user_id BIGINT, state TEXT, revenue DOUBLE)
+        WITH (format = 'csv', header = true, time = 'ts');";
+    let schemas = [
+        // user_id read twice, plain columns: an aggregate at a time.
+        "CREATE SUMMARY a AS SELECT state, hll(user_id) AS u FROM s GROUP BY state;
+         CREATE SUMMARY b AS SELECT state, max(user_id) AS m, sum(revenue) AS r FROM s GROUP BY state;",
+        // An expression: parsed columns, row by row.
+        "CREATE SUMMARY a AS SELECT state, hll(user_id) AS u FROM s GROUP BY state;
+         CREATE SUMMARY b AS SELECT state, max(user_id) AS m, sum(revenue * 2) AS r FROM s GROUP BY state;",
+        // Every column read once: row by row from the text.
+        "CREATE SUMMARY a AS SELECT state, hll(user_id) AS u, sum(revenue) AS r FROM s GROUP BY state;",
+    ];
+    std::fs::write(
+        dir.join("in.csv"),
+        "ts,user_id,state,revenue\n\
+         2026-11-01T00:00:01Z,1,CA,0.5\n\
+         2026-11-01T00:00:02Z,x,CA,0.5\n\
+         2026-11-01T00:00:03Z,2,CA\n\
+         2026-11-01T00:00:04Z,3,NY,1e999\n\
+         2026-11-01T00:00:05Z,4,NY,1,2\n\
+         2026-11-01T00:00:06Z,5,NY,0.25\n\
+         2026-11-01T00:00:07Z,6\n",
+    )
+    .expect("input");
+    for (n, summaries) in schemas.iter().enumerate() {
+        std::fs::write(dir.join("schema.sql"), format!("{stream}\n{summaries}")).expect("schema");
+        let output = cardinal(
+            &dir,
+            &[
+                "run",
+                "schema.sql",
+                "in.csv",
+                "--threads",
+                "1",
+                "--rejects",
+                "rejects.txt",
+                "--quiet",
+            ],
+        );
+        ok(&output);
+        let rejects = std::fs::read_to_string(dir.join("rejects.txt")).expect("rejects file");
+        let lines: Vec<&str> = rejects
+            .lines()
+            .map(|line| line.split(':').nth(1).expect("a line number"))
+            .collect();
+        assert_eq!(lines, ["3", "4", "5", "6", "8"], "schema {n}:\n{rejects}");
+        assert!(
+            rejects.contains(": column 4 (revenue): out of range for the declared type"),
+            "schema {n}:\n{rejects}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn schema_errors_point_at_the_text() {
     let dir = dir("schema");
