@@ -35,10 +35,13 @@ pub enum Command {
     },
     /// Estimate |A ∩ B|, |A \ B|, |B \ A| and |A ∪ B| by joint maximum
     /// likelihood, with 95% intervals (and inclusion-exclusion beside it).
-    #[command(after_help = "Examples:
+    #[command(
+        visible_alias = "intersect",
+        after_help = "Examples:
   cardinal hll overlap \"$(seq 1 60000 | cardinal hll build)\" \"$(seq 40001 100000 | cardinal hll build)\"
   cardinal hll overlap \"$(seq 1 600000 | cardinal hll build --log2m 14 --regwidth 6)\" \\
-                       \"$(seq 500001 900000 | cardinal hll build --log2m 14 --regwidth 6)\"")]
+                       \"$(seq 500001 900000 | cardinal hll build --log2m 14 --regwidth 6)\""
+    )]
     Overlap {
         /// Audience A as hex.
         a: String,

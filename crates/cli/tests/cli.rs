@@ -67,6 +67,20 @@ fn hll_build_inspect_and_union_round_trip() {
         .expect("number");
     // 75,000 distinct ids; 3 standard errors of 2.3% is 7%.
     assert!((estimate / 75_000.0 - 1.0).abs() < 0.07, "{estimate}");
+    // `hll --help` says "intersect": the word works as well as `overlap`.
+    for word in ["overlap", "intersect"] {
+        let overlap = stdout(&cardinal(&["hll", word, &a_hex, &b_hex], ""));
+        let both: f64 = overlap
+            .lines()
+            .find_map(|l| l.strip_prefix("|A ∩ B|"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .expect("an |A ∩ B| line")
+            .parse()
+            .expect("number");
+        // 25,000 shared ids; the joint estimate's error at this overlap is
+        // well within 25%.
+        assert!((both / 25_000.0 - 1.0).abs() < 0.25, "{word}: {overlap}");
+    }
 }
 
 #[test]
