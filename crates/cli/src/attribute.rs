@@ -134,7 +134,8 @@ pub(crate) struct Stats {
     /// Records skipped: NULL user or time, a time before 1970 or past the
     /// chains' 48-bit limit.
     pub skipped: u64,
-    /// Conversion values that are not a finite number of micro-units.
+    /// Conversion values that are not a finite number of micro-units
+    /// (their credit rows' revenue is NULL).
     pub values_out_of_range: u64,
     /// Touch points dropped by the chains' limits (evicted past
     /// `CHAIN_BYTES_MAX`, or refused when a group is full).
@@ -523,28 +524,35 @@ impl Collector<'_> {
             };
             let what = if conversion {
                 c.stats.conversions += 1;
+                // A NULL value, or one that is not a finite number of
+                // micro-units (counted), credits with a NULL revenue, as no
+                // VALUE does.
                 let value_micros = match &a.value {
                     None => None,
-                    Some(e) => match e.eval(record, scratch)? {
-                        Value::Int(i) => i.checked_mul(1_000_000),
-                        #[expect(
-                            clippy::cast_possible_truncation,
-                            reason = "finite and under 2^63 in magnitude: exact after round"
-                        )]
-                        Value::Float(f) => {
-                            let micros = (f * MICROS).round();
-                            // i64::MAX as f64 rounds up to 2^63: refuse it.
-                            (micros.is_finite() && micros.abs() < 9.0e18).then_some(micros as i64)
+                    Some(e) => {
+                        let micros = match e.eval(record, scratch)? {
+                            Value::Int(i) => Some(i.checked_mul(1_000_000)),
+                            #[expect(
+                                clippy::cast_possible_truncation,
+                                reason = "finite and under 2^63 in magnitude: exact after round"
+                            )]
+                            Value::Float(f) => {
+                                let micros = (f * MICROS).round();
+                                // i64::MAX as f64 rounds up to 2^63: refuse it.
+                                Some(
+                                    (micros.is_finite() && micros.abs() < 9.0e18)
+                                        .then_some(micros as i64),
+                                )
+                            }
+                            _ => None,
+                        };
+                        if micros == Some(None) {
+                            c.stats.values_out_of_range += 1;
                         }
-                        _ => Some(0),
-                    },
+                        micros.flatten()
+                    }
                 };
-                if a.value.is_some() && value_micros.is_none() {
-                    c.stats.values_out_of_range += 1;
-                }
-                What::Conversion {
-                    value_micros: value_micros.or(a.value.as_ref().map(|_| 0)),
-                }
+                What::Conversion { value_micros }
             } else {
                 c.stats.touches += 1;
                 let mut codes = [0u32; 2];

@@ -639,7 +639,7 @@ fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
         let problems = s.skipped + s.values_out_of_range + s.touches_dropped + s.touches_expired;
         if problems + c.names_overflow() > 0 {
             eprintln!(
-                "{}: {} records skipped (NULL user or time out of range), {} conversion values out of range, {} touch points dropped by chain limits, {} touch points older than the lookback when they arrived, {} campaign/site values past NAMES_MAX kept as NULL",
+                "{}: {} records skipped (NULL user or time out of range), {} conversion values out of range (revenue NULL), {} touch points dropped by chain limits, {} touch points older than the lookback when they arrived, {} campaign/site values past NAMES_MAX kept as NULL",
                 c.attribution.name,
                 s.skipped,
                 s.values_out_of_range,

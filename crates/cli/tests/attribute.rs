@@ -446,3 +446,67 @@ CREATE SUMMARY by_campaign AS SELECT date_trunc('day', conversion_ts) AS day, ca
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A conversion whose value is NULL, or not a finite number (an infinity,
+/// NaN, past the micro-unit range), credits its touch points with a NULL
+/// revenue, as one without `VALUE` does; the out-of-range ones are
+/// counted. Before, both credited a revenue of 0.
+#[test]
+fn conversions_without_a_usable_value_credit_a_null_revenue() {
+    let dir = dir("null-values");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM ev (ts TIMESTAMP, user_id BIGINT, kind TEXT, campaign TEXT, value DOUBLE)
+           WITH (format = 'csv', header = true, time = 'ts');
+         CREATE ATTRIBUTION credit ON ev BY user_id MODEL last_touch LOOKBACK 7 DAYS
+           TOUCH WHERE kind = 'click' CONVERSION WHERE kind = 'conversion'
+           VALUE value CAMPAIGN campaign;",
+    )
+    .expect("schema");
+    let mut csv = String::from("ts,user_id,kind,campaign,value\n");
+    for (user, value) in [(1, "4"), (2, ""), (3, "inf"), (4, "NaN"), (5, "1e300")] {
+        csv.push_str(&format!("2026-11-01T00:00:00Z,{user},click,c{user},\n"));
+        csv.push_str(&format!(
+            "2026-11-02T00:00:00Z,{user},conversion,,{value}\n"
+        ));
+    }
+    std::fs::write(dir.join("in.csv"), csv).expect("input");
+    let stderr = cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "in.csv",
+            "--attributions",
+            "credit.jsonl",
+            "--quiet",
+        ],
+    );
+    assert!(
+        stderr.contains("3 conversion values out of range (revenue NULL)"),
+        "{stderr}"
+    );
+    let text = std::fs::read_to_string(dir.join("credit.jsonl")).expect("rows");
+    let mut revenue: Vec<(String, String)> = text
+        .lines()
+        .map(|l| {
+            (
+                field(l, "user_id").to_owned(),
+                field(l, "revenue").to_owned(),
+            )
+        })
+        .collect();
+    revenue.sort();
+    assert_eq!(
+        revenue,
+        [
+            ("1".to_owned(), "4".to_owned()),
+            ("2".to_owned(), "null".to_owned()),
+            ("3".to_owned(), "null".to_owned()),
+            ("4".to_owned(), "null".to_owned()),
+            ("5".to_owned(), "null".to_owned()),
+        ],
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
