@@ -6,7 +6,7 @@
 pub enum Error {
     /// Text that is not a timestamp in a supported form.
     #[error(
-        "not a timestamp: {text:?} ({reason}); expected YYYY-MM-DD, YYYY-MM-DD HH:MM:SS or ISO-8601 with T, fraction and Z or ±HH:MM"
+        "not a timestamp: {text:?} ({reason}); expected YYYY-MM-DD, YYYY-MM-DD HH:MM[:SS] or ISO-8601 with T, fraction and Z, ±HH, ±HHMM or ±HH:MM"
     )]
     Timestamp {
         /// The offending text, truncated to 64 bytes.

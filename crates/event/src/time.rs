@@ -57,9 +57,9 @@ impl Timestamp {
     /// The latest time text can spell: 9999-12-31T23:59:59.999Z.
     pub const MAX: Timestamp = Timestamp(253_402_300_799_999);
 
-    /// Parses `YYYY-MM-DD`, `YYYY-MM-DD HH:MM:SS` or ISO-8601
-    /// `YYYY-MM-DDTHH:MM:SS[.fff...][Z|±HH:MM]`. A missing offset means UTC.
-    /// Fractions beyond milliseconds are truncated.
+    /// Parses `YYYY-MM-DD`, `YYYY-MM-DD HH:MM[:SS]` or ISO-8601
+    /// `YYYY-MM-DDTHH:MM[:SS[.fff...]][Z|±HH|±HHMM|±HH:MM]`. A missing
+    /// offset means UTC. Fractions beyond milliseconds are truncated.
     ///
     /// ```
     /// use cardinal_event::Timestamp;
@@ -99,22 +99,30 @@ impl Timestamp {
         if rest.is_empty() {
             return Ok(Self(ms));
         }
-        if rest.len() < 9 || !(rest[0] == b'T' || rest[0] == b' ') {
+        if rest.len() < 6 || !(rest[0] == b'T' || rest[0] == b' ') {
             return Err(fail(
-                "time must follow the date as THH:MM:SS or ' HH:MM:SS'",
+                "time must follow the date as THH:MM[:SS] or ' HH:MM[:SS]'",
             ));
         }
         let hour = digits(&rest[1..3]).ok_or_else(|| fail("hour is not 2 digits"))?;
         let minute = digits(&rest[4..6]).ok_or_else(|| fail("minute is not 2 digits"))?;
-        let second = digits(&rest[7..9]).ok_or_else(|| fail("second is not 2 digits"))?;
-        if rest[3] != b':' || rest[6] != b':' {
+        if rest[3] != b':' {
             return Err(fail("time separators must be ':'"));
         }
+        // Seconds are optional, as in ISO 8601 and PostgreSQL.
+        // A fraction belongs to the seconds only.
+        let (second, mut rest) = match &rest[6..] {
+            [b':', s1, s2, tail @ ..] => (
+                digits(&[*s1, *s2]).ok_or_else(|| fail("second is not 2 digits"))?,
+                tail,
+            ),
+            [b':' | b'.', ..] => return Err(fail("second is not 2 digits")),
+            tail => (0, tail),
+        };
         if hour > 23 || minute > 59 || second > 60 {
             return Err(fail("no such time of day"));
         }
         ms += hour * MS_PER_HOUR + minute * MS_PER_MINUTE + second * MS_PER_SECOND;
-        let mut rest = &rest[9..];
         if let [b'.', tail @ ..] = rest {
             let count = tail.iter().take_while(|b| b.is_ascii_digit()).count();
             if count == 0 {
@@ -127,23 +135,25 @@ impl Timestamp {
             ms += fraction_ms;
             rest = &tail[count..];
         }
-        match rest {
-            [] | [b'Z'] => Ok(Self(ms)),
-            [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
-                let hours = digits(&[*h1, *h2]).ok_or_else(|| fail("offset hour"))?;
-                let minutes = digits(&[*m1, *m2]).ok_or_else(|| fail("offset minute"))?;
-                if hours > 23 || minutes > 59 {
-                    return Err(fail("offset out of range"));
-                }
-                let offset = hours * MS_PER_HOUR + minutes * MS_PER_MINUTE;
-                Ok(Self(if *sign == b'+' {
-                    ms - offset
-                } else {
-                    ms + offset
-                }))
-            }
-            _ => Err(fail("unexpected text after the time")),
+        // The offset: Z, or ±HH, ±HHMM or ±HH:MM (ISO 8601's three forms).
+        let (sign, h1, h2, m1, m2) = match *rest {
+            [] | [b'Z' | b'z'] => return Ok(Self(ms)),
+            [sign @ (b'+' | b'-'), h1, h2] => (sign, h1, h2, b'0', b'0'),
+            [sign @ (b'+' | b'-'), h1, h2, m1, m2]
+            | [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => (sign, h1, h2, m1, m2),
+            _ => return Err(fail("unexpected text after the time")),
+        };
+        let hours = digits(&[h1, h2]).ok_or_else(|| fail("offset hour"))?;
+        let minutes = digits(&[m1, m2]).ok_or_else(|| fail("offset minute"))?;
+        if hours > 23 || minutes > 59 {
+            return Err(fail("offset out of range"));
         }
+        let offset = hours * MS_PER_HOUR + minutes * MS_PER_MINUTE;
+        Ok(Self(if sign == b'+' {
+            ms - offset
+        } else {
+            ms + offset
+        }))
     }
 
     /// The start of the bucket of `unit` that holds this instant.
@@ -489,6 +499,14 @@ mod tests {
         assert_eq!(t("2026-11-01").0, base.0 - 7_000);
         assert_eq!(t("1970-01-01").0, 0);
         assert_eq!(t("1969-12-31T23:59:59Z").0, -1_000);
+        // Seconds are optional; offsets take ISO 8601's three forms (and a
+        // lowercase z), as PostgreSQL reads them.
+        assert_eq!(t("2026-11-01T00:00Z").0, base.0 - 7_000);
+        assert_eq!(t("2026-11-01 00:00").0, base.0 - 7_000);
+        assert_eq!(t("2026-11-01T01:00+01").0, base.0 - 7_000);
+        assert_eq!(t("2026-11-01T01:30:07+0130"), base);
+        assert_eq!(t("2026-10-31T19:00:07.000-0500"), base);
+        assert_eq!(t("2026-11-01T00:00:07z"), base);
     }
 
     #[test]
@@ -501,8 +519,15 @@ mod tests {
             "2026-02-29",
             "2026-11-01T25:00:00",
             "2026-11-01T00:00:00.Z",
-            "2026-11-01T00:00:00+0100",
+            "2026-11-01T00:00:00+01:0",
+            "2026-11-01T00:00:00+1",
+            "2026-11-01T00:00:00+01:00:00",
+            "2026-11-01T00:00:00+24:00",
             "2026-11-01T00:00:00ZZ",
+            "2026-11-01T00:00:0",
+            "2026-11-01T00:0",
+            "2026-11-01T00",
+            "2026-11-01T00:00.5",
             "20x6-11-01",
         ] {
             assert!(Timestamp::parse(bad.as_bytes()).is_err(), "{bad}");
