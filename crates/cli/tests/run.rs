@@ -180,7 +180,7 @@ fn rejects_are_reported_counted_and_strict_fails() {
         lines,
         [
             "bad.csv:3: reach: column 2 (user_id): not a BIGINT",
-            "bad.csv:4: column 5: fewer fields than columns",
+            "bad.csv:4: column 5 (site): fewer fields than columns",
         ],
         "{rejects}"
     );

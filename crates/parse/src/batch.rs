@@ -182,6 +182,10 @@ pub struct Reject {
     pub offset: u64,
     /// The 0-based schema column (CSV: file column) at fault, when one is.
     pub column: Option<usize>,
+    /// That column's name in the schema, when it is one of its columns
+    /// (a CSV file column past the header's, or one the schema does not
+    /// declare, has none).
+    pub name: Option<Arc<str>>,
     /// Why.
     pub reason: RejectReason,
 }
@@ -194,6 +198,9 @@ impl std::fmt::Display for Reject {
         }
         if let Some(column) = self.column {
             write!(f, ": column {}", column + 1)?;
+            if let Some(name) = &self.name {
+                write!(f, " ({name})")?;
+            }
         }
         write!(f, ": {}", self.reason)
     }
@@ -297,7 +304,16 @@ impl Batch {
             line: chunk.first_line.map(|first| first + u64::from(line)),
             offset: chunk.offset + start as u64,
             column,
+            name: None,
             reason,
+        }
+    }
+
+    /// Names the column of each reject of the last chunk: schema column
+    /// `name_of(column)` (the parser knows how its columns map).
+    pub(crate) fn name_rejects(&mut self, name_of: impl Fn(usize) -> Option<Arc<str>>) {
+        for reject in &mut self.rejects {
+            reject.name = reject.column.and_then(&name_of);
         }
     }
 
@@ -415,11 +431,20 @@ mod tests {
             line: Some(7),
             offset: 99,
             column: Some(2),
+            name: None,
             reason: RejectReason::TooFewFields,
         };
         assert_eq!(
             reject.to_string(),
             "a.csv:7: column 3: fewer fields than columns"
+        );
+        let named = Reject {
+            name: Some("revenue".into()),
+            ..reject.clone()
+        };
+        assert_eq!(
+            named.to_string(),
+            "a.csv:7: column 3 (revenue): fewer fields than columns"
         );
         let reject = Reject {
             line: None,

@@ -148,7 +148,7 @@ const DROPPED: u32 = u32::MAX;
 #[derive(Debug, Clone)]
 pub struct CsvParser {
     config: CsvConfig,
-    names: Vec<String>,
+    names: Vec<Arc<str>>,
     width: usize,
     /// Columns per file record (the header's, or the schema's).
     file_width: usize,
@@ -201,7 +201,11 @@ impl CsvParser {
             .collect();
         let mut parser = Self {
             config,
-            names: schema.columns.iter().map(|c| c.name.clone()).collect(),
+            names: schema
+                .columns
+                .iter()
+                .map(|c| c.name.as_str().into())
+                .collect(),
             width,
             file_width: width,
             map,
@@ -314,13 +318,29 @@ impl CsvParser {
     /// a header that does not fit the schema; malformed records are
     /// [`Reject`]s in the batch.
     pub fn parse(&mut self, batch: &mut Batch) -> Result<()> {
-        self.parse_chunk(batch, true)
+        self.parse_chunk(batch, true)?;
+        self.name_rejects(batch);
+        Ok(())
     }
 
     /// [`parse`](Self::parse) on the general path only: the reference the
     /// fast path is tested against.
     pub fn parse_without_fast_path(&mut self, batch: &mut Batch) -> Result<()> {
-        self.parse_chunk(batch, false)
+        self.parse_chunk(batch, false)?;
+        self.name_rejects(batch);
+        Ok(())
+    }
+
+    /// Names the schema column of each reject's file column, if it maps
+    /// to one.
+    fn name_rejects(&self, batch: &mut Batch) {
+        if batch.rejects().iter().all(|r| r.column.is_none()) {
+            return;
+        }
+        batch.name_rejects(|column| {
+            let schema = *self.map.get(column)?;
+            (schema != DROPPED).then(|| self.names[schema as usize].clone())
+        });
     }
 
     /// Reads the header from `line` (for a reader that starts after it, as
@@ -499,7 +519,7 @@ impl CsvParser {
         {
             return Err(Error::HeaderMissingColumn {
                 input: input.clone(),
-                name: self.names[column].clone(),
+                name: self.names[column].to_string(),
             });
         }
         self.file_width = names.len();

@@ -40,7 +40,7 @@
 //! assert_eq!(visit.field(0), Some(&b"1.2.3.4"[..]));
 //! let revenue = Value::parse(visit.field(3).unwrap(), ColumnType::Double);
 //! assert_eq!(revenue, Ok(Value::Float(1.1885166E-4)));
-//! assert_eq!(batch.rejects()[0].to_string(), "uservisits:2: column 3: fewer fields than columns");
+//! assert_eq!(batch.rejects()[0].to_string(), "uservisits:2: column 3 (visitDate): fewer fields than columns");
 //! # Ok::<(), cardinal_parse::Error>(())
 //! ```
 

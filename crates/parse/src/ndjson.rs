@@ -29,6 +29,8 @@
 //! [`JsonSyntax`]: crate::RejectReason::JsonSyntax
 //! [`NotScalar`]: crate::RejectReason::NotScalar
 
+use std::sync::Arc;
+
 use cardinal_event::Schema;
 use memchr::memchr;
 
@@ -53,6 +55,8 @@ struct Node {
 pub struct NdjsonParser {
     nodes: Vec<Node>,
     width: usize,
+    /// The schema's column names, for rejects.
+    names: Vec<Arc<str>>,
     /// Scratch for keys with escapes.
     key: Vec<u8>,
 }
@@ -127,6 +131,11 @@ impl NdjsonParser {
         Ok(Self {
             nodes,
             width,
+            names: schema
+                .columns
+                .iter()
+                .map(|c| c.name.as_str().into())
+                .collect(),
             key: Vec::new(),
         })
     }
@@ -181,6 +190,9 @@ impl NdjsonParser {
             }
             pos = end + 1;
             line += 1;
+        }
+        if batch.rejects().iter().any(|r| r.column.is_some()) {
+            batch.name_rejects(|column| self.names.get(column).cloned());
         }
     }
 }

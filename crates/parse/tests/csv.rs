@@ -152,28 +152,28 @@ const CASES: &[Case] = &[
         config: STRICT,
         input: "\"a\"x,b,c\nd,e,f\n",
         records: &["2:d|e|f"],
-        rejects: &["1:0:TextAfterQuote"],
+        rejects: &["1:0(a):TextAfterQuote"],
     },
     Case {
         name: "unterminated quote",
         config: STRICT,
         input: "a,b,c\nd,\"e,f\n",
         records: &["1:a|b|c"],
-        rejects: &["2:1:UnterminatedQuote"],
+        rejects: &["2:1(b):UnterminatedQuote"],
     },
     Case {
         name: "unterminated resumes next line",
         config: STRICT,
         input: "d,\"e,f\ng,h,i\n",
         records: &["2:g|h|i"],
-        rejects: &["1:1:UnterminatedQuote"],
+        rejects: &["1:1(b):UnterminatedQuote"],
     },
     Case {
         name: "too few",
         config: STRICT,
         input: "a,b\nc,d,e\n",
         records: &["2:c|d|e"],
-        rejects: &["1:2:TooFewFields"],
+        rejects: &["1:2(c):TooFewFields"],
     },
     Case {
         name: "too many",
@@ -392,7 +392,7 @@ fn projection_keeps_limits() {
     }
     let (full, _) = projected(input.as_bytes(), STRICT, &names, &[0]);
     assert_eq!(full.0, ["Some(5):a|~|~"]);
-    assert_eq!(full.1[2..], ["3:1:TooFewFields", "4:3:TooManyFields"]);
+    assert_eq!(full.1[2..], ["3:1(b):TooFewFields", "4:3:TooManyFields"]);
 }
 
 #[test]

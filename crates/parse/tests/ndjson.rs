@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 const COLUMNS: &[&str] = &["ts", "user.id", "user.geo.state", "revenue"];
 
 /// One case: input lines, expected records (`line:field|...`, `~` absent)
-/// and rejects (`line:column:Reason`).
+/// and rejects (`line:column(name):Reason`).
 struct Case {
     name: &'static str,
     input: &'static str,
@@ -89,7 +89,7 @@ const CASES: &[Case] = &[
         name: "object where a scalar is declared",
         input: "{\"ts\":{\"a\":1}}\n{\"user\":{\"id\":[1]}}\n{\"ts\":\"ok\"}",
         records: &["3:ok|~|~|~"],
-        rejects: &["1:0:NotScalar", "2:1:NotScalar"],
+        rejects: &["1:0(ts):NotScalar", "2:1(user.id):NotScalar"],
     },
     Case {
         name: "not an object",

@@ -50,7 +50,8 @@ pub fn render_rejects(batch: &Batch) -> Vec<String> {
         .map(|r| {
             let line = r.line.map_or("?".to_owned(), |l| l.to_string());
             let column = r.column.map_or("-".to_owned(), |c| c.to_string());
-            format!("{line}:{column}:{:?}", r.reason)
+            let name = r.name.as_ref().map_or(String::new(), |n| format!("({n})"));
+            format!("{line}:{column}{name}:{:?}", r.reason)
         })
         .collect()
 }
