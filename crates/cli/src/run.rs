@@ -813,6 +813,10 @@ fn plan_jobs(
     reads: &[usize],
 ) -> Result<Vec<Job>> {
     let mut jobs = Vec::new();
+    ensure!(
+        inputs.iter().filter(|p| p.as_os_str() == "-").count() <= 1,
+        "stdin (-) is named more than once: it can be read only once"
+    );
     for (input, path) in inputs.iter().enumerate() {
         let input = u32::try_from(input).context("too many inputs")?;
         if path.as_os_str() == "-" {

@@ -250,6 +250,22 @@ fn rejects_come_out_in_line_order() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Stdin can be read once: naming it twice is a mistake to report, not
+/// a second, empty input.
+#[test]
+fn stdin_named_twice_is_an_error() {
+    let dir = dir("stdin-twice");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let output = cardinal(&dir, &["run", "schema.sql", "-", "-"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("stdin (-) is named more than once"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn schema_errors_point_at_the_text() {
     let dir = dir("schema");
