@@ -368,6 +368,7 @@ pub fn run(args: &Args) -> Result<i32> {
         chains_snapshot: args.chains_snapshot.clone(),
         progress: !args.no_progress && std::io::stderr().is_terminal(),
     };
+    check_outputs(args)?;
     let executed = execute(&plan, &args.inputs, &options)?;
     report(&executed, args)?;
     Ok(if args.strict && executed.counts.rejects > 0 {
@@ -375,6 +376,50 @@ pub fn run(args: &Args) -> Result<i32> {
     } else {
         0
     })
+}
+
+/// Checks before the run that every file and folder the run writes at its
+/// end can be written, so that a mistyped path fails in a moment, not
+/// after hours of input. Nothing existing is changed: a file is opened
+/// without truncating it, and a file or probe created here is removed.
+fn check_outputs(args: &Args) -> Result<()> {
+    for path in [&args.json, &args.attributions].into_iter().flatten() {
+        if path.as_os_str() != "-" {
+            check_file(path)?;
+        }
+    }
+    for dir in [&args.out, &args.chains_snapshot].into_iter().flatten() {
+        check_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Whether `path` can be written (see [`check_outputs`]).
+fn check_file(path: &Path) -> Result<()> {
+    let context = || format!("cannot write {}", path.display());
+    ensure!(
+        !path.is_dir(),
+        "cannot write {}: it is a folder",
+        path.display()
+    );
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::File::create_new(path).with_context(context)?;
+            std::fs::remove_file(path).with_context(context)
+        }
+        Err(e) => Err(e).with_context(context),
+    }
+}
+
+/// Whether files can be written in folder `dir`, created if missing (see
+/// [`check_outputs`]).
+fn check_dir(dir: &Path) -> Result<()> {
+    let context = || format!("cannot write into {}", dir.display());
+    std::fs::create_dir_all(dir).with_context(context)?;
+    let probe = dir.join(format!(".cardinal-check-{}", std::process::id()));
+    std::fs::File::create(&probe).with_context(context)?;
+    std::fs::remove_file(&probe).with_context(context)
 }
 
 /// Runs the engine over `inputs`: every summary of the stream, on

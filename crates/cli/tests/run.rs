@@ -250,6 +250,44 @@ fn rejects_come_out_in_line_order() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Output paths that cannot be written fail before any input is read
+/// (here the input does not even exist), not after the run; and checking
+/// a file that exists leaves it as it was.
+#[test]
+fn unwritable_outputs_fail_before_the_run() {
+    let dir = dir("outputs");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    std::fs::write(dir.join("a-file"), "").expect("file");
+    std::fs::write(dir.join("old.json"), "keep").expect("file");
+    for (flag, path, says) in [
+        ("--out", "a-file", "cannot write into a-file"),
+        (
+            "--json",
+            "no/such/dir/x.json",
+            "cannot write no/such/dir/x.json",
+        ),
+        ("--attributions", ".", "cannot write .: it is a folder"),
+        ("--chains-snapshot", "a-file", "cannot write into a-file"),
+    ] {
+        let output = cardinal(&dir, &["run", "schema.sql", "missing.csv", flag, path]);
+        assert_eq!(output.status.code(), Some(1), "{flag}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{flag}: {stderr}");
+    }
+    let output = cardinal(
+        &dir,
+        &["run", "schema.sql", "missing.csv", "--json", "old.json"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("missing.csv"), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("old.json")).expect("kept"),
+        "keep"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Stdin can be read once: naming it twice is a mistake to report, not
 /// a second, empty input.
 #[test]
