@@ -1187,7 +1187,7 @@ fn fold_chunk<'p>(
             parsed.fill(batch);
             // The attribution sees every record first, in order; its
             // rejects go out in row order among the folds', each after the
-            // parser's before its record.
+            // parser's rejects of the lines before its record.
             let mut observed = Vec::with_capacity(unparsed.len());
             let mut take_unparsed = |observed: &mut Vec<_>, through: usize| {
                 while let Some(reject) = unparsed.next_if(|(next, _, _)| *next <= through) {

@@ -109,8 +109,8 @@ impl Timestamp {
         if rest[3] != b':' {
             return Err(fail("time separators must be ':'"));
         }
-        // Seconds are optional, as in ISO 8601 and PostgreSQL.
-        // A fraction belongs to the seconds only.
+        // Seconds are optional, as in ISO 8601 and PostgreSQL; a fraction
+        // belongs to the seconds only (ISO reads 12:00.5 as half a minute).
         let (second, mut rest) = match &rest[6..] {
             [b':', s1, s2, tail @ ..] => (
                 digits(&[*s1, *s2]).ok_or_else(|| fail("second is not 2 digits"))?,
