@@ -748,6 +748,12 @@ pub fn drop_lines(executed: &Executed<'_>) -> Vec<String> {
                 rollup.dropped_expired()
             ));
         }
+        if let Some(oldest) = rollup.evicted_before() {
+            lines.push(format!(
+                "{}: groups of buckets before {oldest} evicted: older than --retention-days",
+                summary.name
+            ));
+        }
     }
     lines
 }

@@ -741,7 +741,7 @@ CREATE SUMMARY hourly AS
 /// three days of the newest (days 7 to 10), each whole, whatever the thread
 /// count; the workers drop older groups as the stream moves on, and the
 /// merge drops the ones a worker kept because it had not seen the newest
-/// day.
+/// day. The run reports both kinds of drop.
 #[test]
 fn retention_keeps_the_window_of_the_newest_bucket() {
     let dir = dir("retention");
@@ -780,6 +780,21 @@ fn retention_keeps_the_window_of_the_newest_bucket() {
             ],
         );
         ok(&output);
+        // The run says what the window dropped: the late records, and the
+        // groups of the days before it.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let drops: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("daily:") && !l.contains("wrote"))
+            .collect();
+        assert_eq!(
+            drops,
+            [
+                "daily: 3 records dropped: older than --retention-days",
+                "daily: groups of buckets before 2026-11-07T00:00:00Z evicted: older than --retention-days"
+            ],
+            "{threads} threads: {stderr}"
+        );
         let sum: u64 = (0..20_000).sum();
         let want: Vec<String> = (7..=10)
             .map(|day| format!("2026-11-{day:02}T00:00:00Z,20000,{sum}"))

@@ -229,6 +229,8 @@ struct Drops {
     group_limit: u64,
     expired: u64,
     key_too_long: u64,
+    /// Whether [`Rollup::evict_expired`] has dropped any group.
+    evicted: bool,
 }
 
 /// `last` when no fold has found a row yet (never a row: `groups_max` is
@@ -913,6 +915,7 @@ impl Rollup {
         self.drops.group_limit += other.drops.group_limit;
         self.drops.expired += other.drops.expired;
         self.drops.key_too_long += other.drops.key_too_long;
+        self.drops.evicted |= other.drops.evicted;
         Ok(())
     }
 
@@ -965,6 +968,7 @@ impl Rollup {
             self.group_count = self.parts.iter().map(|p| p.groups.len()).sum();
             self.moved();
         }
+        self.drops.evicted |= before > self.group_count;
         before - self.group_count
     }
 
@@ -1010,6 +1014,16 @@ impl Rollup {
     /// Records dropped because their bucket was older than the retention.
     pub fn dropped_expired(&self) -> u64 {
         self.drops.expired
+    }
+
+    /// When [`Rollup::evict_expired`] (here or in a merged partial) has
+    /// dropped groups: the oldest bucket start the retention window keeps,
+    /// every group of an older bucket gone.
+    pub fn evicted_before(&self) -> Option<Timestamp> {
+        let window = self.limits.retention_ms?;
+        self.drops
+            .evicted
+            .then(|| Timestamp(self.newest_bucket.saturating_sub(window)))
     }
 
     /// Records dropped because their key was longer than [`KEY_BYTES_MAX`].
