@@ -140,6 +140,10 @@ impl CsvConfig {
     }
 }
 
+/// A UTF-8 byte-order mark, which some tools write at the start of a text
+/// file; it is skipped there, not read as data.
+pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
 /// File column index -> schema column, for a dropped column.
 const DROPPED: u32 = u32::MAX;
 
@@ -355,8 +359,15 @@ impl CsvParser {
     fn parse_chunk(&mut self, batch: &mut Batch, fast: bool) -> Result<()> {
         batch.begin(self.width);
         let mut pos = 0;
+        // A byte-order mark opening a file without a header is not part of
+        // its first field.
+        let bom = !self.header_pending
+            && batch.chunk.offset == 0
+            && batch.chunk.bytes().starts_with(UTF8_BOM);
         if self.header_pending && !batch.chunk.is_empty() {
             pos = self.take_header(&batch.chunk)?;
+        } else if bom {
+            pos = UTF8_BOM.len();
         }
         let Batch {
             chunk,
@@ -402,6 +413,11 @@ impl CsvParser {
         if !fast {
             parse_records(data, pos, data.len(), delimiter, &mut out);
             return Ok(());
+        }
+        if bom && pos < data.len() {
+            // The fast path starts at a line's start: the first record
+            // takes the general one.
+            pos = parse_record(data, pos, delimiter, &mut out);
         }
         while pos < data.len() {
             match memchr(b'"', &data[pos..]) {
@@ -464,8 +480,8 @@ impl CsvParser {
             line_pos: 0,
         };
         // A UTF-8 byte-order mark before the header is not part of it.
-        let mut pos = if data.starts_with(b"\xEF\xBB\xBF") {
-            3
+        let mut pos = if data.starts_with(UTF8_BOM) {
+            UTF8_BOM.len()
         } else {
             0
         };

@@ -154,7 +154,13 @@ impl NdjsonParser {
             ..
         } = batch;
         let data = chunk.bytes();
-        let mut pos = 0;
+        // A byte-order mark opening the input is not part of its first
+        // record.
+        let mut pos = if chunk.offset == 0 && data.starts_with(crate::csv::UTF8_BOM) {
+            crate::csv::UTF8_BOM.len()
+        } else {
+            0
+        };
         let mut line = 0u32;
         while pos < data.len() {
             let end = memchr(b'\n', &data[pos..]).map_or(data.len(), |k| pos + k);

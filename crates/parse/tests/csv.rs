@@ -120,6 +120,13 @@ const CASES: &[Case] = &[
         rejects: &[],
     },
     Case {
+        name: "a byte-order mark opens a file without a header",
+        config: STRICT,
+        input: "\u{feff}a,b,c\nd,e,f\n",
+        records: &["1:a|b|c", "2:d|e|f"],
+        rejects: &[],
+    },
+    Case {
         name: "doubled quotes",
         config: STRICT,
         input: "\"say \"\"hi\"\"\",x,\"\"\"\"\n",

@@ -92,6 +92,12 @@ const CASES: &[Case] = &[
         rejects: &["1:0(ts):NotScalar", "2:1(user.id):NotScalar"],
     },
     Case {
+        name: "a byte-order mark opens the input",
+        input: "\u{feff}{\"ts\":\"a\"}\n{\"ts\":\"b\"}",
+        records: &["1:a|~|~|~", "2:b|~|~|~"],
+        rejects: &[],
+    },
+    Case {
         name: "not an object",
         input: "[1,2]\n\"x\"\n42",
         records: &[],
