@@ -112,7 +112,7 @@ pub enum AggKind {
     Min,
     /// `max(x)`.
     Max,
-    /// `hll(x [, log2m, regwidth])`.
+    /// `hll(x [, log2m [, regwidth]])`.
     Hll {
         /// log2 of the register count.
         log2m: u8,

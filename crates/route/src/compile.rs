@@ -22,7 +22,7 @@ use crate::{
 };
 
 const SUPPORTED_EXPRESSIONS: &str = "expressions are column names, literals, comparisons, AND/OR/NOT, IN, IS [NOT] NULL, + - * / %, substr/substring, lower, upper, date_trunc, coalesce";
-const SUPPORTED_AGGREGATES: &str = "aggregates are count(*), count(x), sum, min, max, avg, hll(x [, log2m, regwidth]), exact_distinct(x), quantiles(x [, k]), approx_quantile(x, q, ...), topk(x, k), theta(x [, lg_k])";
+const SUPPORTED_AGGREGATES: &str = "aggregates are count(*), count(x), sum, min, max, avg, hll(x [, log2m [, regwidth]]), exact_distinct(x), quantiles(x [, k]), approx_quantile(x, q, ...), topk(x, k), theta(x [, lg_k])";
 const DEFAULT_HALF_LIFE_DAYS: u64 = 7;
 /// Lookback and half-life above ten years are surely typos.
 const DAYS_MAX: u64 = 3_660;
@@ -803,7 +803,7 @@ impl Scope<'_> {
             "count" => "count(*) or count(x)",
             "sum" | "avg" => "sum(x) or avg(x) over a number",
             "min" | "max" => "min(x) or max(x) over a number or timestamp",
-            "hll" => "hll(x [, log2m, regwidth]) over a BIGINT or TEXT",
+            "hll" => "hll(x [, log2m [, regwidth]]) over a BIGINT or TEXT",
             "exact_distinct" => "exact_distinct(x) over a BIGINT or TEXT",
             "quantiles" => "quantiles(x [, k]) over a number",
             "approx_quantile" => "approx_quantile(x, q, ...) over a number, with q between 0 and 1",
@@ -866,12 +866,14 @@ impl Scope<'_> {
                 }
             }
             "hll" => {
-                if !hashable || !(params.is_empty() || params.len() == 2) {
+                if !hashable || params.len() > 2 {
                     return wrong(if hashable { span } else { typed.span }).map(Some);
                 }
+                // As postgresql-hll's hll_add_agg: log2m alone keeps the
+                // default regwidth.
                 let defaults = hll::Settings::default();
-                let (log2m, regwidth) = if params.is_empty() {
-                    (defaults.log2m, defaults.regwidth)
+                let log2m = if params.is_empty() {
+                    defaults.log2m
                 } else {
                     let log2m = integer(
                         0,
@@ -879,16 +881,18 @@ impl Scope<'_> {
                         u64::from(hll::LOG2M_MIN),
                         u64::from(hll::LOG2M_MAX),
                     )?;
+                    u8::try_from(log2m).expect("checked range")
+                };
+                let regwidth = if params.len() < 2 {
+                    defaults.regwidth
+                } else {
                     let regwidth = integer(
                         1,
                         "regwidth",
                         u64::from(hll::REGWIDTH_MIN),
                         u64::from(hll::REGWIDTH_MAX),
                     )?;
-                    (
-                        u8::try_from(log2m).expect("checked range"),
-                        u8::try_from(regwidth).expect("checked range"),
-                    )
+                    u8::try_from(regwidth).expect("checked range")
                 };
                 if let Err(e) = hll::Settings::new(log2m, regwidth) {
                     return self.fail(span, format!("hll: {e}"));

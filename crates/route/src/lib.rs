@@ -187,7 +187,7 @@ pub enum AggregateKind {
     Max,
     /// `avg(x)`.
     Avg,
-    /// `hll(x [, log2m, regwidth])`: HyperLogLog distinct count.
+    /// `hll(x [, log2m [, regwidth]])`: HyperLogLog distinct count.
     Hll {
         /// log2 of the register count.
         log2m: u8,
