@@ -396,7 +396,7 @@ impl Rollup {
             self.shape.aggs.len(),
             "one input per aggregate"
         );
-        self.fold_row(None, bucket, key, true, |states, aggs| {
+        self.fold_row(None, bucket, key, true, true, |states, aggs| {
             for ((state, kind), &input) in states.iter_mut().zip(aggs).zip(inputs) {
                 state.fold(kind, input);
             }
@@ -431,7 +431,7 @@ impl Rollup {
         key: &[u8],
         update: impl FnOnce(&mut [AggState]),
     ) -> Folded {
-        self.fold_row(hash, bucket, key, true, |states, _| update(states))
+        self.fold_row(hash, bucket, key, true, true, |states, _| update(states))
     }
 
     /// [`Rollup::fold_hashed`] for records that come a part at a time
@@ -449,19 +449,16 @@ impl Rollup {
         key: &[u8],
         update: impl FnOnce(&mut [AggState]),
     ) -> Folded {
-        match self.group_of(Some(hash), bucket, key, false, false) {
-            Ok((part, row)) => {
-                update(self.parts[part as usize].states.row_mut(row as usize));
-                Folded::Ok
-            }
-            Err(dropped) => dropped,
-        }
+        self.fold_row(Some(hash), bucket, key, false, false, |states, _| {
+            update(states);
+        })
     }
 
     /// Finds or opens the group of (bucket, key) (hashing it unless `hash`
     /// is given; first comparing it with the last fold's group if
-    /// `check_last`) and calls `update` with its states and the shape's
-    /// aggregates; `update` is not called for a dropped record.
+    /// `check_last`; checking the retention window if `admit`) and calls
+    /// `update` with its states and the shape's aggregates; `update` is
+    /// not called for a dropped record.
     #[inline]
     fn fold_row(
         &mut self,
@@ -469,9 +466,10 @@ impl Rollup {
         bucket: Timestamp,
         key: &[u8],
         check_last: bool,
+        admit: bool,
         update: impl FnOnce(&mut [AggState], &[AggKind]),
     ) -> Folded {
-        match self.group_of(hash, bucket, key, check_last, true) {
+        match self.group_of(hash, bucket, key, check_last, admit) {
             Ok((part, row)) => {
                 let states = self.parts[part as usize].states.row_mut(row as usize);
                 update(states, &self.shape.aggs);
