@@ -1169,17 +1169,11 @@ fn fold_chunk<'p>(
         .rejects()
         .iter()
         .map(|r| {
-            // Records are in offset order.
-            let (mut next, mut end) = (0, batch.len());
-            while next < end {
-                let mid = usize::midpoint(next, end);
-                if batch.record(mid).offset() < r.offset {
-                    next = mid + 1;
-                } else {
-                    end = mid;
-                }
-            }
-            (next, r.reason.to_string(), r.to_string())
+            (
+                batch.records_before(r.offset),
+                r.reason.to_string(),
+                r.to_string(),
+            )
         })
         .collect::<Vec<_>>()
         .into_iter()
@@ -1195,11 +1189,6 @@ fn fold_chunk<'p>(
             // rejects go out in row order among the folds', each after the
             // parser's rejects of the lines before its record.
             let mut observed = Vec::with_capacity(unparsed.len());
-            let mut take_unparsed = |observed: &mut Vec<_>, through: usize| {
-                while let Some(reject) = unparsed.next_if(|(next, _, _)| *next <= through) {
-                    observed.push(reject);
-                }
-            };
             if let Some(collector) = collector {
                 for index in 0..batch.len() {
                     let record = batch.record(index);
@@ -1207,12 +1196,12 @@ fn fold_chunk<'p>(
                     if let Some((reason, text)) =
                         observe(collector, &record, input, record.offset(), &name, at)
                     {
-                        take_unparsed(&mut observed, index);
+                        observed.extend(unparsed_through(&mut unparsed, index));
                         observed.push((index, reason, text));
                     }
                 }
             }
-            take_unparsed(&mut observed, usize::MAX);
+            observed.extend(unparsed_through(&mut unparsed, usize::MAX));
             fold.fold_by_aggregate(parsed, batch, &name, observed);
         }
         Some(parsed) if collector.is_none() => {
@@ -1251,14 +1240,26 @@ fn fold_chunk<'p>(
     Ok(())
 }
 
-/// Writes the parser's rejects that come before record `through` (see
-/// [`fold_chunk`]).
-fn write_unparsed(
-    fold: &mut Fold<'_>,
-    unparsed: &mut std::iter::Peekable<std::vec::IntoIter<(usize, String, String)>>,
+/// The parser's rejects of a batch not written yet: (index of the record
+/// after it, reason, line), in line order (see [`fold_chunk`]).
+type Unparsed = std::iter::Peekable<std::vec::IntoIter<(usize, String, String)>>;
+
+/// Takes the parser's rejects that come before record `through`.
+fn unparsed_through(
+    unparsed: &mut Unparsed,
     through: usize,
-) {
-    while let Some((_, reason, text)) = unparsed.next_if(|(next, _, _)| *next <= through) {
+) -> impl Iterator<Item = (usize, String, String)> + '_ {
+    std::iter::from_fn(move || unparsed.next_if(|(next, _, _)| *next <= through))
+}
+
+/// Writes the parser's rejects that come before record `through`.
+#[inline]
+fn write_unparsed(fold: &mut Fold<'_>, unparsed: &mut Unparsed, through: usize) {
+    // Called per record: most batches have no reject to write.
+    if unparsed.peek().is_none() {
+        return;
+    }
+    for (_, reason, text) in unparsed_through(unparsed, through) {
         fold.reject(&reason, &text);
     }
 }

@@ -275,6 +275,13 @@ impl Batch {
         &self.rejects
     }
 
+    /// How many of the good records start before input offset `offset`:
+    /// where a reject at `offset` falls among them.
+    pub fn records_before(&self, offset: u64) -> usize {
+        self.starts
+            .partition_point(|&start| self.chunk.offset + u64::from(start) < offset)
+    }
+
     /// Forgets the records of the last chunk (keeping every buffer's
     /// capacity) and prepares for `width` columns.
     pub(crate) fn begin(&mut self, width: usize) {

@@ -338,9 +338,6 @@ impl CsvParser {
     /// Names the schema column of each reject's file column, if it maps
     /// to one.
     fn name_rejects(&self, batch: &mut Batch) {
-        if batch.rejects().iter().all(|r| r.column.is_none()) {
-            return;
-        }
         batch.name_rejects(|column| {
             let schema = *self.map.get(column)?;
             (schema != DROPPED).then(|| self.names[schema as usize].clone())

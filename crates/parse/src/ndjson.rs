@@ -197,9 +197,7 @@ impl NdjsonParser {
             pos = end + 1;
             line += 1;
         }
-        if batch.rejects().iter().any(|r| r.column.is_some()) {
-            batch.name_rejects(|column| self.names.get(column).cloned());
-        }
+        batch.name_rejects(|column| self.names.get(column).cloned());
     }
 }
 
