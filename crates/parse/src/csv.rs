@@ -70,7 +70,7 @@ use crate::batch::{Batch, Reject, RejectReason, Span};
 #[cfg(target_arch = "x86_64")]
 use crate::structural::{Avx2, Sse2};
 use crate::structural::{BLOCK, Classify, Masks, Scanner, Swar};
-use crate::{Error, FIELDS_MAX, RECORD_BYTES_MAX, Result};
+use crate::{Error, FIELDS_MAX, RECORD_BYTES_MAX, Result, UTF8_BOM};
 
 /// What to do with a record that has fewer fields than the file's columns
 /// (and with a header that lacks a declared column).
@@ -139,10 +139,6 @@ impl CsvConfig {
         Self::default()
     }
 }
-
-/// A UTF-8 byte-order mark, which some tools write at the start of a text
-/// file; it is skipped there, not read as data.
-pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// File column index -> schema column, for a dropped column.
 const DROPPED: u32 = u32::MAX;

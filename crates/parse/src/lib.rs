@@ -83,3 +83,7 @@ pub const RECORD_BYTES_MAX: usize = cardinal_source::LINE_BYTES_MAX;
 /// skipped values. Deeper records are [`RejectReason::DepthMax`] rejects,
 /// and column paths must be shorter.
 pub const DEPTH_MAX: usize = 64;
+
+/// A UTF-8 byte-order mark, which some tools write at the start of a text
+/// file; the CSV and NDJSON parsers skip it there, not read it as data.
+pub(crate) const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";

@@ -35,7 +35,7 @@ use cardinal_event::Schema;
 use memchr::memchr;
 
 use crate::batch::{Batch, RejectReason, Span};
-use crate::{DEPTH_MAX, Error, FIELDS_MAX, RECORD_BYTES_MAX, Result};
+use crate::{DEPTH_MAX, Error, FIELDS_MAX, RECORD_BYTES_MAX, Result, UTF8_BOM};
 
 const _: () = assert!(
     DEPTH_MAX <= 64,
@@ -156,8 +156,8 @@ impl NdjsonParser {
         let data = chunk.bytes();
         // A byte-order mark opening the input is not part of its first
         // record.
-        let mut pos = if chunk.offset == 0 && data.starts_with(crate::csv::UTF8_BOM) {
-            crate::csv::UTF8_BOM.len()
+        let mut pos = if chunk.offset == 0 && data.starts_with(UTF8_BOM) {
+            UTF8_BOM.len()
         } else {
             0
         };
