@@ -834,8 +834,11 @@ fn shape_of(summary: &Summary) -> Result<Shape> {
                 AggregateKind::CountAll => AggKind::CountAll,
                 AggregateKind::Count => AggKind::Count,
                 AggregateKind::Sum => AggKind::Sum,
+                AggregateKind::SumInt => AggKind::SumInt,
                 AggregateKind::Min => AggKind::Min,
+                AggregateKind::MinInt => AggKind::MinInt,
                 AggregateKind::Max => AggKind::Max,
+                AggregateKind::MaxInt => AggKind::MaxInt,
                 AggregateKind::Avg => AggKind::Avg,
                 AggregateKind::Hll { log2m, regwidth } => AggKind::Hll {
                     log2m: *log2m,
@@ -1928,9 +1931,12 @@ pub(crate) fn feeds_of(summary: &Summary, shape: &Shape) -> Vec<Feed> {
             (AggKind::Count, Some(a)) => Feed::Count(a),
             (
                 AggKind::Sum
+                | AggKind::SumInt
                 | AggKind::Avg
                 | AggKind::Min
+                | AggKind::MinInt
                 | AggKind::Max
+                | AggKind::MaxInt
                 | AggKind::Quantiles { .. },
                 Some(a),
             ) => Feed::Number(a),
@@ -1994,11 +2000,7 @@ fn update_states<'t>(
                     state.fold_count();
                 }
             }
-            Feed::Number(a) => {
-                if let Some(v) = number_of(&args[a]) {
-                    state.fold_number(v);
-                }
-            }
+            Feed::Number(a) => fold_number_arg(state, &args[a]),
             Feed::Key(a) => {
                 // By reference: a copy of the enum went through the
                 // stack in pieces and was read back whole, a
@@ -2021,15 +2023,18 @@ fn update_states<'t>(
     }
 }
 
-/// A routed argument as a number for sum, avg, min, max and quantiles.
+/// Folds a routed argument into a sum, avg, min, max or quantiles state:
+/// integers as integers (exact in integer sums, minima and maxima), the
+/// rest as numbers.
 #[inline]
-fn number_of(arg: &Arg) -> Option<f64> {
+fn fold_number_arg(state: &mut cardinal_rollup::AggState, arg: &Arg) {
     match *arg {
-        Arg::Int(i) => Some(i as f64),
-        Arg::Float(f) => Some(f),
-        Arg::Time(t) => Some(t.0 as f64),
-        Arg::Bool(b) => Some(f64::from(u8::from(b))),
-        Arg::Null | Arg::Text { .. } => None,
+        Arg::Int(i) => state.fold_int(i),
+        Arg::Float(f) => state.fold_number(f),
+        #[expect(clippy::cast_precision_loss, reason = "|ms| < 2^53 for every instant")]
+        Arg::Time(t) => state.fold_number(t.0 as f64),
+        Arg::Bool(b) => state.fold_number(f64::from(u8::from(b))),
+        Arg::Null | Arg::Text { .. } => {}
     }
 }
 
@@ -2388,7 +2393,14 @@ mod fold_tests {
                         },
                         None => Input::Null,
                     },
-                    _ => number_of(&arg).map_or(Input::Null, Input::Number),
+                    _ => match arg {
+                        Arg::Int(i) => Input::Int(i),
+                        Arg::Float(f) => Input::Number(f),
+                        #[expect(clippy::cast_precision_loss, reason = "instants")]
+                        Arg::Time(t) => Input::Number(t.0 as f64),
+                        Arg::Bool(b) => Input::Number(f64::from(u8::from(b))),
+                        Arg::Null | Arg::Text { .. } => Input::Null,
+                    },
                 }
             })
             .collect();

@@ -525,7 +525,7 @@ CREATE SUMMARY money AS
   FROM s WHERE kind = 'impression' GROUP BY day, state;
 CREATE SUMMARY hourly AS
   SELECT date_trunc('hour', ts) AS hour, count(*) AS n, sum(revenue) AS r,
-         min(user_id) AS low, max(user_id) AS top
+         min(user_id) AS low, max(user_id) AS top, sum(user_id) AS total
   FROM s GROUP BY hour;
 ";
     // 2026-11-01T00:00:00Z in milliseconds.
@@ -565,6 +565,11 @@ CREATE SUMMARY hourly AS
         let user = match next(200) {
             0 => String::new(),
             1 => "x7".to_owned(),
+            // 64-bit ids, which an f64 would round: sums, minima and
+            // maxima of integers are exact.
+            2 => (i64::MAX - next(1000) as i64).to_string(),
+            3 => (i64::MIN + next(1000) as i64).to_string(),
+            4 => ((1 << 53) + next(1000) as i64).to_string(),
             _ => (next(5000) as i64 - 100).to_string(),
         };
         let kind = if next(3) < 2 { "impression" } else { "click" };
@@ -619,6 +624,7 @@ CREATE SUMMARY hourly AS
         r: f64,
         low: Option<i64>,
         top: Option<i64>,
+        total: Option<i128>,
     }
     let mut money: BTreeMap<(i64, String), Money> = BTreeMap::new();
     let mut hourly: BTreeMap<i64, Hourly> = BTreeMap::new();
@@ -647,6 +653,7 @@ CREATE SUMMARY hourly AS
         if let Some(u) = user {
             h.low = Some(h.low.map_or(u, |l| l.min(u)));
             h.top = Some(h.top.map_or(u, |t| t.max(u)));
+            h.total = Some(h.total.unwrap_or(0) + i128::from(u));
         }
         if f[2] != "impression" {
             continue;
@@ -722,7 +729,7 @@ CREATE SUMMARY hourly AS
         let lines = csv_lines(&dir.join(&out), "hourly");
         assert_eq!(lines.len(), hourly.len(), "{out}");
         for line in &lines {
-            // hour, n, r, low, top
+            // hour, n, r, low, top, total
             let f: Vec<&str> = line.split(',').collect();
             let rest = f[0].strip_prefix("2026-11-").expect("hour");
             let n = |a: usize| rest[a..a + 2].parse::<i64>().expect("digits");
@@ -731,6 +738,7 @@ CREATE SUMMARY hourly AS
             close(f[2], h.r, line);
             assert_eq!(f[3], h.low.expect("a user").to_string(), "{line}");
             assert_eq!(f[4], h.top.expect("a user").to_string(), "{line}");
+            assert_eq!(f[5], h.total.expect("a user").to_string(), "{line}");
         }
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -870,9 +870,12 @@ fn csv_header(results: &Results<'_>, options: Options) -> String {
             AggKind::CountAll
             | AggKind::Count
             | AggKind::Sum
+            | AggKind::SumInt
             | AggKind::Avg
             | AggKind::Min
+            | AggKind::MinInt
             | AggKind::Max
+            | AggKind::MaxInt
             | AggKind::TopK { .. } => fields.push(name.clone()),
         }
         if options.hll_hex && matches!(kind, AggKind::Hll { .. }) {
@@ -924,6 +927,12 @@ fn push_csv_line(
             Output::Number(v) => {
                 if let Some(v) = v {
                     push_f64(out, v);
+                }
+                out.push(',');
+            }
+            Output::Int(v) => {
+                if let Some(v) = v {
+                    let _ = write!(out, "{v}");
                 }
                 out.push(',');
             }
@@ -1018,6 +1027,8 @@ fn human(output: &Output) -> String {
         Output::Count(n) => n.to_string(),
         Output::Number(None) => "NULL".to_string(),
         Output::Number(Some(v)) => readable(*v),
+        Output::Int(None) => "NULL".to_string(),
+        Output::Int(Some(v)) => v.to_string(),
         Output::Estimate(e) => estimate(e),
         Output::Quantiles { values, rank_error } => {
             let parts: Vec<String> = values
@@ -1134,6 +1145,8 @@ fn json_output(output: &Output) -> String {
         Output::Count(n) => n.to_string(),
         Output::Number(None) => "null".to_string(),
         Output::Number(Some(v)) => json_number(*v),
+        Output::Int(None) => "null".to_string(),
+        Output::Int(Some(v)) => v.to_string(),
         Output::Estimate(e) => format!(
             "{{\"value\":{},\"lower\":{},\"upper\":{},\"confidence\":{}}}",
             json_number(e.value),

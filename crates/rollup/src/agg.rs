@@ -50,6 +50,9 @@ const SUM_SCALE: f64 = 18_446_744_073_709_551_616.0;
 /// such values, and a sum of many values below it is checked.
 const SUM_FIXED_VALUE_MAX: f64 = 4_611_686_018_427_387_904.0;
 
+/// [`SUM_FIXED_VALUE_MAX`] for integers.
+const SUM_FIXED_INT_MAX: u64 = 1 << 62;
+
 /// Largest `k` of `topk(x, k)`: the candidate list is bounded (and so is the
 /// memory of names kept for it).
 pub const TOPK_K_MAX: u32 = 1_000;
@@ -104,14 +107,20 @@ pub enum AggKind {
     CountAll,
     /// `count(x)`: records whose argument is not null.
     Count,
-    /// `sum(x)`.
+    /// `sum(x)` of floats.
     Sum,
+    /// `sum(x)` of integers, exact ([`AggState::SumInt`]).
+    SumInt,
     /// `avg(x)`.
     Avg,
-    /// `min(x)`.
+    /// `min(x)` of floats (or instants).
     Min,
-    /// `max(x)`.
+    /// `min(x)` of integers, exact.
+    MinInt,
+    /// `max(x)` of floats (or instants).
     Max,
+    /// `max(x)` of integers, exact.
+    MaxInt,
     /// `hll(x [, log2m [, regwidth]])`.
     Hll {
         /// log2 of the register count.
@@ -162,6 +171,8 @@ pub enum Input<'a> {
     Null,
     /// A number, for sum, avg, min, max and quantiles.
     Number(f64),
+    /// An integer, for the same: exact in sums, minima and maxima.
+    Int(i64),
     /// A distinct-count argument: its 64-bit hash (computed once per record
     /// and argument by the caller, see `cardinal_sketch::hash`) and, for
     /// exact sets, the integer id itself when the argument is an integer.
@@ -191,10 +202,23 @@ pub enum AggState {
         /// Values summed.
         count: u64,
     },
+    /// `sum(x)` of integers. Exact: each value is below 2^63 in
+    /// magnitude and there are fewer than 2^64 of them, so the sum stays
+    /// below 2^127.
+    SumInt {
+        /// The sum.
+        sum: i128,
+        /// Values summed.
+        count: u64,
+    },
     /// `min(x)`; `None` until a value arrives.
     Min(Option<f64>),
     /// `max(x)`; `None` until a value arrives.
     Max(Option<f64>),
+    /// `min(x)` of integers; `None` until a value arrives.
+    MinInt(Option<i64>),
+    /// `max(x)` of integers; `None` until a value arrives.
+    MaxInt(Option<i64>),
     /// `hll(x)`: inline (40 bytes), so a group's sketch is one allocation
     /// (its registers) and one miss fewer than a boxed one.
     Hll(Hll),
@@ -306,6 +330,9 @@ pub enum Output {
     Count(u64),
     /// An exact number (sum, avg, min, max); `None` when no value arrived.
     Number(Option<f64>),
+    /// An exact integer (sum, min and max of integers); `None` when no
+    /// value arrived.
+    Int(Option<i128>),
     /// An approximate count with its interval.
     Estimate(Estimate),
     /// Quantiles at the asked ranks with the sketch's rank error.
@@ -349,8 +376,11 @@ impl AggKind {
                 big: 0.0,
                 count: 0,
             },
+            AggKind::SumInt => AggState::SumInt { sum: 0, count: 0 },
             AggKind::Min => AggState::Min(None),
             AggKind::Max => AggState::Max(None),
+            AggKind::MinInt => AggState::MinInt(None),
+            AggKind::MaxInt => AggState::MaxInt(None),
             AggKind::Hll { log2m, regwidth } => {
                 AggState::Hll(Hll::new(Settings::new(log2m, regwidth)?)?)
             }
@@ -398,6 +428,10 @@ impl AggState {
                 AggState::Count(n) => *n += 1,
                 _ => self.fold_number(v),
             },
+            Input::Int(v) => match self {
+                AggState::Count(n) => *n += 1,
+                _ => self.fold_int(v),
+            },
             Input::Key { hash, id, text } => match self {
                 AggState::Count(n) => *n += 1,
                 AggState::TopK(_) => self.fold_topk(hash, || text.into()),
@@ -430,7 +464,33 @@ impl AggState {
             AggState::Min(m) => *m = Some(m.map_or(v, |m| min_of(m, v))),
             AggState::Max(m) => *m = Some(m.map_or(v, |m| max_of(m, v))),
             AggState::Quantiles(q) => q.insert(v),
+            AggState::SumInt { .. } | AggState::MinInt(_) | AggState::MaxInt(_) => {
+                debug_assert!(false, "the planner sends integer aggregates integers");
+            }
             _ => {}
+        }
+    }
+
+    /// Folds an integer into a sum, avg, min, max or quantiles state
+    /// (nothing for other states): exactly into integer sums, minima and
+    /// maxima, and into an `avg`'s fixed point below 2^62; as an f64 into
+    /// the rest (a float aggregate whose argument mixes integers in, such
+    /// as `coalesce(bigint_column, 0.5)`).
+    #[inline]
+    pub fn fold_int(&mut self, v: i64) {
+        match self {
+            AggState::SumInt { sum, count } => {
+                *sum += i128::from(v);
+                *count += 1;
+            }
+            AggState::MinInt(m) => *m = Some(m.map_or(v, |m| m.min(v))),
+            AggState::MaxInt(m) => *m = Some(m.map_or(v, |m| m.max(v))),
+            AggState::Sum { fixed, big, count } => {
+                add_int(fixed, big, v);
+                *count += 1;
+            }
+            #[expect(clippy::cast_precision_loss, reason = "a float aggregate")]
+            _ => self.fold_number(v as f64),
         }
     }
 
@@ -499,8 +559,14 @@ impl AggState {
                 *big += b;
                 *count += c;
             }
+            (AggState::SumInt { sum, count }, AggState::SumInt { sum: s, count: c }) => {
+                *sum += s;
+                *count += c;
+            }
             (AggState::Min(a), AggState::Min(b)) => *a = pick(*a, *b, min_of),
             (AggState::Max(a), AggState::Max(b)) => *a = pick(*a, *b, max_of),
+            (AggState::MinInt(a), AggState::MinInt(b)) => *a = pick(*a, *b, Ord::min),
+            (AggState::MaxInt(a), AggState::MaxInt(b)) => *a = pick(*a, *b, Ord::max),
             (AggState::Hll(a), AggState::Hll(b)) => a.merge(b)?,
             (AggState::Exact(a), AggState::Exact(b)) => a.merge(b)?,
             (AggState::Quantiles(a), AggState::Quantiles(b)) => a.merge(b)?,
@@ -559,7 +625,9 @@ impl AggState {
                     _ => sum,
                 }))
             }
+            AggState::SumInt { sum, count } => Output::Int((*count > 0).then_some(*sum)),
             AggState::Min(m) | AggState::Max(m) => Output::Number(*m),
+            AggState::MinInt(m) | AggState::MaxInt(m) => Output::Int(m.map(i128::from)),
             AggState::Hll(h) => Output::Estimate(h.estimate()),
             AggState::Exact(set) => Output::Estimate(set.estimate()),
             AggState::Quantiles(q) => Output::Quantiles {
@@ -618,9 +686,9 @@ impl AggState {
     fn name(&self) -> &'static str {
         match self {
             AggState::Count(_) => "count",
-            AggState::Sum { .. } => "sum",
-            AggState::Min(_) => "min",
-            AggState::Max(_) => "max",
+            AggState::Sum { .. } | AggState::SumInt { .. } => "sum",
+            AggState::Min(_) | AggState::MinInt(_) => "min",
+            AggState::Max(_) | AggState::MaxInt(_) => "max",
             AggState::Hll(_) => "hll",
             AggState::Exact(_) => "exact_distinct",
             AggState::Quantiles(_) => "quantiles",
@@ -646,7 +714,7 @@ pub fn output_of(states: &[AggState], kinds: &[AggKind], index: usize) -> Output
     state_of(states, kinds, index).output(&kinds[index])
 }
 
-fn pick(a: Option<f64>, b: Option<f64>, f: fn(f64, f64) -> f64) -> Option<f64> {
+fn pick<T>(a: Option<T>, b: Option<T>, f: fn(T, T) -> T) -> Option<T> {
     match (a, b) {
         (Some(x), Some(y)) => Some(f(x, y)),
         (x, None) => x,
@@ -691,6 +759,21 @@ fn add_value(fixed: &mut i128, big: &mut f64, v: f64) {
         }
     } else {
         *big += v;
+    }
+}
+
+/// [`add_value`] for an integer: exact into the fixed point below 2^62
+/// (an f64 holds integers exactly only below 2^53).
+fn add_int(fixed: &mut i128, big: &mut f64, v: i64) {
+    #[expect(clippy::cast_precision_loss, reason = "the side sum is an f64")]
+    let as_float = v as f64;
+    if v.unsigned_abs() < SUM_FIXED_INT_MAX {
+        match fixed.checked_add(i128::from(v) << 64) {
+            Some(sum) => *fixed = sum,
+            None => *big += as_float,
+        }
+    } else {
+        *big += as_float;
     }
 }
 
@@ -941,6 +1024,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Sums, minima and maxima of integers are exact at 64 bits, where an
+    /// f64 would round (2^53 + 1, 64-bit ids), in any order and split;
+    /// an integer sum past i64 is still exact. `avg` adds integers below
+    /// 2^62 exactly: the mean of 2^60 + 1 and -2^60 is 0.5, where f64s
+    /// (2^60 + 1 rounds to 2^60) would give 0.
+    #[test]
+    fn integer_sums_minima_and_maxima_are_exact() {
+        let big = (1_i64 << 53) + 1;
+        let values = [i64::MAX, big, -3, i64::MAX, i64::MIN + 1, 7];
+        let sum: i128 = values.iter().copied().map(i128::from).sum();
+        let inputs: Vec<Input<'_>> = values.iter().map(|&v| Input::Int(v)).collect();
+        for (kind, want) in [
+            (AggKind::SumInt, sum),
+            (AggKind::MinInt, i128::from(i64::MIN + 1)),
+            (AggKind::MaxInt, i128::from(i64::MAX)),
+        ] {
+            let mut reversed = inputs.clone();
+            reversed.reverse();
+            for inputs in [&inputs, &reversed] {
+                for cut in 0..=inputs.len() {
+                    let mut a = fold_all(kind, &inputs[..cut]);
+                    a.merge(&fold_all(kind, &inputs[cut..]))
+                        .expect("same shape");
+                    assert_eq!(
+                        a.output(&kind),
+                        Output::Int(Some(want)),
+                        "{kind:?} cut at {cut}"
+                    );
+                }
+            }
+            assert_eq!(
+                fold_all(kind, &[Input::Null]).output(&kind),
+                Output::Int(None)
+            );
+        }
+        let avg = fold_all(
+            AggKind::Avg,
+            &[Input::Int((1 << 60) + 1), Input::Int(-(1 << 60))],
+        );
+        assert_eq!(avg.output(&AggKind::Avg), Output::Number(Some(0.5)));
+        // A float aggregate over integers (a `coalesce` of an integer and a
+        // float) takes them as numbers.
+        let max = fold_all(AggKind::Max, &[Input::Int(3), Input::Number(2.5)]);
+        assert_eq!(max.output(&AggKind::Max), Output::Number(Some(3.0)));
     }
 
     #[test]

@@ -858,10 +858,16 @@ impl Scope<'_> {
                 if !ok || !params.is_empty() {
                     return wrong(if ok { span } else { typed.span }).map(Some);
                 }
+                // Integers stay integers: an f64 holds them exactly only
+                // up to 2^53, and 64-bit ids are larger.
+                let integer = typed.ty == Type::Int;
                 match name.as_str() {
+                    "sum" if integer => AggregateKind::SumInt,
                     "sum" => AggregateKind::Sum,
                     "avg" => AggregateKind::Avg,
+                    "min" if integer => AggregateKind::MinInt,
                     "min" => AggregateKind::Min,
+                    _ if integer => AggregateKind::MaxInt,
                     _ => AggregateKind::Max,
                 }
             }

@@ -179,12 +179,19 @@ pub enum AggregateKind {
     CountAll,
     /// `count(x)`: records where `x` is not NULL.
     Count,
-    /// `sum(x)`.
+    /// `sum(x)` of a DOUBLE.
     Sum,
-    /// `min(x)`.
+    /// `sum(x)` of a BIGINT: an exact integer, as PostgreSQL's `numeric`
+    /// and DuckDB's `HUGEINT` sums are.
+    SumInt,
+    /// `min(x)` of a DOUBLE or TIMESTAMP.
     Min,
-    /// `max(x)`.
+    /// `min(x)` of a BIGINT, exact.
+    MinInt,
+    /// `max(x)` of a DOUBLE or TIMESTAMP.
     Max,
+    /// `max(x)` of a BIGINT, exact.
+    MaxInt,
     /// `avg(x)`.
     Avg,
     /// `hll(x [, log2m [, regwidth]])`: HyperLogLog distinct count.

@@ -55,7 +55,7 @@ use cardinal_rollup::{AggState, Folded, GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter};
 
 use super::columns::ParsedColumns;
-use super::{Feed, Fold, id_of, number_of, where_};
+use super::{Feed, Fold, fold_number_arg, id_of, where_};
 
 /// The attribution's rejects of a batch not written yet: (row, reason,
 /// line), in row order.
@@ -493,10 +493,15 @@ impl Fold<'_> {
                         let values = parsed.floats(column);
                         each_state(rollup, &groups, j, |i, state| state.fold_number(values[i]));
                     }
+                    ArgColumn::Typed {
+                        column,
+                        ty: ColumnType::BigInt,
+                    } => {
+                        let values = parsed.ints(column);
+                        each_state(rollup, &groups, j, |i, state| state.fold_int(values[i]));
+                    }
                     source => each_state(rollup, &groups, j, |i, state| {
-                        if let Some(v) = number_of(&arg_at(parsed, batch, source, i)) {
-                            state.fold_number(v);
-                        }
+                        fold_number_arg(state, &arg_at(parsed, batch, source, i));
                     }),
                 },
                 Feed::Key(a) => match plan.args[a] {
