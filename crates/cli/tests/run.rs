@@ -570,6 +570,10 @@ CREATE SUMMARY hourly AS
             2 => (i64::MAX - next(1000) as i64).to_string(),
             3 => (i64::MIN + next(1000) as i64).to_string(),
             4 => ((1 << 53) + next(1000) as i64).to_string(),
+            // Spaces around a number are not part of it; only spaces are
+            // not a number.
+            5 => format!(" {}\t", next(100)),
+            6 => "  ".to_owned(),
             _ => (next(5000) as i64 - 100).to_string(),
         };
         let kind = if next(3) < 2 { "impression" } else { "click" };
@@ -585,6 +589,7 @@ CREATE SUMMARY hourly AS
             2 => format!("{}e-3", next(9000)),
             3 => format!("-{}.25", next(10)),
             4 => next(100).to_string(),
+            5 => format!("  {}.5 ", next(100)),
             _ => format!("0.{:06}", next(1_000_000)),
         };
         csv.push_str(&format!("{ts},{user},{kind},{state},{revenue}\n"));
@@ -592,7 +597,7 @@ CREATE SUMMARY hourly AS
         let number = |v: &str| match v {
             "" => "null".to_owned(),
             v if v.parse::<f64>().is_ok() => v.to_owned(),
-            v => format!("\"{v}\""),
+            v => format!("\"{}\"", v.replace('\t', "\\t")),
         };
         json.push_str(&format!(
             "{{\"ts\":\"{ts}\",\"user_id\":{},\"kind\":\"{kind}\",\"state\":\"{state}\",\"revenue\":{}}}\n",
@@ -637,11 +642,11 @@ CREATE SUMMARY hourly AS
         });
         let user: Result<Option<i64>, _> = match f[1] {
             "" => Ok(None),
-            s => s.parse().map(Some),
+            s => s.trim().parse().map(Some),
         };
         let revenue: Result<Option<f64>, _> = match f[4] {
             "" => Ok(None),
-            s => s.parse().map(Some),
+            s => s.trim().parse().map(Some),
         };
         let (Some(ts), Ok(user), Ok(revenue)) = (ts, user, revenue) else {
             rejected += 1;

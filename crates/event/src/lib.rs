@@ -197,7 +197,8 @@ impl<'a> Value<'a> {
     /// Reads raw field bytes as a value of type `ty`. Empty bytes are
     /// [`Value::Null`] for every type but text. Floats accept Java's forms
     /// (`1.1885166E-4`, `NaN`, `Infinity`); booleans `true`/`false`/`1`/`0`
-    /// (any case).
+    /// (any case). Spaces and tabs around a number, time or boolean are
+    /// not part of it (`" 42 "` is 42); text keeps them.
     ///
     /// ```
     /// use cardinal_event::{ColumnType, Value};
@@ -205,6 +206,8 @@ impl<'a> Value<'a> {
     /// assert_eq!(Value::parse(b"1.1885166E-4", ColumnType::Double), Ok(Value::Float(1.1885166E-4)));
     /// assert_eq!(Value::parse(b"", ColumnType::Double), Ok(Value::Null));
     /// assert!(Value::parse(b"12x", ColumnType::BigInt).is_err());
+    /// assert_eq!(Value::parse(b" 42\t", ColumnType::BigInt), Ok(Value::Int(42)));
+    /// assert!(Value::parse(b"  ", ColumnType::BigInt).is_err());
     /// ```
     #[inline]
     pub fn parse(bytes: &'a [u8], ty: ColumnType) -> Result<Self, ValueError> {
@@ -250,7 +253,10 @@ impl<'a> Value<'a> {
         if bytes.is_empty() {
             return Ok(None);
         }
-        parse_i64_fast(bytes).map(Some).ok_or(ValueError::BigInt)
+        match parse_i64_fast(bytes) {
+            Some(value) => Ok(Some(value)),
+            None => bigint_padded(bytes),
+        }
     }
 
     /// [`Value::parse`] of a DOUBLE field without building a [`Value`]
@@ -288,6 +294,11 @@ impl<'a> Value<'a> {
     pub fn parse_without_fast_path(bytes: &'a [u8], ty: ColumnType) -> Result<Self, ValueError> {
         if bytes.is_empty() && ty != ColumnType::Text {
             return Ok(Value::Null);
+        }
+        if ty != ColumnType::Text
+            && let Some(inner) = trimmed(bytes)
+        {
+            return Self::parse_without_fast_path(inner, ty);
         }
         match ty {
             ColumnType::Text => Ok(Value::Text(bytes)),
@@ -353,6 +364,28 @@ pub enum ValueError {
     /// outside [`Timestamp::MIN`]..=[`Timestamp::MAX`].
     #[error("out of range for the declared type")]
     OutOfRange,
+}
+
+/// A typed field's value inside spaces or tabs (`" 5 "`), which
+/// PostgreSQL's and DuckDB's readers take as the value; `None` when there
+/// are none around it, or nothing else (a blank field is not NULL: only
+/// an empty one is).
+#[cold]
+fn trimmed(bytes: &[u8]) -> Option<&[u8]> {
+    let inner = bytes.trim_ascii();
+    (inner.len() != bytes.len() && !inner.is_empty()).then_some(inner)
+}
+
+/// [`Value::parse_bigint`] of a field its fast path refused: an integer
+/// inside spaces or tabs, or not one. Out of line, so the fast path stays
+/// as small as it was.
+#[cold]
+#[inline(never)]
+fn bigint_padded(bytes: &[u8]) -> Result<Option<i64>, ValueError> {
+    trimmed(bytes)
+        .and_then(parse_i64)
+        .map(Some)
+        .ok_or(ValueError::BigInt)
 }
 
 /// Decimal i64 with an optional sign; `None` on any other byte or overflow.

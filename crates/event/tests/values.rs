@@ -331,6 +331,31 @@ proptest! {
         }
     }
 
+    /// Spaces and tabs around a number or time do not change it (as in
+    /// PostgreSQL and DuckDB); every path agrees on the padded text.
+    #[test]
+    fn padded_values_read_as_the_value(
+        value in any::<i64>(),
+        float in any::<f64>(),
+        time in timestamp_text(),
+        before in "[ \t]{0,3}",
+        after in "[ \t]{0,3}",
+    ) {
+        for (text, ty) in [
+            (value.to_string(), ColumnType::BigInt),
+            (float.to_string(), ColumnType::Double),
+            (time, ColumnType::Timestamp),
+        ] {
+            let padded = format!("{before}{text}{after}");
+            agree(padded.as_bytes(), ty)?;
+            let (alone, padded) = (Value::parse(text.as_bytes(), ty), Value::parse(padded.as_bytes(), ty));
+            match (alone, padded) {
+                (Ok(Value::Float(a)), Ok(Value::Float(b))) => prop_assert_eq!(a.to_bits(), b.to_bits()),
+                (alone, padded) => prop_assert_eq!(alone, padded),
+            }
+        }
+    }
+
     #[test]
     fn integers_agree(value in any::<i64>(), zeros in 0usize..4, plus in any::<bool>()) {
         let digits = value.unsigned_abs().to_string();
