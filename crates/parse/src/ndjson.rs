@@ -214,7 +214,7 @@ impl Scan<'_> {
     fn record(&mut self, nodes: &[Node], row: &mut [Span]) -> Result<(), Fail> {
         self.whitespace();
         if self.peek() != Some(b'{') {
-            return Err((RejectReason::NotAnObject, None));
+            return Err(self.not_an_object());
         }
         self.pos += 1;
         self.object(nodes, 0, 1, row)?;
@@ -223,6 +223,23 @@ impl Scan<'_> {
             return Err(SYNTAX);
         }
         Ok(())
+    }
+
+    /// Why a line that does not start with `{` is refused: a JSON value
+    /// of another kind (an array, string, number or literal) is not an
+    /// object; anything else (`not json`) is malformed.
+    #[cold]
+    fn not_an_object(&self) -> Fail {
+        let rest = self.data[self.pos..self.end].trim_ascii_end();
+        let value = match rest.first() {
+            Some(b'[' | b'"' | b'-' | b'0'..=b'9') => true,
+            _ => matches!(rest, b"true" | b"false" | b"null"),
+        };
+        if value {
+            (RejectReason::NotAnObject, None)
+        } else {
+            SYNTAX
+        }
     }
 
     #[inline(always)]

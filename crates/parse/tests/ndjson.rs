@@ -99,9 +99,27 @@ const CASES: &[Case] = &[
     },
     Case {
         name: "not an object",
-        input: "[1,2]\n\"x\"\n42",
+        input: "[1,2]\n\"x\"\n42\nnull \n-1",
         records: &[],
-        rejects: &["1:-:NotAnObject", "2:-:NotAnObject", "3:-:NotAnObject"],
+        rejects: &[
+            "1:-:NotAnObject",
+            "2:-:NotAnObject",
+            "3:-:NotAnObject",
+            "4:-:NotAnObject",
+            "5:-:NotAnObject",
+        ],
+    },
+    Case {
+        // Not JSON at all: malformed, not a value of another kind.
+        name: "text that is not JSON",
+        input: "not json\nnul\ntrue false\nts=1",
+        records: &[],
+        rejects: &[
+            "1:-:JsonSyntax",
+            "2:-:JsonSyntax",
+            "3:-:JsonSyntax",
+            "4:-:JsonSyntax",
+        ],
     },
     Case {
         name: "syntax errors",
