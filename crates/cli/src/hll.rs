@@ -20,17 +20,20 @@ pub enum Command {
   cardinal hll inspect '\\x128B7F004403B7FB05C44A'
   cardinal hll inspect \"$(seq 1 1000 | cardinal hll build)\" \"$(seq 1 100000 | cardinal hll build)\"")]
     Inspect {
-        /// Values as `\x...` hex (the `\x` is optional).
+        /// Values as `\x...` hex (the `\x` is optional); `-` reads more,
+        /// one per line, from stdin.
         #[arg(required = true)]
         values: Vec<String>,
     },
     /// Print the union of the hex values, as hex.
     #[command(after_help = "Examples:
   cardinal hll union \"$(seq 1 500 | cardinal hll build)\" \"$(seq 400 900 | cardinal hll build)\"
+  psql -Atc 'SELECT users FROM reach' | cardinal hll union - | cardinal hll inspect -
   cardinal hll inspect \"$(cardinal hll union \"$(seq 1 5000 | cardinal hll build)\" \"$(seq 1 9000 | cardinal hll build)\")\"")]
     Union {
-        /// Values as `\x...` hex, all with the same parameters.
-        #[arg(required = true, num_args = 2..)]
+        /// Values as `\x...` hex, all with the same parameters; `-` reads
+        /// more, one per line, from stdin.
+        #[arg(required = true)]
         values: Vec<String>,
     },
     /// Estimate |A ∩ B|, |A \ B|, |B \ A| and |A ∪ B| by joint maximum
@@ -84,14 +87,18 @@ pub fn run(command: Command) -> Result<()> {
             writeln!(out, "{}", hll.to_hex())?;
         }
         Command::Inspect { values } => {
-            for value in values {
+            for value in with_stdin(values)? {
                 let hll = parse(&value)?;
                 describe(&mut out, &hll)?;
             }
         }
         Command::Union { values } => {
-            let mut union = parse(&values[0])?;
-            for value in &values[1..] {
+            let values = with_stdin(values)?;
+            let Some((first, rest)) = values.split_first() else {
+                bail!("union: stdin held no values");
+            };
+            let mut union = parse(first)?;
+            for value in rest {
                 union.merge(&parse(value)?).context("union")?;
             }
             writeln!(out, "{}", union.to_hex())?;
@@ -115,8 +122,39 @@ pub fn run(command: Command) -> Result<()> {
     Ok(())
 }
 
+/// `values` with a `-` replaced by the lines of stdin (blank ones
+/// skipped), so a column of hex from `psql -At` or a file can be piped in.
+fn with_stdin(values: Vec<String>) -> Result<Vec<String>> {
+    if values.iter().filter(|v| *v == "-").count() > 1 {
+        bail!("stdin (`-`) can be named once");
+    }
+    let mut all = Vec::with_capacity(values.len());
+    for value in values {
+        if value == "-" {
+            for line in std::io::stdin().lock().lines() {
+                let line = line.context("reading stdin")?;
+                if !line.trim().is_empty() {
+                    all.push(line);
+                }
+            }
+        } else {
+            all.push(value);
+        }
+    }
+    Ok(all)
+}
+
 fn parse(text: &str) -> Result<Hll> {
-    Hll::from_hex(text).with_context(|| format!("reading {text:?} as a postgresql-hll value"))
+    Hll::from_hex(text).with_context(|| {
+        // A FULL value is kilobytes of hex: its head names it well enough.
+        let head: String = text.trim().chars().take(40).collect();
+        let more = if text.trim().chars().count() > 40 {
+            "..."
+        } else {
+            ""
+        };
+        format!("reading {head:?}{more} as a postgresql-hll value")
+    })
 }
 
 fn build(args: &BuildArgs) -> Result<Hll> {

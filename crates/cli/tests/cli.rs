@@ -54,7 +54,18 @@ fn hll_build_inspect_and_union_round_trip() {
     let union = stdout(&cardinal(&["hll", "union", &a_hex, &b_hex], ""))
         .trim()
         .to_owned();
+    // `-` reads values from stdin, one per line, blank lines skipped: the
+    // same union, and the same inspection.
+    let piped = stdout(&cardinal(
+        &["hll", "union", "-"],
+        &format!("{a_hex}\n\n{b_hex}\n"),
+    ));
+    assert_eq!(piped.trim(), union);
     let inspect = stdout(&cardinal(&["hll", "inspect", &union], ""));
+    assert_eq!(
+        stdout(&cardinal(&["hll", "inspect", "-"], &format!("{union}\n"))),
+        inspect
+    );
     assert!(
         inspect.contains("type FULL, log2m 11, regwidth 5"),
         "{inspect}"

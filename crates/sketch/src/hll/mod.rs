@@ -863,23 +863,29 @@ fn parse_hex(text: &str) -> Result<Vec<u8>> {
         sketch: "hll",
         reason,
     };
+    // A character that is not a digit says more than the count does.
+    if let Some(c) = text[text.len() - digits.len()..]
+        .chars()
+        .find(|c| !c.is_ascii_hexdigit())
+    {
+        return Err(malformed(format!("{c:?} is not a hex digit")));
+    }
     if !digits.len().is_multiple_of(2) {
         return Err(malformed(format!(
             "hex text has an odd number of digits ({})",
             digits.len()
         )));
     }
-    let nibble = |c: u8| -> Result<u8> {
+    let nibble = |c: u8| -> u8 {
         match c {
-            b'0'..=b'9' => Ok(c - b'0'),
-            b'a'..=b'f' => Ok(c - b'a' + 10),
-            b'A'..=b'F' => Ok(c - b'A' + 10),
-            _ => Err(malformed(format!("{:?} is not a hex digit", char::from(c)))),
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => c - b'A' + 10,
         }
     };
     digits
         .chunks_exact(2)
-        .map(|pair| Ok(nibble(pair[0])? << 4 | nibble(pair[1])?))
+        .map(|pair| Ok(nibble(pair[0]) << 4 | nibble(pair[1])))
         .collect()
 }
 
@@ -1014,8 +1020,15 @@ mod tests {
     fn hex_round_trip_and_errors() {
         let h = Hll::from_hex("\\x128b7f004403b7fb05c44a").expect("valid");
         assert_eq!(h.cardinality(), Some(1.0));
-        assert!(Hll::from_hex("\\x128").is_err());
-        assert!(Hll::from_hex("zz").is_err());
+        let error = |text: &str| Hll::from_hex(text).expect_err(text).to_string();
+        assert!(error("\\x128").contains("odd number of digits (3)"));
+        assert!(error("zz").contains("'z' is not a hex digit"));
+        // Not hex at all: the character says so, not the digit count.
+        assert!(
+            error("xyz").contains("'x' is not a hex digit"),
+            "{}",
+            error("xyz")
+        );
     }
 
     #[test]
