@@ -83,14 +83,12 @@ pub enum Missing {
     Null,
 }
 
-/// What to do with a record that has more fields than the file's columns
-/// (and with a header column the schema does not declare).
+/// What to do with a record that has more fields than the file's columns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Extra {
-    /// Reject the record ([`RejectReason::TooManyFields`]); an unknown
-    /// header column is an [`Error::HeaderUnknownColumn`].
+    /// Reject the record ([`RejectReason::TooManyFields`]).
     Reject,
-    /// Drop the extra fields (and unknown header columns).
+    /// Drop the extra fields.
     Ignore,
 }
 
@@ -101,8 +99,10 @@ pub struct CsvConfig {
     pub delimiter: u8,
     /// Whether the first line names the columns. Header names are matched
     /// to the schema's column names (ASCII case-insensitive, surrounding
-    /// spaces and a UTF-8 byte-order mark ignored), in any order. Without a
-    /// header, file column `i` is schema column `i`.
+    /// spaces and a UTF-8 byte-order mark ignored), in any order; columns
+    /// the schema does not declare are skipped, as a projection would (a
+    /// misspelt declared column is still caught: the header lacks it).
+    /// Without a header, file column `i` is schema column `i`.
     pub header: bool,
     /// Records with fewer fields.
     pub missing: Missing,
@@ -513,12 +513,6 @@ impl CsvParser {
                 Some(column) => {
                     seen[column] = true;
                     map.push(u32::try_from(column).expect("width <= FIELDS_MAX"));
-                }
-                None if self.config.extra == Extra::Reject => {
-                    return Err(Error::HeaderUnknownColumn {
-                        input: input.clone(),
-                        name: name.clone(),
-                    });
                 }
                 None => map.push(DROPPED),
             }

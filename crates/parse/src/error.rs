@@ -39,15 +39,6 @@ pub enum Error {
         /// What is wrong with it.
         problem: &'static str,
     },
-    /// The header names a column the schema does not declare (and extra
-    /// columns are rejected).
-    #[error("{input}: header column {name:?} is not in the schema")]
-    HeaderUnknownColumn {
-        /// The input's name.
-        input: Arc<str>,
-        /// The header's text for it.
-        name: String,
-    },
     /// The header lacks a declared column (and missing columns are
     /// rejected).
     #[error("{input}: header has no column {name:?}")]
