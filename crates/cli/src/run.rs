@@ -2025,8 +2025,10 @@ fn update_states<'t>(
 
 /// Folds a routed argument into a sum, avg, min, max or quantiles state:
 /// integers as integers (exact in integer sums, minima and maxima), the
-/// rest as numbers.
-#[inline]
+/// rest as numbers. Always inlined: it is one match in each fold loop,
+/// and as a call (LTO's choice with plain `#[inline]`) it was 1% of
+/// Query 2A's samples.
+#[inline(always)]
 fn fold_number_arg(state: &mut cardinal_rollup::AggState, arg: &Arg) {
     match *arg {
         Arg::Int(i) => state.fold_int(i),
