@@ -86,7 +86,8 @@ pub struct Args {
     /// Write every rejected record (input, line, reason) to this file.
     #[arg(long)]
     rejects: Option<PathBuf>,
-    /// Exit with status 3 if any record was rejected.
+    /// Exit with status 3 if any record was rejected, or dropped because a
+    /// summary reached --groups-max (its answer is incomplete).
     #[arg(long)]
     strict: bool,
     /// Most groups per summary per worker (a memory guard).
@@ -371,7 +372,13 @@ pub fn run(args: &Args) -> Result<i32> {
     check_outputs(args)?;
     let executed = execute(&plan, &args.inputs, &options)?;
     report(&executed, args)?;
-    Ok(if args.strict && executed.counts.rejects > 0 {
+    // Records outside --retention-days are left out as asked; records
+    // dropped at --groups-max leave an answer short.
+    let short = executed
+        .rollups
+        .iter()
+        .any(|rollup| rollup.dropped_group_limit() > 0);
+    Ok(if args.strict && (executed.counts.rejects > 0 || short) {
         3
     } else {
         0

@@ -858,6 +858,33 @@ fn group_limit_drops_are_reported_per_summary() {
     );
     assert!(stdout.contains(r#""name":"x","n":2"#), "{stdout}");
     assert!(stdout.contains(r#""summary":"total","n":5"#), "{stdout}");
+    // The answer is incomplete: `--strict` fails the run, as for rejects.
+    let strict = cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "t.csv",
+            "--groups-max",
+            "2",
+            "--quiet",
+            "--strict",
+        ],
+    );
+    assert_eq!(strict.status.code(), Some(3), "{strict:?}");
+    let roomy = cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "t.csv",
+            "--groups-max",
+            "3",
+            "--quiet",
+            "--strict",
+        ],
+    );
+    assert_eq!(roomy.status.code(), Some(0), "{roomy:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
