@@ -1038,7 +1038,11 @@ fn human(output: &Output) -> String {
                     format!("p{}={v}", rank * 100.0)
                 })
                 .collect();
-            format!("{} (rank ±{:.2}%)", parts.join(" "), rank_error * 100.0)
+            if *rank_error == 0.0 {
+                format!("{} (exact)", parts.join(" "))
+            } else {
+                format!("{} (rank ±{:.2}%)", parts.join(" "), rank_error * 100.0)
+            }
         }
         Output::TopK(items) => items
             .iter()
@@ -1575,7 +1579,8 @@ mod tests {
             "d,s,p50,p50_rank_error,q_p50,q_p90,q_p99,q_rank_error"
         );
         assert!(lines.iter().all(|l| l.split(',').count() == 8), "{text}");
-        assert!(lines[1].starts_with("a,,,0.0"), "{text}");
+        // An empty sketch answers NULL, exactly (a rank error of 0).
+        assert!(lines[1].starts_with("a,,,0,"), "{text}");
         assert!(lines[2].starts_with("b,6,"), "{text}");
 
         let mut json = Vec::new();
@@ -1586,7 +1591,7 @@ mod tests {
         assert_eq!(first["s"], serde_json::Value::Null);
         assert_eq!(first["p50"]["p50"], serde_json::Value::Null);
         assert_eq!(first["q"]["p99"], serde_json::Value::Null);
-        assert!(first["q"]["rank_error"].as_f64().is_some_and(|e| e > 0.0));
+        assert_eq!(first["q"]["rank_error"].as_f64(), Some(0.0));
 
         let table = table(&results);
         assert!(table.contains("p50=NULL p90=NULL p99=NULL"), "{table}");

@@ -340,7 +340,8 @@ pub enum Output {
         /// `(rank, value)` pairs, one per asked rank ([`AggKind::ranks`]);
         /// the value is `None` when no number arrived (an empty sketch).
         values: Vec<(f64, Option<f64>)>,
-        /// Normalized rank error of the sketch.
+        /// Normalized rank error of the sketch: 0 while it holds every
+        /// value (its quantiles are then exact).
         rank_error: f64,
     },
     /// The top items with their estimated counts.
@@ -636,7 +637,8 @@ impl AggState {
                     .iter()
                     .map(|&rank| (rank, q.quantile(rank)))
                     .collect(),
-                rank_error: q.rank_error(),
+                // A sketch that kept every value answers exactly.
+                rank_error: if q.is_exact() { 0.0 } else { q.rank_error() },
             },
             AggState::TopK(top) => {
                 let TopState { counts, names, k } = &**top;
@@ -921,6 +923,14 @@ mod tests {
         assert_eq!(values.len(), 1);
         let p50 = values[0].1.expect("a sketch of 1,000 values");
         assert!((p50 - 500.0).abs() <= 15.0, "{values:?}");
+        // 1,000 values are past what k = 200 keeps whole: KLL's bound. A
+        // hundred are kept whole: exact, no error.
+        let error = |inputs: &[Input<'_>]| match fold_all(kind, inputs).output(&kind) {
+            Output::Quantiles { rank_error, .. } => rank_error,
+            other => panic!("{other:?}"),
+        };
+        assert!(error(&inputs) > 0.013, "{}", error(&inputs));
+        assert_eq!(error(&inputs[..100]), 0.0);
         let default = AggKind::Quantiles {
             k: 200,
             ranks: Ranks::default(),
@@ -963,7 +973,8 @@ mod tests {
             fold_all(AggKind::Sum, &[Input::Null, Input::Number(0.0)]).output(&AggKind::Sum),
             Output::Number(Some(0.0))
         );
-        // An empty sketch answers every asked rank, with no value.
+        // An empty sketch answers every asked rank, with no value (and no
+        // error: it holds every value it had).
         let quantiles = AggKind::Quantiles {
             k: 200,
             ranks: Ranks::new(&[0.5, 0.9]).expect("valid"),
@@ -972,9 +983,7 @@ mod tests {
             fold_all(quantiles, &inputs[..1]).output(&quantiles),
             Output::Quantiles {
                 values: vec![(0.5, None), (0.9, None)],
-                rank_error: cardinal_sketch::quantiles::Quantiles::new(200)
-                    .expect("valid")
-                    .rank_error(),
+                rank_error: 0.0,
             }
         );
     }

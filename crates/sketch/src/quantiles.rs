@@ -526,6 +526,13 @@ impl Quantiles {
         self.items.capacity() * 8 + self.levels.capacity() * 4
     }
 
+    /// Whether the sketch still holds every value it summarized (none
+    /// compacted away yet, as while fewer than about `k` arrived): its
+    /// quantiles are then exact, with no rank error.
+    pub fn is_exact(&self) -> bool {
+        (self.items.len() - self.levels[0] as usize) as u64 == self.n
+    }
+
     /// KLL's single-sided normalized rank error: with 99% confidence a
     /// [`Self::rank`] or [`Self::quantile`] answer is off by at most this
     /// fraction of [`Self::count`] in rank. DataSketches fits it
@@ -853,6 +860,27 @@ mod tests {
         assert_eq!(q.max(), Some(100.0));
         assert_eq!(q.quantile(0.5), Some(50.0));
         assert_eq!(q.rank(25.0), Some(0.25));
+        assert!(q.is_exact());
+        // Two exact sketches merge into an exact one while they fit.
+        let mut other = Quantiles::default();
+        for i in 101..=150 {
+            other.insert(f64::from(i));
+        }
+        q.merge(&other).expect("merges");
+        assert!(q.is_exact());
+        assert_eq!(q.quantile(0.5), Some(75.0));
+        // The first compaction ends it.
+        let mut long = Quantiles::default();
+        let mut first_inexact = None;
+        for i in 0..10_000 {
+            long.insert(f64::from(i));
+            if !long.is_exact() && first_inexact.is_none() {
+                first_inexact = Some(i + 1);
+            }
+        }
+        let first = first_inexact.expect("10,000 values compact");
+        assert!((200..=700).contains(&first), "{first}");
+        assert!(!long.is_exact());
     }
 
     #[test]
