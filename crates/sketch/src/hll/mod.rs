@@ -858,18 +858,16 @@ fn sparse_to_dense(words: &[u64], m: u64) -> Box<[u8]> {
 /// Parses `\x`-prefixed (optional) hex, as postgresql-hll prints `hll` values.
 fn parse_hex(text: &str) -> Result<Vec<u8>> {
     let text = text.trim();
-    let digits = text.strip_prefix("\\x").unwrap_or(text).as_bytes();
+    let digits = text.strip_prefix("\\x").unwrap_or(text);
     let malformed = |reason: String| Error::Malformed {
         sketch: "hll",
         reason,
     };
     // A character that is not a digit says more than the count does.
-    if let Some(c) = text[text.len() - digits.len()..]
-        .chars()
-        .find(|c| !c.is_ascii_hexdigit())
-    {
+    if let Some(c) = digits.chars().find(|c| !c.is_ascii_hexdigit()) {
         return Err(malformed(format!("{c:?} is not a hex digit")));
     }
+    let digits = digits.as_bytes();
     if !digits.len().is_multiple_of(2) {
         return Err(malformed(format!(
             "hex text has an odd number of digits ({})",
@@ -883,10 +881,10 @@ fn parse_hex(text: &str) -> Result<Vec<u8>> {
             _ => c - b'A' + 10,
         }
     };
-    digits
+    Ok(digits
         .chunks_exact(2)
-        .map(|pair| Ok(nibble(pair[0]) << 4 | nibble(pair[1])))
-        .collect()
+        .map(|pair| nibble(pair[0]) << 4 | nibble(pair[1]))
+        .collect())
 }
 
 #[cfg(test)]
