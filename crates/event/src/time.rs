@@ -20,6 +20,8 @@ pub struct Timestamp(pub i64);
 /// The buckets `date_trunc` knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimeUnit {
+    /// 1000 milliseconds.
+    Second,
     /// 60 seconds.
     Minute,
     /// 60 minutes.
@@ -30,17 +32,26 @@ pub enum TimeUnit {
     Week,
     /// A calendar month.
     Month,
+    /// Three calendar months, from January, April, July or October.
+    Quarter,
+    /// A calendar year.
+    Year,
 }
 
 impl TimeUnit {
-    /// Reads `minute`, `hour`, `day`, `week` or `month` (any case).
+    /// Reads `second`, `minute`, `hour`, `day`, `week`, `month`,
+    /// `quarter` or `year` (any case), as PostgreSQL's `date_trunc` names
+    /// them.
     pub fn parse(unit: &str) -> Result<Self> {
         match unit.to_ascii_lowercase().as_str() {
+            "second" => Ok(Self::Second),
             "minute" => Ok(Self::Minute),
             "hour" => Ok(Self::Hour),
             "day" => Ok(Self::Day),
             "week" => Ok(Self::Week),
             "month" => Ok(Self::Month),
+            "quarter" => Ok(Self::Quarter),
+            "year" => Ok(Self::Year),
             _ => Err(Error::TimeUnit {
                 unit: unit.to_owned(),
             }),
@@ -161,6 +172,7 @@ impl Timestamp {
     pub fn truncate(self, unit: TimeUnit) -> Self {
         let ms = self.0;
         match unit {
+            TimeUnit::Second => Self(ms - ms.rem_euclid(MS_PER_SECOND)),
             TimeUnit::Minute => Self(ms - ms.rem_euclid(MS_PER_MINUTE)),
             TimeUnit::Hour => Self(ms - ms.rem_euclid(MS_PER_HOUR)),
             TimeUnit::Day => Self(ms - ms.rem_euclid(MS_PER_DAY)),
@@ -174,6 +186,15 @@ impl Timestamp {
             TimeUnit::Month => {
                 let (year, month, _) = civil_from_days(ms.div_euclid(MS_PER_DAY));
                 Self(days_from_civil(year, month, 1) * MS_PER_DAY)
+            }
+            TimeUnit::Quarter => {
+                let (year, month, _) = civil_from_days(ms.div_euclid(MS_PER_DAY));
+                let first = (month - 1) / 3 * 3 + 1;
+                Self(days_from_civil(year, first, 1) * MS_PER_DAY)
+            }
+            TimeUnit::Year => {
+                let (year, _, _) = civil_from_days(ms.div_euclid(MS_PER_DAY));
+                Self(days_from_civil(year, 1, 1) * MS_PER_DAY)
             }
         }
     }
@@ -543,6 +564,17 @@ mod tests {
         assert_eq!(x.truncate(TimeUnit::Day), t("2026-11-04"));
         assert_eq!(x.truncate(TimeUnit::Week), t("2026-11-02"));
         assert_eq!(x.truncate(TimeUnit::Month), t("2026-11-01"));
+        assert_eq!(x.truncate(TimeUnit::Quarter), t("2026-10-01"));
+        assert_eq!(x.truncate(TimeUnit::Year), t("2026-01-01"));
+        assert_eq!(
+            t("2026-03-31T23:59:59.999Z").truncate(TimeUnit::Quarter),
+            t("2026-01-01")
+        );
+        assert_eq!(
+            t("1969-12-31T23:59:59.5Z").truncate(TimeUnit::Second),
+            t("1969-12-31T23:59:59Z")
+        );
+        assert_eq!(t("1969-05-01").truncate(TimeUnit::Year), t("1969-01-01"));
         assert_eq!(
             t("1969-12-31T12:00:00Z").truncate(TimeUnit::Day),
             t("1969-12-31")

@@ -16,8 +16,17 @@ proptest! {
     }
 
     #[test]
-    fn truncation_is_idempotent_and_not_later(ms in MS_MIN + 40 * 86_400_000..=MS_MAX, unit in 0usize..5) {
-        let unit = [TimeUnit::Minute, TimeUnit::Hour, TimeUnit::Day, TimeUnit::Week, TimeUnit::Month][unit];
+    fn truncation_is_idempotent_and_not_later(ms in MS_MIN + 40 * 86_400_000..=MS_MAX, unit in 0usize..8) {
+        let unit = [
+            TimeUnit::Second,
+            TimeUnit::Minute,
+            TimeUnit::Hour,
+            TimeUnit::Day,
+            TimeUnit::Week,
+            TimeUnit::Month,
+            TimeUnit::Quarter,
+            TimeUnit::Year,
+        ][unit];
         let t = Timestamp(ms);
         let start = t.truncate(unit);
         prop_assert!(start <= t);

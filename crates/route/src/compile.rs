@@ -1383,7 +1383,7 @@ impl Scope<'_> {
                 })
             }
             "date_trunc" => {
-                const USAGE: &str = "date_trunc('minute' | 'hour' | 'day' | 'week' | 'month', timestamp)";
+                const USAGE: &str = "date_trunc('second' | 'minute' | 'hour' | 'day' | 'week' | 'month' | 'quarter' | 'year', timestamp)";
                 let [Some(unit), Some(time)] = args.as_slice() else {
                     return self.fail(span, format!("expected {USAGE}"));
                 };
