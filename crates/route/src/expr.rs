@@ -473,9 +473,13 @@ impl Expr {
                     }
                 }
                 let written = &mut scratch[start..];
-                match op {
-                    CaseOp::Lower => written.make_ascii_lowercase(),
-                    CaseOp::Upper => written.make_ascii_uppercase(),
+                if written.is_ascii() {
+                    match op {
+                        CaseOp::Lower => written.make_ascii_lowercase(),
+                        CaseOp::Upper => written.make_ascii_uppercase(),
+                    }
+                } else {
+                    change_case(*op, scratch, start);
                 }
                 Ok(Held::Text(Text::Scratch(
                     scratch_offset(start),
@@ -592,6 +596,56 @@ fn arith<'a>(op: ArithOp, left: Held<'a>, right: Held<'a>) -> Result<Held<'a>, E
         (Held::Float(a), Held::Float(b)) => Ok(Held::Float(float_arith(op, a, b))),
         _ => Ok(Held::Null),
     }
+}
+
+/// `lower` or `upper` of the text `scratch[start..]` that is not all
+/// ASCII, in place: letters beyond ASCII change case too (`ÉTÉ` -> `été`),
+/// as in PostgreSQL and DuckDB. The cased text is written past the end and
+/// moved down, so a scratch buffer that has grown allocates nothing. Bytes
+/// that are not UTF-8 keep the ASCII rule.
+#[cold]
+fn change_case(op: CaseOp, scratch: &mut Vec<u8>, start: usize) {
+    let end = scratch.len();
+    if std::str::from_utf8(&scratch[start..end]).is_err() {
+        match op {
+            CaseOp::Lower => scratch[start..].make_ascii_lowercase(),
+            CaseOp::Upper => scratch[start..].make_ascii_uppercase(),
+        }
+        return;
+    }
+    let mut at = start;
+    while at < end {
+        // Valid UTF-8: a char is its lead byte's length long.
+        let len = match scratch[at] {
+            0x00..=0x7f => 1,
+            0xc0..=0xdf => 2,
+            0xe0..=0xef => 3,
+            _ => 4,
+        };
+        let mut bytes = [0u8; 4];
+        bytes[..len].copy_from_slice(&scratch[at..at + len]);
+        let c = std::str::from_utf8(&bytes[..len])
+            .ok()
+            .and_then(|text| text.chars().next())
+            .expect("a char of valid UTF-8");
+        let mut out = [0u8; 4];
+        match op {
+            CaseOp::Lower => {
+                for cased in c.to_lowercase() {
+                    scratch.extend_from_slice(cased.encode_utf8(&mut out).as_bytes());
+                }
+            }
+            CaseOp::Upper => {
+                for cased in c.to_uppercase() {
+                    scratch.extend_from_slice(cased.encode_utf8(&mut out).as_bytes());
+                }
+            }
+        }
+        at += len;
+    }
+    scratch.copy_within(end.., start);
+    let cased = scratch.len() - end;
+    scratch.truncate(start + cased);
 }
 
 fn float_arith(op: ArithOp, a: f64, b: f64) -> f64 {

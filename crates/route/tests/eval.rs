@@ -298,12 +298,28 @@ fn naive(t: &T, row: &Row) -> Result<V, EvalError> {
                 .collect();
             V::Text(kept.into_bytes())
         }
+        // Letters beyond ASCII change case too, a char at a time; bytes
+        // that are not UTF-8 by the ASCII rule.
         T::Lower(a) => match naive(a, row)? {
-            V::Text(t) => V::Text(t.to_ascii_lowercase()),
+            V::Text(t) => V::Text(match String::from_utf8(t) {
+                Ok(text) => text
+                    .chars()
+                    .flat_map(char::to_lowercase)
+                    .collect::<String>()
+                    .into_bytes(),
+                Err(e) => e.into_bytes().to_ascii_lowercase(),
+            }),
             _ => V::Null,
         },
         T::Upper(a) => match naive(a, row)? {
-            V::Text(t) => V::Text(t.to_ascii_uppercase()),
+            V::Text(t) => V::Text(match String::from_utf8(t) {
+                Ok(text) => text
+                    .chars()
+                    .flat_map(char::to_uppercase)
+                    .collect::<String>()
+                    .into_bytes(),
+                Err(e) => e.into_bytes().to_ascii_uppercase(),
+            }),
             _ => V::Null,
         },
         T::DateTrunc(unit, a) => match naive(a, row)? {
@@ -398,8 +414,17 @@ impl Gen {
             } {
                 0 => T::Column(2),
                 1 => T::Text(
-                    self.pick(&["", "CA", "ny", "héllo", "Mixed Case"])
-                        .to_owned(),
+                    self.pick(&[
+                        "",
+                        "CA",
+                        "ny",
+                        "héllo",
+                        "Mixed Case",
+                        "ÉTÉ",
+                        "straße",
+                        "Ωμέγα",
+                    ])
+                    .to_owned(),
                 ),
                 2 => T::Lower(Box::new(self.expr(Ty::Text, depth - 1))),
                 3 => T::Upper(Box::new(self.expr(Ty::Text, depth - 1))),
