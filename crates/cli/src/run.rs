@@ -184,8 +184,10 @@ enum SharedRead {
     End,
     /// A line longer than `LINE_BYTES_MAX` was skipped (the message).
     LineTooLong(String),
-    /// The input failed: what came before it in the turn is folded first.
-    Failed(anyhow::Error),
+    /// The input failed (the source's message: corrupt or cut compressed
+    /// data, a read error): what came before it in the turn is folded
+    /// first, and the rest of the input is not read.
+    Failed(String),
 }
 
 impl SharedInput {
@@ -242,9 +244,8 @@ impl SharedInput {
                 }
                 Err(e) if e.is_recoverable() => SharedRead::LineTooLong(e.to_string()),
                 Err(e) => {
-                    let name = reader.input_name().clone();
                     *guard = SharedReader::Done;
-                    SharedRead::Failed(anyhow::Error::new(e).context(format!("reading {name}")))
+                    SharedRead::Failed(e.to_string())
                 }
             };
             let last = matches!(read, SharedRead::End | SharedRead::Failed(_));
@@ -1136,7 +1137,10 @@ fn worker<'p>(
                     fold.reject(LINE_TOO_LONG, &e.to_string());
                     continue;
                 }
-                Err(e) => return Err(e).with_context(|| format!("reading {name}")),
+                Err(e) => {
+                    fold.cut_short(&e.to_string());
+                    break;
+                }
             }
             fold_chunk(
                 &mut parser,
@@ -1296,6 +1300,10 @@ fn observe<R: Record>(
 /// reader met it (counts are kept per reason, so both must say the same).
 const LINE_TOO_LONG: &str = "line too long";
 
+/// The reject reason of an input whose bytes could not be read past some
+/// point (corrupt or cut compressed data, a read error).
+const INPUT_CUT_SHORT: &str = "input unreadable past this point";
+
 /// This worker's share of an input read by every worker (see
 /// [`SharedInput`]): turns of chunks until the input ends.
 #[expect(
@@ -1325,7 +1333,10 @@ fn read_shared<'p>(
             let first = match read {
                 SharedRead::Chunk { first } => first,
                 SharedRead::End => return Ok(()),
-                SharedRead::Failed(e) => return Err(e),
+                SharedRead::Failed(message) => {
+                    fold.cut_short(&message);
+                    return Ok(());
+                }
                 SharedRead::LineTooLong(message) => {
                     fold.reject(LINE_TOO_LONG, &message);
                     continue;
@@ -1687,6 +1698,20 @@ impl<'a> Fold<'a> {
             reason,
             text,
         );
+    }
+
+    /// An input that could not be read past some point (`message`, the
+    /// source's error): what was read before it is folded, the rest is
+    /// one reject, and the run goes on with the other inputs. Bad input
+    /// does not stop the run, and what could be read is not thrown away;
+    /// `--strict` fails the run as for any reject. Always shown, however
+    /// many rejects were.
+    fn cut_short(&mut self, message: &str) {
+        let text = format!("{message}; the rest of this input is not read");
+        if self.shown.load(std::sync::atomic::Ordering::Relaxed) >= REJECTS_SHOWN_MAX {
+            eprintln!("{}rejected: {text}", crate::progress::erase());
+        }
+        self.reject(INPUT_CUT_SHORT, &text);
     }
 
     /// Appends the pending reject lines to the rejects file, if any.
@@ -2257,8 +2282,8 @@ mod shared_tests {
                         bytes: chunk.bytes().to_vec(),
                     }),
                     SharedRead::End => return seen,
-                    SharedRead::Failed(e) => {
-                        seen.failed = Some(format!("{e:#}"));
+                    SharedRead::Failed(message) => {
+                        seen.failed = Some(message);
                         return seen;
                     }
                     SharedRead::LineTooLong(m) => panic!("no long lines here: {m}"),
@@ -2307,7 +2332,7 @@ mod shared_tests {
         let shared = SharedInput::new(Some(path.clone()));
         let Turns { chunks, failed, .. } = take_turns(&shared);
         let failed = failed.expect("a cut gzip stream fails");
-        assert!(failed.contains("reading"), "{failed}");
+        assert!(failed.contains("cut.gz"), "{failed}");
         assert!(!chunks.is_empty());
         let read = concat(&chunks);
         assert!(text.starts_with(&read) && read.len() < text.len());

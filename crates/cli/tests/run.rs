@@ -474,6 +474,102 @@ fn a_compressed_input_or_stdin_is_shared_by_every_worker() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A compressed input cut short (a log shipper's file mid-write) does not
+/// stop the run: what could be read of it is folded, in order, the rest
+/// is one reject that is always shown, and the other inputs are read
+/// whole; `--strict` fails such a run. The same from stdin, which workers
+/// read in turns.
+#[test]
+fn a_cut_compressed_input_is_read_up_to_the_cut() {
+    use std::io::Write;
+    let dir = dir("cut-short");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM t (n BIGINT, word TEXT) WITH (format = 'csv');
+         CREATE SUMMARY total AS SELECT count(*) AS n, sum(n) AS s FROM t;",
+    )
+    .expect("schema");
+    let good: String = (0..1000).map(|i| format!("{i},w\n")).collect();
+    std::fs::write(dir.join("good.csv"), good).expect("input");
+    let text: String = (0..200_000)
+        .map(|i| format!("{i},word{}\n", i % 977))
+        .collect();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(text.as_bytes()).expect("gzip");
+    let mut bytes = gz.finish().expect("gzip");
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(dir.join("cut.csv.gz"), &bytes).expect("input");
+    // The answer's count and sum: the good file's 0..1000, then the cut
+    // file's first `k` lines, 0..k, none skipped.
+    let check = |output: &std::process::Output, good: i64| {
+        let stdout = ok(output);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let line = stdout.lines().next().expect("a JSON line");
+        let number = |key: &str| -> i64 {
+            let at = line.find(&format!("\"{key}\":")).expect(key) + key.len() + 3;
+            line[at..]
+                .split([',', '}'])
+                .next()
+                .and_then(|n| n.parse().ok())
+                .expect("a number")
+        };
+        let k = number("n") - good;
+        assert!(
+            k > 1000 && k < 200_000,
+            "{k} lines of the cut file: {stderr}"
+        );
+        assert_eq!(
+            number("s"),
+            good * (good - 1) / 2 + k * (k - 1) / 2,
+            "{line}"
+        );
+        assert!(
+            stderr.contains("cut.csv.gz") && stderr.contains("the rest of this input is not read"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("1 rejected (input unreadable past this point: 1)"),
+            "{stderr}"
+        );
+    };
+    for threads in ["1", "2"] {
+        let args = [
+            "run",
+            "schema.sql",
+            "good.csv",
+            "cut.csv.gz",
+            "--json",
+            "-",
+            "--threads",
+            threads,
+        ];
+        check(&cardinal(&dir, &args), 1000);
+        let strict = cardinal(&dir, &[&args[..], &["--strict"]].concat());
+        assert_eq!(strict.status.code(), Some(3), "{strict:?}");
+    }
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args(["run", "schema.sql", "-", "--json", "-", "--threads", "2"])
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cardinal runs");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let writer = std::thread::spawn(move || stdin.write_all(&bytes).expect("pipe"));
+    let output = child.wait_with_output().expect("cardinal finishes");
+    writer.join().expect("writer");
+    let stderr = String::from_utf8_lossy(&output.stderr).replace("<stdin>", "cut.csv.gz");
+    check(
+        &std::process::Output {
+            stderr: stderr.into_bytes(),
+            ..output
+        },
+        0,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn the_printed_table_is_a_head_of_the_rows() {
     let dir = dir("head");
