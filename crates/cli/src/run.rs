@@ -64,8 +64,9 @@ const REJECTS_SHOWN_MAX: u64 = 10;
 pub struct Args {
     /// The declarations: CREATE STREAM and CREATE SUMMARY statements.
     schema: PathBuf,
-    /// Input files (gzip, zstd, lz4 or snappy detected by magic bytes), or
-    /// `-` for stdin.
+    /// Input files (gzip, zstd, lz4 or snappy detected by magic bytes), `-`
+    /// for stdin, or directories: every file under one, in name order,
+    /// names starting with `.` skipped.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     /// The stream the inputs belong to (default: the only one declared).
@@ -371,7 +372,8 @@ pub fn run(args: &Args) -> Result<i32> {
         progress: !args.no_progress && std::io::stderr().is_terminal(),
     };
     check_outputs(args)?;
-    let executed = execute(&plan, &args.inputs, &options)?;
+    let inputs = expand_directories(&args.inputs)?;
+    let executed = execute(&plan, &inputs, &options)?;
     report(&executed, args)?;
     // Records outside --retention-days are left out as asked; records
     // dropped at --groups-max leave an answer short.
@@ -384,6 +386,51 @@ pub fn run(args: &Args) -> Result<i32> {
     } else {
         0
     })
+}
+
+/// `inputs` with each directory replaced by the files under it, in name
+/// order, subdirectories included (not through symbolic links to
+/// directories, so a link cannot loop). Names starting with `.` are
+/// skipped, as editors' and file managers' leftovers are. A directory with
+/// no file under it is an error: it is most likely the wrong one.
+fn expand_directories(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
+        let mut entries = std::fs::read_dir(dir)
+            .with_context(|| format!("reading the directory {}", dir.display()))?
+            .map(|entry| entry.map(|e| (e.path(), e.file_type())))
+            .collect::<std::io::Result<Vec<_>>>()
+            .with_context(|| format!("reading the directory {}", dir.display()))?;
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (path, kind) in entries {
+            if path
+                .file_name()
+                .is_some_and(|name| name.as_encoded_bytes().starts_with(b"."))
+            {
+                continue;
+            }
+            if kind.as_ref().is_ok_and(std::fs::FileType::is_dir) {
+                walk(&path, files)?;
+            } else if path.is_file() {
+                files.push(path);
+            }
+        }
+        Ok(())
+    }
+    let mut files = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        if input.as_os_str() != "-" && input.is_dir() {
+            let before = files.len();
+            walk(input, &mut files)?;
+            ensure!(
+                files.len() > before,
+                "{}: the directory holds no file to read",
+                input.display()
+            );
+        } else {
+            files.push(input.clone());
+        }
+    }
+    Ok(files)
 }
 
 /// Checks before the run that every file and folder the run writes at its

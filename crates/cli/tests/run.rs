@@ -474,6 +474,45 @@ fn a_compressed_input_or_stdin_is_shared_by_every_worker() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A directory stands for every file under it, in name order (compressed
+/// ones too), subdirectories included and names starting with `.` left
+/// out; a directory with no file is an error that names it.
+#[test]
+fn a_directory_is_read_file_by_file() {
+    use std::io::Write;
+    let dir = dir("directory");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM t (n BIGINT, word TEXT) WITH (format = 'csv');
+         CREATE SUMMARY total AS SELECT count(*) AS n, sum(n) AS s FROM t;",
+    )
+    .expect("schema");
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(logs.join("2026-11-02")).expect("dirs");
+    std::fs::create_dir_all(dir.join("empty")).expect("dirs");
+    std::fs::write(logs.join("a.csv"), "1,a\n2,b\n").expect("input");
+    std::fs::write(logs.join("2026-11-02/b.csv"), "30,c\n").expect("input");
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(b"400,d\n").expect("gzip");
+    std::fs::write(logs.join("c.csv.gz"), gz.finish().expect("gzip")).expect("input");
+    // An editor's leftover: rejected on every line if it were read.
+    std::fs::write(logs.join(".a.csv.swp"), "not,a,record\n").expect("input");
+    let output = cardinal(
+        &dir,
+        &["run", "schema.sql", "logs", "--json", "-", "--strict"],
+    );
+    let stdout = ok(&output);
+    assert!(stdout.contains(r#""n":4,"s":433"#), "{stdout}");
+    let empty = cardinal(&dir, &["run", "schema.sql", "empty"]);
+    assert!(!empty.status.success());
+    let stderr = String::from_utf8_lossy(&empty.stderr);
+    assert!(
+        stderr.contains("empty: the directory holds no file to read"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A compressed input cut short (a log shipper's file mid-write) does not
 /// stop the run: what could be read of it is folded, in order, the rest
 /// is one reject that is always shown, and the other inputs are read
