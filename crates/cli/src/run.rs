@@ -1185,7 +1185,7 @@ fn worker<'p>(
                     continue;
                 }
                 Err(e) => {
-                    fold.cut_short(&e.to_string());
+                    fold.cut_short(&format!("{e}; the rest of this input is not read"));
                     break;
                 }
             }
@@ -1381,7 +1381,7 @@ fn read_shared<'p>(
                 SharedRead::Chunk { first } => first,
                 SharedRead::End => return Ok(()),
                 SharedRead::Failed(message) => {
-                    fold.cut_short(&message);
+                    fold.cut_short(&format!("{message}; the rest of this input is not read"));
                     return Ok(());
                 }
                 SharedRead::LineTooLong(message) => {
@@ -1421,8 +1421,31 @@ fn read_parquet(
     rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
 ) -> Result<()> {
     fold.counts.bytes += file.bytes(groups.clone());
-    let mut reader = file.read(groups)?;
-    while let Some(batch) = reader.next_batch()? {
+    // A corrupt row group ends this job's groups as a cut stream ends a
+    // text input: what was read is kept, the rest is one reject, and the
+    // other jobs go on.
+    let cut = |fold: &mut Fold<'_>, e: cardinal_parse::Error| {
+        fold.cut_short(&format!(
+            "{e}; the rest of row groups {}..{} is not read",
+            groups.start, groups.end
+        ));
+    };
+    let mut reader = match file.read(groups.clone()) {
+        Ok(reader) => reader,
+        Err(e) => {
+            cut(fold, e);
+            return Ok(());
+        }
+    };
+    loop {
+        let batch = match reader.next_batch() {
+            Ok(Some(batch)) => batch,
+            Ok(None) => break,
+            Err(e) => {
+                cut(fold, e);
+                break;
+            }
+        };
         if fold.parquet_columns(batch, input, collector.as_deref_mut()) {
             fold.flush();
             fold.flush_rejects(rejects_file)?;
@@ -1747,18 +1770,18 @@ impl<'a> Fold<'a> {
         );
     }
 
-    /// An input that could not be read past some point (`message`, the
-    /// source's error): what was read before it is folded, the rest is
-    /// one reject, and the run goes on with the other inputs. Bad input
+    /// An input that could not be read past some point (`text`: the
+    /// source's error and what is not read): what was read before it is
+    /// folded, the rest is one reject, and the run goes on with the other
+    /// inputs. Bad input
     /// does not stop the run, and what could be read is not thrown away;
     /// `--strict` fails the run as for any reject. Always shown, however
     /// many rejects were.
-    fn cut_short(&mut self, message: &str) {
-        let text = format!("{message}; the rest of this input is not read");
+    fn cut_short(&mut self, text: &str) {
         if self.shown.load(std::sync::atomic::Ordering::Relaxed) >= REJECTS_SHOWN_MAX {
             eprintln!("{}rejected: {text}", crate::progress::erase());
         }
-        self.reject(INPUT_CUT_SHORT, &text);
+        self.reject(INPUT_CUT_SHORT, text);
     }
 
     /// Appends the pending reject lines to the rejects file, if any.

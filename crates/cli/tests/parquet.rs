@@ -408,6 +408,82 @@ fn formats_must_match_their_stream() {
     assert!(error.contains("cut.parquet: Parquet: "), "{error}");
 }
 
+/// A damaged row group does not stop the run: the row groups read before
+/// it are folded, the rest of the job's groups are one reject (said once,
+/// without a panic's message), and `--strict` fails the run; as a cut
+/// compressed text input.
+#[test]
+fn a_damaged_row_group_is_one_reject() {
+    use parquet::file::reader::FileReader;
+    let dir = dir("damaged");
+    let n: Vec<i64> = (0..1000).collect();
+    write_parquet(
+        &dir.join("t.parquet"),
+        vec![("n", Arc::new(Int64Array::from(n)) as ArrayRef)],
+        100,
+        &["n"],
+    );
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM t (n BIGINT) WITH (format = 'parquet');
+         CREATE SUMMARY total AS SELECT count(*) AS rows, sum(n) AS s FROM t;",
+    )
+    .expect("schema");
+    // Overwrite the first page header of row group 5 (rows 500..600).
+    let mut bytes = std::fs::read(dir.join("t.parquet")).expect("written");
+    let reader = parquet::file::serialized_reader::SerializedFileReader::new(
+        std::fs::File::open(dir.join("t.parquet")).expect("open"),
+    )
+    .expect("a Parquet file");
+    let page = usize::try_from(reader.metadata().row_group(5).column(0).data_page_offset())
+        .expect("an offset");
+    bytes[page..page + 16].fill(0xff);
+    std::fs::write(dir.join("damaged.parquet"), &bytes).expect("damaged");
+    let output = cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "damaged.parquet",
+            "--json",
+            "-",
+            "--threads",
+            "1",
+        ],
+    );
+    let stdout = ok(&output);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // The job holding group 5 loses it and the groups after it in the
+    // job (5..end); every other group is folded whole.
+    let kept = (6..=10).find(|end| {
+        let lost: i64 = (500..end * 100).sum();
+        let want = format!(
+            r#""rows":{},"s":{}"#,
+            1000 - (end - 5) * 100,
+            499_500 - lost
+        );
+        stdout.contains(&want) && stderr.contains(&format!("..{end} is not read"))
+    });
+    assert!(kept.is_some(), "{stdout}\n{stderr}");
+    assert!(stderr.contains("damaged.parquet: Parquet"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("1 rejected (input unreadable past this point: 1)"),
+        "{stderr}"
+    );
+    let strict = cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "damaged.parquet",
+            "--quiet",
+            "--strict",
+        ],
+    );
+    assert_eq!(strict.status.code(), Some(3), "{strict:?}");
+}
+
 #[test]
 fn values_out_of_range_are_rejected_by_row() {
     let dir = dir("rejects");

@@ -363,11 +363,19 @@ impl ParquetFile {
 /// state, so it is caught here and the input stops with
 /// [`Error::ParquetPanic`]; the reader that panicked is dropped, never
 /// called again.
+///
+/// The panic is caught quietly: the default hook would print it, with a
+/// backtrace under `RUST_BACKTRACE`, as if the program had crashed, before
+/// the error says what happened ([`quiet_panics`]).
 fn guarded<T, E: std::fmt::Display>(
     input: &Arc<str>,
     call: impl FnOnce() -> Result<T, E>,
 ) -> Result<T> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+    quiet_panics();
+    GUARDED.set(true);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
+    GUARDED.set(false);
+    match outcome {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => Err(Error::Parquet {
             input: input.clone(),
@@ -385,6 +393,26 @@ fn guarded<T, E: std::fmt::Display>(
             })
         }
     }
+}
+
+thread_local! {
+    /// Whether this thread is inside [`guarded`], whose panics are caught
+    /// and reported as errors.
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs, once per process, a panic hook that says nothing for a panic
+/// inside [`guarded`] and hands every other panic to the hook it replaced.
+fn quiet_panics() {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    INSTALLED.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.get() {
+                previous(info);
+            }
+        }));
+    });
 }
 
 /// How footers are read: with the writer's Arrow schema as the type
