@@ -7,10 +7,9 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 use std::sync::Arc;
 
-use common::{cardinal, ok};
+use common::{cardinal, failure, ok};
 
 use arrow_array::types::Int32Type;
 use arrow_array::{
@@ -25,11 +24,6 @@ use parquet::schema::types::ColumnPath;
 
 fn dir(name: &str) -> PathBuf {
     common::scratch_dir("parquet", name)
-}
-
-fn failure(output: &Output) -> String {
-    assert!(!output.status.success(), "expected a failure");
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// Every `out/<summary>/*.csv` line, headers included, in file order.

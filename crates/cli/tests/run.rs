@@ -26,6 +26,11 @@ CREATE SUMMARY providers AS
   FROM impressions WHERE kind = 'impression' GROUP BY provider;
 ";
 
+/// Lines of `n,word`, counted and summed: which rows were read, and that
+/// none was read twice, shows in two numbers.
+const COUNT_AND_SUM: &str = "CREATE STREAM t (n BIGINT, word TEXT) WITH (format = 'csv');
+CREATE SUMMARY total AS SELECT count(*) AS n, sum(n) AS s FROM t;";
+
 fn dir(name: &str) -> PathBuf {
     common::scratch_dir("run", name)
 }
@@ -481,12 +486,7 @@ fn a_compressed_input_or_stdin_is_shared_by_every_worker() {
 fn a_directory_is_read_file_by_file() {
     use std::io::Write;
     let dir = dir("directory");
-    std::fs::write(
-        dir.join("schema.sql"),
-        "CREATE STREAM t (n BIGINT, word TEXT) WITH (format = 'csv');
-         CREATE SUMMARY total AS SELECT count(*) AS n, sum(n) AS s FROM t;",
-    )
-    .expect("schema");
+    std::fs::write(dir.join("schema.sql"), COUNT_AND_SUM).expect("schema");
     let logs = dir.join("logs");
     std::fs::create_dir_all(logs.join("2026-11-02")).expect("dirs");
     std::fs::create_dir_all(dir.join("empty")).expect("dirs");
@@ -503,9 +503,7 @@ fn a_directory_is_read_file_by_file() {
     );
     let stdout = ok(&output);
     assert!(stdout.contains(r#""n":4,"s":433"#), "{stdout}");
-    let empty = cardinal(&dir, &["run", "schema.sql", "empty"]);
-    assert!(!empty.status.success());
-    let stderr = String::from_utf8_lossy(&empty.stderr);
+    let stderr = common::failure(&cardinal(&dir, &["run", "schema.sql", "empty"]));
     assert!(
         stderr.contains("empty: the directory holds no file to read"),
         "{stderr}"
@@ -522,12 +520,7 @@ fn a_directory_is_read_file_by_file() {
 fn a_cut_compressed_input_is_read_up_to_the_cut() {
     use std::io::Write;
     let dir = dir("cut-short");
-    std::fs::write(
-        dir.join("schema.sql"),
-        "CREATE STREAM t (n BIGINT, word TEXT) WITH (format = 'csv');
-         CREATE SUMMARY total AS SELECT count(*) AS n, sum(n) AS s FROM t;",
-    )
-    .expect("schema");
+    std::fs::write(dir.join("schema.sql"), COUNT_AND_SUM).expect("schema");
     let good: String = (0..1000).map(|i| format!("{i},w\n")).collect();
     std::fs::write(dir.join("good.csv"), good).expect("input");
     let text: String = (0..200_000)

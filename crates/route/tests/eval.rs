@@ -300,28 +300,26 @@ fn naive(t: &T, row: &Row) -> Result<V, EvalError> {
         }
         // Letters beyond ASCII change case too, a char at a time; bytes
         // that are not UTF-8 by the ASCII rule.
-        T::Lower(a) => match naive(a, row)? {
-            V::Text(t) => V::Text(match String::from_utf8(t) {
-                Ok(text) => text
-                    .chars()
-                    .flat_map(char::to_lowercase)
-                    .collect::<String>()
-                    .into_bytes(),
-                Err(e) => e.into_bytes().to_ascii_lowercase(),
-            }),
-            _ => V::Null,
-        },
-        T::Upper(a) => match naive(a, row)? {
-            V::Text(t) => V::Text(match String::from_utf8(t) {
-                Ok(text) => text
-                    .chars()
-                    .flat_map(char::to_uppercase)
-                    .collect::<String>()
-                    .into_bytes(),
-                Err(e) => e.into_bytes().to_ascii_uppercase(),
-            }),
-            _ => V::Null,
-        },
+        T::Lower(a) | T::Upper(a) => {
+            let lower = matches!(t, T::Lower(_));
+            match naive(a, row)? {
+                V::Text(text) => V::Text(match String::from_utf8(text) {
+                    Ok(text) if lower => text
+                        .chars()
+                        .flat_map(char::to_lowercase)
+                        .collect::<String>()
+                        .into(),
+                    Ok(text) => text
+                        .chars()
+                        .flat_map(char::to_uppercase)
+                        .collect::<String>()
+                        .into(),
+                    Err(e) if lower => e.into_bytes().to_ascii_lowercase(),
+                    Err(e) => e.into_bytes().to_ascii_uppercase(),
+                }),
+                _ => V::Null,
+            }
+        }
         T::DateTrunc(unit, a) => match naive(a, row)? {
             V::Time(t) => V::Time(t.truncate(cardinal_event::TimeUnit::parse(unit).expect("unit"))),
             _ => V::Null,

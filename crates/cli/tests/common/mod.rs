@@ -1,5 +1,5 @@
 //! What the end-to-end tests of the binary share: a scratch directory, a
-//! way to run `cardinal` in it, and a check that it succeeded.
+//! way to run `cardinal` in it, and checks that it succeeded or failed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -31,4 +31,14 @@ pub fn ok(output: &Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout.clone()).expect("utf-8")
+}
+
+/// Asserts that the run failed and returns its stderr.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn failure(output: &Output) -> String {
+    assert!(!output.status.success(), "expected a failure: {output:?}");
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
