@@ -1148,6 +1148,9 @@ fn worker<'p>(
                 collector.as_mut(),
                 rejects_file,
             )?;
+            // A job's last rejects (a damaged row group's, a long last
+            // line's) follow no chunk that would write them out.
+            fold.flush_rejects(rejects_file)?;
             tap.report(&fold.counts);
             continue;
         }
@@ -1163,6 +1166,7 @@ fn worker<'p>(
                 rejects_file,
                 &mut tap,
             )?;
+            fold.flush_rejects(rejects_file)?;
             continue;
         }
         let input = match (&job.path, &job.range) {
@@ -1199,8 +1203,10 @@ fn worker<'p>(
                 &mut tap,
             )?;
         }
+        fold.flush_rejects(rejects_file)?;
     }
     fold.finish();
+    fold.flush_rejects(rejects_file)?;
     Ok(WorkerOutput {
         rollups: fold.lanes.into_iter().map(|lane| lane.rollup).collect(),
         counts: fold.counts,

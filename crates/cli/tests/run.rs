@@ -578,7 +578,38 @@ fn a_cut_compressed_input_is_read_up_to_the_cut() {
         check(&cardinal(&dir, &args), 1000);
         let strict = cardinal(&dir, &[&args[..], &["--strict"]].concat());
         assert_eq!(strict.status.code(), Some(3), "{strict:?}");
+        // The rejects file has the cut too: it is an input's last reject,
+        // after which no chunk comes to write it out.
+        let rejects = format!("rejects-{threads}.txt");
+        ok(&cardinal(
+            &dir,
+            &[&args[..], &["--rejects", &rejects]].concat(),
+        ));
+        let written = std::fs::read_to_string(dir.join(&rejects)).expect("rejects file");
+        assert!(written.contains("cut.csv.gz: incomplete"), "{written}");
     }
+    // So has a line too long at the end of an input.
+    let long = format!(
+        "1,a\n2,{}\n",
+        "x".repeat(cardinal_source::LINE_BYTES_MAX + 10)
+    );
+    std::fs::write(dir.join("long.csv"), long).expect("input");
+    ok(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "long.csv",
+            "--quiet",
+            "--rejects",
+            "long.txt",
+        ],
+    ));
+    let written = std::fs::read_to_string(dir.join("long.txt")).expect("rejects file");
+    assert!(
+        written.contains("long.csv:2: line longer than"),
+        "{written}"
+    );
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cardinal"))
         .args(["run", "schema.sql", "-", "--json", "-", "--threads", "2"])
         .current_dir(&dir)
