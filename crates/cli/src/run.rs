@@ -1136,6 +1136,9 @@ fn worker<'p>(
     let mut tap = progress.tap();
     let mut batch = Batch::new();
     loop {
+        // The last job's last rejects (a cut stream's, a damaged row
+        // group's, a long last line's) follow no chunk that wrote them out.
+        fold.flush_rejects(rejects_file)?;
         let Some(job) = queue.lock().expect("queue lock").pop_front() else {
             break;
         };
@@ -1148,9 +1151,6 @@ fn worker<'p>(
                 collector.as_mut(),
                 rejects_file,
             )?;
-            // A job's last rejects (a damaged row group's, a long last
-            // line's) follow no chunk that would write them out.
-            fold.flush_rejects(rejects_file)?;
             tap.report(&fold.counts);
             continue;
         }
@@ -1166,7 +1166,6 @@ fn worker<'p>(
                 rejects_file,
                 &mut tap,
             )?;
-            fold.flush_rejects(rejects_file)?;
             continue;
         }
         let input = match (&job.path, &job.range) {
@@ -1189,7 +1188,7 @@ fn worker<'p>(
                     continue;
                 }
                 Err(e) => {
-                    fold.cut_short(&format!("{e}; the rest of this input is not read"));
+                    fold.cut_short(e, "this input");
                     break;
                 }
             }
@@ -1203,7 +1202,6 @@ fn worker<'p>(
                 &mut tap,
             )?;
         }
-        fold.flush_rejects(rejects_file)?;
     }
     fold.finish();
     fold.flush_rejects(rejects_file)?;
@@ -1387,7 +1385,7 @@ fn read_shared<'p>(
                 SharedRead::Chunk { first } => first,
                 SharedRead::End => return Ok(()),
                 SharedRead::Failed(message) => {
-                    fold.cut_short(&format!("{message}; the rest of this input is not read"));
+                    fold.cut_short(message, "this input");
                     return Ok(());
                 }
                 SharedRead::LineTooLong(message) => {
@@ -1430,16 +1428,11 @@ fn read_parquet(
     // A corrupt row group ends this job's groups as a cut stream ends a
     // text input: what was read is kept, the rest is one reject, and the
     // other jobs go on.
-    let cut = |fold: &mut Fold<'_>, e: cardinal_parse::Error| {
-        fold.cut_short(&format!(
-            "{e}; the rest of row groups {}..{} is not read",
-            groups.start, groups.end
-        ));
-    };
-    let mut reader = match file.read(groups.clone()) {
+    let rest = format!("row groups {}..{}", groups.start, groups.end);
+    let mut reader = match file.read(groups) {
         Ok(reader) => reader,
         Err(e) => {
-            cut(fold, e);
+            fold.cut_short(e, &rest);
             return Ok(());
         }
     };
@@ -1448,7 +1441,7 @@ fn read_parquet(
             Ok(Some(batch)) => batch,
             Ok(None) => break,
             Err(e) => {
-                cut(fold, e);
+                fold.cut_short(e, &rest);
                 break;
             }
         };
@@ -1776,18 +1769,18 @@ impl<'a> Fold<'a> {
         );
     }
 
-    /// An input that could not be read past some point (`text`: the
-    /// source's error and what is not read): what was read before it is
+    /// An input that could not be read past some point (`error`, the
+    /// source's; `rest`, what is not read): what was read before it is
     /// folded, the rest is one reject, and the run goes on with the other
-    /// inputs. Bad input
-    /// does not stop the run, and what could be read is not thrown away;
-    /// `--strict` fails the run as for any reject. Always shown, however
-    /// many rejects were.
-    fn cut_short(&mut self, text: &str) {
+    /// inputs. Bad input does not stop the run, and what could be read is
+    /// not thrown away; `--strict` fails the run as for any reject. Always
+    /// shown, however many rejects were.
+    fn cut_short(&mut self, error: impl std::fmt::Display, rest: &str) {
+        let text = format!("{error}; the rest of {rest} is not read");
         if self.shown.load(std::sync::atomic::Ordering::Relaxed) >= REJECTS_SHOWN_MAX {
             eprintln!("{}rejected: {text}", crate::progress::erase());
         }
-        self.reject(INPUT_CUT_SHORT, text);
+        self.reject(INPUT_CUT_SHORT, &text);
     }
 
     /// Appends the pending reject lines to the rejects file, if any.

@@ -622,9 +622,7 @@ fn change_case(op: CaseOp, scratch: &mut Vec<u8>, start: usize) {
             0xe0..=0xef => 3,
             _ => 4,
         };
-        let mut bytes = [0u8; 4];
-        bytes[..len].copy_from_slice(&scratch[at..at + len]);
-        let c = std::str::from_utf8(&bytes[..len])
+        let c = std::str::from_utf8(&scratch[at..at + len])
             .ok()
             .and_then(|text| text.chars().next())
             .expect("a char of valid UTF-8");
