@@ -139,6 +139,9 @@ struct Job {
     /// A compressed file or stdin that every worker helps read: one job per
     /// worker, all holding the same [`SharedInput`].
     shared: Option<Arc<SharedInput>>,
+    /// Why none of the input can be read (a Parquet file whose footer is
+    /// cut off): the job is one reject, and the run goes on.
+    unreadable: Option<String>,
 }
 
 /// An input that cannot be split into byte ranges (a compressed file, or
@@ -944,20 +947,47 @@ fn plan_jobs(
                     header: None,
                     parquet: None,
                     shared: None,
+                    unreadable: None,
                 });
             }
             continue;
         }
-        if let Some(file) = parquet_input(path, stream, reads)? {
-            jobs.extend(parquet_jobs(&file, threads).into_iter().map(|groups| Job {
-                input,
-                path: Some(path.clone()),
-                range: None,
-                header: None,
-                parquet: Some((file.clone(), groups)),
-                shared: None,
-            }));
-            continue;
+        match parquet_input(path, stream, reads) {
+            Ok(Some(file)) => {
+                jobs.extend(parquet_jobs(&file, threads).into_iter().map(|groups| Job {
+                    input,
+                    path: Some(path.clone()),
+                    range: None,
+                    header: None,
+                    parquet: Some((file.clone(), groups)),
+                    shared: None,
+                    unreadable: None,
+                }));
+                continue;
+            }
+            Ok(None) => {}
+            // A Parquet file cut short (a shipper's file mid-write) is bad
+            // input, which never stops a run: one reject, as a cut gzip
+            // stream's rest is. A missing column or a wrong type is the
+            // declaration's mistake and stops it.
+            Err(e)
+                if matches!(
+                    e.downcast_ref::<cardinal_parse::Error>(),
+                    Some(cardinal_parse::Error::ParquetFooter { .. })
+                ) =>
+            {
+                jobs.push(Job {
+                    input,
+                    path: Some(path.clone()),
+                    range: None,
+                    header: None,
+                    parquet: None,
+                    shared: None,
+                    unreadable: Some(e.to_string()),
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
         }
         let len = std::fs::metadata(path)
             .with_context(|| format!("reading {}", path.display()))?
@@ -985,6 +1015,7 @@ fn plan_jobs(
                     header,
                     parquet: None,
                     shared: None,
+                    unreadable: None,
                 });
             }
         } else if threads > 1 && !plain {
@@ -997,6 +1028,7 @@ fn plan_jobs(
                 header: None,
                 parquet: None,
                 shared: None,
+                unreadable: None,
             });
         }
     }
@@ -1015,6 +1047,7 @@ fn shared_jobs(jobs: &mut Vec<Job>, input: u32, path: Option<PathBuf>, threads: 
         header: None,
         parquet: None,
         shared: Some(shared.clone()),
+        unreadable: None,
     }));
 }
 
@@ -1142,6 +1175,10 @@ fn worker<'p>(
         let Some(job) = queue.lock().expect("queue lock").pop_front() else {
             break;
         };
+        if let Some(why) = &job.unreadable {
+            fold.unreadable(&format!("{why}; none of it is read"));
+            continue;
+        }
         if let Some((file, groups)) = &job.parquet {
             read_parquet(
                 file,
@@ -1776,11 +1813,16 @@ impl<'a> Fold<'a> {
     /// not thrown away; `--strict` fails the run as for any reject. Always
     /// shown, however many rejects were.
     fn cut_short(&mut self, error: impl std::fmt::Display, rest: &str) {
-        let text = format!("{error}; the rest of {rest} is not read");
+        self.unreadable(&format!("{error}; the rest of {rest} is not read"));
+    }
+
+    /// [`Fold::cut_short`]'s reject, worded by the caller: `text` says
+    /// what could not be read and what is lost.
+    fn unreadable(&mut self, text: &str) {
         if self.shown.load(std::sync::atomic::Ordering::Relaxed) >= REJECTS_SHOWN_MAX {
             eprintln!("{}rejected: {text}", crate::progress::erase());
         }
-        self.reject(INPUT_CUT_SHORT, &text);
+        self.reject(INPUT_CUT_SHORT, text);
     }
 
     /// Appends the pending reject lines to the rejects file, if any.

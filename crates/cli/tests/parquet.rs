@@ -395,11 +395,63 @@ fn formats_must_match_their_stream() {
         ),
         "{error}"
     );
-    // A cut file is an error, not a crash.
+}
+
+/// A Parquet file cut short (its footer, at the end, gone: a shipper's
+/// file mid-write) does not stop the run: it is one reject, always shown,
+/// the other inputs are folded, and `--strict` fails the run; as a cut
+/// compressed text input.
+#[test]
+fn a_parquet_file_cut_short_is_one_reject() {
+    let dir = dir("cut");
+    let n: Vec<i64> = (0..1000).collect();
+    write_parquet(
+        &dir.join("t.parquet"),
+        vec![("n", Arc::new(Int64Array::from(n)) as ArrayRef)],
+        100,
+        &["n"],
+    );
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM t (n BIGINT) WITH (format = 'parquet');
+         CREATE SUMMARY total AS SELECT count(*) AS rows, sum(n) AS s FROM t;",
+    )
+    .expect("schema");
     let bytes = std::fs::read(dir.join("t.parquet")).expect("written");
     std::fs::write(dir.join("cut.parquet"), &bytes[..bytes.len() / 2]).expect("cut");
-    let error = failure(&cardinal(&dir, &["run", "parquet.sql", "cut.parquet"]));
-    assert!(error.contains("cut.parquet: Parquet: "), "{error}");
+    for threads in ["1", "2"] {
+        let output = cardinal(
+            &dir,
+            &[
+                "run",
+                "schema.sql",
+                "cut.parquet",
+                "t.parquet",
+                "--json",
+                "-",
+                "--threads",
+                threads,
+            ],
+        );
+        let stdout = ok(&output);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stdout.contains(r#""rows":1000,"s":499500"#), "{stdout}");
+        assert!(
+            stderr.contains("rejected: cut.parquet: the Parquet footer cannot be read ("),
+            "{stderr}"
+        );
+        assert!(stderr.contains("none of it is read"), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            stderr.contains("1 rejected (input unreadable past this point: 1)"),
+            "{stderr}"
+        );
+    }
+    let strict = cardinal(
+        &dir,
+        &["run", "schema.sql", "cut.parquet", "--quiet", "--strict"],
+    );
+    assert_eq!(strict.status.code(), Some(3), "{strict:?}");
 }
 
 /// A damaged row group does not stop the run: the row groups read before

@@ -83,6 +83,19 @@ pub enum Error {
         /// What the Parquet reader said.
         message: String,
     },
+    /// A file that starts as Parquet but whose footer (the schema and where
+    /// each row group lies, at the file's end) cannot be read: cut short,
+    /// still being written, or damaged. Nothing of it can be located, so
+    /// a run takes it as one unreadable input and goes on with the others.
+    #[error(
+        "{input}: the Parquet footer cannot be read ({message}): the file is cut short, still being written, or damaged"
+    )]
+    ParquetFooter {
+        /// The input's name.
+        input: Arc<str>,
+        /// What the Parquet reader said.
+        message: String,
+    },
     /// The Parquet reader gave up on corrupt data by panicking (caught; the
     /// input stops and the reader is not used again).
     #[error("{input}: Parquet: corrupt file: the reader failed with {message:?}")]

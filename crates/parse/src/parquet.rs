@@ -142,7 +142,8 @@ impl ParquetFile {
         let len = file.metadata().map_err(|e| fail(e.to_string()))?.len();
         let metadata = guarded(&input, || {
             ArrowReaderMetadata::load(&file, footer_options())
-        })?;
+        })
+        .map_err(footer_error)?;
         Self::new(
             input.clone(),
             Source::Path(path.to_owned()),
@@ -164,7 +165,8 @@ impl ParquetFile {
         let bytes: Bytes = bytes.into();
         let metadata = guarded(&input, || {
             ArrowReaderMetadata::load(&bytes, footer_options())
-        })?;
+        })
+        .map_err(footer_error)?;
         let len = bytes.len() as u64;
         Self::new(input, Source::Bytes(bytes), len, metadata, schema, reads)
     }
@@ -181,7 +183,10 @@ impl ParquetFile {
             input: input.clone(),
             message,
         };
-        check_chunks(metadata.metadata(), len).map_err(fail)?;
+        check_chunks(metadata.metadata(), len).map_err(|message| Error::ParquetFooter {
+            input: input.clone(),
+            message,
+        })?;
         let fields = metadata.schema().fields().clone();
         // Each read column's root index in the file.
         let mut roots: Vec<(usize, usize)> = Vec::with_capacity(reads.len());
@@ -367,6 +372,22 @@ impl ParquetFile {
 /// The panic is caught quietly: the default hook would print it, with a
 /// backtrace under `RUST_BACKTRACE`, as if the program had crashed, before
 /// the error says what happened ([`quiet_panics`]).
+/// A failure to read a footer ([`guarded`]'s error) as
+/// [`Error::ParquetFooter`], without the reader's own "Parquet error: "
+/// prefix (the message says Parquet already).
+fn footer_error(error: Error) -> Error {
+    match error {
+        Error::Parquet { input, message } | Error::ParquetPanic { input, message } => {
+            let message = match message.strip_prefix("Parquet error: ") {
+                Some(rest) => rest.to_owned(),
+                None => message,
+            };
+            Error::ParquetFooter { input, message }
+        }
+        other => other,
+    }
+}
+
 fn guarded<T, E: std::fmt::Display>(
     input: &Arc<str>,
     call: impl FnOnce() -> Result<T, E>,
