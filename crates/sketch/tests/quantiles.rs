@@ -144,6 +144,56 @@ fn rank_error_within_bound_on_fixed_seed_data() {
     assert!(summary.p50 <= summary.p90 && summary.p90 <= summary.p99);
 }
 
+/// The sketch compacts a level 0 of 64 new values at a time, where
+/// DataSketches' own update compacts whenever its buffer is full (every few
+/// values once level 0's capacity is 8): fewer compactions, so its rank
+/// error must be no worse. 20 streams of 100,000 values, each into both:
+/// the mean of each stream's worst error over 99 probes, ours against
+/// DataSketches'. Measured at 300,000 values and 40 streams: 0.56% against
+/// 0.60% (worst 0.80% against 1.01%; the 99% bound of one query is 1.33%).
+/// The margin below is about six standard deviations of the means.
+#[test]
+fn batched_compaction_is_as_accurate_as_datasketches_update() {
+    use datasketches::common::SearchCriteria;
+    use datasketches::kll::{KllFloat, KllSketch};
+    let (mut ours, mut theirs) = (0.0, 0.0);
+    let streams: u32 = 20;
+    for seed in 0..streams {
+        let mut rng = StdRng::seed_from_u64(0x5eed_0100 + u64::from(seed));
+        let values: Vec<f64> = (0..100_000)
+            .map(|_| rng.random::<f64>().powi(3) * 1e4)
+            .collect();
+        let mut truth = values.clone();
+        truth.sort_by(f64::total_cmp);
+        let q = sketch_of(200, &values);
+        let mut reference = KllSketch::<KllFloat<f64>>::new(200).expect("valid k");
+        for &v in &values {
+            reference.update(KllFloat::<f64>::new(v).expect("not NaN"));
+        }
+        let (mut worst, mut worst_reference) = (0.0f64, 0.0f64);
+        for i in 1..100 {
+            let probe = truth[truth.len() * i / 100];
+            let exact = true_rank(&truth, probe);
+            worst = worst.max((q.rank(probe).expect("not empty") - exact).abs());
+            let theirs = reference
+                .rank(
+                    &KllFloat::<f64>::new(probe).expect("not NaN"),
+                    SearchCriteria::Inclusive,
+                )
+                .expect("not empty");
+            worst_reference = worst_reference.max((theirs - exact).abs());
+        }
+        ours += worst / f64::from(streams);
+        theirs += worst_reference / f64::from(streams);
+    }
+    assert!(ours > 0.0, "estimation mode");
+    assert!(
+        ours <= 1.3 * theirs,
+        "mean worst rank error {ours} against DataSketches' {theirs}"
+    );
+    assert!(ours <= 0.75 * Quantiles::default().rank_error(), "{ours}");
+}
+
 #[test]
 fn merge_of_different_k_takes_the_smaller_bound() {
     let mut a = sketch_of(200, &(0..1000).map(f64::from).collect::<Vec<_>>());
