@@ -186,8 +186,9 @@ enum SharedRead {
         first: bool,
     },
     End,
-    /// A line longer than `LINE_BYTES_MAX` was skipped (the message).
-    LineTooLong(String),
+    /// A line longer than `LINE_BYTES_MAX` was skipped (the message and
+    /// the bytes skipped).
+    LineTooLong(String, u64),
     /// The input failed (the source's message: corrupt or cut compressed
     /// data, a read error): what came before it in the turn is folded
     /// first, and the rest of the input is not read.
@@ -246,7 +247,9 @@ impl SharedInput {
                     *guard = SharedReader::Done;
                     SharedRead::End
                 }
-                Err(e) if e.is_recoverable() => SharedRead::LineTooLong(e.to_string()),
+                Err(e) if e.is_recoverable() => {
+                    SharedRead::LineTooLong(e.to_string(), e.skipped_bytes())
+                }
                 Err(e) => {
                     *guard = SharedReader::Done;
                     SharedRead::Failed(e.to_string())
@@ -1221,6 +1224,8 @@ fn worker<'p>(
                 Ok(true) => {}
                 Ok(false) => break,
                 Err(e) if e.is_recoverable() => {
+                    // The skipped line was read: the rate counts it.
+                    fold.counts.bytes += e.skipped_bytes();
                     fold.reject(LINE_TOO_LONG, &e.to_string());
                     continue;
                 }
@@ -1425,7 +1430,8 @@ fn read_shared<'p>(
                     fold.cut_short(message, "this input");
                     return Ok(());
                 }
-                SharedRead::LineTooLong(message) => {
+                SharedRead::LineTooLong(message, bytes) => {
+                    fold.counts.bytes += bytes;
                     fold.reject(LINE_TOO_LONG, &message);
                     continue;
                 }
@@ -2397,7 +2403,7 @@ mod shared_tests {
                         seen.failed = Some(message);
                         return seen;
                     }
-                    SharedRead::LineTooLong(m) => panic!("no long lines here: {m}"),
+                    SharedRead::LineTooLong(m, _) => panic!("no long lines here: {m}"),
                 }
             }
         }

@@ -594,7 +594,7 @@ fn a_cut_compressed_input_is_read_up_to_the_cut() {
         "x".repeat(cardinal_source::LINE_BYTES_MAX + 10)
     );
     std::fs::write(dir.join("long.csv"), long).expect("input");
-    ok(&cardinal(
+    let output = cardinal(
         &dir,
         &[
             "run",
@@ -604,7 +604,12 @@ fn a_cut_compressed_input_is_read_up_to_the_cut() {
             "--rejects",
             "long.txt",
         ],
-    ));
+    );
+    ok(&output);
+    // The skipped line was read: the megabytes count it (1,048,597 bytes
+    // in all, not the 4 of the line kept).
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("1 records, 1.0 MB in"), "{stderr}");
     let written = std::fs::read_to_string(dir.join("long.txt")).expect("rejects file");
     assert!(
         written.contains("long.csv:2: line longer than"),

@@ -18,7 +18,7 @@ pub enum Error {
     /// A line longer than [`LINE_BYTES_MAX`](crate::LINE_BYTES_MAX). Not
     /// fatal: the reader has skipped the line and the next call goes on
     /// with the line after it.
-    #[error("{input}:{line}: line longer than {bytes_max} bytes skipped (at byte offset {offset})", line = display_line(*.line))]
+    #[error("{input}:{line}: line longer than {bytes_max} bytes skipped ({bytes} bytes at byte offset {offset})", line = display_line(*.line))]
     LineTooLong {
         /// The input's name.
         input: Arc<str>,
@@ -30,6 +30,9 @@ pub enum Error {
         offset: u64,
         /// The limit that was exceeded.
         bytes_max: usize,
+        /// The bytes skipped: the line and its newline (up to the end of
+        /// the input for a last line without one).
+        bytes: u64,
     },
     /// Byte ranges were asked of a compressed file, which cannot be entered
     /// in the middle.
@@ -51,6 +54,16 @@ impl Error {
     /// it and calls again); otherwise the input is finished.
     pub fn is_recoverable(&self) -> bool {
         matches!(self, Error::LineTooLong { .. })
+    }
+
+    /// Input bytes this error passed over without handing them on: a
+    /// skipped line's ([`Error::LineTooLong`]), none for the others. A
+    /// count of bytes read adds them, so that it covers the whole input.
+    pub fn skipped_bytes(&self) -> u64 {
+        match self {
+            Error::LineTooLong { bytes, .. } => *bytes,
+            _ => 0,
+        }
     }
 }
 

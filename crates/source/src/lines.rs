@@ -252,12 +252,6 @@ impl LineReader {
     /// through its newline, and describes it.
     fn skip_long_line(&mut self, chunk: &mut Chunk) -> Error {
         let (line, offset) = (chunk.first_line, chunk.offset);
-        let error_of = |reader: &Self| Error::LineTooLong {
-            input: reader.input.name.clone(),
-            line,
-            offset,
-            bytes_max: LINE_BYTES_MAX,
-        };
         let mut skipped = 0u64;
         loop {
             if let Some(newline) = memchr::memchr(b'\n', chunk.bytes()) {
@@ -276,7 +270,13 @@ impl LineReader {
             }
         }
         chunk.clear();
-        let error = error_of(self);
+        let error = Error::LineTooLong {
+            input: self.input.name.clone(),
+            line,
+            offset,
+            bytes_max: LINE_BYTES_MAX,
+            bytes: skipped,
+        };
         self.next_offset = chunk.offset + skipped;
         self.next_line = chunk.first_line.map(|line| line + 1);
         error

@@ -132,9 +132,13 @@ fn long_line_is_skipped_and_named() {
             input,
             line,
             offset,
+            bytes,
             ..
         } => {
             assert_eq!((&**input, *line, *offset), ("mem", Some(2), 6));
+            // The line and its newline.
+            assert_eq!(*bytes, LINE_BYTES_MAX as u64 + 11);
+            assert_eq!(errors[0].skipped_bytes(), *bytes);
         }
         other => panic!("{other}"),
     }
