@@ -144,6 +144,22 @@ struct Job {
     unreadable: Option<String>,
 }
 
+impl Job {
+    /// Input `input` (`path`, or stdin for `None`), whole, by one worker;
+    /// the other kinds of job change a field of it.
+    fn whole(input: u32, path: Option<PathBuf>) -> Self {
+        Self {
+            input,
+            path,
+            range: None,
+            header: None,
+            parquet: None,
+            shared: None,
+            unreadable: None,
+        }
+    }
+}
+
 /// An input that cannot be split into byte ranges (a compressed file, or
 /// stdin), read by several workers at once. Decoding is sequential, so a
 /// worker holds the lock only while it decodes its next turn of
@@ -943,28 +959,15 @@ fn plan_jobs(
             if threads > 1 {
                 shared_jobs(&mut jobs, input, None, threads);
             } else {
-                jobs.push(Job {
-                    input,
-                    path: None,
-                    range: None,
-                    header: None,
-                    parquet: None,
-                    shared: None,
-                    unreadable: None,
-                });
+                jobs.push(Job::whole(input, None));
             }
             continue;
         }
         match parquet_input(path, stream, reads) {
             Ok(Some(file)) => {
                 jobs.extend(parquet_jobs(&file, threads).into_iter().map(|groups| Job {
-                    input,
-                    path: Some(path.clone()),
-                    range: None,
-                    header: None,
                     parquet: Some((file.clone(), groups)),
-                    shared: None,
-                    unreadable: None,
+                    ..Job::whole(input, Some(path.clone()))
                 }));
                 continue;
             }
@@ -980,13 +983,8 @@ fn plan_jobs(
                 ) =>
             {
                 jobs.push(Job {
-                    input,
-                    path: Some(path.clone()),
-                    range: None,
-                    header: None,
-                    parquet: None,
-                    shared: None,
                     unreadable: Some(e.to_string()),
+                    ..Job::whole(input, Some(path.clone()))
                 });
                 continue;
             }
@@ -1012,27 +1010,15 @@ fn plan_jobs(
             for (i, range) in ranges.into_iter().enumerate() {
                 let header = if i == 0 { None } else { header.clone() };
                 jobs.push(Job {
-                    input,
-                    path: Some(path.clone()),
                     range: Some(range),
                     header,
-                    parquet: None,
-                    shared: None,
-                    unreadable: None,
+                    ..Job::whole(input, Some(path.clone()))
                 });
             }
         } else if threads > 1 && !plain {
             shared_jobs(&mut jobs, input, Some(path.clone()), threads);
         } else {
-            jobs.push(Job {
-                input,
-                path: Some(path.clone()),
-                range: None,
-                header: None,
-                parquet: None,
-                shared: None,
-                unreadable: None,
-            });
+            jobs.push(Job::whole(input, Some(path.clone())));
         }
     }
     Ok(jobs)
@@ -1044,13 +1030,8 @@ fn plan_jobs(
 fn shared_jobs(jobs: &mut Vec<Job>, input: u32, path: Option<PathBuf>, threads: usize) {
     let shared = Arc::new(SharedInput::new(path.clone()));
     jobs.extend((0..threads).map(|_| Job {
-        input,
-        path: path.clone(),
-        range: None,
-        header: None,
-        parquet: None,
         shared: Some(shared.clone()),
-        unreadable: None,
+        ..Job::whole(input, path.clone())
     }));
 }
 

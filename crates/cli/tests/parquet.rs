@@ -397,13 +397,9 @@ fn formats_must_match_their_stream() {
     );
 }
 
-/// A Parquet file cut short (its footer, at the end, gone: a shipper's
-/// file mid-write) does not stop the run: it is one reject, always shown,
-/// the other inputs are folded, and `--strict` fails the run; as a cut
-/// compressed text input.
-#[test]
-fn a_parquet_file_cut_short_is_one_reject() {
-    let dir = dir("cut");
+/// Writes `t.parquet`, `n` = 0..1000 in row groups of 100, and
+/// `schema.sql`, whose summary `total` counts and sums them.
+fn thousand_rows(dir: &Path) {
     let n: Vec<i64> = (0..1000).collect();
     write_parquet(
         &dir.join("t.parquet"),
@@ -417,6 +413,16 @@ fn a_parquet_file_cut_short_is_one_reject() {
          CREATE SUMMARY total AS SELECT count(*) AS rows, sum(n) AS s FROM t;",
     )
     .expect("schema");
+}
+
+/// A Parquet file cut short (its footer, at the end, gone: a shipper's
+/// file mid-write) does not stop the run: it is one reject, always shown,
+/// the other inputs are folded, and `--strict` fails the run; as a cut
+/// compressed text input.
+#[test]
+fn a_parquet_file_cut_short_is_one_reject() {
+    let dir = dir("cut");
+    thousand_rows(&dir);
     let bytes = std::fs::read(dir.join("t.parquet")).expect("written");
     std::fs::write(dir.join("cut.parquet"), &bytes[..bytes.len() / 2]).expect("cut");
     for threads in ["1", "2"] {
@@ -462,19 +468,7 @@ fn a_parquet_file_cut_short_is_one_reject() {
 fn a_damaged_row_group_is_one_reject() {
     use parquet::file::reader::FileReader;
     let dir = dir("damaged");
-    let n: Vec<i64> = (0..1000).collect();
-    write_parquet(
-        &dir.join("t.parquet"),
-        vec![("n", Arc::new(Int64Array::from(n)) as ArrayRef)],
-        100,
-        &["n"],
-    );
-    std::fs::write(
-        dir.join("schema.sql"),
-        "CREATE STREAM t (n BIGINT) WITH (format = 'parquet');
-         CREATE SUMMARY total AS SELECT count(*) AS rows, sum(n) AS s FROM t;",
-    )
-    .expect("schema");
+    thousand_rows(&dir);
     // Overwrite the first page header of row group 5 (rows 500..600).
     let mut bytes = std::fs::read(dir.join("t.parquet")).expect("written");
     let reader = parquet::file::serialized_reader::SerializedFileReader::new(
