@@ -415,6 +415,22 @@ fn thousand_rows(dir: &Path) {
     .expect("schema");
 }
 
+/// A run's stderr said one input could not be read (past some point),
+/// without a panic's message.
+fn one_unreadable_input(stderr: &str) {
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains("1 rejected (input unreadable past this point: 1)"),
+        "{stderr}"
+    );
+}
+
+/// `--strict` fails a run over `file` of `schema.sql` with exit status 3.
+fn fails_strictly(dir: &Path, file: &str) {
+    let strict = cardinal(dir, &["run", "schema.sql", file, "--quiet", "--strict"]);
+    assert_eq!(strict.status.code(), Some(3), "{strict:?}");
+}
+
 /// A Parquet file cut short (its footer, at the end, gone: a shipper's
 /// file mid-write) does not stop the run: it is one reject, always shown,
 /// the other inputs are folded, and `--strict` fails the run; as a cut
@@ -447,17 +463,9 @@ fn a_parquet_file_cut_short_is_one_reject() {
             "{stderr}"
         );
         assert!(stderr.contains("none of it is read"), "{stderr}");
-        assert!(!stderr.contains("panicked"), "{stderr}");
-        assert!(
-            stderr.contains("1 rejected (input unreadable past this point: 1)"),
-            "{stderr}"
-        );
+        one_unreadable_input(&stderr);
     }
-    let strict = cardinal(
-        &dir,
-        &["run", "schema.sql", "cut.parquet", "--quiet", "--strict"],
-    );
-    assert_eq!(strict.status.code(), Some(3), "{strict:?}");
+    fails_strictly(&dir, "cut.parquet");
 }
 
 /// A damaged row group does not stop the run: the row groups read before
@@ -506,22 +514,8 @@ fn a_damaged_row_group_is_one_reject() {
     });
     assert!(kept.is_some(), "{stdout}\n{stderr}");
     assert!(stderr.contains("damaged.parquet: Parquet"), "{stderr}");
-    assert!(!stderr.contains("panicked"), "{stderr}");
-    assert!(
-        stderr.contains("1 rejected (input unreadable past this point: 1)"),
-        "{stderr}"
-    );
-    let strict = cardinal(
-        &dir,
-        &[
-            "run",
-            "schema.sql",
-            "damaged.parquet",
-            "--quiet",
-            "--strict",
-        ],
-    );
-    assert_eq!(strict.status.code(), Some(3), "{strict:?}");
+    one_unreadable_input(&stderr);
+    fails_strictly(&dir, "damaged.parquet");
 }
 
 #[test]
