@@ -797,7 +797,7 @@ mod tests {
                 rejects,
                 fold_text(&mut by_row, stream, &mut collector(), &text, lines)
             );
-            prop_assert!(by_aggregate.parsed.is_some(), "typed columns read twice: parsed");
+            prop_assert!(by_aggregate.parsed.is_some(), "plain typed columns: parsed");
             prop_assert_eq!(by_row.by_aggregate.batches, 0);
             if groups_max > 100_000 && !rows.is_empty() && large.is_none() {
                 prop_assert!(by_aggregate.by_aggregate.batches > 0);
@@ -834,5 +834,72 @@ mod tests {
             prop_assert_eq!(by_aggregate.counts.records, by_row.counts.records);
             prop_assert_eq!(&by_aggregate.counts.rejects_by_reason, &by_row.counts.rejects_by_reason);
         }
+    }
+
+    /// A summary that reads each typed column once (no column cache) and
+    /// keeps a small rollup folds an aggregate at a time too: it is where
+    /// a day-by-state `count(*)` gains most (1.31 to 0.73 user-s over W1's
+    /// file), and it folds what row by row folds.
+    #[test]
+    fn columns_read_once_fold_by_aggregate() {
+        let sql = "CREATE STREAM t (ts TIMESTAMP, ip TEXT, kind TEXT, x DOUBLE, id BIGINT, v DOUBLE, site TEXT)
+              WITH (format = 'csv', time = 'ts');
+            CREATE SUMMARY s AS SELECT date_trunc('day', ts) AS day, ip, count(*), sum(x), hll(id)
+              FROM t WHERE kind = 'a' GROUP BY day, ip;";
+        let plan = Plan::compile(sql).expect("compiles");
+        let summaries: Vec<&Summary> = plan.summaries.iter().collect();
+        let shapes: Vec<Shape> = summaries
+            .iter()
+            .map(|s| shape_of(s).expect("shape"))
+            .collect();
+        let limits = Limits {
+            groups_max: 1_000_000,
+            retention_ms: None,
+        };
+        let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
+        let stream = &plan.streams[0];
+        let text: String = (0..2_000u16)
+            .map(|n| {
+                let row = (
+                    (n % 40) as u8,
+                    n % 90,
+                    (n % 3) as u8,
+                    (n % 11 != 0).then_some((n % 199) as i16 - 99),
+                    (n % 60) as u8,
+                    (n % 9) as u8,
+                );
+                line("csv", &row)
+            })
+            .collect();
+        let [mut by_aggregate, mut by_row] = [true, false].map(|on| {
+            let mut fold = Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
+            fold.by_aggregate_on = on;
+            fold
+        });
+        assert!(
+            by_aggregate.cache.is_none(),
+            "no typed column is read twice"
+        );
+        let rejects = fold_text(&mut by_aggregate, stream, &mut None, &text, 300);
+        assert_eq!(
+            rejects,
+            fold_text(&mut by_row, stream, &mut None, &text, 300)
+        );
+        assert!(by_aggregate.by_aggregate.batches > 0);
+        assert_eq!(by_row.by_aggregate.batches, 0);
+        let rows = |fold: &Fold<'_>| {
+            let rollup = &fold.lanes[0].rollup;
+            let mut copy = rollup.clone();
+            rollup
+                .rows()
+                .iter()
+                .map(|row| {
+                    let at = copy.locate(row.bucket, row.key).expect("held");
+                    format!("{row:?} {:?}", copy.states_at(at))
+                })
+                .collect::<Vec<_>>()
+        };
+        assert!(rows(&by_aggregate).len() > 20, "{}", rows(&by_aggregate).len());
+        assert_eq!(rows(&by_aggregate), rows(&by_row));
     }
 }
