@@ -8,14 +8,17 @@
 //! spent about 1,900 of its 3,500 instructions a record there, on three
 //! small summaries whose groups all sit in the caches (bench/README.md).
 //!
-//! When every summary of a batch's stream reads plain columns (a
-//! `text = 'literal'` filter or none, text dimensions, typed or text
-//! arguments: [`ColumnPlan`]) and some summary's rollup is small (one
-//! part, far from splitting or prefetching), [`Fold::fold_by_aggregate`]
-//! takes a run of rows at a time instead:
+//! When every summary of a batch's stream reads plain columns (text
+//! dimensions, typed or text arguments: [`ColumnPlan`]; any filter) and
+//! some summary's rollup is small (one part, far from splitting or
+//! prefetching), [`Fold::fold_by_aggregate`] takes a run of rows at a
+//! time instead:
 //!
-//! 1. each filter once, into the rows that pass it, and each bucket once
-//!    per row;
+//! 1. each filter once, into the rows that pass it (a `text = 'literal'`
+//!    filter on the field's bytes, any other evaluated on the record for
+//!    the whole batch first: a row it cannot be evaluated on goes through
+//!    [`Fold::record`], which rejects it as row by row does), and each
+//!    bucket once per row;
 //! 2. per summary, each passing row's group, found or opened in arrival
 //!    order ([`Rollup::locate`]), so drops, the retention window and the
 //!    group limit see the records as the row path does; a summary whose
@@ -66,6 +69,13 @@ type Observed = std::iter::Peekable<std::vec::IntoIter<(usize, String, String)>>
 pub(super) struct ByAggregate {
     /// Per lane that owns its filter: the rows of the run that pass it.
     passing: Vec<Vec<u32>>,
+    /// Per lane that owns an evaluated filter ([`ColumnFilter::Evaluate`]):
+    /// whether each row of the batch passes it.
+    verdicts: Vec<Vec<bool>>,
+    /// Per row of the batch: an evaluated filter could not be evaluated
+    /// (a field it reads is not of its type), so the row goes through
+    /// [`Fold::record`], which rejects it as row by row does.
+    refused: Vec<bool>,
     /// Per lane that owns its bucket: each row's bucket, in milliseconds,
     /// from the run's first row.
     buckets: Vec<Vec<i64>>,
@@ -95,6 +105,8 @@ impl Default for ByAggregate {
     fn default() -> Self {
         Self {
             passing: Vec::new(),
+            verdicts: Vec::new(),
+            refused: Vec::new(),
             buckets: Vec::new(),
             groups: Vec::new(),
             hashes: Vec::new(),
@@ -195,12 +207,7 @@ impl Fold<'_> {
     pub(super) fn folds_by_aggregate(&self, rows: usize) -> bool {
         self.by_aggregate_on
             && self.plans.iter().all(|plan| {
-                plan.key.is_some()
-                    && matches!(
-                        plan.filter,
-                        ColumnFilter::None | ColumnFilter::TextEq { .. }
-                    )
-                    && !plan.args.iter().any(|a| matches!(a, ArgColumn::Evaluate))
+                plan.key.is_some() && !plan.args.iter().any(|a| matches!(a, ArgColumn::Evaluate))
             })
             && (0..self.lanes.len()).any(|s| self.small(s, rows))
     }
@@ -242,10 +249,13 @@ impl Fold<'_> {
         scratch
             .small
             .extend((0..self.lanes.len()).map(|s| self.small(s, rows)));
+        self.evaluate_filters(&mut scratch, batch);
         let mut observed = observed.into_iter().peekable();
         let mut lo = 0;
         while lo < rows {
-            let hi = (lo..rows).find(|&i| parsed.bad(i)).unwrap_or(rows);
+            let hi = (lo..rows)
+                .find(|&i| parsed.bad(i) || scratch.refused[i])
+                .unwrap_or(rows);
             if hi > lo {
                 self.fold_run(&mut scratch, parsed, batch, lo..hi, name, &mut observed);
             }
@@ -258,6 +268,33 @@ impl Fold<'_> {
         }
         self.observed_through(&mut observed, usize::MAX);
         self.by_aggregate = scratch;
+    }
+
+    /// Evaluates each evaluated filter (one its lane owns) on every row of
+    /// `batch`, into `scratch.verdicts`; a row whose evaluation fails is
+    /// marked in `scratch.refused`.
+    fn evaluate_filters(&mut self, scratch: &mut ByAggregate, batch: &Batch) {
+        let rows = batch.len();
+        scratch.refused.clear();
+        scratch.refused.resize(rows, false);
+        scratch.verdicts.resize_with(self.lanes.len(), Vec::new);
+        for (s, plan) in self.plans.iter().enumerate() {
+            if self.lanes[s].filter_owner != s || !matches!(plan.filter, ColumnFilter::Evaluate) {
+                continue;
+            }
+            let summary = self.lanes[s].summary;
+            let verdicts = &mut scratch.verdicts[s];
+            verdicts.clear();
+            verdicts.extend((0..rows).map(|i| {
+                match summary.passes(&batch.record(i), &mut self.scratch) {
+                    Ok(pass) => pass,
+                    Err(_) => {
+                        scratch.refused[i] = true;
+                        false
+                    }
+                }
+            }));
+        }
     }
 
     /// Writes the attribution's rejects of rows up to `row`.
@@ -300,7 +337,11 @@ impl Fold<'_> {
                             })
                             .map(|i| i as u32),
                     ),
-                    _ => passing.extend(run.clone().map(|i| i as u32)),
+                    ColumnFilter::Evaluate => {
+                        let verdicts = &scratch.verdicts[s];
+                        passing.extend(run.clone().filter(|&i| verdicts[i]).map(|i| i as u32));
+                    }
+                    ColumnFilter::None => passing.extend(run.clone().map(|i| i as u32)),
                 }
             }
             if lane.bucket_owner == s
@@ -591,7 +632,8 @@ mod tests {
     };
 
     /// The stream (its format left to fill in) and four summaries: two
-    /// share a filter, two a bucket, two keys may be too long.
+    /// share a filter, two a bucket, two keys may be too long; one filter
+    /// is evaluated, and fails on a `v` that is not a number.
     const SQL: &str = "
         CREATE STREAM t (ts TIMESTAMP, ip TEXT, kind TEXT, x DOUBLE, id BIGINT, v DOUBLE, site TEXT)
           WITH (format = 'FORMAT', time = 'ts');
@@ -605,7 +647,7 @@ mod tests {
         CREATE SUMMARY c AS SELECT date_trunc('hour', ts) AS h, count(*), min(x)
           FROM t WHERE kind = 'a' GROUP BY h;
         CREATE SUMMARY d AS SELECT date_trunc('day', ts) AS day, site, ip, count(*), hll(id)
-          FROM t GROUP BY day, site, ip;";
+          FROM t WHERE v > 1 OR kind IN ('b') GROUP BY day, site, ip;";
 
     /// One line of `format` (CSV or NDJSON): a time (days from the first,
     /// some going back), an ip, a kind, an optional x, an id that may be
@@ -629,7 +671,8 @@ mod tests {
             n => Some((n % 50).to_string()),
         };
         let site = (site > 0).then(|| format!("s{site}"));
-        // Read by the attribution only: not a number in a quarter of rows.
+        // Read by summary d's filter and the attribution: not a number in
+        // a quarter of rows.
         let v = if (usize::from(day) + usize::from(kind) + ip.as_ref().map_or(0, String::len)) % 4
             == 0
         {
@@ -678,10 +721,12 @@ mod tests {
         text: &str,
         lines: usize,
     ) -> String {
+        // Tests run side by side in one process: a file per call.
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let path = std::env::temp_dir().join(format!(
             "cardinal-by-aggregate-{}-{}.rejects",
             std::process::id(),
-            fold.by_aggregate_on
+            CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         let file = std::fs::File::create(&path).expect("a rejects file");
         let rejects = std::sync::Mutex::new(std::io::BufWriter::new(file));
@@ -760,7 +805,7 @@ mod tests {
             let mut sql = SQL.replace("FORMAT", format);
             if attribution {
                 // Its records are every record: a bad id is its reject
-                // too, and a bad v (which no summary reads) its alone.
+                // too, and so is a bad v (summary d's filter's as well).
                 sql += "CREATE ATTRIBUTION credit ON t BY id MODEL linear LOOKBACK 30 DAYS
                     TOUCH WHERE kind = 'b' CONVERSION WHERE kind = 'a' VALUE v CAMPAIGN site SITE ip;";
             }
@@ -899,7 +944,11 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
         };
-        assert!(rows(&by_aggregate).len() > 20, "{}", rows(&by_aggregate).len());
+        assert!(
+            rows(&by_aggregate).len() > 20,
+            "{}",
+            rows(&by_aggregate).len()
+        );
         assert_eq!(rows(&by_aggregate), rows(&by_row));
     }
 }
