@@ -25,6 +25,7 @@
 
 use std::cmp::Ordering;
 
+use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{ColumnType, Record, TimeUnit, Timestamp, Value};
 
 use crate::error::EvalError;
@@ -502,6 +503,86 @@ impl Expr {
         }
     }
 
+    /// The truth of a BOOLEAN expression over `record`: `Some(true)`,
+    /// `Some(false)`, or `None` for NULL; what [`Expr::eval_held`] gives,
+    /// read as a truth value (any other value is `None`), with the same
+    /// errors. For filters, which need nothing more: the answer fits two
+    /// registers where a [`Held`] in a `Result` goes through memory at
+    /// every `?`, and a text column compared with text literals (`kind IN
+    /// ('a', 'b')`, `state <> 'CA'`) is read and compared without a
+    /// [`Held`] at all.
+    pub(crate) fn truth<R: Record + ?Sized>(
+        &self,
+        record: &R,
+        scratch: &mut Vec<u8>,
+    ) -> Result<Option<bool>, EvalError> {
+        match self {
+            Expr::Not(e) => Ok(e.truth(record, scratch)?.map(|b| !b)),
+            Expr::And(a, b) => {
+                let left = a.truth(record, scratch)?;
+                if left == Some(false) {
+                    return Ok(Some(false));
+                }
+                Ok(match (left, b.truth(record, scratch)?) {
+                    (_, Some(false)) => Some(false),
+                    (Some(true), Some(true)) => Some(true),
+                    _ => None,
+                })
+            }
+            Expr::Or(a, b) => {
+                let left = a.truth(record, scratch)?;
+                if left == Some(true) {
+                    return Ok(Some(true));
+                }
+                Ok(match (left, b.truth(record, scratch)?) {
+                    (_, Some(true)) => Some(true),
+                    (Some(false), Some(false)) => Some(false),
+                    _ => None,
+                })
+            }
+            Expr::Compare(op, a, b) => {
+                if let (Some(index), Expr::Literal(Literal::Text(literal))) = (text_column(a), &**b)
+                {
+                    let Some(field) = text_field(record, index)? else {
+                        return Ok(None);
+                    };
+                    let order = match op {
+                        CompareOp::Eq => return Ok(Some(bytes_eq(field, literal))),
+                        CompareOp::NotEq => return Ok(Some(!bytes_eq(field, literal))),
+                        _ => field.cmp(literal),
+                    };
+                    return Ok(Some(op.holds(order)));
+                }
+                let left = a.eval_held(record, scratch)?;
+                let right = b.eval_held(record, scratch)?;
+                Ok(match compare(left, right, scratch) {
+                    Compared::Null => None,
+                    Compared::Unordered => Some(*op == CompareOp::NotEq),
+                    Compared::Order(order) => Some(op.holds(order)),
+                })
+            }
+            Expr::InList {
+                expr,
+                list,
+                negated,
+            } if let Some(index) = text_column(expr)
+                && list
+                    .iter()
+                    .all(|e| matches!(e, Expr::Literal(Literal::Text(_)))) =>
+            {
+                let Some(field) = text_field(record, index)? else {
+                    return Ok(None);
+                };
+                let found = list.iter().any(|e| match e {
+                    Expr::Literal(Literal::Text(literal)) => bytes_eq(field, literal),
+                    _ => unreachable!("checked: text literals"),
+                });
+                Ok(Some(found != *negated))
+            }
+            _ => Ok(truth(self.eval_held(record, scratch)?)),
+        }
+    }
+
     /// Calls `visit` on every column index this expression reads.
     pub fn columns(&self, visit: &mut impl FnMut(usize)) {
         match self {
@@ -545,6 +626,31 @@ impl CompareOp {
             CompareOp::Gt => order == Ordering::Greater,
             CompareOp::GtEq => order != Ordering::Less,
         }
+    }
+}
+
+/// The index of a TEXT column reference.
+fn text_column(e: &Expr) -> Option<usize> {
+    match e {
+        Expr::Column {
+            index,
+            ty: ColumnType::Text,
+        } => Some(*index),
+        _ => None,
+    }
+}
+
+/// The bytes of TEXT column `index` of `record`, `None` for NULL, as
+/// [`Expr::eval_held`] reads the column.
+#[inline]
+fn text_field<R: Record + ?Sized>(record: &R, index: usize) -> Result<Option<&[u8]>, EvalError> {
+    match record.value(index, ColumnType::Text) {
+        Ok(Value::Text(bytes)) => Ok(Some(bytes)),
+        Ok(_) => Ok(None),
+        Err(reason) => Err(EvalError::Field {
+            column: index,
+            reason,
+        }),
     }
 }
 

@@ -25,8 +25,8 @@ use cardinal_event::ColumnType;
 
 use crate::Summary;
 use crate::error::EvalError;
+use crate::expr::Scratch;
 use crate::expr::{CompareOp, Expr, Literal};
-use crate::expr::{Held, Scratch};
 
 const TAG_NULL: u8 = 0;
 const TAG_BOOL: u8 = 1;
@@ -220,8 +220,7 @@ impl Summary {
                 .is_some_and(|field| bytes_eq(field, text))),
             Some(filter) => {
                 scratch.clear();
-                let pass = filter.eval_held(record, scratch.buffer())?;
-                Ok(matches!(pass, Held::Bool(true)))
+                Ok(filter.truth(record, scratch.buffer())? == Some(true))
             }
         }
     }
