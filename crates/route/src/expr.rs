@@ -553,8 +553,21 @@ impl Expr {
                     };
                     return Ok(Some(op.holds(order)));
                 }
-                let left = a.eval_held(record, scratch)?;
-                let right = b.eval_held(record, scratch)?;
+                let (left, right) = match (&**a, &**b) {
+                    // A column against a literal (`revenue > 0.01`): read
+                    // as eval_held reads them, without its recursion.
+                    (Expr::Column { index, ty }, Expr::Literal(literal)) => (
+                        record
+                            .value(*index, *ty)
+                            .map(Held::from_value)
+                            .map_err(|reason| EvalError::Field {
+                                column: *index,
+                                reason,
+                            })?,
+                        Held::from_value(literal.value()),
+                    ),
+                    _ => (a.eval_held(record, scratch)?, b.eval_held(record, scratch)?),
+                };
                 Ok(match compare(left, right, scratch) {
                     Compared::Null => None,
                     Compared::Unordered => Some(*op == CompareOp::NotEq),
