@@ -8,22 +8,25 @@
 //! spent about 1,900 of its 3,500 instructions a record there, on three
 //! small summaries whose groups all sit in the caches (bench/README.md).
 //!
-//! When every summary of a batch's stream reads plain columns (text
-//! dimensions, typed or text arguments: [`ColumnPlan`]; any filter) and
+//! When every summary of a batch's stream takes its arguments from plain
+//! columns (typed or text: [`ColumnPlan`]; any filter and dimensions) and
 //! some summary's rollup is small (one part, far from splitting or
 //! prefetching), [`Fold::fold_by_aggregate`] takes a run of rows at a
 //! time instead:
 //!
 //! 1. each filter once, into the rows that pass it (a `text = 'literal'`
 //!    filter on the field's bytes, any other evaluated on the record for
-//!    the whole batch first: a row it cannot be evaluated on goes through
-//!    [`Fold::record`], which rejects it as row by row does), and each
-//!    bucket once per row;
+//!    the whole batch first), and each bucket once per row; dimensions
+//!    that are not plain columns are evaluated for the whole batch too,
+//!    on the rows that pass the summary's filter (a row an evaluation
+//!    fails on goes through [`Fold::record`], which rejects it as row by
+//!    row does);
 //! 2. per summary, each passing row's group, found or opened in arrival
 //!    order ([`Rollup::locate`]), so drops, the retention window and the
 //!    group limit see the records as the row path does; a summary whose
-//!    key is one short field (or none) first asks its memory of recent
-//!    (bucket, field) pairs ([`Recent`]);
+//!    key is one short field (or none), or whose evaluated key encodes in
+//!    16 bytes, first asks its memory of recent (bucket, field or key)
+//!    pairs ([`Recent`]);
 //! 3. per aggregate, one loop over those rows and groups, its argument's
 //!    column read straight from the parsed slice; an integer column's
 //!    hashes are worked out once per run, whichever summaries count it.
@@ -72,10 +75,19 @@ pub(super) struct ByAggregate {
     /// Per lane that owns an evaluated filter ([`ColumnFilter::Evaluate`]):
     /// whether each row of the batch passes it.
     verdicts: Vec<Vec<bool>>,
-    /// Per row of the batch: an evaluated filter could not be evaluated
-    /// (a field it reads is not of its type), so the row goes through
-    /// [`Fold::record`], which rejects it as row by row does.
+    /// Per row of the batch: an evaluated filter or dimension could not
+    /// be evaluated (a field it reads is not of its type), so the row goes
+    /// through [`Fold::record`], which rejects it as row by row does.
     refused: Vec<bool>,
+    /// Per lane whose dimensions are not all plain columns (`plan.key`
+    /// is `None`): each row's encoded key, evaluated for the whole batch
+    /// ([`Summary::route_dims`]), back to back, and where each row's
+    /// ends (empty for a row the lane's filter does not pass).
+    keys: Vec<(Vec<u8>, Vec<u32>)>,
+    /// Where [`Summary::route_dims`] writes a key (reused).
+    ///
+    /// [`Summary::route_dims`]: cardinal_route::Summary::route_dims
+    routed: cardinal_route::Routed,
     /// Per lane that owns its bucket: each row's bucket, in milliseconds,
     /// from the run's first row.
     buckets: Vec<Vec<i64>>,
@@ -107,6 +119,8 @@ impl Default for ByAggregate {
             passing: Vec::new(),
             verdicts: Vec::new(),
             refused: Vec::new(),
+            keys: Vec::new(),
+            routed: cardinal_route::Routed::default(),
             buckets: Vec::new(),
             groups: Vec::new(),
             hashes: Vec::new(),
@@ -206,9 +220,10 @@ impl Fold<'_> {
     /// and some summary's rollup is [`small`](Fold::small).
     pub(super) fn folds_by_aggregate(&self, rows: usize) -> bool {
         self.by_aggregate_on
-            && self.plans.iter().all(|plan| {
-                plan.key.is_some() && !plan.args.iter().any(|a| matches!(a, ArgColumn::Evaluate))
-            })
+            && self
+                .plans
+                .iter()
+                .all(|plan| !plan.args.iter().any(|a| matches!(a, ArgColumn::Evaluate)))
             && (0..self.lanes.len()).any(|s| self.small(s, rows))
     }
 
@@ -250,6 +265,7 @@ impl Fold<'_> {
             .small
             .extend((0..self.lanes.len()).map(|s| self.small(s, rows)));
         self.evaluate_filters(&mut scratch, batch);
+        self.evaluate_keys(&mut scratch, batch);
         let mut observed = observed.into_iter().peekable();
         let mut lo = 0;
         while lo < rows {
@@ -294,6 +310,45 @@ impl Fold<'_> {
                     }
                 }
             }));
+        }
+    }
+
+    /// Evaluates the dimensions of each lane whose key is not plain
+    /// columns on every row of `batch` that passes its filter, into
+    /// `scratch.keys`; a row whose evaluation fails is marked in
+    /// `scratch.refused` (row by row, a record that fails no filter is
+    /// routed, and its dimensions' error rejects it).
+    fn evaluate_keys(&mut self, scratch: &mut ByAggregate, batch: &Batch) {
+        let rows = batch.len();
+        scratch.keys.resize_with(self.lanes.len(), Default::default);
+        for (s, plan) in self.plans.iter().enumerate() {
+            if plan.key.is_some() {
+                continue;
+            }
+            let owner = self.lanes[s].filter_owner;
+            let filter = &self.plans[owner].filter;
+            let summary = self.lanes[s].summary;
+            let (bytes, ends) = &mut scratch.keys[s];
+            bytes.clear();
+            ends.clear();
+            for i in 0..rows {
+                let record = batch.record(i);
+                let passes = match filter {
+                    ColumnFilter::None => true,
+                    ColumnFilter::TextEq { column, literal } => record
+                        .field(*column)
+                        .is_some_and(|text| bytes_eq(text, literal)),
+                    ColumnFilter::Evaluate => scratch.verdicts[owner][i],
+                };
+                if passes {
+                    match summary.route_dims(&record, &mut self.scratch, &mut scratch.routed) {
+                        Ok(()) => bytes.extend_from_slice(&scratch.routed.key),
+                        Err(_) => scratch.refused[i] = true,
+                    }
+                }
+                #[expect(clippy::cast_possible_truncation, reason = "keys of a chunk")]
+                ends.push(bytes.len() as u32);
+            }
         }
     }
 
@@ -397,7 +452,6 @@ impl Fold<'_> {
         let prefetch_groups_min = self.prefetch_groups_min;
         // A copy, so that a held row can check the bound on every lane.
         let plan = &self.plans[s].clone();
-        let key_columns = plan.key.as_deref().expect("checked by folds_by_aggregate");
         let owner = self.lanes[s].filter_owner;
         let buckets = plan
             .bucket
@@ -411,8 +465,13 @@ impl Fold<'_> {
             let routed = &mut lane.routed;
             routed.bucket = buckets.map(|b| Timestamp(b[row - lo]));
             routed.key.clear();
-            for column in key_columns {
-                column.encode(record.field(column.column), &mut routed.key);
+            match &plan.key {
+                Some(key_columns) => {
+                    for column in key_columns {
+                        column.encode(record.field(column.column), &mut routed.key);
+                    }
+                }
+                None => routed.key.extend_from_slice(key_at(&scratch.keys[s], row)),
             }
             routed.begin_args(plan.args.len());
             for (index, &source) in plan.args.iter().enumerate() {
@@ -439,10 +498,11 @@ impl Fold<'_> {
         scratch.recent.resize_with(self.lanes.len(), Vec::new);
         let lane = &mut self.lanes[s];
         let plan = &self.plans[s];
-        let key_columns = plan.key.as_deref().expect("checked by folds_by_aggregate");
+        let key_columns = plan.key.as_deref();
         let buckets = plan.bucket.map(|_| &scratch.buckets[lane.bucket_owner]);
         let recent = &mut scratch.recent[s];
-        let remembers = key_columns.len() <= 1;
+        // A key of evaluated dimensions is remembered by its encoding.
+        let remembers = key_columns.is_none_or(|columns| columns.len() <= 1);
         let shift = scratch.recent_shift;
         if remembers && recent.is_empty() {
             let empty = Recent {
@@ -458,9 +518,10 @@ impl Fold<'_> {
             let record = batch.record(i as usize);
             let bucket = buckets.map_or(Timestamp(0), |b| Timestamp(b[i as usize - lo]));
             let probe = match key_columns {
-                [] => Recent::of(bucket.0, Some(&[])),
-                [column] => Recent::of(bucket.0, record.field(column.column)),
-                _ => None,
+                Some([]) => Recent::of(bucket.0, Some(&[])),
+                Some([column]) => Recent::of(bucket.0, record.field(column.column)),
+                Some(_) => None,
+                None => Recent::of(bucket.0, Some(key_at(&scratch.keys[s], i as usize))),
             };
             if let Some(probe) = &probe
                 && let slot = &recent[probe.slot(shift)]
@@ -475,8 +536,15 @@ impl Fold<'_> {
                 continue;
             }
             scratch.key.clear();
-            for column in key_columns {
-                column.encode(record.field(column.column), &mut scratch.key);
+            match key_columns {
+                Some(key_columns) => {
+                    for column in key_columns {
+                        column.encode(record.field(column.column), &mut scratch.key);
+                    }
+                }
+                None => scratch
+                    .key
+                    .extend_from_slice(key_at(&scratch.keys[s], i as usize)),
             }
             match lane.rollup.locate(bucket, &scratch.key) {
                 Ok(at) => {
@@ -582,6 +650,14 @@ impl Fold<'_> {
     }
 }
 
+/// Row `row`'s key in a lane's keys of a batch ([`ByAggregate::keys`]).
+#[inline]
+fn key_at(keys: &(Vec<u8>, Vec<u32>), row: usize) -> &[u8] {
+    let (bytes, ends) = keys;
+    let from = if row == 0 { 0 } else { ends[row - 1] as usize };
+    &bytes[from..ends[row] as usize]
+}
+
 /// Calls `f` with each of `groups`' rows and its group's state of
 /// aggregate `j`.
 #[inline(always)]
@@ -632,8 +708,10 @@ mod tests {
     };
 
     /// The stream (its format left to fill in) and four summaries: two
-    /// share a filter, two a bucket, two keys may be too long; one filter
-    /// is evaluated, and fails on a `v` that is not a number.
+    /// share a filter, two a bucket, two keys may be too long; c's and
+    /// d's keys are not plain columns, d's filter is evaluated, and c's
+    /// dimension `C_DIM` or d's filter `D_FILTER` reads `v`, failing when
+    /// it is not a number.
     const SQL: &str = "
         CREATE STREAM t (ts TIMESTAMP, ip TEXT, kind TEXT, x DOUBLE, id BIGINT, v DOUBLE, site TEXT)
           WITH (format = 'FORMAT', time = 'ts');
@@ -644,10 +722,10 @@ mod tests {
           FROM t WHERE kind = 'a' GROUP BY day, p;
         CREATE SUMMARY b AS SELECT ip, kind, count(*), max(x), sum(id), hll(site)
           FROM t GROUP BY ip, kind;
-        CREATE SUMMARY c AS SELECT date_trunc('hour', ts) AS h, count(*), min(x)
-          FROM t WHERE kind = 'a' GROUP BY h;
-        CREATE SUMMARY d AS SELECT date_trunc('day', ts) AS day, site, ip, count(*), hll(id)
-          FROM t WHERE v > 1 OR kind IN ('b') GROUP BY day, site, ip;";
+        CREATE SUMMARY c AS SELECT date_trunc('hour', ts) AS h, C_DIM AS e, count(*), min(x)
+          FROM t WHERE kind = 'a' GROUP BY h, e;
+        CREATE SUMMARY d AS SELECT date_trunc('day', ts) AS day, upper(site) AS s, ip, count(*), hll(id)
+          FROM t WHERE D_FILTER GROUP BY day, s, ip;";
 
     /// One line of `format` (CSV or NDJSON): a time (days from the first,
     /// some going back), an ip, a kind, an optional x, an id that may be
@@ -671,8 +749,8 @@ mod tests {
             n => Some((n % 50).to_string()),
         };
         let site = (site > 0).then(|| format!("s{site}"));
-        // Read by summary d's filter and the attribution: not a number in
-        // a quarter of rows.
+        // Read by summary c's dimension or d's filter, and the
+        // attribution: not a number in a quarter of rows.
         let v = if (usize::from(day) + usize::from(kind) + ip.as_ref().map_or(0, String::len)) % 4
             == 0
         {
@@ -796,16 +874,27 @@ mod tests {
             retention_ms in prop_oneof![Just(None), Just(Some(86_400_000i64 * 3))],
             format in prop_oneof![Just("csv"), Just("json")],
             attribution in any::<bool>(),
+            v_in_filter in any::<bool>(),
             recent_shift in prop_oneof![Just(63u32), Just(60), Just(64 - RECENT_SLOTS.trailing_zeros())],
             large in prop_oneof![
                 2 => Just(None),
                 1 => (20usize..300, 0usize..400, 1usize..5000).prop_map(Some),
             ],
         ) {
-            let mut sql = SQL.replace("FORMAT", format);
+            // Summary d's filter or c's dimension reads v (each alone, so
+            // that neither's errors hide the other's).
+            let (c_dim, d_filter) = if v_in_filter {
+                ("lower(site)", "v > 1 OR kind IN ('b')")
+            } else {
+                ("v > 1", "kind IN ('b') OR x > 1")
+            };
+            let mut sql = SQL
+                .replace("FORMAT", format)
+                .replace("C_DIM", c_dim)
+                .replace("D_FILTER", d_filter);
             if attribution {
                 // Its records are every record: a bad id is its reject
-                // too, and so is a bad v (summary d's filter's as well).
+                // too, and so is a bad v (summary c's or d's as well).
                 sql += "CREATE ATTRIBUTION credit ON t BY id MODEL linear LOOKBACK 30 DAYS
                     TOUCH WHERE kind = 'b' CONVERSION WHERE kind = 'a' VALUE v CAMPAIGN site SITE ip;";
             }
