@@ -83,10 +83,10 @@ pub(super) struct ByAggregate {
     /// is `None`): each row's encoded key, evaluated for the whole batch
     /// ([`Summary::route_dims`]), back to back, and where each row's
     /// ends (empty for a row the lane's filter does not pass).
-    keys: Vec<(Vec<u8>, Vec<u32>)>,
-    /// Where [`Summary::route_dims`] writes a key (reused).
     ///
     /// [`Summary::route_dims`]: cardinal_route::Summary::route_dims
+    keys: Vec<(Vec<u8>, Vec<u32>)>,
+    /// Where `Summary::route_dims` writes a key (reused).
     routed: cardinal_route::Routed,
     /// Per lane that owns its bucket: each row's bucket, in milliseconds,
     /// from the run's first row.
