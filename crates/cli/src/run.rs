@@ -1266,13 +1266,12 @@ fn fold_chunk<'p>(
         .collect::<Vec<_>>()
         .into_iter()
         .peekable();
-    // Parsed a column at a time when the batch folds an aggregate at a
-    // time, or when some typed column is read more than once (the column
-    // cache): Query 2A from text, which reads each once into one large
-    // rollup, was 3% slower through the parsed columns than by record.
+    // Parsed a column at a time when the batch is folded from its
+    // columns (no summary reads an expression), or when some typed column
+    // is read more than once (the column cache).
     let mut parsed = fold.parsed.take();
     match &mut parsed {
-        Some(parsed) if fold.folds_by_aggregate(batch.len()) => {
+        Some(parsed) if fold.folds_by_aggregate() => {
             parsed.fill(batch);
             // The attribution sees every record first, in order; its
             // rejects go out in row order among the folds', each after the
