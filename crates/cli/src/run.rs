@@ -1873,9 +1873,7 @@ impl Lane<'_> {
     /// when the held routes could then open more groups than the limit,
     /// whose choice of groups would depend on the order.
     fn pend(&mut self, hashed: &mut HashMemo) -> Option<LaneFold> {
-        let groups_max = usize::try_from(self.rollup.limits().groups_max).unwrap_or(usize::MAX);
-        let groups = self.rollup.group_count();
-        if groups < groups_max && groups + self.pending.rows() + 1 > groups_max {
+        if self.near_group_limit(1) {
             self.drain(hashed);
             return None;
         }
@@ -1889,6 +1887,22 @@ impl Lane<'_> {
         }
         self.pending.push(&self.rollup, &self.routed);
         Some(LaneFold::Held)
+    }
+
+    /// Whether `rows` more routes held back could open more groups than
+    /// the rollup's limit (with those already held), whose choice of
+    /// groups would then depend on the order: such routes fold at once.
+    fn near_group_limit(&self, rows: usize) -> bool {
+        let groups_max = usize::try_from(self.rollup.limits().groups_max).unwrap_or(usize::MAX);
+        let groups = self.rollup.group_count();
+        groups < groups_max && groups + self.pending.rows() + rows > groups_max
+    }
+
+    /// Whether the lane holds back each of `rows` more routes whose key
+    /// fits ([`Lane::pend`]): its rollup is split into parts, and they
+    /// cannot bring it to its group limit.
+    fn holds(&self, rows: usize) -> bool {
+        self.can_pend && self.rollup.parts() > 1 && !self.near_group_limit(rows)
     }
 
     /// Folds the routes held per part.

@@ -59,11 +59,11 @@
 use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{ColumnType, Timestamp};
 use cardinal_parse::Batch;
-use cardinal_rollup::{AggState, Folded, GroupAt, Rollup};
+use cardinal_rollup::{AggState, Folded, GroupAt, KEY_BYTES_MAX, KeyHash, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter};
 
 use super::columns::ParsedColumns;
-use super::{Feed, Fold, fold_number_arg, id_of, where_};
+use super::{AGGREGATES_MAX, Feed, Fold, fold_number_arg, id_of, where_};
 
 /// The attribution's rejects of a batch not written yet: (row, reason,
 /// line), in row order.
@@ -418,6 +418,8 @@ impl Fold<'_> {
             if scratch.small[s] {
                 self.locate_run(scratch, batch, s, lo);
                 self.fold_aggregates(scratch, parsed, batch, s, lo);
+            } else if self.lanes[s].holds(scratch.passing[self.lanes[s].filter_owner].len()) {
+                self.hold_run(scratch, parsed, batch, s, lo);
             } else {
                 self.route_run(scratch, parsed, batch, s, lo);
             }
@@ -492,6 +494,63 @@ impl Fold<'_> {
                 super::LaneFold::Deferred | super::LaneFold::Folded(_) => {}
             }
         }
+    }
+
+    /// [`Fold::route_run`] for a lane that holds back every row of the
+    /// run ([`super::Lane::holds`]): each row's bucket, key and arguments
+    /// go from the columns straight into its part's buffer, without a
+    /// [`Routed`] per row, as [`Fold::hold_columns`] holds a Parquet
+    /// batch's rows. A key too long is folded at once to be rejected, as
+    /// [`super::Lane::fold_route`] does; what the lanes hold is bounded
+    /// after the run.
+    ///
+    /// [`Fold::hold_columns`]: super::Fold::hold_columns
+    /// [`Routed`]: cardinal_route::Routed
+    fn hold_run(
+        &mut self,
+        scratch: &mut ByAggregate,
+        parsed: &ParsedColumns,
+        batch: &Batch,
+        s: usize,
+        lo: usize,
+    ) {
+        let plan = &self.plans[s];
+        let lane = &mut self.lanes[s];
+        // Routes of the prefetch ring came first.
+        lane.flush(&mut self.hashed);
+        lane.cached = None;
+        lane.to_remember = None;
+        let buckets = plan.bucket.map(|_| &scratch.buckets[lane.bucket_owner]);
+        let mut args = [Arg::Null; AGGREGATES_MAX];
+        let args = &mut args[..plan.args.len()];
+        let key = &mut scratch.key;
+        for &i in &scratch.passing[lane.filter_owner] {
+            let row = i as usize;
+            let record = batch.record(row);
+            let bucket = buckets.map_or(Timestamp(0), |b| Timestamp(b[row - lo]));
+            key.clear();
+            match &plan.key {
+                Some(key_columns) => {
+                    for column in key_columns {
+                        column.encode(record.field(column.column), key);
+                    }
+                }
+                None => key.extend_from_slice(key_at(&scratch.keys[s], row)),
+            }
+            for (arg, &source) in args.iter_mut().zip(&plan.args) {
+                *arg = arg_at(parsed, batch, source, row);
+            }
+            let hash = KeyHash::of(bucket, key);
+            if key.len() > KEY_BYTES_MAX {
+                let folded = lane.rollup.fold_held(hash, bucket, key, |_| {});
+                debug_assert_eq!(folded, Folded::DroppedKeyTooLong);
+                scratch.too_long.push((i, s));
+            } else if lane.rollup.admit(bucket) {
+                // Admitted in arrival order, as Lane::pend admits.
+                lane.pending.push_key(&lane.rollup, hash, bucket, key, args);
+            }
+        }
+        self.bound_pending();
     }
 
     /// Finds or opens the group of each row of the run that passes lane

@@ -605,21 +605,14 @@ impl<'a> Fold<'a> {
             .iter()
             .enumerate()
             .map(|(s, lane)| -> Option<Vec<(KeyColumn, TextColumn<'_>)>> {
-                let groups_max =
-                    usize::try_from(lane.rollup.limits().groups_max).unwrap_or(usize::MAX);
-                let groups = lane.rollup.group_count();
-                // Lane::pend folds at once rather than let held rows open
-                // more groups than the limit: row by row, then.
-                let near_limit =
-                    groups < groups_max && groups + lane.pending.rows() + rows > groups_max;
                 let filter_ok = match self.plans[s].filter {
                     ColumnFilter::None => true,
                     ColumnFilter::TextEq { .. } => columns[lane.filter_owner].filter.is_some(),
                     ColumnFilter::Evaluate => false,
                 };
-                let holds = lane.can_pend
-                    && lane.rollup.parts() > 1
-                    && !near_limit
+                // Near its group limit a lane folds at once, as Lane::pend
+                // does: row by row, then.
+                let holds = lane.holds(rows)
                     && filter_ok
                     && !columns[s]
                         .args
