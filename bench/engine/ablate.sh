@@ -17,6 +17,10 @@ input="${1:?usage: ablate.sh INPUT [ROUNDS] [CARDINAL]}"
 rounds="${2:-3}"
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="${3:-${CARGO_TARGET_DIR:-$here/../../target}/release/cardinal}"
+if [[ ! -x "$bin" ]]; then
+    echo "ablate.sh: no cardinal binary at $bin (cargo build --release, or pass it as CARDINAL)" >&2
+    exit 1
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
