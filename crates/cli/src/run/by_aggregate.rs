@@ -58,9 +58,9 @@
 
 use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{ColumnType, Timestamp};
-use cardinal_parse::Batch;
+use cardinal_parse::{Batch, RecordRef};
 use cardinal_rollup::{AggState, Folded, GroupAt, KEY_BYTES_MAX, KeyHash, Rollup};
-use cardinal_route::{Arg, ArgColumn, ColumnFilter};
+use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn};
 
 use super::columns::ParsedColumns;
 use super::{AGGREGATES_MAX, Feed, Fold, fold_number_arg, id_of, where_};
@@ -469,15 +469,13 @@ impl Fold<'_> {
             lane.to_remember = None;
             let routed = &mut lane.routed;
             routed.bucket = buckets.map(|b| Timestamp(b[row - lo]));
-            routed.key.clear();
-            match &plan.key {
-                Some(key_columns) => {
-                    for column in key_columns {
-                        column.encode(record.field(column.column), &mut routed.key);
-                    }
-                }
-                None => routed.key.extend_from_slice(key_at(&scratch.keys[s], row)),
-            }
+            write_key(
+                plan.key.as_deref(),
+                &scratch.keys[s],
+                &record,
+                row,
+                &mut routed.key,
+            );
             routed.begin_args(plan.args.len());
             for (index, &source) in plan.args.iter().enumerate() {
                 match source {
@@ -528,15 +526,7 @@ impl Fold<'_> {
             let row = i as usize;
             let record = batch.record(row);
             let bucket = buckets.map_or(Timestamp(0), |b| Timestamp(b[row - lo]));
-            key.clear();
-            match &plan.key {
-                Some(key_columns) => {
-                    for column in key_columns {
-                        column.encode(record.field(column.column), key);
-                    }
-                }
-                None => key.extend_from_slice(key_at(&scratch.keys[s], row)),
-            }
+            write_key(plan.key.as_deref(), &scratch.keys[s], &record, row, key);
             for (arg, &source) in args.iter_mut().zip(&plan.args) {
                 *arg = arg_at(parsed, batch, source, row);
             }
@@ -597,17 +587,13 @@ impl Fold<'_> {
                 }
                 continue;
             }
-            scratch.key.clear();
-            match key_columns {
-                Some(key_columns) => {
-                    for column in key_columns {
-                        column.encode(record.field(column.column), &mut scratch.key);
-                    }
-                }
-                None => scratch
-                    .key
-                    .extend_from_slice(key_at(&scratch.keys[s], i as usize)),
-            }
+            write_key(
+                key_columns,
+                &scratch.keys[s],
+                &record,
+                i as usize,
+                &mut scratch.key,
+            );
             match lane.rollup.locate(bucket, &scratch.key) {
                 Ok(at) => {
                     scratch.groups.push((i, at));
@@ -718,6 +704,31 @@ fn key_at(keys: &(Vec<u8>, Vec<u32>), row: usize) -> &[u8] {
     let (bytes, ends) = keys;
     let from = if row == 0 { 0 } else { ends[row - 1] as usize };
     &bytes[from..ends[row] as usize]
+}
+
+/// Writes row `row`'s group key into `key`, replacing what it held:
+/// encoded from the record's fields by `columns`, or, for a lane whose
+/// dimensions are not all plain columns (`columns` is `None`), copied
+/// from its keys evaluated for the batch (`evaluated`,
+/// [`ByAggregate::keys`]). Always inlined: it is the inner step of the
+/// routing loops, where LTO left it a call.
+#[inline(always)]
+fn write_key(
+    columns: Option<&[KeyColumn]>,
+    evaluated: &(Vec<u8>, Vec<u32>),
+    record: &RecordRef<'_>,
+    row: usize,
+    key: &mut Vec<u8>,
+) {
+    key.clear();
+    match columns {
+        Some(columns) => {
+            for column in columns {
+                column.encode(record.field(column.column), key);
+            }
+        }
+        None => key.extend_from_slice(key_at(evaluated, row)),
+    }
 }
 
 /// Calls `f` with each of `groups`' rows and its group's state of
@@ -932,6 +943,9 @@ mod tests {
                  proptest::option::weighted(0.95, -99i16..99), 0u8..60, 0u8..9),
                 0..700,
             ),
+            // Each row repeated, so that rows of a group follow each other
+            // as a day of one site's or provider's events do.
+            repeats in proptest::collection::vec(prop_oneof![3 => Just(1usize), 1 => 2usize..5], 700),
             lines in 1usize..300,
             groups_max in prop_oneof![Just(1_000_000u64), 20u64..400],
             retention_ms in prop_oneof![Just(None), Just(Some(86_400_000i64 * 3))],
@@ -967,6 +981,11 @@ mod tests {
             let limits = Limits { groups_max, retention_ms };
             let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
             let stream = &plan.streams[0];
+            let rows: Vec<_> = rows
+                .iter()
+                .zip(&repeats)
+                .flat_map(|(row, &n)| std::iter::repeat_n(*row, n))
+                .collect();
             let text: String = rows.iter().map(|row| line(format, row)).collect();
             let [mut by_aggregate, mut by_row] = [true, false].map(|on| {
                 let mut fold = Fold::new(&summaries, &shapes, limits, &shown, stream).expect("fold");
