@@ -1889,6 +1889,26 @@ impl Lane<'_> {
         Some(LaneFold::Held)
     }
 
+    /// Holds back a route of (`bucket`, `key`) with arguments `args`, from
+    /// a caller that asked [`Lane::holds`], admitted by the retention
+    /// window in arrival order as [`Lane::pend`] admits; `false` when the
+    /// key is too long to hold, which is folded at once to be dropped (and
+    /// counted) as [`Lane::fold_route`] drops it: the caller rejects the
+    /// record.
+    #[inline]
+    fn hold(&mut self, bucket: Timestamp, key: &[u8], args: &[Arg]) -> bool {
+        let hash = KeyHash::of(bucket, key);
+        if key.len() > cardinal_rollup::KEY_BYTES_MAX {
+            let folded = self.rollup.fold_held(hash, bucket, key, |_| {});
+            debug_assert_eq!(folded, Folded::DroppedKeyTooLong);
+            return false;
+        }
+        if self.rollup.admit(bucket) {
+            self.pending.push_key(&self.rollup, hash, bucket, key, args);
+        }
+        true
+    }
+
     /// Whether `rows` more routes held back could open more groups than
     /// the rollup's limit (with those already held), whose choice of
     /// groups would then depend on the order: such routes fold at once.

@@ -59,7 +59,7 @@
 use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{ColumnType, Timestamp};
 use cardinal_parse::{Batch, RecordRef};
-use cardinal_rollup::{AggState, Folded, GroupAt, KEY_BYTES_MAX, KeyHash, Rollup};
+use cardinal_rollup::{AggState, Folded, GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn};
 
 use super::columns::ParsedColumns;
@@ -498,9 +498,9 @@ impl Fold<'_> {
     /// run ([`super::Lane::holds`]): each row's bucket, key and arguments
     /// go from the columns straight into its part's buffer, without a
     /// [`Routed`] per row, as [`Fold::hold_columns`] holds a Parquet
-    /// batch's rows. A key too long is folded at once to be rejected, as
-    /// [`super::Lane::fold_route`] does; what the lanes hold is bounded
-    /// after the run.
+    /// batch's rows ([`super::Lane::hold`]); a row whose key is too long
+    /// is rejected after the run. What the lanes hold is bounded after the
+    /// run.
     ///
     /// [`Fold::hold_columns`]: super::Fold::hold_columns
     /// [`Routed`]: cardinal_route::Routed
@@ -530,14 +530,8 @@ impl Fold<'_> {
             for (arg, &source) in args.iter_mut().zip(&plan.args) {
                 *arg = arg_at(parsed, batch, source, row);
             }
-            let hash = KeyHash::of(bucket, key);
-            if key.len() > KEY_BYTES_MAX {
-                let folded = lane.rollup.fold_held(hash, bucket, key, |_| {});
-                debug_assert_eq!(folded, Folded::DroppedKeyTooLong);
+            if !lane.hold(bucket, key, args) {
                 scratch.too_long.push((i, s));
-            } else if lane.rollup.admit(bucket) {
-                // Admitted in arrival order, as Lane::pend admits.
-                lane.pending.push_key(&lane.rollup, hash, bucket, key, args);
             }
         }
         self.bound_pending();

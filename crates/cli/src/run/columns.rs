@@ -33,7 +33,7 @@
 use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{ColumnType, DateMemo, Record, Timestamp, Value};
 use cardinal_parse::{Batch, Column, Dictionary, DictionaryHandle, ParquetBatch, TextColumn};
-use cardinal_rollup::{Folded, GroupAt, KEY_BYTES_MAX, KeyHash, Rollup};
+use cardinal_rollup::{GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn};
 
 use super::{AGGREGATES_MAX, Fold};
@@ -696,10 +696,7 @@ impl<'a> Fold<'a> {
                         }
                     };
                 }
-                let hash = KeyHash::of(bucket, &key);
-                if key.len() > KEY_BYTES_MAX {
-                    let folded = lane.rollup.fold_held(hash, bucket, &key, |_| {});
-                    debug_assert_eq!(folded, Folded::DroppedKeyTooLong);
+                if !lane.hold(bucket, &key, args) {
                     let row = batch.record(i).row();
                     super::reject(
                         &mut self.counts,
@@ -708,12 +705,6 @@ impl<'a> Fold<'a> {
                         "group key too long",
                         &format!("{name}: {row}"),
                     );
-                    continue;
-                }
-                // Admitted in arrival order, as Lane::pend admits.
-                if lane.rollup.admit(bucket) {
-                    lane.pending
-                        .push_key(&lane.rollup, hash, bucket, &key, args);
                 }
             }
             self.bound_pending();
