@@ -261,7 +261,7 @@ impl<'a> Value<'a> {
 
     /// [`Value::parse`] of a DOUBLE field without building a [`Value`]
     /// (see [`Value::parse_bigint`]): `Ok(None)` for NULL.
-    #[inline]
+    #[inline(always)]
     pub fn parse_double(bytes: &[u8]) -> Result<Option<f64>, ValueError> {
         if let Some(value) = parse_f64_fast(bytes) {
             return Ok(Some(value));
@@ -417,7 +417,7 @@ fn parse_i64(bytes: &[u8]) -> Option<i64> {
 /// 10^19 < 2^64) accumulate in a `u64` that cannot overflow, 8 at a time
 /// where there are 8, and the sign's range is checked once. Longer digit
 /// strings (leading zeros) go to `parse_i64`.
-#[inline]
+#[inline(always)]
 fn parse_i64_fast(bytes: &[u8]) -> Option<i64> {
     let (negative, digits) = match bytes {
         [b'-', rest @ ..] => (true, rest),
