@@ -487,7 +487,7 @@ const MANTISSA_DIGITS_MAX: usize = 19;
 /// Reads `[+-]digits[.digits][(e|E)[+-]digits]` (Java's `1.1885166E-4`
 /// too); anything else (`inf`, `NaN`, `.5`, `1.`, longer mantissas, larger
 /// exponents) is `None` and goes to the general parser.
-#[inline]
+#[inline(always)]
 // Indexes are checked before use: months 1..=12, exponents 0..=22.
 #[allow(clippy::cast_possible_truncation)]
 fn parse_f64_fast(bytes: &[u8]) -> Option<f64> {

@@ -377,7 +377,7 @@ impl Default for DateMemo {
 }
 
 /// [`parse_fixed`] with the date of the previous call kept in `memo`.
-#[inline]
+#[inline(always)]
 // Indexes are checked before use: months 1..=12.
 #[allow(clippy::cast_possible_truncation)]
 pub(crate) fn parse_fixed_memo(text: &[u8], memo: &mut DateMemo) -> Option<Timestamp> {
