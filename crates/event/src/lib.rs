@@ -274,7 +274,7 @@ impl<'a> Value<'a> {
 
     /// [`Value::parse_memo`] of a TIMESTAMP field without building a
     /// [`Value`] (see [`Value::parse_bigint`]): `Ok(None)` for NULL.
-    #[inline]
+    #[inline(always)]
     pub fn parse_timestamp_memo(
         bytes: &[u8],
         memo: &mut DateMemo,

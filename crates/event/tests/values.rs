@@ -275,6 +275,8 @@ proptest! {
                 timestamp_text().prop_flat_map(mutated),
                 Just(b"2026-11-01T00:00:07Z".to_vec()),
                 Just(b"2026-11-01T23:59:59.999Z".to_vec()),
+                Just(b"2026-11-01 23:59:59".to_vec()),
+                Just(b"2026-11-02T23:59:59Z".to_vec()),
                 Just(b"2026-11-01".to_vec()),
                 Just(b"2026-11-0".to_vec()),
             ],
