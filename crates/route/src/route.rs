@@ -410,14 +410,25 @@ impl KeyColumn {
     /// what [`Summary::route_dims`] writes for it.
     #[inline]
     pub fn encode(&self, field: Option<&[u8]>, key: &mut Vec<u8>) {
-        match (field, self.cut) {
-            (None, _) => key.push(TAG_NULL),
-            (Some(text), None) => encode_text(text, key),
-            (Some(text), Some((start, length))) => {
-                let (from, to) = crate::expr::substr_range(text, start, length);
-                encode_text(&text[from..to], key);
-            }
+        match self.text(field) {
+            None => key.push(TAG_NULL),
+            Some(text) => encode_text(text, key),
         }
+    }
+
+    /// The text this dimension takes from a field (`None`: NULL): the
+    /// field, or the part of it `substr` keeps. Two fields with the same
+    /// text have the same [`KeyColumn::encode`] entry.
+    #[inline]
+    pub fn text<'a>(&self, field: Option<&'a [u8]>) -> Option<&'a [u8]> {
+        let text = field?;
+        Some(match self.cut {
+            None => text,
+            Some((start, length)) => {
+                let (from, to) = crate::expr::substr_range(text, start, length);
+                &text[from..to]
+            }
+        })
     }
 }
 

@@ -141,9 +141,10 @@ impl Default for ByAggregate {
 const RECENT_SLOTS: usize = 512;
 
 /// A group a lane whose key is one text field (or none) found recently, by
-/// its bucket and field: a row whose bucket and field equal one's goes to
-/// its group without its key being built, hashed and looked up
-/// ([`Rollup::locate_at`]). Fields of up to 16 bytes, held as two
+/// its bucket and the field's text in the key (the field, or its
+/// `substr`: [`KeyColumn::text`]): a row whose bucket and text equal one's
+/// goes to its group without its key being built, hashed and looked up
+/// ([`Rollup::locate_at`]). Texts of up to 16 bytes, held as two
 /// zero-padded words and the length (or [`RECENT_NULL`]); the group is
 /// used only while the rollup [`holds`](Rollup::holds) it.
 #[derive(Debug, Clone, Copy)]
@@ -565,7 +566,9 @@ impl Fold<'_> {
             let bucket = buckets.map_or(Timestamp(0), |b| Timestamp(b[i as usize - lo]));
             let probe = match key_columns {
                 Some([]) => Recent::of(bucket.0, Some(&[])),
-                Some([column]) => Recent::of(bucket.0, record.field(column.column)),
+                // By the text the key takes (a `substr` of a field keys
+                // many fields to one group).
+                Some([column]) => Recent::of(bucket.0, column.text(record.field(column.column))),
                 Some(_) => None,
                 None => Recent::of(bucket.0, Some(key_at(&scratch.keys[s], i as usize))),
             };
