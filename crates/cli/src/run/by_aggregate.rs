@@ -24,9 +24,10 @@
 //! 2. per summary, each passing row's group, found or opened in arrival
 //!    order ([`Rollup::locate`]), so drops, the retention window and the
 //!    group limit see the records as the row path does; a summary whose
-//!    key is one short field (or none), or whose evaluated key encodes in
-//!    16 bytes, first asks its memory of recent (bucket, field or key)
-//!    pairs ([`Recent`]);
+//!    key is short text fields (or none; one of up to 16 bytes, or
+//!    several whose texts and lengths fit 16), or whose evaluated key
+//!    encodes in 16 bytes, first asks its memory of recent (bucket, texts
+//!    or key) pairs ([`Recent`]);
 //! 3. per aggregate, one loop over those rows and groups, its argument's
 //!    column read straight from the parsed slice; an integer column's
 //!    hashes are worked out once per run, whichever summaries count it.
@@ -108,7 +109,7 @@ pub(super) struct ByAggregate {
     /// Per lane, for the current batch: whether it folds an aggregate at
     /// a time ([`Fold::small`]), or routes its rows one at a time.
     small: Vec<bool>,
-    /// Per lane: the groups of recent (bucket, key field) ([`Recent`]).
+    /// Per lane: the groups of recent (bucket, key texts) ([`Recent`]).
     recent: Vec<Vec<Recent>>,
     /// `64 - log2` of the slots per lane: [`RECENT_SLOTS`]' (tests vary
     /// it, down to 2 slots).
@@ -140,13 +141,15 @@ impl Default for ByAggregate {
 /// hundred sites' worth, in 24 KiB.
 const RECENT_SLOTS: usize = 512;
 
-/// A group a lane whose key is one text field (or none) found recently, by
-/// its bucket and the field's text in the key (the field, or its
-/// `substr`: [`KeyColumn::text`]): a row whose bucket and text equal one's
-/// goes to its group without its key being built, hashed and looked up
-/// ([`Rollup::locate_at`]). Texts of up to 16 bytes, held as two
-/// zero-padded words and the length (or [`RECENT_NULL`]); the group is
-/// used only while the rollup [`holds`](Rollup::holds) it.
+/// A group a lane whose key is plain text fields (or none) found
+/// recently, by its bucket and the fields' texts in the key (each field,
+/// or its `substr`: [`KeyColumn::text`]): a row whose bucket and texts
+/// equal one's goes to its group without its key being built, hashed and
+/// looked up ([`Rollup::locate_at`]). One text of up to 16 bytes is held
+/// as two zero-padded words and its length (or [`RECENT_NULL`]); several
+/// as their lengths and bytes back to back, when that fits 16 bytes
+/// ([`Recent::of_texts`]). The group is used only while the rollup
+/// [`holds`](Rollup::holds) it.
 #[derive(Debug, Clone, Copy)]
 struct Recent {
     bucket: i64,
@@ -155,7 +158,7 @@ struct Recent {
     at: Option<GroupAt>,
 }
 
-/// [`Recent::len`] of a NULL field.
+/// [`Recent::len`] of a NULL field (a key of one field).
 const RECENT_NULL: u32 = u32::MAX;
 
 impl Recent {
@@ -171,6 +174,48 @@ impl Recent {
                 (cardinal_event::bytes::short_words(b)?, len)
             }
         };
+        Some(Self {
+            bucket,
+            words,
+            len,
+            at: None,
+        })
+    }
+
+    /// The (bucket, texts) of a row whose key is several fields (`None`:
+    /// NULL), if they fit 16 bytes as each text's length byte (`0xff`:
+    /// NULL) followed by its bytes, in key order; `at` is left `None`.
+    /// The lengths make the packing one-to-one for the lane's number of
+    /// fields: (`ab`, `c`) and (`a`, `bc`) differ.
+    #[inline]
+    fn of_texts<'t>(bucket: i64, texts: impl Iterator<Item = Option<&'t [u8]>>) -> Option<Self> {
+        const WIDTH: usize = 16;
+        let mut packed: u128 = 0;
+        let mut used = 0;
+        for text in texts {
+            let (head, body, len) = match text {
+                None => (0xff, 0, 0),
+                Some(t) => {
+                    let [low, high] = cardinal_event::bytes::short_words(t)?;
+                    (
+                        t.len() as u128,
+                        u128::from(low) | u128::from(high) << 64,
+                        t.len(),
+                    )
+                }
+            };
+            if used + 1 + len > WIDTH {
+                return None;
+            }
+            // Here `used < WIDTH` and `body` has at most `WIDTH - 1 - used`
+            // bytes, so no shift overflows or drops a byte.
+            packed |= (head | body << 8) << (8 * used);
+            used += 1 + len;
+        }
+        #[expect(clippy::cast_possible_truncation, reason = "the two halves")]
+        let words = [packed as u64, (packed >> 64) as u64];
+        #[expect(clippy::cast_possible_truncation, reason = "at most WIDTH")]
+        let len = used as u32;
         Some(Self {
             bucket,
             words,
@@ -540,7 +585,8 @@ impl Fold<'_> {
 
     /// Finds or opens the group of each row of the run that passes lane
     /// `s`'s filter (`scratch.groups`), in row order: by the lane's
-    /// [`Recent`] groups when its key is one field or none.
+    /// [`Recent`] groups when the row's key texts (or evaluated key) are
+    /// short enough for it.
     fn locate_run(&mut self, scratch: &mut ByAggregate, batch: &Batch, s: usize, lo: usize) {
         scratch.recent.resize_with(self.lanes.len(), Vec::new);
         let lane = &mut self.lanes[s];
@@ -549,9 +595,8 @@ impl Fold<'_> {
         let buckets = plan.bucket.map(|_| &scratch.buckets[lane.bucket_owner]);
         let recent = &mut scratch.recent[s];
         // A key of evaluated dimensions is remembered by its encoding.
-        let remembers = key_columns.is_none_or(|columns| columns.len() <= 1);
         let shift = scratch.recent_shift;
-        if remembers && recent.is_empty() {
+        if recent.is_empty() {
             let empty = Recent {
                 bucket: 0,
                 words: [0, 0],
@@ -569,7 +614,10 @@ impl Fold<'_> {
                 // By the text the key takes (a `substr` of a field keys
                 // many fields to one group).
                 Some([column]) => Recent::of(bucket.0, column.text(record.field(column.column))),
-                Some(_) => None,
+                Some(columns) => Recent::of_texts(
+                    bucket.0,
+                    columns.iter().map(|c| c.text(record.field(c.column))),
+                ),
                 None => Recent::of(bucket.0, Some(key_at(&scratch.keys[s], i as usize))),
             };
             if let Some(probe) = &probe
@@ -1118,5 +1166,38 @@ mod tests {
             rows(&by_aggregate).len()
         );
         assert_eq!(rows(&by_aggregate), rows(&by_row));
+    }
+
+    /// Several fields are remembered by their texts packed with their
+    /// lengths: texts that split one string differently, a NULL and an
+    /// empty text, and another bucket are other probes; 16 bytes with the
+    /// lengths fit, 17 do not.
+    #[test]
+    fn recent_texts_keep_fields_apart() {
+        let probe = |bucket: i64, texts: &[Option<&str>]| {
+            Recent::of_texts(bucket, texts.iter().map(|t| t.map(str::as_bytes)))
+        };
+        let ab_c = probe(0, &[Some("ab"), Some("c")]).expect("fits");
+        assert!(ab_c.same(&probe(0, &[Some("ab"), Some("c")]).expect("fits")));
+        let distinct = [
+            probe(0, &[Some("a"), Some("bc")]),
+            probe(0, &[Some("abc"), Some("")]),
+            probe(1, &[Some("ab"), Some("c")]),
+            probe(0, &[Some("ab"), Some("d")]),
+            probe(0, &[None, Some("c")]),
+            probe(0, &[Some(""), Some("c")]),
+        ];
+        let distinct: Vec<Recent> = distinct.into_iter().map(|r| r.expect("fits")).collect();
+        for (i, a) in std::iter::once(&ab_c).chain(&distinct).enumerate() {
+            for (j, b) in std::iter::once(&ab_c).chain(&distinct).enumerate() {
+                assert_eq!(a.same(b), i == j, "{a:?} {b:?}");
+            }
+        }
+        // 2 + 14 bytes fit, 1 + 15 (the head's and the text's) with
+        // another field's head do not.
+        assert!(probe(0, &[Some("a"), Some("bcdefghijklmn")]).is_some());
+        assert!(probe(0, &[Some("a"), Some("bcdefghijklmno")]).is_none());
+        assert!(probe(0, &[Some("abcdefghijklmnop"), None]).is_none());
+        assert!(probe(0, &[Some("abcdefghijklmnopq")]).is_none());
     }
 }
