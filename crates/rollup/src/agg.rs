@@ -669,7 +669,7 @@ impl AggState {
     pub fn heap_bytes(&self) -> usize {
         match self {
             AggState::Hll(h) => h.heap_bytes(),
-            AggState::Exact(set) => usize::try_from(set.len()).unwrap_or(usize::MAX) * 2,
+            AggState::Exact(set) => set.heap_bytes(),
             AggState::Quantiles(q) => q.heap_bytes(),
             AggState::TopK(top) => {
                 let TopState { counts, names, .. } = &**top;

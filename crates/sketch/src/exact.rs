@@ -85,6 +85,9 @@
 // If roaring's format changes (it has not since 0.5), the pinned byte
 // example in the tests fails first.
 
+use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
+
 use roaring::RoaringTreemap;
 
 use crate::{Error, Estimate, Result, Sketch};
@@ -108,7 +111,19 @@ const BITMAP_CONTAINER_BYTES: usize = 8192;
 /// With run containers, offsets are written only from this many containers.
 const OFFSETS_CONTAINERS_MIN: usize = 4;
 
-/// An exact set of `u64` ids with set algebra, in a compressed bitmap.
+/// An exact set of `u64` ids with set algebra, in a compressed bitmap
+/// when its ids are dense enough for one, else in a hash set.
+///
+/// Roaring compresses ids that share their high bits (user numbers, row
+/// ids). Ids spread over the whole `u64` range (hashed cookies, the
+/// hashes of text) share nothing: `RoaringTreemap` then spends a bucket, a
+/// container and three allocations on each id, ~250 bytes and ~700 ns an
+/// insert. So a set starts as a hash set of its ids (~16 bytes each) and
+/// moves to Roaring, once and for good, when a Roaring image of its ids
+/// would take under half the memory ([`ExactSet::insert`] checks at each
+/// power of two from 64 ids). Either way the set, its algebra and its
+/// bytes ([`Sketch::encode`], the portable Roaring format below) are the
+/// same.
 ///
 /// ```
 /// use cardinal_sketch::{exact::ExactSet, Sketch};
@@ -124,44 +139,157 @@ const OFFSETS_CONTAINERS_MIN: usize = 4;
 /// let bytes = a.encode();
 /// assert_eq!(ExactSet::decode(&bytes).unwrap(), a);
 /// ```
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ExactSet {
-    ids: RoaringTreemap,
+    ids: Ids,
+}
+
+/// An [`ExactSet`]'s ids.
+#[derive(Debug, Clone)]
+enum Ids {
+    /// Ids too spread for Roaring.
+    Sparse(HashSet<u64, BuildHasherDefault<IdHasher>>),
+    /// Ids dense enough for Roaring.
+    Roaring(RoaringTreemap),
+}
+
+/// The hash of an id in a sparse set: SplitMix64's finalizer, so that ids
+/// that differ only in their high bits (or are all multiples of 2^32)
+/// spread over the table.
+#[derive(Debug, Default, Clone, Copy)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; any other input still hashes.
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id;
+    }
+}
+
+/// A sparse set looks at its density when its size reaches a power of two
+/// from this one.
+const DENSITY_CHECK_MIN: u64 = 64;
+
+/// Bytes a sparse set takes per id: 8 for the id and 1 control byte per
+/// slot, at a load of about 5/8.
+const SPARSE_BYTES_PER_ID: usize = 15;
+
+/// Bytes `RoaringTreemap` (0.12) takes, roughly, per 2^32 bucket (its tree
+/// entry, bitmap and container vector), per 2^16 container (its entry and
+/// array), and per id in an array container.
+const ROARING_BUCKET_BYTES: usize = 180;
+const ROARING_CONTAINER_BYTES: usize = 56;
+const ROARING_ID_BYTES: usize = 2;
+
+impl Default for ExactSet {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PartialEq for ExactSet {
+    fn eq(&self, other: &Self) -> bool {
+        match (&self.ids, &other.ids) {
+            (Ids::Roaring(a), Ids::Roaring(b)) => a == b,
+            _ => self.len() == other.len() && self.ids_iter().all(|id| other.contains(id)),
+        }
+    }
 }
 
 impl ExactSet {
     /// An empty set.
     pub fn new() -> Self {
         Self {
-            ids: RoaringTreemap::new(),
+            ids: Ids::Sparse(HashSet::default()),
         }
     }
 
     /// Adds `id`; returns whether it was new.
     pub fn insert(&mut self, id: u64) -> bool {
-        let added = self.ids.insert(id);
-        debug_assert!(self.ids.contains(id));
+        let added = match &mut self.ids {
+            Ids::Sparse(ids) => {
+                let added = ids.insert(id);
+                let len = ids.len() as u64;
+                if added && len >= DENSITY_CHECK_MIN && len.is_power_of_two() {
+                    self.settle();
+                }
+                added
+            }
+            Ids::Roaring(ids) => ids.insert(id),
+        };
+        debug_assert!(self.contains(id));
         added
     }
 
     /// Whether `id` is in the set.
     pub fn contains(&self, id: u64) -> bool {
-        self.ids.contains(id)
+        match &self.ids {
+            Ids::Sparse(ids) => ids.contains(&id),
+            Ids::Roaring(ids) => ids.contains(id),
+        }
     }
 
     /// The number of ids.
     pub fn len(&self) -> u64 {
-        self.ids.len()
+        match &self.ids {
+            Ids::Sparse(ids) => ids.len() as u64,
+            Ids::Roaring(ids) => ids.len(),
+        }
     }
 
     /// Whether the set has no ids.
     pub fn is_empty(&self) -> bool {
-        self.ids.is_empty()
+        self.len() == 0
+    }
+
+    /// Whether the ids are held in a Roaring bitmap (dense enough for one)
+    /// rather than a hash set.
+    pub fn is_roaring(&self) -> bool {
+        matches!(self.ids, Ids::Roaring(_))
+    }
+
+    /// Bytes of heap memory the set holds, roughly.
+    pub fn heap_bytes(&self) -> usize {
+        match &self.ids {
+            Ids::Sparse(ids) => ids.capacity() * 9,
+            Ids::Roaring(ids) => ids.serialized_size(),
+        }
     }
 
     /// The ids in ascending order.
     pub fn iter(&self) -> impl Iterator<Item = u64> + '_ {
-        self.ids.iter()
+        match &self.ids {
+            Ids::Sparse(_) => Iter::Sorted(self.sorted().into_iter()),
+            Ids::Roaring(ids) => Iter::Roaring(Box::new(ids.iter())),
+        }
+    }
+
+    /// The ids in no particular order.
+    fn ids_iter(&self) -> Box<dyn Iterator<Item = u64> + '_> {
+        match &self.ids {
+            Ids::Sparse(ids) => Box::new(ids.iter().copied()),
+            Ids::Roaring(ids) => Box::new(ids.iter()),
+        }
+    }
+
+    /// A sparse set's ids, sorted.
+    fn sorted(&self) -> Vec<u64> {
+        let mut sorted: Vec<u64> = self.ids_iter().collect();
+        sorted.sort_unstable();
+        sorted
     }
 
     /// The number of ids in `lower..=upper`.
@@ -169,13 +297,71 @@ impl ExactSet {
         if lower > upper {
             return 0;
         }
-        self.ids.range_cardinality(lower..=upper)
+        match &self.ids {
+            Ids::Sparse(ids) => ids
+                .iter()
+                .filter(|&&id| (lower..=upper).contains(&id))
+                .count() as u64,
+            Ids::Roaring(ids) => ids.range_cardinality(lower..=upper),
+        }
+    }
+
+    /// A Roaring bitmap of a sparse set's ids.
+    fn to_roaring(&self) -> RoaringTreemap {
+        match &self.ids {
+            Ids::Sparse(_) => {
+                RoaringTreemap::from_sorted_iter(self.sorted()).expect("sorted distinct ids")
+            }
+            Ids::Roaring(ids) => ids.clone(),
+        }
+    }
+
+    /// Moves a sparse set to Roaring if a Roaring bitmap of its ids would
+    /// take under half its memory (estimated from how many 2^32 buckets
+    /// and 2^16 containers the ids fall in; see the constants).
+    fn settle(&mut self) {
+        let Ids::Sparse(ids) = &self.ids else {
+            return;
+        };
+        let mut sorted: Vec<u64> = ids.iter().copied().collect();
+        sorted.sort_unstable();
+        let count = |shift: u32| {
+            1 + sorted
+                .windows(2)
+                .filter(|w| w[0] >> shift != w[1] >> shift)
+                .count()
+        };
+        let roaring = count(32) * ROARING_BUCKET_BYTES
+            + count(16) * ROARING_CONTAINER_BYTES
+            + sorted.len() * ROARING_ID_BYTES;
+        if 2 * roaring < sorted.len() * SPARSE_BYTES_PER_ID {
+            self.ids = Ids::Roaring(
+                RoaringTreemap::from_sorted_iter(sorted).expect("sorted distinct ids"),
+            );
+        }
     }
 
     /// Adds every id of `other` (`self ∪= other`).
     pub fn union_with(&mut self, other: &ExactSet) {
         let len_before = self.len();
-        self.ids |= &other.ids;
+        match (&mut self.ids, &other.ids) {
+            (Ids::Roaring(a), Ids::Roaring(b)) => *a |= b,
+            (Ids::Roaring(a), Ids::Sparse(_)) => *a |= other.to_roaring(),
+            (Ids::Sparse(_), Ids::Roaring(b)) => {
+                let mut ids = self.to_roaring();
+                ids |= b;
+                self.ids = Ids::Roaring(ids);
+            }
+            (Ids::Sparse(a), Ids::Sparse(b)) => {
+                let before = a.len() as u64;
+                a.extend(b.iter().copied());
+                let after = a.len() as u64;
+                // A power of two passed on the way: look at the density.
+                if after >= DENSITY_CHECK_MIN && (before == 0 || after.ilog2() > before.ilog2()) {
+                    self.settle();
+                }
+            }
+        }
         assert!(self.len() >= len_before);
         assert!(self.len() >= other.len());
     }
@@ -183,7 +369,15 @@ impl ExactSet {
     /// Keeps only the ids also in `other` (`self ∩= other`).
     pub fn intersect_with(&mut self, other: &ExactSet) {
         let len_before = self.len();
-        self.ids &= &other.ids;
+        match (&mut self.ids, &other.ids) {
+            (Ids::Roaring(a), Ids::Roaring(b)) => *a &= b,
+            (Ids::Sparse(a), _) => a.retain(|&id| other.contains(id)),
+            // At most `other`'s few ids remain.
+            (Ids::Roaring(a), Ids::Sparse(b)) => {
+                let kept = b.iter().copied().filter(|&id| a.contains(id)).collect();
+                self.ids = Ids::Sparse(kept);
+            }
+        }
         assert!(self.len() <= len_before);
         assert!(self.len() <= other.len());
     }
@@ -191,43 +385,72 @@ impl ExactSet {
     /// Removes the ids of `other` (`self \= other`).
     pub fn difference_with(&mut self, other: &ExactSet) {
         let len_before = self.len();
-        self.ids -= &other.ids;
+        match (&mut self.ids, &other.ids) {
+            (Ids::Roaring(a), Ids::Roaring(b)) => *a -= b,
+            (Ids::Sparse(a), _) => a.retain(|&id| !other.contains(id)),
+            (Ids::Roaring(a), Ids::Sparse(b)) => {
+                for &id in b {
+                    a.remove(id);
+                }
+            }
+        }
         assert!(self.len() <= len_before);
     }
 
     /// `self ∪ other`.
     pub fn union(&self, other: &ExactSet) -> ExactSet {
-        ExactSet {
-            ids: &self.ids | &other.ids,
-        }
+        let mut union = self.clone();
+        union.union_with(other);
+        union
     }
 
     /// `self ∩ other`.
     pub fn intersection(&self, other: &ExactSet) -> ExactSet {
-        ExactSet {
-            ids: &self.ids & &other.ids,
-        }
+        let mut intersection = self.clone();
+        intersection.intersect_with(other);
+        intersection
     }
 
     /// `self \ other`.
     pub fn difference(&self, other: &ExactSet) -> ExactSet {
-        ExactSet {
-            ids: &self.ids - &other.ids,
+        let mut difference = self.clone();
+        difference.difference_with(other);
+        difference
+    }
+}
+
+/// [`ExactSet::iter`]'s iterator: a sparse set's ids sorted, or a Roaring
+/// bitmap's in order.
+enum Iter<'a> {
+    Sorted(std::vec::IntoIter<u64>),
+    /// Boxed: roaring's iterator is 344 bytes.
+    Roaring(Box<roaring::treemap::Iter<'a>>),
+}
+
+impl Iterator for Iter<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        match self {
+            Iter::Sorted(ids) => ids.next(),
+            Iter::Roaring(ids) => ids.next(),
         }
     }
 }
 
 impl Extend<u64> for ExactSet {
     fn extend<I: IntoIterator<Item = u64>>(&mut self, ids: I) {
-        self.ids.extend(ids);
+        for id in ids {
+            self.insert(id);
+        }
     }
 }
 
 impl FromIterator<u64> for ExactSet {
     fn from_iter<I: IntoIterator<Item = u64>>(ids: I) -> Self {
-        Self {
-            ids: ids.into_iter().collect(),
-        }
+        let mut set = Self::new();
+        set.extend(ids);
+        set
     }
 }
 
@@ -247,11 +470,18 @@ impl Sketch for ExactSet {
 
     /// The portable 64-bit Roaring format (see the module docs).
     fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::with_capacity(self.ids.serialized_size());
-        self.ids
-            .serialize_into(&mut bytes)
+        let sparse;
+        let ids = match &self.ids {
+            Ids::Roaring(ids) => ids,
+            Ids::Sparse(_) => {
+                sparse = self.to_roaring();
+                &sparse
+            }
+        };
+        let mut bytes = Vec::with_capacity(ids.serialized_size());
+        ids.serialize_into(&mut bytes)
             .expect("writing to a Vec<u8> cannot fail");
-        debug_assert_eq!(bytes.len(), self.ids.serialized_size());
+        debug_assert_eq!(bytes.len(), ids.serialized_size());
         bytes
     }
 
@@ -271,7 +501,9 @@ impl Sketch for ExactSet {
             .map_err(|error| malformed(format!("roaring: {error}")))?;
         // Pair with `validate`, which walked the same bytes to the end.
         assert!(reader.is_empty());
-        Ok(Self { ids })
+        Ok(Self {
+            ids: Ids::Roaring(ids),
+        })
     }
 }
 

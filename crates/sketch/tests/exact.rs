@@ -10,10 +10,18 @@ use cardinal_sketch::{Sketch, exact::ExactSet};
 use proptest::prelude::*;
 
 /// Ids clustered in a few 2^32 buckets and 2^16 containers, so arrays,
-/// bitmaps and several buckets all occur.
+/// bitmaps and several buckets all occur (sets that move to Roaring),
+/// ids spread over all of `u64` (sets that stay hash sets), or a mix of
+/// both (either, by their share), so that every operation meets both
+/// kinds on either side.
 fn ids() -> impl Strategy<Value = Vec<u64>> {
-    let id = (0u64..3, 0u64..3, 0u64..6000).prop_map(|(hi, mid, lo)| (hi << 32) | (mid << 16) | lo);
-    prop::collection::vec(prop_oneof![id, any::<u64>()], 0..6000)
+    let clustered =
+        || (0u64..3, 0u64..3, 0u64..6000).prop_map(|(hi, mid, lo)| (hi << 32) | (mid << 16) | lo);
+    prop_oneof![
+        prop::collection::vec(clustered(), 0..6000),
+        prop::collection::vec(any::<u64>(), 0..3000),
+        prop::collection::vec(prop_oneof![3 => clustered(), 1 => any::<u64>()], 0..6000),
+    ]
 }
 
 fn pair(a: &[u64]) -> (ExactSet, BTreeSet<u64>) {
@@ -82,6 +90,39 @@ proptest! {
         prop_assert_eq!(&back, &set);
         prop_assert_eq!(back.encode(), bytes);
     }
+}
+
+/// Dense ids move to Roaring, spread ones stay in a hash set, and both
+/// write the same bytes as a Roaring bitmap of the same ids (a decoded
+/// set is Roaring).
+#[test]
+fn density_picks_the_representation() {
+    let dense: ExactSet = (0..1000u64).map(|i| i * 3).collect();
+    assert!(dense.is_roaring());
+    let mut state = 0x5eed_u64;
+    let spread: ExactSet = (0..5000)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1);
+            state
+        })
+        .collect();
+    assert!(!spread.is_roaring());
+    assert_eq!(spread.len(), 5000);
+    for set in [&dense, &spread] {
+        let back = ExactSet::decode(&set.encode()).expect("own encoding");
+        assert!(back.is_roaring());
+        assert_eq!(&back, set);
+        assert_eq!(back.encode(), set.encode());
+        assert!(back.iter().eq(set.iter()));
+    }
+    // Sixty-three ids in one container are not looked at yet; the
+    // sixty-fourth moves them.
+    let mut growing: ExactSet = (0..63u64).collect();
+    assert!(!growing.is_roaring());
+    growing.insert(63);
+    assert!(growing.is_roaring());
 }
 
 #[test]
