@@ -586,8 +586,11 @@ impl Fold<'_> {
         lo: usize,
     ) {
         let prefetch_groups_min = self.prefetch_groups_min;
-        // A copy, so that a held row can check the bound on every lane.
-        let plan = &self.plans[s].clone();
+        // Taken out while the run folds (and put back after it), so that a
+        // held row can check the bound on every lane: a move, where a
+        // clone allocated per run.
+        let plans = std::mem::take(&mut self.plans);
+        let plan = &plans[s];
         let owner = self.lanes[s].filter_owner;
         let buckets = plan
             .bucket
@@ -623,6 +626,7 @@ impl Fold<'_> {
                 super::LaneFold::Deferred | super::LaneFold::Folded(_) => {}
             }
         }
+        self.plans = plans;
     }
 
     /// [`Fold::route_run`] for a lane that holds back every row of the
