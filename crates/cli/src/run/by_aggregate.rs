@@ -16,7 +16,10 @@
 //!
 //! 1. each filter once, into the rows that pass it (a `text = 'literal'`
 //!    filter on the field's bytes, any other evaluated on the record for
-//!    the whole batch first), and each bucket once per row; dimensions
+//!    the whole batch first: one that reads only text columns once per
+//!    recent value of its fields, [`VerdictOfFields`]; `kind =
+//!    'impression' AND state <> 'TX'` over W1's 200K-row sample: 204.2M
+//!    -> 165.3M instructions), and each bucket once per row; dimensions
 //!    that are not plain columns are evaluated for the whole batch too,
 //!    on the rows that pass the summary's filter (a row an evaluation
 //!    fails on goes through [`Fold::record`], which rejects it as row by
@@ -94,6 +97,10 @@ pub(super) struct ByAggregate {
     /// Per lane whose evaluated dimensions read one field: the keys of
     /// recent fields ([`KeyOfField`]), empty until first used.
     keys_of_fields: Vec<Vec<KeyOfField>>,
+    /// Per lane that owns an evaluated filter of text columns: the
+    /// verdicts of recent fields ([`VerdictOfFields`]), empty until first
+    /// used.
+    verdicts_of_fields: Vec<Vec<VerdictOfFields>>,
     /// Where `Summary::route_dims` writes a key (reused).
     routed: cardinal_route::Routed,
     /// Per lane that owns its bucket: each row's bucket, in milliseconds,
@@ -129,6 +136,7 @@ impl Default for ByAggregate {
             refused: Vec::new(),
             keys: Vec::new(),
             keys_of_fields: Vec::new(),
+            verdicts_of_fields: Vec::new(),
             routed: cardinal_route::Routed::default(),
             buckets: Vec::new(),
             groups: Vec::new(),
@@ -159,6 +167,44 @@ struct KeyOfField {
 
 /// Slots of a lane's [`KeyOfField`]s.
 const KEYS_OF_FIELDS_SLOTS: usize = 256;
+
+/// Whether an evaluated filter that reads only text columns
+/// (`kind = 'impression' AND state <> 'TX'`) passed recent fields: a row
+/// whose fields equal one's takes its verdict without evaluating the
+/// filter again (a filter reads nothing but its fields; an evaluation
+/// that fails is not remembered). `fields` is a [`Recent`] of bucket 0
+/// ([`Recent::of_texts`]) whose group is unused; `verdict` is `None` in
+/// an empty slot.
+#[derive(Debug, Clone, Copy)]
+struct VerdictOfFields {
+    fields: Recent,
+    verdict: Option<bool>,
+}
+
+/// Slots of a lane's [`VerdictOfFields`].
+const VERDICTS_OF_FIELDS_SLOTS: usize = 512;
+
+/// The text columns `filter` reads, when it reads only text columns
+/// (typed ones take many values, which a memory of recent fields would
+/// rarely meet again).
+fn text_columns_of(
+    filter: &cardinal_route::Expr,
+    schema: &cardinal_event::Schema,
+) -> Option<Vec<usize>> {
+    let mut columns = Vec::new();
+    filter.columns(&mut |column| {
+        if !columns.contains(&column) {
+            columns.push(column);
+        }
+    });
+    let text = columns.iter().all(|&c| {
+        schema
+            .columns
+            .get(c)
+            .is_some_and(|c| c.ty == ColumnType::Text)
+    });
+    (text && !columns.is_empty()).then_some(columns)
+}
 
 /// The one column that all of `dimensions` read, if they read exactly one.
 fn one_column(dimensions: &[cardinal_route::Expr]) -> Option<usize> {
@@ -387,9 +433,49 @@ impl Fold<'_> {
             let summary = self.lanes[s].summary;
             let verdicts = &mut scratch.verdicts[s];
             verdicts.clear();
+            let columns = summary
+                .filter
+                .as_ref()
+                .and_then(|filter| text_columns_of(filter, &summary.schema));
+            scratch
+                .verdicts_of_fields
+                .resize_with(self.lanes.len(), Vec::new);
+            let memo = &mut scratch.verdicts_of_fields[s];
+            if columns.is_some() && memo.is_empty() {
+                let empty = VerdictOfFields {
+                    fields: Recent {
+                        bucket: 0,
+                        words: [0, 0],
+                        len: 0,
+                        at: None,
+                    },
+                    verdict: None,
+                };
+                memo.resize(VERDICTS_OF_FIELDS_SLOTS, empty);
+            }
+            let shift = 64 - VERDICTS_OF_FIELDS_SLOTS.trailing_zeros();
             verdicts.extend((0..rows).map(|i| {
-                match summary.passes(&batch.record(i), &mut self.scratch) {
-                    Ok(pass) => pass,
+                let record = batch.record(i);
+                let fields = columns.as_deref().and_then(|columns| {
+                    Recent::of_texts(0, columns.iter().map(|&c| record.field(c)))
+                });
+                let slot = fields.map(|fields| fields.slot(shift));
+                if let (Some(fields), Some(slot)) = (&fields, slot)
+                    && let Some(verdict) = memo[slot].verdict
+                    && memo[slot].fields.same(fields)
+                {
+                    return verdict;
+                }
+                match summary.passes(&record, &mut self.scratch) {
+                    Ok(pass) => {
+                        if let (Some(fields), Some(slot)) = (fields, slot) {
+                            memo[slot] = VerdictOfFields {
+                                fields,
+                                verdict: Some(pass),
+                            };
+                        }
+                        pass
+                    }
                     Err(_) => {
                         scratch.refused[i] = true;
                         false
@@ -1086,6 +1172,7 @@ mod tests {
             format in prop_oneof![Just("csv"), Just("json")],
             attribution in any::<bool>(),
             v_in_filter in any::<bool>(),
+            text_filter in any::<bool>(),
             recent_shift in prop_oneof![Just(63u32), Just(60), Just(64 - RECENT_SLOTS.trailing_zeros())],
             large in prop_oneof![
                 2 => Just(None),
@@ -1094,10 +1181,12 @@ mod tests {
         ) {
             // Summary d's filter or c's dimension reads v (each alone, so
             // that neither's errors hide the other's).
-            let (c_dim, d_filter) = if v_in_filter {
-                ("lower(site)", "v > 1 OR kind IN ('b')")
-            } else {
-                ("v > 1", "kind IN ('b') OR x > 1")
+            // Or, when v is in neither, d's filter may read only text
+            // columns (remembered by their fields; site may be NULL).
+            let (c_dim, d_filter) = match (v_in_filter, text_filter) {
+                (true, _) => ("lower(site)", "v > 1 OR kind IN ('b')"),
+                (false, false) => ("v > 1", "kind IN ('b') OR x > 1"),
+                (false, true) => ("v > 1", "kind IN ('b') OR site <> 's3' AND ip <> '5.5'"),
             };
             let mut sql = SQL
                 .replace("FORMAT", format)
