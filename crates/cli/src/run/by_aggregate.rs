@@ -245,6 +245,17 @@ struct Recent {
 const RECENT_NULL: u32 = u32::MAX;
 
 impl Recent {
+    /// An empty slot: it has no group (`at` is `None`), so no probe
+    /// finds one in it, even a probe of bucket 0 and an empty text, whose
+    /// words and length it shares. The memos that hold a `Recent` as
+    /// their fields mark their empty slots themselves.
+    const EMPTY: Recent = Recent {
+        bucket: 0,
+        words: [0, 0],
+        len: 0,
+        at: None,
+    };
+
     /// The (bucket, field) of a row, if the field is short enough to be
     /// remembered; `at` is left `None`.
     #[inline]
@@ -443,12 +454,7 @@ impl Fold<'_> {
             let memo = &mut scratch.verdicts_of_fields[s];
             if columns.is_some() && memo.is_empty() {
                 let empty = VerdictOfFields {
-                    fields: Recent {
-                        bucket: 0,
-                        words: [0, 0],
-                        len: 0,
-                        at: None,
-                    },
+                    fields: Recent::EMPTY,
                     verdict: None,
                 };
                 memo.resize(VERDICTS_OF_FIELDS_SLOTS, empty);
@@ -510,12 +516,7 @@ impl Fold<'_> {
             let memo = &mut scratch.keys_of_fields[s];
             if field_column.is_some() && memo.is_empty() {
                 let empty = KeyOfField {
-                    field: Recent {
-                        bucket: 0,
-                        words: [0, 0],
-                        len: 0,
-                        at: None,
-                    },
+                    field: Recent::EMPTY,
                     key: [0, 0],
                     key_len: u8::MAX,
                 };
@@ -772,13 +773,7 @@ impl Fold<'_> {
         // A key of evaluated dimensions is remembered by its encoding.
         let shift = scratch.recent_shift;
         if recent.is_empty() {
-            let empty = Recent {
-                bucket: 0,
-                words: [0, 0],
-                len: 0,
-                at: None,
-            };
-            recent.resize(1 << (64 - shift), empty);
+            recent.resize(1 << (64 - shift), Recent::EMPTY);
         }
         scratch.groups.clear();
         for &i in &scratch.passing[lane.filter_owner] {
