@@ -97,10 +97,10 @@ pub(super) struct ByAggregate {
     /// Per lane whose evaluated dimensions read one field: the keys of
     /// recent fields ([`KeyOfField`]), empty until first used.
     keys_of_fields: Vec<Vec<KeyOfField>>,
-    /// Per lane that owns an evaluated filter of text columns: the
-    /// verdicts of recent fields ([`VerdictOfFields`]), empty until first
-    /// used.
-    verdicts_of_fields: Vec<Vec<VerdictOfFields>>,
+    /// Per lane that owns an evaluated filter, from its first batch: the
+    /// text columns the filter reads and the verdicts of their recent
+    /// fields ([`FilterMemo`]).
+    filter_memos: Vec<Option<FilterMemo>>,
     /// Where `Summary::route_dims` writes a key (reused).
     routed: cardinal_route::Routed,
     /// Per lane that owns its bucket: each row's bucket, in milliseconds,
@@ -136,7 +136,7 @@ impl Default for ByAggregate {
             refused: Vec::new(),
             keys: Vec::new(),
             keys_of_fields: Vec::new(),
-            verdicts_of_fields: Vec::new(),
+            filter_memos: Vec::new(),
             routed: cardinal_route::Routed::default(),
             buckets: Vec::new(),
             groups: Vec::new(),
@@ -183,6 +183,35 @@ struct VerdictOfFields {
 
 /// Slots of a lane's [`VerdictOfFields`].
 const VERDICTS_OF_FIELDS_SLOTS: usize = 512;
+
+/// A lane's memory of its evaluated filter's verdicts.
+#[derive(Debug)]
+struct FilterMemo {
+    /// The text columns the filter reads, if it reads only text columns
+    /// (else nothing is remembered).
+    columns: Option<Vec<usize>>,
+    /// [`VERDICTS_OF_FIELDS_SLOTS`] slots when `columns` is some.
+    slots: Vec<VerdictOfFields>,
+}
+
+impl FilterMemo {
+    fn of(summary: &cardinal_route::Summary) -> Self {
+        let columns = summary
+            .filter
+            .as_ref()
+            .and_then(|filter| text_columns_of(filter, &summary.schema));
+        let empty = VerdictOfFields {
+            fields: Recent::EMPTY,
+            verdict: None,
+        };
+        let slots = if columns.is_some() {
+            vec![empty; VERDICTS_OF_FIELDS_SLOTS]
+        } else {
+            Vec::new()
+        };
+        Self { columns, slots }
+    }
+}
 
 /// The text columns `filter` reads, when it reads only text columns
 /// (typed ones take many values, which a memory of recent fields would
@@ -444,21 +473,11 @@ impl Fold<'_> {
             let summary = self.lanes[s].summary;
             let verdicts = &mut scratch.verdicts[s];
             verdicts.clear();
-            let columns = summary
-                .filter
-                .as_ref()
-                .and_then(|filter| text_columns_of(filter, &summary.schema));
-            scratch
-                .verdicts_of_fields
-                .resize_with(self.lanes.len(), Vec::new);
-            let memo = &mut scratch.verdicts_of_fields[s];
-            if columns.is_some() && memo.is_empty() {
-                let empty = VerdictOfFields {
-                    fields: Recent::EMPTY,
-                    verdict: None,
-                };
-                memo.resize(VERDICTS_OF_FIELDS_SLOTS, empty);
-            }
+            scratch.filter_memos.resize_with(self.lanes.len(), || None);
+            let FilterMemo {
+                columns,
+                slots: memo,
+            } = scratch.filter_memos[s].get_or_insert_with(|| FilterMemo::of(summary));
             let shift = 64 - VERDICTS_OF_FIELDS_SLOTS.trailing_zeros();
             verdicts.extend((0..rows).map(|i| {
                 let record = batch.record(i);
