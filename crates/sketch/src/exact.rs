@@ -350,20 +350,29 @@ impl ExactSet {
         };
         let mut sorted: Vec<u64> = ids.iter().copied().collect();
         sorted.sort_unstable();
-        let count = |shift: u32| {
-            1 + sorted
-                .windows(2)
-                .filter(|w| w[0] >> shift != w[1] >> shift)
-                .count()
-        };
-        let roaring = count(32) * ROARING_BUCKET_BYTES
-            + count(16) * ROARING_CONTAINER_BYTES
-            + sorted.len() * ROARING_ID_BYTES;
-        if 2 * roaring < sorted.len() * SPARSE_BYTES_PER_ID {
+        if 2 * roaring_bytes(sorted.iter().copied()) < sorted.len() * SPARSE_BYTES_PER_ID {
             self.ids = Ids::Roaring(
                 RoaringTreemap::from_sorted_iter(sorted).expect("sorted distinct ids"),
             );
         }
+    }
+
+    /// A decoded set in the form its ids call for: a hash set if it has
+    /// fewer than [`DENSITY_CHECK_MIN`] ids (as a set that grew to them
+    /// is) or if a Roaring bitmap of them takes more memory than a hash
+    /// set; else the bitmap. (Between half and all of a hash set's memory
+    /// it stays Roaring: a growing set moves at half, so a set that is
+    /// encoded and decoded does not flip between the two.)
+    fn from_roaring(ids: RoaringTreemap) -> Self {
+        let len = usize::try_from(ids.len()).unwrap_or(usize::MAX);
+        let sparse = ids.len() < DENSITY_CHECK_MIN
+            || roaring_bytes(ids.iter()) > len.saturating_mul(SPARSE_BYTES_PER_ID);
+        let ids = if sparse {
+            Ids::Sparse(ids.iter().collect())
+        } else {
+            Ids::Roaring(ids)
+        };
+        Self { ids }
     }
 
     /// Adds every id of `other` (`self ∪= other`).
@@ -442,6 +451,27 @@ impl ExactSet {
         difference.difference_with(other);
         difference
     }
+}
+
+/// Bytes a `RoaringTreemap` of `sorted` (ascending, distinct) would take,
+/// roughly: per 2^32 bucket, per 2^16 container and per id (the
+/// constants above).
+fn roaring_bytes(sorted: impl Iterator<Item = u64>) -> usize {
+    let (mut buckets, mut containers, mut ids) = (0, 0, 0);
+    let mut previous: Option<u64> = None;
+    for id in sorted {
+        match previous {
+            Some(p) if p >> 16 == id >> 16 => {}
+            Some(p) if p >> 32 == id >> 32 => containers += 1,
+            _ => {
+                buckets += 1;
+                containers += 1;
+            }
+        }
+        ids += 1;
+        previous = Some(id);
+    }
+    buckets * ROARING_BUCKET_BYTES + containers * ROARING_CONTAINER_BYTES + ids * ROARING_ID_BYTES
 }
 
 /// [`ExactSet::iter`]'s iterator: a sparse set's ids sorted, or a Roaring
@@ -526,9 +556,7 @@ impl Sketch for ExactSet {
             .map_err(|error| malformed(format!("roaring: {error}")))?;
         // Pair with `validate`, which walked the same bytes to the end.
         assert!(reader.is_empty());
-        Ok(Self {
-            ids: Ids::Roaring(ids),
-        })
+        Ok(Self::from_roaring(ids))
     }
 }
 

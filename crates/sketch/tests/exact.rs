@@ -92,9 +92,9 @@ proptest! {
     }
 }
 
-/// Dense ids move to Roaring, spread ones stay in a hash set, and both
-/// write the same bytes as a Roaring bitmap of the same ids (a decoded
-/// set is Roaring).
+/// Dense ids move to Roaring, spread ones stay in a hash set, both write
+/// the same bytes as a Roaring bitmap of the same ids, and a decoded set
+/// takes the form its ids call for (a small one a hash set).
 #[test]
 fn density_picks_the_representation() {
     let dense: ExactSet = (0..1000u64).map(|i| i * 3).collect();
@@ -112,7 +112,7 @@ fn density_picks_the_representation() {
     assert_eq!(spread.len(), 5000);
     for set in [&dense, &spread] {
         let back = ExactSet::decode(&set.encode()).expect("own encoding");
-        assert!(back.is_roaring());
+        assert_eq!(back.is_roaring(), set.is_roaring());
         assert_eq!(&back, set);
         assert_eq!(back.encode(), set.encode());
         assert!(back.iter().eq(set.iter()));
@@ -121,8 +121,15 @@ fn density_picks_the_representation() {
     // sixty-fourth moves them.
     let mut growing: ExactSet = (0..63u64).collect();
     assert!(!growing.is_roaring());
+    let small = ExactSet::decode(&growing.encode()).expect("own encoding");
+    assert!(!small.is_roaring());
     growing.insert(63);
     assert!(growing.is_roaring());
+    assert!(
+        ExactSet::decode(&growing.encode())
+            .expect("own encoding")
+            .is_roaring()
+    );
 }
 
 #[test]
