@@ -94,9 +94,10 @@ pub(super) struct ByAggregate {
     ///
     /// [`Summary::route_dims`]: cardinal_route::Summary::route_dims
     keys: Vec<(Vec<u8>, Vec<u32>)>,
-    /// Per lane whose evaluated dimensions read one field: the keys of
-    /// recent fields ([`KeyOfField`]), empty until first used.
-    keys_of_fields: Vec<Vec<KeyOfField>>,
+    /// Per lane whose dimensions are evaluated, from its first batch: the
+    /// one column they read, if one, and the keys of its recent fields
+    /// ([`KeyMemo`]).
+    key_memos: Vec<Option<KeyMemo>>,
     /// Per lane that owns an evaluated filter, from its first batch: the
     /// text columns the filter reads and the verdicts of their recent
     /// fields ([`FilterMemo`]).
@@ -135,7 +136,7 @@ impl Default for ByAggregate {
             verdicts: Vec::new(),
             refused: Vec::new(),
             keys: Vec::new(),
-            keys_of_fields: Vec::new(),
+            key_memos: Vec::new(),
             filter_memos: Vec::new(),
             routed: cardinal_route::Routed::default(),
             buckets: Vec::new(),
@@ -167,6 +168,34 @@ struct KeyOfField {
 
 /// Slots of a lane's [`KeyOfField`]s.
 const KEYS_OF_FIELDS_SLOTS: usize = 256;
+
+/// A lane's memory of the keys its evaluated dimensions gave.
+#[derive(Debug)]
+struct KeyMemo {
+    /// The one column the dimensions read ([`one_column`]), if one (else
+    /// nothing is remembered).
+    column: Option<usize>,
+    /// [`KEYS_OF_FIELDS_SLOTS`] slots when `column` is some; `key_len`
+    /// `u8::MAX` in an empty one.
+    slots: Vec<KeyOfField>,
+}
+
+impl KeyMemo {
+    fn of(summary: &cardinal_route::Summary) -> Self {
+        let column = one_column(&summary.dimensions);
+        let empty = KeyOfField {
+            field: Recent::EMPTY,
+            key: [0, 0],
+            key_len: u8::MAX,
+        };
+        let slots = if column.is_some() {
+            vec![empty; KEYS_OF_FIELDS_SLOTS]
+        } else {
+            Vec::new()
+        };
+        Self { column, slots }
+    }
+}
 
 /// Whether an evaluated filter that reads only text columns
 /// (`kind = 'impression' AND state <> 'TX'`) passed recent fields: a row
@@ -528,19 +557,11 @@ impl Fold<'_> {
             let (bytes, ends) = &mut scratch.keys[s];
             bytes.clear();
             ends.clear();
-            let field_column = one_column(&summary.dimensions);
-            scratch
-                .keys_of_fields
-                .resize_with(self.lanes.len(), Vec::new);
-            let memo = &mut scratch.keys_of_fields[s];
-            if field_column.is_some() && memo.is_empty() {
-                let empty = KeyOfField {
-                    field: Recent::EMPTY,
-                    key: [0, 0],
-                    key_len: u8::MAX,
-                };
-                memo.resize(KEYS_OF_FIELDS_SLOTS, empty);
-            }
+            scratch.key_memos.resize_with(self.lanes.len(), || None);
+            let KeyMemo {
+                column: field_column,
+                slots: memo,
+            } = scratch.key_memos[s].get_or_insert_with(|| KeyMemo::of(summary));
             let shift = 64 - KEYS_OF_FIELDS_SLOTS.trailing_zeros();
             for i in 0..rows {
                 let record = batch.record(i);
