@@ -345,11 +345,10 @@ impl ExactSet {
     /// take under half its memory (estimated from how many 2^32 buckets
     /// and 2^16 containers the ids fall in; see the constants).
     fn settle(&mut self) {
-        let Ids::Sparse(ids) = &self.ids else {
+        if self.is_roaring() {
             return;
-        };
-        let mut sorted: Vec<u64> = ids.iter().copied().collect();
-        sorted.sort_unstable();
+        }
+        let sorted = self.sorted();
         if 2 * roaring_bytes(sorted.iter().copied()) < sorted.len() * SPARSE_BYTES_PER_ID {
             self.ids = Ids::Roaring(
                 RoaringTreemap::from_sorted_iter(sorted).expect("sorted distinct ids"),
