@@ -36,6 +36,6 @@ pub use agg::{
 };
 pub use error::{Error, Result};
 pub use table::{
-    Folded, GROUPS_MAX_DEFAULT, GroupAt, KEY_BYTES_MAX, KeyHash, Limits, PART_PREFETCH_BYTES_MAX,
-    PARTS, PARTS_AFTER_DEFAULT, PartLines, Rollup, Row, Shape,
+    AggregateStates, Folded, GROUPS_MAX_DEFAULT, GroupAt, KEY_BYTES_MAX, KeyHash, Limits,
+    PART_PREFETCH_BYTES_MAX, PARTS, PARTS_AFTER_DEFAULT, PartLines, Rollup, Row, Shape,
 };

@@ -70,14 +70,17 @@ impl<T> Rows<T> {
 
     /// Item `item` of row `row`, to change: [`Rows::row_mut`]`(row)[item]`
     /// with two bounds checks instead of five, for callers that touch one
-    /// item of many rows.
+    /// item of many rows and checked `item < self.width()` once for all of
+    /// them ([`crate::AggregateStates`]). An `item` past the width would
+    /// be an item of the next row (checked in debug builds), never one out
+    /// of the blocks.
     ///
     /// # Panics
     ///
-    /// If there is no such row or `item >= self.width()`.
+    /// If there is no such row.
     #[inline]
     pub(crate) fn item_mut(&mut self, row: usize, item: usize) -> &mut T {
-        assert!(item < self.width, "item {item} of {}", self.width);
+        debug_assert!(item < self.width, "item {item} of {}", self.width);
         // A block holds only its rows' items: a row past the last is out
         // of its block's bounds, or of the blocks'.
         &mut self.blocks[row >> BLOCK_BITS][(row & (BLOCK_ROWS - 1)) * self.width + item]

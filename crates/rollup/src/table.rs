@@ -143,6 +143,30 @@ pub struct GroupAt {
     moves: u32,
 }
 
+/// One aggregate's states of a rollup's groups ([`Rollup::aggregate_states`]).
+#[derive(Debug)]
+pub struct AggregateStates<'r> {
+    parts: &'r mut [Part],
+    moves: u32,
+    /// Below every part's state width (checked when made).
+    aggregate: usize,
+}
+
+impl AggregateStates<'_> {
+    /// The state of the group `at` names.
+    ///
+    /// # Panics
+    ///
+    /// If `at` is stale ([`Rollup::holds`] is false).
+    #[inline]
+    pub fn at(&mut self, at: GroupAt) -> &mut AggState {
+        assert!(at.moves == self.moves, "a group of the rollup as it is");
+        self.parts[at.part as usize]
+            .states
+            .item_mut(at.row as usize, self.aggregate)
+    }
+}
+
 /// A share of a rollup's groups: a table from (bucket, key) to row, the
 /// rows' group records and states.
 #[derive(Debug, Clone)]
@@ -530,20 +554,26 @@ impl Rollup {
         self.parts[at.part as usize].states.row_mut(at.row as usize)
     }
 
-    /// The state of aggregate `aggregate` of the group `at` names:
-    /// [`Rollup::states_at`]`(at)[aggregate]`, cheaper, for a caller that
-    /// folds many records into one aggregate at a time.
+    /// The states of aggregate `aggregate` of every group, for a caller
+    /// that folds many located records into one aggregate at a time:
+    /// [`AggregateStates::at`]`(at)` is [`Rollup::states_at`]`(at)[aggregate]`
+    /// with the aggregate checked once, here, not per record.
     ///
     /// # Panics
     ///
-    /// If `at` is stale ([`Rollup::holds`] is false) or there is no such
-    /// aggregate.
+    /// If there is no such aggregate.
     #[inline]
-    pub fn state_at(&mut self, at: GroupAt, aggregate: usize) -> &mut AggState {
-        assert!(self.holds(at), "a group of the rollup as it is");
-        self.parts[at.part as usize]
-            .states
-            .item_mut(at.row as usize, aggregate)
+    pub fn aggregate_states(&mut self, aggregate: usize) -> AggregateStates<'_> {
+        assert!(
+            aggregate < self.shape.aggs.len(),
+            "aggregate {aggregate} of {}",
+            self.shape.aggs.len()
+        );
+        AggregateStates {
+            parts: &mut self.parts,
+            moves: self.moves,
+            aggregate,
+        }
     }
 
     /// Whether `groups` more groups can open without any group moving

@@ -112,6 +112,9 @@ pub(super) struct ByAggregate {
     /// Integer columns hashed in the current run: the column and each
     /// row's hash, from the run's first row.
     hashes: Vec<(usize, Vec<u64>)>,
+    /// Per text column that a distinct count or `topk` takes, from its
+    /// first batch: the hashes of its recent texts ([`HashOfText`]).
+    text_hashes: Vec<(usize, Vec<HashOfText>)>,
     /// A row's key (reused).
     key: Vec<u8>,
     /// The (row, lane) of keys too long, rejected in row order after the
@@ -142,6 +145,7 @@ impl Default for ByAggregate {
             buckets: Vec::new(),
             groups: Vec::new(),
             hashes: Vec::new(),
+            text_hashes: Vec::new(),
             key: Vec::new(),
             too_long: Vec::new(),
             batches: 0,
@@ -278,6 +282,43 @@ fn one_column(dimensions: &[cardinal_route::Expr]) -> Option<usize> {
     one.filter(|_| !others)
 }
 
+/// The hash of a recent text of a column that a distinct count or `topk`
+/// takes ([`Arg::text`]'s): a row with the same text takes the same hash
+/// without hashing it again (`topk(site, 10)` over W1's file hashed each
+/// row's site). Texts of up to 16 bytes; `text` is a [`Recent`] of bucket
+/// 0 whose group is unused; `hash` is `None` in an empty slot.
+#[derive(Debug, Clone, Copy)]
+struct HashOfText {
+    text: Recent,
+    hash: Option<u64>,
+}
+
+/// Slots of a column's [`HashOfText`]s.
+const HASHES_OF_TEXTS_SLOTS: usize = 512;
+
+/// [`Arg::text`]'s hash of `text`, from `memo` when a recent text of the
+/// column was the same ([`HashOfText`]).
+#[inline(always)]
+fn text_hash(memo: &mut [HashOfText], text: &[u8]) -> u64 {
+    let hash =
+        |text: &[u8]| cardinal_sketch::hash::bytes(text, cardinal_sketch::hash::SEED_DEFAULT);
+    let Some(probe) = Recent::of(0, Some(text)) else {
+        return hash(text);
+    };
+    let slot = &mut memo[probe.slot(64 - HASHES_OF_TEXTS_SLOTS.trailing_zeros())];
+    if let Some(known) = slot.hash
+        && slot.text.same(&probe)
+    {
+        return known;
+    }
+    let known = hash(text);
+    *slot = HashOfText {
+        text: probe,
+        hash: Some(known),
+    };
+    known
+}
+
 /// Slots of a lane's [`Recent`] groups: a day of 50 states or a few
 /// hundred sites' worth, in 24 KiB.
 const RECENT_SLOTS: usize = 512;
@@ -396,6 +437,24 @@ impl Recent {
 }
 
 impl ByAggregate {
+    /// The hashes of recent texts of text column `column` ([`HashOfText`]),
+    /// kept from batch to batch.
+    fn text_hashes_of(&mut self, column: usize) -> &mut [HashOfText] {
+        let at = match self.text_hashes.iter().position(|(c, _)| *c == column) {
+            Some(at) => at,
+            None => {
+                let empty = HashOfText {
+                    text: Recent::EMPTY,
+                    hash: None,
+                };
+                self.text_hashes
+                    .push((column, vec![empty; HASHES_OF_TEXTS_SLOTS]));
+                self.text_hashes.len() - 1
+            }
+        };
+        &mut self.text_hashes[at].1
+    }
+
     /// The hashes of integer column `column` for rows `lo..` of `values`,
     /// worked out on first use in a run.
     fn hashes_of(&mut self, column: usize, values: &[i64], lo: usize) -> &[u64] {
@@ -928,6 +987,14 @@ impl Fold<'_> {
                             state.fold_key(hashes[i - lo], Some(id));
                         });
                     }
+                    ArgColumn::Text { column } => {
+                        let memo = scratch.text_hashes_of(column);
+                        each_state(rollup, &groups, j, |i, state| {
+                            if let Some(text) = batch.record(i).field(column) {
+                                state.fold_key(text_hash(memo, text), None);
+                            }
+                        });
+                    }
                     source => each_state(rollup, &groups, j, |i, state| {
                         let arg = arg_at(parsed, batch, source, i);
                         if let Some(hash) = arg.hash() {
@@ -935,9 +1002,16 @@ impl Fold<'_> {
                         }
                     }),
                 },
-                Feed::TopK(a) => {
-                    let source = plan.args[a];
-                    each_state(rollup, &groups, j, |i, state| {
+                Feed::TopK(a) => match plan.args[a] {
+                    ArgColumn::Text { column } => {
+                        let memo = scratch.text_hashes_of(column);
+                        each_state(rollup, &groups, j, |i, state| {
+                            if let Some(text) = batch.record(i).field(column) {
+                                state.fold_topk(text_hash(memo, text), || text.into());
+                            }
+                        });
+                    }
+                    source => each_state(rollup, &groups, j, |i, state| {
                         let arg = arg_at(parsed, batch, source, i);
                         if let Some(hash) = arg.hash() {
                             state.fold_topk(hash, || match arg {
@@ -945,8 +1019,8 @@ impl Fold<'_> {
                                 _ => text_at(batch, source, i).into(),
                             });
                         }
-                    });
-                }
+                    }),
+                },
             }
         }
         scratch.groups = groups;
@@ -995,8 +1069,9 @@ fn each_state(
     j: usize,
     mut f: impl FnMut(usize, &mut AggState),
 ) {
+    let mut states = rollup.aggregate_states(j);
     for &(i, at) in groups {
-        f(i as usize, rollup.state_at(at, j));
+        f(i as usize, states.at(at));
     }
 }
 
@@ -1385,6 +1460,40 @@ mod tests {
     /// lengths: texts that split one string differently, a NULL and an
     /// empty text, and another bucket are other probes; 16 bytes with the
     /// lengths fit, 17 do not.
+    #[test]
+    fn text_hashes_are_the_texts_hashes() {
+        // More texts than slots, so that texts share slots; and texts
+        // that differ only in length or past 16 bytes.
+        let mut texts: Vec<Vec<u8>> = (0..2_000)
+            .map(|n| format!("site{n}").into_bytes())
+            .collect();
+        texts.extend([
+            b"".to_vec(),
+            b"\0".to_vec(),
+            b"\0\0".to_vec(),
+            b"sixteen bytes..!".to_vec(),
+            b"seventeen bytes..".to_vec(),
+            b"seventeen bytes.!".to_vec(),
+        ]);
+        let mut memo = vec![
+            HashOfText {
+                text: Recent::EMPTY,
+                hash: None,
+            };
+            HASHES_OF_TEXTS_SLOTS
+        ];
+        for round in 0..3 {
+            for text in texts.iter().rev().skip(round) {
+                assert_eq!(
+                    text_hash(&mut memo, text),
+                    cardinal_sketch::hash::bytes(text, cardinal_sketch::hash::SEED_DEFAULT),
+                    "{:?}",
+                    String::from_utf8_lossy(text)
+                );
+            }
+        }
+    }
+
     #[test]
     fn recent_texts_keep_fields_apart() {
         let probe = |bucket: i64, texts: &[Option<&str>]| {
