@@ -269,6 +269,26 @@ impl Batch {
         RecordRef { batch: self, index }
     }
 
+    /// Field `column` of every good record, in order (`None` where
+    /// absent), or `None` when records have no such column: what
+    /// `record(i).field(column)` gives for each `i`, without looking up
+    /// the record and checking the column per field (a typed column's
+    /// parse reads every row's field: 3% of W1's instructions went to
+    /// those lookups).
+    pub fn column(&self, column: usize) -> Option<impl Iterator<Item = Option<&[u8]>>> {
+        debug_assert_eq!(self.fields.len(), self.len() * self.width);
+        let (chunk, side) = (self.chunk.bytes(), self.side.as_slice());
+        (column < self.width).then(|| {
+            // No records: no spans at all.
+            self.fields
+                .get(column..)
+                .unwrap_or_default()
+                .iter()
+                .step_by(self.width)
+                .map(move |span| span.resolve(chunk, side))
+        })
+    }
+
     /// The good records in order.
     pub fn records(&self) -> impl ExactSizeIterator<Item = RecordRef<'_>> {
         (0..self.len()).map(|index| RecordRef { batch: self, index })

@@ -442,11 +442,14 @@ fn parse_column<T: Default>(
 ) {
     out.clear();
     out.reserve(bad.len());
-    for (i, bad) in bad.iter_mut().enumerate() {
-        let value = batch
-            .record(i)
-            .field(column)
-            .and_then(|bytes| parse(bytes).ok().flatten());
+    let Some(fields) = batch.column(column) else {
+        // No record has the column: every value is NULL.
+        bad.fill(true);
+        out.resize_with(bad.len(), T::default);
+        return;
+    };
+    for (bad, field) in bad.iter_mut().zip(fields) {
+        let value = field.and_then(|bytes| parse(bytes).ok().flatten());
         *bad |= value.is_none();
         out.push(value.unwrap_or_default());
     }

@@ -24,8 +24,20 @@ pub fn schema(names: &[&str]) -> Schema {
 }
 
 /// A record as `line:field|field|...`, `~` for an absent field and
-/// `\"`-style escapes for bytes that are not printable ASCII.
+/// `\"`-style escapes for bytes that are not printable ASCII. Checks on
+/// the way that each column read whole ([`Batch::column`]) gives what
+/// the records' fields give.
 pub fn render_records(batch: &Batch) -> Vec<String> {
+    for column in 0..=batch.width() {
+        let by_record: Vec<Option<&[u8]>> = batch.records().map(|r| r.field(column)).collect();
+        match batch.column(column) {
+            Some(fields) => assert_eq!(fields.collect::<Vec<_>>(), by_record, "column {column}"),
+            None => {
+                assert_eq!(column, batch.width(), "only past the last column");
+                assert!(by_record.iter().all(Option::is_none));
+            }
+        }
+    }
     batch
         .records()
         .map(|record| {
