@@ -86,6 +86,23 @@ impl<T> Rows<T> {
         &mut self.blocks[row >> BLOCK_BITS][(row & (BLOCK_ROWS - 1)) * self.width + item]
     }
 
+    /// Item `item` of every row, to change one row's at a time
+    /// ([`ItemsMut::at`]): [`Rows::item_mut`] with the blocks and the
+    /// width held by the caller's loop, not loaded per row.
+    ///
+    /// # Panics
+    ///
+    /// If `item >= self.width()`.
+    #[inline]
+    pub(crate) fn items_mut(&mut self, item: usize) -> ItemsMut<'_, T> {
+        assert!(item < self.width, "item {item} of {}", self.width);
+        ItemsMut {
+            blocks: &mut self.blocks,
+            width: self.width,
+            item,
+        }
+    }
+
     /// Row `row`'s items, if there is such a row.
     #[inline]
     pub(crate) fn get(&self, row: usize) -> Option<&[T]> {
@@ -152,6 +169,29 @@ impl<T> Rows<T> {
     }
 }
 
+/// Item `item` of every row of a [`Rows`] ([`Rows::items_mut`]).
+#[derive(Debug)]
+pub(crate) struct ItemsMut<'r, T> {
+    blocks: &'r mut [Vec<T>],
+    width: usize,
+    /// Below `width`.
+    item: usize,
+}
+
+impl<T> ItemsMut<'_, T> {
+    /// Row `row`'s item.
+    ///
+    /// # Panics
+    ///
+    /// If there is no such row.
+    #[inline]
+    pub(crate) fn at(&mut self, row: usize) -> &mut T {
+        // A block holds only its rows' items: a row past the last is out
+        // of its block's bounds, or of the blocks'.
+        &mut self.blocks[row >> BLOCK_BITS][(row & (BLOCK_ROWS - 1)) * self.width + self.item]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +212,16 @@ mod tests {
                 proptest::prop_assert_eq!(rows.get(row), Some(want.as_slice()));
             }
             proptest::prop_assert_eq!(rows.get(count), None);
+            for i in 0..width {
+                let mut items = rows.clone();
+                let mut items = items.items_mut(i);
+                for row in 0..count {
+                    proptest::prop_assert_eq!(*items.at(row), item(row, i));
+                }
+                for row in 0..count {
+                    proptest::prop_assert_eq!(*rows.item_mut(row, i), item(row, i));
+                }
+            }
             proptest::prop_assert_eq!(rows.iter().count(), count);
             let items: Vec<usize> = rows.clone().into_items().collect();
             let want: Vec<usize> = (0..count).flat_map(|row| (0..width).map(move |i| item(row, i))).collect();

@@ -45,7 +45,7 @@ use cardinal_event::Timestamp;
 use cardinal_event::bytes::{bytes_eq, prefetch, prefetch_lines, tail_word};
 
 use crate::agg::{AggKind, AggState, Input, Output};
-use crate::rows::Rows;
+use crate::rows::{ItemsMut, Rows};
 use crate::{Error, Result};
 
 /// Longest encoded dimension key: a record whose key is longer is dropped
@@ -146,7 +146,11 @@ pub struct GroupAt {
 /// One aggregate's states of a rollup's groups ([`Rollup::aggregate_states`]).
 #[derive(Debug)]
 pub struct AggregateStates<'r> {
-    parts: &'r mut [Part],
+    /// The first part's: all of a rollup's that has not split, and then
+    /// the states are reached without going through its part.
+    first: ItemsMut<'r, AggState>,
+    /// The other parts, item [`AggregateStates::aggregate`] of theirs.
+    rest: &'r mut [Part],
     moves: u32,
     /// Below every part's state width (checked when made).
     aggregate: usize,
@@ -161,9 +165,12 @@ impl AggregateStates<'_> {
     #[inline]
     pub fn at(&mut self, at: GroupAt) -> &mut AggState {
         assert!(at.moves == self.moves, "a group of the rollup as it is");
-        self.parts[at.part as usize]
-            .states
-            .item_mut(at.row as usize, self.aggregate)
+        match at.part.checked_sub(1) {
+            None => self.first.at(at.row as usize),
+            Some(part) => self.rest[part as usize]
+                .states
+                .item_mut(at.row as usize, self.aggregate),
+        }
     }
 }
 
@@ -569,8 +576,10 @@ impl Rollup {
             "aggregate {aggregate} of {}",
             self.shape.aggs.len()
         );
+        let (first, rest) = self.parts.split_first_mut().expect("a rollup has a part");
         AggregateStates {
-            parts: &mut self.parts,
+            first: first.states.items_mut(aggregate),
+            rest,
             moves: self.moves,
             aggregate,
         }
@@ -1536,6 +1545,39 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// A located group's state of one aggregate is that group's, in
+        /// a rollup of one part or of many: counts folded through
+        /// [`Rollup::aggregate_states`] equal a map's.
+        #[test]
+        fn aggregate_states_are_their_groups(
+            keys in proptest::collection::vec(0u8..40, 0..600),
+            parts_after in proptest::prop_oneof![0usize..50, proptest::strategy::Just(usize::MAX)],
+        ) {
+            use std::collections::BTreeMap;
+            let shape = Shape { aggs: vec![AggKind::CountAll, AggKind::CountAll] };
+            let mut rollup = Rollup::new(shape, Limits::default())
+                .expect("valid")
+                .with_parts_after(parts_after);
+            let mut want: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            for &key in &keys {
+                let at = rollup.locate(Timestamp(0), &[key]).expect("within the limits");
+                rollup.aggregate_states(1).at(at).fold_count();
+                *want.entry(vec![key]).or_default() += 1;
+            }
+            let got: BTreeMap<Vec<u8>, u64> = rollup
+                .groups()
+                .map(|(_, key, states)| {
+                    proptest::prop_assert!(matches!(states[0], AggState::Count(0)));
+                    let AggState::Count(n) = states[1] else { unreachable!("a count") };
+                    Ok((key.to_vec(), n))
+                })
+                .collect::<Result<_, _>>()?;
+            proptest::prop_assert_eq!(got, want);
+            if rollup.group_count() > parts_after {
+                proptest::prop_assert_eq!(rollup.parts(), PARTS);
+            }
+        }
+
         /// The index finds every group again through growth and eviction:
         /// per-group counts equal a map's, whatever the keys.
         #[test]
