@@ -27,7 +27,7 @@ mod error;
 mod time;
 
 pub use error::{Error, Result};
-pub use time::{DateMemo, TimeUnit, Timestamp};
+pub use time::{BucketMemo, DateMemo, TimeUnit, Timestamp};
 
 /// A user's 64-bit id. Kept apart from other `u64`s by type so that a count
 /// or a hash cannot be passed where an id is meant.

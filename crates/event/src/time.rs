@@ -39,6 +39,23 @@ pub enum TimeUnit {
 }
 
 impl TimeUnit {
+    /// The fewest milliseconds a bucket of this unit spans (a February, a
+    /// first quarter or a year of 365 days for the calendar units): an
+    /// instant less than that past a bucket's start is in that bucket
+    /// ([`BucketMemo`]).
+    pub const fn shortest_ms(self) -> i64 {
+        match self {
+            Self::Second => MS_PER_SECOND,
+            Self::Minute => MS_PER_MINUTE,
+            Self::Hour => MS_PER_HOUR,
+            Self::Day => MS_PER_DAY,
+            Self::Week => 7 * MS_PER_DAY,
+            Self::Month => 28 * MS_PER_DAY,
+            Self::Quarter => 90 * MS_PER_DAY,
+            Self::Year => 365 * MS_PER_DAY,
+        }
+    }
+
     /// Reads `second`, `minute`, `hour`, `day`, `week`, `month`,
     /// `quarter` or `year` (any case), as PostgreSQL's `date_trunc` names
     /// them.
@@ -202,6 +219,46 @@ impl Timestamp {
     /// The UTC calendar date, `(year, month, day)`.
     pub fn date(self) -> (i64, i64, i64) {
         civil_from_days(self.0.div_euclid(MS_PER_DAY))
+    }
+}
+
+/// [`Timestamp::truncate`] to one unit, remembering the last bucket: an
+/// instant less than [`TimeUnit::shortest_ms`] past its start takes it
+/// without the arithmetic, which is most instants of a stream in time
+/// order (an out-of-line call of about 19 instructions a row for W1's
+/// day buckets).
+#[derive(Debug, Clone, Copy)]
+pub struct BucketMemo {
+    unit: TimeUnit,
+    /// The last bucket's start.
+    start: i64,
+    /// `unit.shortest_ms()` once a bucket is remembered; 0 before, so
+    /// that nothing matches.
+    span: i64,
+}
+
+impl BucketMemo {
+    /// Remembers nothing yet.
+    pub fn new(unit: TimeUnit) -> Self {
+        Self {
+            unit,
+            start: 0,
+            span: 0,
+        }
+    }
+
+    /// `t.truncate(unit)`.
+    #[inline]
+    pub fn truncate(&mut self, t: Timestamp) -> Timestamp {
+        if let Some(past) = t.0.checked_sub(self.start)
+            && (0..self.span).contains(&past)
+        {
+            return Timestamp(self.start);
+        }
+        let start = t.truncate(self.unit);
+        self.start = start.0;
+        self.span = self.unit.shortest_ms();
+        start
     }
 }
 

@@ -63,7 +63,7 @@
 //! [`Rollup::locate`]: cardinal_rollup::Rollup::locate
 
 use cardinal_event::bytes::bytes_eq;
-use cardinal_event::{ColumnType, Timestamp};
+use cardinal_event::{BucketMemo, ColumnType, Timestamp};
 use cardinal_parse::{Batch, RecordRef};
 use cardinal_rollup::{AggState, Folded, GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn};
@@ -724,10 +724,11 @@ impl Fold<'_> {
             {
                 let buckets = &mut scratch.buckets[s];
                 buckets.clear();
+                let mut memo = BucketMemo::new(bucket.unit);
                 buckets.extend(
                     parsed.times(bucket.column)[run.clone()]
                         .iter()
-                        .map(|&ms| Timestamp(ms).truncate(bucket.unit).0),
+                        .map(|&ms| memo.truncate(Timestamp(ms)).0),
                 );
             }
         }

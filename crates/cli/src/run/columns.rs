@@ -31,7 +31,7 @@
 //! [`ColumnPlan`]: cardinal_route::ColumnPlan
 
 use cardinal_event::bytes::bytes_eq;
-use cardinal_event::{ColumnType, DateMemo, Record, Timestamp, Value};
+use cardinal_event::{BucketMemo, ColumnType, DateMemo, Record, Timestamp, Value};
 use cardinal_parse::{Batch, Column, Dictionary, DictionaryHandle, ParquetBatch, TextColumn};
 use cardinal_rollup::{GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn};
@@ -673,14 +673,18 @@ impl<'a> Fold<'a> {
             let mut bad = bad.iter().copied().peekable();
             let mut args = [Arg::Null; AGGREGATES_MAX];
             let args = &mut args[..lane_columns.args.len()];
+            let mut buckets = lane_columns
+                .bucket
+                .as_ref()
+                .map(|(times, unit)| (times, BucketMemo::new(*unit)));
             for i in 0..rows {
                 if bad.next_if_eq(&i).is_some()
                     || !passes(&self.plans[s].filter, filter.as_ref(), &batch.record(i), i)
                 {
                     continue;
                 }
-                let bucket = match &lane_columns.bucket {
-                    Some((times, unit)) => times.at(i).expect("checked above").truncate(*unit),
+                let bucket = match &mut buckets {
+                    Some((times, memo)) => memo.truncate(times.at(i).expect("checked above")),
                     None => Timestamp(0),
                 };
                 key.clear();
