@@ -433,25 +433,27 @@ impl ParsedColumns {
 /// row whose value is NULL or does not parse is marked in `bad` (and gets
 /// a default in `out`, never read).
 #[inline]
-fn parse_column<T: Default>(
+fn parse_column<T: Default + Clone>(
     batch: &Batch,
     column: usize,
     bad: &mut [bool],
     out: &mut Vec<T>,
     mut parse: impl FnMut(&[u8]) -> Result<Option<T>, cardinal_event::ValueError>,
 ) {
+    // Sized first and written in place: a push per row checked the
+    // capacity each time.
     out.clear();
-    out.reserve(bad.len());
+    out.resize(bad.len(), T::default());
     let Some(fields) = batch.column(column) else {
         // No record has the column: every value is NULL.
         bad.fill(true);
-        out.resize_with(bad.len(), T::default);
         return;
     };
-    for (bad, field) in bad.iter_mut().zip(fields) {
-        let value = field.and_then(|bytes| parse(bytes).ok().flatten());
-        *bad |= value.is_none();
-        out.push(value.unwrap_or_default());
+    for ((bad, out), field) in bad.iter_mut().zip(out.iter_mut()).zip(fields) {
+        match field.map(&mut parse) {
+            Some(Ok(Some(value))) => *out = value,
+            _ => *bad = true,
+        }
     }
 }
 
