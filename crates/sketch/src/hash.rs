@@ -78,29 +78,30 @@ fn word_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// The 0 to 8 bytes of `tail` as a little-endian word, zero-padded: at
-/// most one 4-, one 2- and one 1-byte load, by the bits of the length.
+/// The 0 to 8 bytes of `tail` as a little-endian word, zero-padded: two
+/// overlapping 4- or 2-byte loads (or one byte), by the length's range,
+/// which texts of one column mostly share (as `cardinal_event::bytes::
+/// tail_word`, which this crate does not depend on).
 #[inline]
 fn short_word(tail: &[u8]) -> u64 {
-    if tail.len() == 8 {
+    let len = tail.len();
+    if len == 8 {
         return word_at(tail, 0);
     }
-    debug_assert!(tail.len() < 8);
-    let mut word = 0u64;
-    let mut at = 0;
-    if tail.len() & 4 != 0 {
-        word = u64::from(u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")));
-        at = 4;
+    debug_assert!(len < 8);
+    if len >= 4 {
+        let low = u32::from_le_bytes(tail[..4].try_into().expect("4 bytes"));
+        let high = u32::from_le_bytes(tail[len - 4..].try_into().expect("4 bytes"));
+        u64::from(low) | u64::from(high) << (8 * (len - 4))
+    } else if len >= 2 {
+        let low = u16::from_le_bytes(tail[..2].try_into().expect("2 bytes"));
+        let high = u16::from_le_bytes(tail[len - 2..].try_into().expect("2 bytes"));
+        u64::from(low) | u64::from(high) << (8 * (len - 2))
+    } else if len == 1 {
+        u64::from(tail[0])
+    } else {
+        0
     }
-    if tail.len() & 2 != 0 {
-        let pair = u16::from_le_bytes(tail[at..at + 2].try_into().expect("2 bytes"));
-        word |= u64::from(pair) << (8 * at);
-        at += 2;
-    }
-    if tail.len() & 1 != 0 {
-        word |= u64::from(tail[at]) << (8 * at);
-    }
-    word
 }
 
 /// MurmurHash3 x64_128's premix of a block's or tail's first word.
