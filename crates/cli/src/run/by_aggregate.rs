@@ -35,7 +35,9 @@
 //!    or key) pairs ([`Recent`]);
 //! 3. per aggregate, one loop over those rows and groups, its argument's
 //!    column read straight from the parsed slice; an integer column's
-//!    hashes are worked out once per run, whichever summaries count it.
+//!    hashes are worked out once per run, whichever summaries count it,
+//!    and a text column's once per recent text ([`HashOfText`]:
+//!    `topk(site, 10)` over W1).
 //!
 //! A summary whose rollup is large routes the run's rows one at a time
 //! from the same columns and folds them as row by row does (held back per
