@@ -1459,10 +1459,6 @@ mod tests {
         assert_eq!(rows(&by_aggregate), rows(&by_row));
     }
 
-    /// Several fields are remembered by their texts packed with their
-    /// lengths: texts that split one string differently, a NULL and an
-    /// empty text, and another bucket are other probes; 16 bytes with the
-    /// lengths fit, 17 do not.
     #[test]
     fn text_hashes_are_the_texts_hashes() {
         // More texts than slots, so that texts share slots; and texts
@@ -1497,6 +1493,10 @@ mod tests {
         }
     }
 
+    /// Several fields are remembered by their texts packed with their
+    /// lengths: texts that split one string differently, a NULL and an
+    /// empty text, and another bucket are other probes; 16 bytes with the
+    /// lengths fit, 17 do not.
     #[test]
     fn recent_texts_keep_fields_apart() {
         let probe = |bucket: i64, texts: &[Option<&str>]| {
