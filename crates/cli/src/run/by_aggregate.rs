@@ -17,14 +17,14 @@
 //! 1. each filter once, into the rows that pass it (a `text = 'literal'`
 //!    filter on the field's bytes, any other evaluated on the record for
 //!    the whole batch first: one that reads only text columns once per
-//!    recent value of its fields, [`VerdictOfFields`]; `kind =
+//!    recent value of its fields, [`FilterMemo`]; `kind =
 //!    'impression' AND state <> 'TX'` over W1's 200K-row sample: 204.2M
 //!    -> 165.3M instructions), and each bucket once per row; dimensions
 //!    that are not plain columns are evaluated for the whole batch too,
 //!    on the rows that pass the summary's filter (a row an evaluation
 //!    fails on goes through [`Fold::record`], which rejects it as row by
 //!    row does), once per recent value when they all read one field
-//!    ([`KeyOfField`]: `lower(state)` over W1's file, 1.51-1.57 ->
+//!    ([`KeyMemo`]: `lower(state)` over W1's file, 1.51-1.57 ->
 //!    1.20-1.23 user CPU-s);
 //! 2. per summary, each passing row's group, found or opened in arrival
 //!    order ([`Rollup::locate`]), so drops, the retention window and the
@@ -36,7 +36,7 @@
 //! 3. per aggregate, one loop over those rows and groups, its argument's
 //!    column read straight from the parsed slice; an integer column's
 //!    hashes are worked out once per run, whichever summaries count it,
-//!    and a text column's once per recent text ([`HashOfText`]:
+//!    and a text column's once per recent text ([`text_hash`]:
 //!    `topk(site, 10)` over W1).
 //!
 //! A summary whose rollup is large routes the run's rows one at a time
@@ -96,14 +96,14 @@ pub(super) struct ByAggregate {
     ///
     /// [`Summary::route_dims`]: cardinal_route::Summary::route_dims
     keys: Vec<(Vec<u8>, Vec<u32>)>,
-    /// Per lane whose dimensions are evaluated, from its first batch: the
-    /// one column they read, if one, and the keys of its recent fields
-    /// ([`KeyMemo`]).
-    key_memos: Vec<Option<KeyMemo>>,
-    /// Per lane that owns an evaluated filter, from its first batch: the
-    /// text columns the filter reads and the verdicts of their recent
-    /// fields ([`FilterMemo`]).
-    filter_memos: Vec<Option<FilterMemo>>,
+    /// Per lane whose dimensions are evaluated, once its first batch
+    /// decided: the keys of the recent fields of the one column they read,
+    /// if one ([`KeyMemo`]).
+    key_memos: Vec<Option<Option<KeyMemo>>>,
+    /// Per lane that owns an evaluated filter, once its first batch
+    /// decided: the verdicts of the recent fields of the text columns the
+    /// filter reads, if it reads only text columns ([`FilterMemo`]).
+    filter_memos: Vec<Option<Option<FilterMemo>>>,
     /// Where `Summary::route_dims` writes a key (reused).
     routed: cardinal_route::Routed,
     /// Per lane that owns its bucket: each row's bucket, in milliseconds,
@@ -115,8 +115,8 @@ pub(super) struct ByAggregate {
     /// row's hash, from the run's first row.
     hashes: Vec<(usize, Vec<u64>)>,
     /// Per text column that a distinct count or `topk` takes, from its
-    /// first batch: the hashes of its recent texts ([`HashOfText`]).
-    text_hashes: Vec<(usize, Vec<HashOfText>)>,
+    /// first batch: the hashes of its recent texts ([`text_hash`]).
+    text_hashes: Vec<(usize, TextMemo<u64>)>,
     /// A row's key (reused).
     key: Vec<u8>,
     /// The (row, lane) of keys too long, rejected in row order after the
@@ -158,93 +158,98 @@ impl Default for ByAggregate {
     }
 }
 
-/// The encoded key that a lane whose dimensions are evaluated from one
-/// field (`lower(state)`, `coalesce(site, 'none')`) worked out for a
-/// recent value of that field: a row with the same field takes the same
-/// key without evaluating its dimensions again (the evaluation reads
-/// nothing else, and one that fails is not remembered). Fields and keys of
-/// up to 16 bytes; `field` is a [`Recent`] of bucket 0 whose group is
-/// unused.
-#[derive(Debug, Clone, Copy)]
-struct KeyOfField {
-    field: Recent,
-    key: [u64; 2],
-    key_len: u8,
+/// A direct-mapped memory of values worked out from a row's short texts
+/// alone: a row whose texts equal a remembered row's takes the value
+/// without working it out again. The texts are a [`Recent`] of bucket 0
+/// ([`Recent::of`], [`Recent::of_texts`]) whose group is unused; a slot
+/// holds the last texts that fell in it and their value. A lane's
+/// evaluated keys ([`KeyMemo`]), its evaluated filter's verdicts
+/// ([`FilterMemo`]) and a text column's hashes ([`text_hash`]) are
+/// remembered so; a value whose working out fails is not.
+#[derive(Debug)]
+struct TextMemo<V> {
+    slots: Vec<(Recent, Option<V>)>,
+    /// `64 - log2` of the slots.
+    shift: u32,
 }
 
-/// Slots of a lane's [`KeyOfField`]s.
+impl<V: Copy> TextMemo<V> {
+    /// An empty memory of `slots` slots, a power of two.
+    fn new(slots: usize) -> Self {
+        assert!(slots.is_power_of_two() && slots > 1, "{slots} slots");
+        Self {
+            slots: vec![(Recent::EMPTY, None); slots],
+            shift: 64 - slots.trailing_zeros(),
+        }
+    }
+
+    /// The slot of `texts`, and the value remembered for them there, if
+    /// any (else [`put`](Self::put) it there once worked out).
+    #[inline]
+    fn lookup(&self, texts: &Recent) -> (usize, Option<V>) {
+        let slot = texts.slot(self.shift);
+        let (known, value) = &self.slots[slot];
+        (slot, value.filter(|_| known.same(texts)))
+    }
+
+    /// Remembers `value` for `texts` in their `slot` (from
+    /// [`lookup`](Self::lookup)).
+    #[inline]
+    fn put(&mut self, slot: usize, texts: Recent, value: V) {
+        self.slots[slot] = (texts, Some(value));
+    }
+}
+
+/// Slots of a lane's [`KeyMemo`].
 const KEYS_OF_FIELDS_SLOTS: usize = 256;
 
-/// A lane's memory of the keys its evaluated dimensions gave.
+/// The keys that a lane whose dimensions are evaluated from one field
+/// (`lower(state)`, `coalesce(site, 'none')`) worked out for recent values
+/// of that field: a row with the same field takes the same key without
+/// evaluating its dimensions again (the evaluation reads nothing else).
+/// Fields and keys of up to 16 bytes; a key as its two zero-padded words
+/// and its length.
 #[derive(Debug)]
 struct KeyMemo {
-    /// The one column the dimensions read ([`one_column`]), if one (else
-    /// nothing is remembered).
-    column: Option<usize>,
-    /// [`KEYS_OF_FIELDS_SLOTS`] slots when `column` is some; `key_len`
-    /// `u8::MAX` in an empty one.
-    slots: Vec<KeyOfField>,
+    /// The one column the dimensions read ([`one_column`]).
+    column: usize,
+    keys: TextMemo<([u64; 2], u8)>,
 }
 
 impl KeyMemo {
-    fn of(summary: &cardinal_route::Summary) -> Self {
-        let column = one_column(&summary.dimensions);
-        let empty = KeyOfField {
-            field: Recent::EMPTY,
-            key: [0, 0],
-            key_len: u8::MAX,
-        };
-        let slots = if column.is_some() {
-            vec![empty; KEYS_OF_FIELDS_SLOTS]
-        } else {
-            Vec::new()
-        };
-        Self { column, slots }
+    /// The memo of `summary`'s evaluated dimensions, if they read one
+    /// column.
+    fn of(summary: &cardinal_route::Summary) -> Option<Self> {
+        one_column(&summary.dimensions).map(|column| Self {
+            column,
+            keys: TextMemo::new(KEYS_OF_FIELDS_SLOTS),
+        })
     }
 }
+
+/// Slots of a lane's [`FilterMemo`].
+const VERDICTS_OF_FIELDS_SLOTS: usize = 512;
 
 /// Whether an evaluated filter that reads only text columns
 /// (`kind = 'impression' AND state <> 'TX'`) passed recent fields: a row
 /// whose fields equal one's takes its verdict without evaluating the
-/// filter again (a filter reads nothing but its fields; an evaluation
-/// that fails is not remembered). `fields` is a [`Recent`] of bucket 0
-/// ([`Recent::of_texts`]) whose group is unused; `verdict` is `None` in
-/// an empty slot.
-#[derive(Debug, Clone, Copy)]
-struct VerdictOfFields {
-    fields: Recent,
-    verdict: Option<bool>,
-}
-
-/// Slots of a lane's [`VerdictOfFields`].
-const VERDICTS_OF_FIELDS_SLOTS: usize = 512;
-
-/// A lane's memory of its evaluated filter's verdicts.
+/// filter again (a filter reads nothing but its fields). The fields are
+/// packed as [`Recent::of_texts`] packs key texts.
 #[derive(Debug)]
 struct FilterMemo {
-    /// The text columns the filter reads, if it reads only text columns
-    /// (else nothing is remembered).
-    columns: Option<Vec<usize>>,
-    /// [`VERDICTS_OF_FIELDS_SLOTS`] slots when `columns` is some.
-    slots: Vec<VerdictOfFields>,
+    /// The text columns the filter reads ([`text_columns_of`]).
+    columns: Vec<usize>,
+    verdicts: TextMemo<bool>,
 }
 
 impl FilterMemo {
-    fn of(summary: &cardinal_route::Summary) -> Self {
-        let columns = summary
-            .filter
-            .as_ref()
-            .and_then(|filter| text_columns_of(filter, &summary.schema));
-        let empty = VerdictOfFields {
-            fields: Recent::EMPTY,
-            verdict: None,
-        };
-        let slots = if columns.is_some() {
-            vec![empty; VERDICTS_OF_FIELDS_SLOTS]
-        } else {
-            Vec::new()
-        };
-        Self { columns, slots }
+    /// The memo of `summary`'s filter, if it reads only text columns.
+    fn of(summary: &cardinal_route::Summary) -> Option<Self> {
+        let filter = summary.filter.as_ref()?;
+        text_columns_of(filter, &summary.schema).map(|columns| Self {
+            columns,
+            verdicts: TextMemo::new(VERDICTS_OF_FIELDS_SLOTS),
+        })
     }
 }
 
@@ -284,41 +289,25 @@ fn one_column(dimensions: &[cardinal_route::Expr]) -> Option<usize> {
     one.filter(|_| !others)
 }
 
-/// The hash of a recent text of a column that a distinct count or `topk`
-/// takes ([`Arg::text`]'s): a row with the same text takes the same hash
-/// without hashing it again (`topk(site, 10)` over W1's file hashed each
-/// row's site). Texts of up to 16 bytes; `text` is a [`Recent`] of bucket
-/// 0 whose group is unused; `hash` is `None` in an empty slot.
-#[derive(Debug, Clone, Copy)]
-struct HashOfText {
-    text: Recent,
-    hash: Option<u64>,
-}
-
-/// Slots of a column's [`HashOfText`]s.
+/// Slots of a text column's hashes ([`text_hash`]).
 const HASHES_OF_TEXTS_SLOTS: usize = 512;
 
-/// [`Arg::text`]'s hash of `text`, from `memo` when a recent text of the
-/// column was the same ([`HashOfText`]).
+/// [`Arg::text`]'s hash of `text`, from `memo` (a column's) when a recent
+/// text of the column was the same: `topk(site, 10)` over W1's file
+/// hashed each row's site. Texts of up to 16 bytes are remembered.
 #[inline(always)]
-fn text_hash(memo: &mut [HashOfText], text: &[u8]) -> u64 {
+fn text_hash(memo: &mut TextMemo<u64>, text: &[u8]) -> u64 {
     let hash =
         |text: &[u8]| cardinal_sketch::hash::bytes(text, cardinal_sketch::hash::SEED_DEFAULT);
     let Some(probe) = Recent::of(0, Some(text)) else {
         return hash(text);
     };
-    let slot = &mut memo[probe.slot(64 - HASHES_OF_TEXTS_SLOTS.trailing_zeros())];
-    if let Some(known) = slot.hash
-        && slot.text.same(&probe)
-    {
-        return known;
-    }
-    let known = hash(text);
-    *slot = HashOfText {
-        text: probe,
-        hash: Some(known),
-    };
-    known
+    let (slot, known) = memo.lookup(&probe);
+    known.unwrap_or_else(|| {
+        let known = hash(text);
+        memo.put(slot, probe, known);
+        known
+    })
 }
 
 /// Slots of a lane's [`Recent`] groups: a day of 50 states or a few
@@ -439,18 +428,14 @@ impl Recent {
 }
 
 impl ByAggregate {
-    /// The hashes of recent texts of text column `column` ([`HashOfText`]),
+    /// The hashes of recent texts of text column `column` ([`text_hash`]),
     /// kept from batch to batch.
-    fn text_hashes_of(&mut self, column: usize) -> &mut [HashOfText] {
+    fn text_hashes_of(&mut self, column: usize) -> &mut TextMemo<u64> {
         let at = match self.text_hashes.iter().position(|(c, _)| *c == column) {
             Some(at) => at,
             None => {
-                let empty = HashOfText {
-                    text: Recent::EMPTY,
-                    hash: None,
-                };
                 self.text_hashes
-                    .push((column, vec![empty; HASHES_OF_TEXTS_SLOTS]));
+                    .push((column, TextMemo::new(HASHES_OF_TEXTS_SLOTS)));
                 self.text_hashes.len() - 1
             }
         };
@@ -564,30 +549,25 @@ impl Fold<'_> {
             let verdicts = &mut scratch.verdicts[s];
             verdicts.clear();
             scratch.filter_memos.resize_with(self.lanes.len(), || None);
-            let FilterMemo {
-                columns,
-                slots: memo,
-            } = scratch.filter_memos[s].get_or_insert_with(|| FilterMemo::of(summary));
-            let shift = 64 - VERDICTS_OF_FIELDS_SLOTS.trailing_zeros();
+            let mut memo = scratch.filter_memos[s]
+                .get_or_insert_with(|| FilterMemo::of(summary))
+                .as_mut();
             verdicts.extend((0..rows).map(|i| {
                 let record = batch.record(i);
-                let fields = columns.as_deref().and_then(|columns| {
-                    Recent::of_texts(0, columns.iter().map(|&c| record.field(c)))
+                let known = memo.as_deref().and_then(|memo| {
+                    let fields =
+                        Recent::of_texts(0, memo.columns.iter().map(|&c| record.field(c)))?;
+                    Some((fields, memo.verdicts.lookup(&fields)))
                 });
-                let slot = fields.map(|fields| fields.slot(shift));
-                if let (Some(fields), Some(slot)) = (&fields, slot)
-                    && let Some(verdict) = memo[slot].verdict
-                    && memo[slot].fields.same(fields)
-                {
+                if let Some((_, (_, Some(verdict)))) = known {
                     return verdict;
                 }
                 match summary.passes(&record, &mut self.scratch) {
                     Ok(pass) => {
-                        if let (Some(fields), Some(slot)) = (fields, slot) {
-                            memo[slot] = VerdictOfFields {
-                                fields,
-                                verdict: Some(pass),
-                            };
+                        if let (Some((fields, (slot, _))), Some(memo)) =
+                            (known, memo.as_deref_mut())
+                        {
+                            memo.verdicts.put(slot, fields, pass);
                         }
                         pass
                     }
@@ -619,11 +599,9 @@ impl Fold<'_> {
             bytes.clear();
             ends.clear();
             scratch.key_memos.resize_with(self.lanes.len(), || None);
-            let KeyMemo {
-                column: field_column,
-                slots: memo,
-            } = scratch.key_memos[s].get_or_insert_with(|| KeyMemo::of(summary));
-            let shift = 64 - KEYS_OF_FIELDS_SLOTS.trailing_zeros();
+            let mut memo = scratch.key_memos[s]
+                .get_or_insert_with(|| KeyMemo::of(summary))
+                .as_mut();
             for i in 0..rows {
                 let record = batch.record(i);
                 let passes = match filter {
@@ -634,34 +612,28 @@ impl Fold<'_> {
                     ColumnFilter::Evaluate => scratch.verdicts[owner][i],
                 };
                 if passes {
-                    let field = field_column.and_then(|c| Recent::of(0, record.field(c)));
-                    let slot = field.map(|field| field.slot(shift));
-                    if let (Some(field), Some(slot)) = (field, slot)
-                        && memo[slot].key_len != u8::MAX
-                        && memo[slot].field.same(&field)
-                    {
-                        let known = &memo[slot];
-                        let words = [known.key[0].to_le_bytes(), known.key[1].to_le_bytes()];
-                        bytes
-                            .extend_from_slice(&words.as_flattened()[..usize::from(known.key_len)]);
+                    let known = memo.as_deref().and_then(|memo| {
+                        let field = Recent::of(0, record.field(memo.column))?;
+                        Some((field, memo.keys.lookup(&field)))
+                    });
+                    if let Some((_, (_, Some((words, len))))) = known {
+                        let words = [words[0].to_le_bytes(), words[1].to_le_bytes()];
+                        bytes.extend_from_slice(&words.as_flattened()[..usize::from(len)]);
                     } else {
                         match summary.route_dims(&record, &mut self.scratch, &mut scratch.routed) {
                             Ok(()) => {
                                 let key = &scratch.routed.key;
                                 bytes.extend_from_slice(key);
-                                if let (Some(field), Some(slot)) = (field, slot)
+                                if let (Some((field, (slot, _))), Some(memo)) =
+                                    (known, memo.as_deref_mut())
                                     && let Some(words) = cardinal_event::bytes::short_words(key)
                                 {
                                     #[expect(
                                         clippy::cast_possible_truncation,
                                         reason = "at most 16"
                                     )]
-                                    let key_len = key.len() as u8;
-                                    memo[slot] = KeyOfField {
-                                        field,
-                                        key: words,
-                                        key_len,
-                                    };
+                                    let len = key.len() as u8;
+                                    memo.keys.put(slot, field, (words, len));
                                 }
                             }
                             Err(_) => scratch.refused[i] = true,
@@ -1474,13 +1446,7 @@ mod tests {
             b"seventeen bytes..".to_vec(),
             b"seventeen bytes.!".to_vec(),
         ]);
-        let mut memo = vec![
-            HashOfText {
-                text: Recent::EMPTY,
-                hash: None,
-            };
-            HASHES_OF_TEXTS_SLOTS
-        ];
+        let mut memo = TextMemo::new(HASHES_OF_TEXTS_SLOTS);
         for round in 0..3 {
             for text in texts.iter().rev().skip(round) {
                 assert_eq!(
