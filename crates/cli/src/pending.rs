@@ -134,6 +134,98 @@ impl PartBuffer {
     fn held(&self) -> &[u8] {
         &self.bytes[..self.end]
     }
+
+    /// Appends a record whose key is at most 16 bytes (`words`, from
+    /// [`short_words`]): written in place as fixed-size words, the key's
+    /// two whatever its length (what they write past the key is the next
+    /// record's room). Returns the record's length.
+    #[inline(always)]
+    fn push_short(
+        &mut self,
+        hash: KeyHash,
+        bucket: Timestamp,
+        key_len: usize,
+        words: [u64; 2],
+        args: &[Arg],
+    ) -> usize {
+        debug_assert!(key_len <= 16 && args.len() <= AGGREGATES_MAX);
+        let bucketed = bucket.0 != 0;
+        #[expect(clippy::cast_possible_truncation, reason = "at most AGGREGATES_MAX")]
+        let head = args.len() as u8 | if bucketed { HEAD_BUCKET } else { 0 };
+        let header = HASH_HEAD_BYTES + 1 + if bucketed { 8 } else { 0 };
+        let at = header + args.len() * ARG_BYTES;
+        let row = self.room(at + 16);
+        let (fixed, rest) = row.split_at_mut(HASH_HEAD_BYTES + 1);
+        fixed[..8].copy_from_slice(&hash.bits().to_le_bytes());
+        fixed[8] = head;
+        #[expect(clippy::cast_possible_truncation, reason = "at most 16")]
+        let short_len = key_len as u8;
+        fixed[9] = short_len;
+        let rest = if bucketed {
+            let (bucket_bytes, rest) = rest.split_at_mut(8);
+            bucket_bytes.copy_from_slice(&bucket.0.to_le_bytes());
+            rest
+        } else {
+            rest
+        };
+        let (fields, key) = rest.split_at_mut(args.len() * ARG_BYTES);
+        for (arg, field) in args.iter().zip(fields.chunks_exact_mut(ARG_BYTES)) {
+            let (tag, value) = encode(arg);
+            field[0] = tag;
+            field[1..].copy_from_slice(&value.to_le_bytes());
+        }
+        key[..8].copy_from_slice(&words[0].to_le_bytes());
+        key[8..16].copy_from_slice(&words[1].to_le_bytes());
+        let len = at + key_len;
+        self.end += len;
+        self.rows += 1;
+        len
+    }
+
+    /// Appends a record whose key is longer than 16 bytes. Returns the
+    /// record's length.
+    #[inline(never)]
+    fn push_long(&mut self, hash: KeyHash, bucket: Timestamp, key: &[u8], args: &[Arg]) -> usize {
+        #[expect(clippy::cast_possible_truncation, reason = "at most AGGREGATES_MAX")]
+        let mut head = args.len() as u8;
+        if bucket.0 != 0 {
+            head |= HEAD_BUCKET;
+        }
+        let key_len = key.len();
+        let long_key = key_len >= usize::from(LONG_KEY);
+        let header =
+            HASH_HEAD_BYTES + if long_key { 5 } else { 1 } + if bucket.0 == 0 { 0 } else { 8 };
+        let at = header + args.len() * ARG_BYTES;
+        let len = at + key_len;
+        let row = self.room(len);
+        row[0..8].copy_from_slice(&hash.bits().to_le_bytes());
+        row[8] = head;
+        let mut next = if long_key {
+            row[9] = LONG_KEY;
+            let key_len = u32::try_from(key_len).expect("key within KEY_BYTES_MAX");
+            row[10..14].copy_from_slice(&key_len.to_le_bytes());
+            14
+        } else {
+            #[expect(clippy::cast_possible_truncation, reason = "below LONG_KEY")]
+            let short_len = key_len as u8;
+            row[9] = short_len;
+            10
+        };
+        if bucket.0 != 0 {
+            row[next..next + 8].copy_from_slice(&bucket.0.to_le_bytes());
+            next += 8;
+        }
+        debug_assert_eq!(next, header);
+        for (arg, field) in args.iter().zip(row[header..at].chunks_exact_mut(ARG_BYTES)) {
+            let (tag, value) = encode(arg);
+            field[0] = tag;
+            field[1..].copy_from_slice(&value.to_le_bytes());
+        }
+        row[at..].copy_from_slice(key);
+        self.end += len;
+        self.rows += 1;
+        len
+    }
 }
 
 /// A held record, read from a part's buffer.
@@ -165,7 +257,9 @@ impl Pending {
 
     /// Holds back the record of (`bucket`, `key`), whose [`KeyHash`] is
     /// `hash`, with its arguments `args`, in the buffer of its part.
-    #[inline]
+    /// Always inlined: the short record's path is a few stores, and as a
+    /// call its arguments and registers went through the stack.
+    #[inline(always)]
     pub(crate) fn push_key(
         &mut self,
         rollup: &Rollup,
@@ -176,61 +270,14 @@ impl Pending {
     ) {
         debug_assert_eq!(hash, KeyHash::of(bucket, key));
         if self.parts.len() != rollup.parts() {
-            debug_assert_eq!(self.rows, 0, "parts change only while nothing is held");
-            let parts = rollup.parts();
-            self.parts = (0..parts)
-                .map(|_| PartBuffer::new(part_bytes(parts)))
-                .collect();
+            self.use_parts(rollup.parts());
         }
         assert!(args.len() <= AGGREGATES_MAX, "arguments of one summary");
-        #[expect(clippy::cast_possible_truncation, reason = "at most AGGREGATES_MAX")]
-        let mut head = args.len() as u8;
-        if bucket.0 != 0 {
-            head |= HEAD_BUCKET;
-        }
-        let key_len = key.len();
-        let long_key = key_len >= usize::from(LONG_KEY);
-        let header =
-            HASH_HEAD_BYTES + if long_key { 5 } else { 1 } + if bucket.0 == 0 { 0 } else { 8 };
-        let at = header + args.len() * ARG_BYTES;
-        let len = at + key_len;
         let part = &mut self.parts[rollup.part_of(hash)];
-        // Written in place; a key of at most 16 bytes as two words, with
-        // no memcpy call (what it writes past the key is the next record's).
-        let short = short_words(key);
-        let row = part.room(if short.is_some() { at + 16 } else { len });
-        row[0..8].copy_from_slice(&hash.bits().to_le_bytes());
-        row[8] = head;
-        let mut next = if long_key {
-            row[9] = LONG_KEY;
-            let key_len = u32::try_from(key_len).expect("key within KEY_BYTES_MAX");
-            row[10..14].copy_from_slice(&key_len.to_le_bytes());
-            14
-        } else {
-            #[expect(clippy::cast_possible_truncation, reason = "below LONG_KEY")]
-            let short_len = key_len as u8;
-            row[9] = short_len;
-            10
+        let len = match short_words(key) {
+            Some(words) => part.push_short(hash, bucket, key.len(), words, args),
+            None => part.push_long(hash, bucket, key, args),
         };
-        if bucket.0 != 0 {
-            row[next..next + 8].copy_from_slice(&bucket.0.to_le_bytes());
-            next += 8;
-        }
-        debug_assert_eq!(next, header);
-        for (arg, field) in args.iter().zip(row[header..at].chunks_exact_mut(ARG_BYTES)) {
-            let (tag, value) = encode(arg);
-            field[0] = tag;
-            field[1..].copy_from_slice(&value.to_le_bytes());
-        }
-        match short {
-            Some(words) => {
-                row[at..at + 8].copy_from_slice(&words[0].to_le_bytes());
-                row[at + 8..at + 16].copy_from_slice(&words[1].to_le_bytes());
-            }
-            None => row[at..].copy_from_slice(key),
-        }
-        part.end += len;
-        part.rows += 1;
         // The part's next record comes hundreds of records later: load the
         // line it will start in now, or its stores wait for it then, and
         // stores leave the core in order.
@@ -239,6 +286,16 @@ impl Pending {
         }
         self.bytes += len;
         self.rows += 1;
+    }
+
+    /// Makes one buffer per part of a rollup of `parts` parts (records
+    /// are held only while a rollup's parts do not change).
+    #[cold]
+    fn use_parts(&mut self, parts: usize) {
+        debug_assert_eq!(self.rows, 0, "parts change only while nothing is held");
+        self.parts = (0..parts)
+            .map(|_| PartBuffer::new(part_bytes(parts)))
+            .collect();
     }
 
     /// Folds every held record into `rollup`, part by part, each through
