@@ -1894,8 +1894,9 @@ impl Lane<'_> {
     /// window in arrival order as [`Lane::pend`] admits; `false` when the
     /// key is too long to hold, which is folded at once to be dropped (and
     /// counted) as [`Lane::fold_route`] drops it: the caller rejects the
-    /// record.
-    #[inline]
+    /// record. Always inlined into the two loops that hold a run's rows
+    /// (as a call, its arguments went through the stack).
+    #[inline(always)]
     fn hold(&mut self, bucket: Timestamp, key: &[u8], args: &[Arg]) -> bool {
         let hash = KeyHash::of(bucket, key);
         if key.len() > cardinal_rollup::KEY_BYTES_MAX {
