@@ -269,15 +269,51 @@ impl Pending {
         args: &[Arg],
     ) {
         debug_assert_eq!(hash, KeyHash::of(bucket, key));
+        match short_words(key) {
+            Some(words) => self.push_words(rollup, hash, bucket, words, key.len(), args),
+            None => {
+                assert!(args.len() <= AGGREGATES_MAX, "arguments of one summary");
+                let at = self.part_for(rollup, hash);
+                let len = self.parts[at].push_long(hash, bucket, key, args);
+                self.pushed(at, len);
+            }
+        }
+    }
+
+    /// [`Pending::push_key`] of a key of `len` bytes, at most 16, given
+    /// as two little-endian words, zero past them ([`short_words`]), and
+    /// its [`KeyHash::of_words`]: for a caller that builds short keys as
+    /// words and never writes them out.
+    #[inline(always)]
+    pub(crate) fn push_words(
+        &mut self,
+        rollup: &Rollup,
+        hash: KeyHash,
+        bucket: Timestamp,
+        words: [u64; 2],
+        len: usize,
+        args: &[Arg],
+    ) {
+        debug_assert_eq!(hash, KeyHash::of_words(bucket, words, len));
+        assert!(args.len() <= AGGREGATES_MAX, "arguments of one summary");
+        let at = self.part_for(rollup, hash);
+        let len = self.parts[at].push_short(hash, bucket, len, words, args);
+        self.pushed(at, len);
+    }
+
+    /// The part buffer of `hash`'s part of `rollup`.
+    #[inline(always)]
+    fn part_for(&mut self, rollup: &Rollup, hash: KeyHash) -> usize {
         if self.parts.len() != rollup.parts() {
             self.use_parts(rollup.parts());
         }
-        assert!(args.len() <= AGGREGATES_MAX, "arguments of one summary");
-        let part = &mut self.parts[rollup.part_of(hash)];
-        let len = match short_words(key) {
-            Some(words) => part.push_short(hash, bucket, key.len(), words, args),
-            None => part.push_long(hash, bucket, key, args),
-        };
+        rollup.part_of(hash)
+    }
+
+    /// Counts a record of `len` bytes just held in part `at`'s buffer.
+    #[inline(always)]
+    fn pushed(&mut self, at: usize, len: usize) {
+        let part = &self.parts[at];
         // The part's next record comes hundreds of records later: load the
         // line it will start in now, or its stores wait for it then, and
         // stores leave the core in order.

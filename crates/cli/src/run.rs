@@ -1910,6 +1910,20 @@ impl Lane<'_> {
         true
     }
 
+    /// [`Lane::hold`] of a key of `len` bytes, at most 16, given as two
+    /// words, zero past them (a short text dimension's,
+    /// [`cardinal_route::short_text_key`]): hashed from the words and
+    /// held without being written out first. Such a key is never too
+    /// long to hold.
+    #[inline(always)]
+    fn hold_words(&mut self, bucket: Timestamp, words: [u64; 2], len: usize, args: &[Arg]) {
+        let hash = KeyHash::of_words(bucket, words, len);
+        if self.rollup.admit(bucket) {
+            self.pending
+                .push_words(&self.rollup, hash, bucket, words, len, args);
+        }
+    }
+
     /// Whether `rows` more routes held back could open more groups than
     /// the rollup's limit (with those already held), whose choice of
     /// groups would then depend on the order: such routes fold at once.

@@ -1199,6 +1199,38 @@ impl KeyHash {
         Self(key_hash(bucket.0, key))
     }
 
+    /// [`KeyHash::of`] a key of `len` bytes, at most 16, given as two
+    /// little-endian words that are zero past them (as
+    /// [`cardinal_event::bytes::short_words`] reads a key): for a caller
+    /// that holds short keys as words, not bytes.
+    ///
+    /// # Panics
+    ///
+    /// In debug builds, if `len` is over 16 or a byte past it is not zero.
+    #[inline(always)]
+    pub fn of_words(bucket: Timestamp, words: [u64; 2], len: usize) -> Self {
+        debug_assert!(len <= 16);
+        debug_assert!(
+            len >= 16 || (u128::from(words[0]) | u128::from(words[1]) << 64) >> (8 * len) == 0,
+            "zero past the key"
+        );
+        let mut h = bucket.0.cast_unsigned() ^ KEY_HASH_SEED;
+        // key_hash's steps: a word per whole 8 bytes, then the zero-padded
+        // tail with the length.
+        let tail = if len >= 8 {
+            h = fold_mul(h ^ words[0], KEY_HASH_K);
+            if len == 16 {
+                h = fold_mul(h ^ words[1], KEY_HASH_K);
+                0
+            } else {
+                words[1]
+            }
+        } else {
+            words[0]
+        };
+        Self(fold_mul(h ^ tail, KEY_HASH_K ^ len as u64))
+    }
+
     /// The hash as a number, for a caller that keeps it in a buffer of its
     /// own and gives it back with [`KeyHash::from_bits`].
     #[inline]
@@ -1367,17 +1399,25 @@ impl Index {
 /// bounds it.
 #[inline]
 fn key_hash(bucket: i64, key: &[u8]) -> u64 {
-    /// 2^64 / golden ratio, odd.
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    /// Start offset (SplitMix64's second constant).
-    const SEED: u64 = 0xbf58_476d_1ce4_e5b9;
-    let mut h = bucket.cast_unsigned() ^ SEED;
+    let mut h = bucket.cast_unsigned() ^ KEY_HASH_SEED;
     let mut words = key.chunks_exact(8);
     for word in &mut words {
-        h = fold_mul(h ^ u64::from_le_bytes(word.try_into().expect("8 bytes")), K);
+        h = fold_mul(
+            h ^ u64::from_le_bytes(word.try_into().expect("8 bytes")),
+            KEY_HASH_K,
+        );
     }
-    fold_mul(h ^ tail_word(words.remainder()), K ^ key.len() as u64)
+    fold_mul(
+        h ^ tail_word(words.remainder()),
+        KEY_HASH_K ^ key.len() as u64,
+    )
 }
+
+/// [`key_hash`]'s multiplier: 2^64 / golden ratio, odd.
+const KEY_HASH_K: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// [`key_hash`]'s start offset (SplitMix64's second constant).
+const KEY_HASH_SEED: u64 = 0xbf58_476d_1ce4_e5b9;
 
 #[inline]
 #[expect(clippy::cast_possible_truncation, reason = "halves of the product")]
@@ -1541,6 +1581,22 @@ mod tests {
             ],
         ] {
             assert!(Rollup::new(Shape { aggs }, Limits::default()).is_err());
+        }
+    }
+
+    proptest::proptest! {
+        /// A key hashed from its words is hashed as from its bytes, at
+        /// every length up to 16 and in any bucket.
+        #[test]
+        fn key_hash_of_words_is_of_bytes(
+            key in proptest::collection::vec(proptest::num::u8::ANY, 0..=16),
+            bucket: i64,
+        ) {
+            let words = cardinal_event::bytes::short_words(&key).expect("at most 16 bytes");
+            proptest::prop_assert_eq!(
+                KeyHash::of_words(Timestamp(bucket), words, key.len()),
+                KeyHash::of(Timestamp(bucket), &key)
+            );
         }
     }
 

@@ -66,7 +66,8 @@ pub use error::{Error, EvalError, Result};
 pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Scratch, Type};
 pub use parse::Declarations;
 pub use route::{
-    Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, key_values,
+    Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, SHORT_TEXT_KEY_MAX,
+    key_values, short_text_key,
 };
 
 /// The longest declaration script accepted. Declarations are written by

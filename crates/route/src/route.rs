@@ -596,27 +596,42 @@ impl Paths {
 /// call it was 74 instructions (callgrind).
 #[inline(always)]
 fn encode_text(text: &[u8], key: &mut Vec<u8>) {
-    if key.is_empty() && text.len() <= SHORT_TEXT_KEY_MAX {
+    if key.is_empty()
+        && let Some(words) = short_text_key(text)
+    {
         // The key's first 16 bytes as two word stores. The rollup's hash
         // reads a key a word at a time right after it is written, and a
         // word load takes its bytes from a store still in flight only if
         // one store holds them all: written as a 5-byte head and then the
         // text, each load waited for the stores to reach the cache (Query
         // 2A from Parquet, one worker: 1.71 -> 1.63 user CPU-s on average).
-        #[expect(clippy::cast_possible_truncation, reason = "at most 11")]
-        let head = u64::from(TAG_TEXT) | (text.len() as u64) << 8;
-        let (start, rest) = text.split_at(text.len().min(3));
-        let first = head | tail_word(start) << 40;
-        let second = match <[u8; 8]>::try_from(rest) {
-            Ok(word) => u64::from_le_bytes(word),
-            Err(_) => tail_word(rest),
-        };
-        let words = u128::from(first) | u128::from(second) << 64;
+        let words = u128::from(words[0]) | u128::from(words[1]) << 64;
         key.extend_from_slice(&words.to_le_bytes());
         key.truncate(5 + text.len());
         return;
     }
     encode_long_text(text, key);
+}
+
+/// The key of one text dimension, `text` (what [`KeyColumn::encode`]
+/// writes into an empty key), as two little-endian words, zero past its
+/// `5 + text.len()` bytes, when it fits them: `text` of at most
+/// [`SHORT_TEXT_KEY_MAX`] bytes. A caller that holds such keys as words
+/// needs no key buffer (`Rollup`'s `KeyHash::of_words` hashes them).
+#[inline(always)]
+pub fn short_text_key(text: &[u8]) -> Option<[u64; 2]> {
+    if text.len() > SHORT_TEXT_KEY_MAX {
+        return None;
+    }
+    #[expect(clippy::cast_possible_truncation, reason = "at most 11")]
+    let head = u64::from(TAG_TEXT) | (text.len() as u64) << 8;
+    let (start, rest) = text.split_at(text.len().min(3));
+    let first = head | tail_word(start) << 40;
+    let second = match <[u8; 8]>::try_from(rest) {
+        Ok(word) => u64::from_le_bytes(word),
+        Err(_) => tail_word(rest),
+    };
+    Some([first, second])
 }
 
 /// [`encode_text`] of a text that does not start a key or is longer than
@@ -634,7 +649,7 @@ fn encode_long_text(text: &[u8], key: &mut Vec<u8>) {
 
 /// The longest text [`encode_text`] writes as whole words when it starts
 /// a key: the 5-byte head and 11 bytes fill two words.
-const SHORT_TEXT_KEY_MAX: usize = 11;
+pub const SHORT_TEXT_KEY_MAX: usize = 11;
 
 fn encode(value: Value<'_>, key: &mut Vec<u8>) {
     match value {

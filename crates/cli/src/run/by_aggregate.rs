@@ -68,7 +68,7 @@ use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{BucketMemo, ColumnType, Timestamp};
 use cardinal_parse::{Batch, RecordRef};
 use cardinal_rollup::{AggState, Folded, GroupAt, Rollup};
-use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn};
+use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn, short_text_key};
 
 use super::columns::ParsedColumns;
 use super::{AGGREGATES_MAX, Feed, Fold, fold_number_arg, id_of, where_};
@@ -818,14 +818,28 @@ impl Fold<'_> {
         let mut args = [Arg::Null; AGGREGATES_MAX];
         let args = &mut args[..plan.args.len()];
         let key = &mut scratch.key;
+        // A key of one text dimension, held as words when its text is
+        // short (Query 2A's IP prefix): no key buffer written and read
+        // back to hash and hold it.
+        let single = match plan.key.as_deref() {
+            Some(&[column]) => Some(column),
+            _ => None,
+        };
         for &i in &scratch.passing[lane.filter_owner] {
             let row = i as usize;
             let record = batch.record(row);
             let bucket = buckets.map_or(Timestamp(0), |b| Timestamp(b[row - lo]));
-            write_key(plan.key.as_deref(), &scratch.keys[s], &record, row, key);
             for (arg, &source) in args.iter_mut().zip(&plan.args) {
                 *arg = arg_at(parsed, batch, source, row);
             }
+            if let Some(column) = single
+                && let Some(text) = column.text(record.field(column.column))
+                && let Some(words) = short_text_key(text)
+            {
+                lane.hold_words(bucket, words, 5 + text.len(), args);
+                continue;
+            }
+            write_key(plan.key.as_deref(), &scratch.keys[s], &record, row, key);
             if !lane.hold(bucket, key, args) {
                 scratch.too_long.push((i, s));
             }
@@ -1104,7 +1118,9 @@ mod tests {
         CREATE SUMMARY c AS SELECT date_trunc('hour', ts) AS h, C_DIM AS e, count(*), min(x)
           FROM t WHERE kind = 'a' GROUP BY h, e;
         CREATE SUMMARY d AS SELECT date_trunc('day', ts) AS day, upper(site) AS s, ip, count(*), hll(id)
-          FROM t WHERE D_FILTER GROUP BY day, s, ip;";
+          FROM t WHERE D_FILTER GROUP BY day, s, ip;
+        CREATE SUMMARY e AS SELECT date_trunc('day', ts) AS day, ip, count(*), sum(x), max(id)
+          FROM t GROUP BY day, ip;";
 
     /// One line of `format` (CSV or NDJSON): a time (days from the first,
     /// some going back), an ip, a kind, an optional x, an id that may be

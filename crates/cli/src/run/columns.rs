@@ -34,7 +34,7 @@ use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{BucketMemo, ColumnType, DateMemo, Record, Timestamp, Value};
 use cardinal_parse::{Batch, Column, Dictionary, DictionaryHandle, ParquetBatch, TextColumn};
 use cardinal_rollup::{GroupAt, Rollup};
-use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn};
+use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, short_text_key};
 
 use super::{AGGREGATES_MAX, Fold};
 
@@ -689,10 +689,6 @@ impl<'a> Fold<'a> {
                     Some((times, memo)) => memo.truncate(times.at(i).expect("checked above")),
                     None => Timestamp(0),
                 };
-                key.clear();
-                for (column, text) in texts {
-                    column.encode(Some(text.value(i)), &mut key);
-                }
                 for (arg, source) in args.iter_mut().zip(&lane_columns.args) {
                     *arg = match *source {
                         ArgSource::Int(v) => Arg::Int(v[i]),
@@ -704,6 +700,19 @@ impl<'a> Fold<'a> {
                             unreachable!("a Parquet batch's columns, checked above")
                         }
                     };
+                }
+                // A key of one short text is held as words
+                // (Lane::hold_words), unwritten.
+                if let [(column, text)] = texts.as_slice()
+                    && let Some(text) = column.text(Some(text.value(i)))
+                    && let Some(words) = short_text_key(text)
+                {
+                    lane.hold_words(bucket, words, 5 + text.len(), args);
+                    continue;
+                }
+                key.clear();
+                for (column, text) in texts {
+                    column.encode(Some(text.value(i)), &mut key);
                 }
                 if !lane.hold(bucket, &key, args) {
                     let row = batch.record(i).row();
