@@ -623,7 +623,6 @@ pub fn short_text_key(text: &[u8]) -> Option<[u64; 2]> {
     if text.len() > SHORT_TEXT_KEY_MAX {
         return None;
     }
-    #[expect(clippy::cast_possible_truncation, reason = "at most 11")]
     let head = u64::from(TAG_TEXT) | (text.len() as u64) << 8;
     let (start, rest) = text.split_at(text.len().min(3));
     let first = head | tail_word(start) << 40;
