@@ -646,8 +646,8 @@ fn encode_long_text(text: &[u8], key: &mut Vec<u8>) {
     key.extend_from_slice(text);
 }
 
-/// The longest text [`encode_text`] writes as whole words when it starts
-/// a key: the 5-byte head and 11 bytes fill two words.
+/// The longest text whose key, as the only dimension, fits two words
+/// ([`short_text_key`]): the 5-byte head and 11 bytes fill them.
 pub const SHORT_TEXT_KEY_MAX: usize = 11;
 
 fn encode(value: Value<'_>, key: &mut Vec<u8>) {
