@@ -441,18 +441,23 @@ fn parse_column<T: Default + Clone>(
     mut parse: impl FnMut(&[u8]) -> Result<Option<T>, cardinal_event::ValueError>,
 ) {
     // Sized first and written in place: a push per row checked the
-    // capacity each time.
-    out.clear();
+    // capacity each time. Only the length changes: every row's value is
+    // written below, so the last batch's values need no zeroing first
+    // (a memset of every column per batch, 1.3% of W1's instructions).
     out.resize(bad.len(), T::default());
     let Some(fields) = batch.column(column) else {
         // No record has the column: every value is NULL.
         bad.fill(true);
+        out.fill(T::default());
         return;
     };
     for ((bad, out), field) in bad.iter_mut().zip(out.iter_mut()).zip(fields) {
         match field.map(&mut parse) {
             Some(Ok(Some(value))) => *out = value,
-            _ => *bad = true,
+            _ => {
+                *bad = true;
+                *out = T::default();
+            }
         }
     }
 }
