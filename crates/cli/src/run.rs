@@ -1912,7 +1912,7 @@ impl Lane<'_> {
 
     /// [`Lane::hold`] of a key of `len` bytes, at most 16, given as two
     /// words, zero past them (a short text dimension's,
-    /// [`cardinal_route::short_text_key`]): hashed from the words and
+    /// [`cardinal_route::KeyColumn::short_key`]): hashed from the words and
     /// held without being written out first. Such a key is never too
     /// long to hold.
     #[inline(always)]

@@ -66,8 +66,7 @@ pub use error::{Error, EvalError, Result};
 pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Scratch, Type};
 pub use parse::Declarations;
 pub use route::{
-    Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, SHORT_TEXT_KEY_MAX,
-    key_values, short_text_key,
+    Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, key_values,
 };
 
 /// The longest declaration script accepted. Declarations are written by

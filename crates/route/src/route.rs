@@ -416,6 +416,18 @@ impl KeyColumn {
         }
     }
 
+    /// The key this dimension alone makes of a field (what
+    /// [`KeyColumn::encode`] writes into an empty key) as two
+    /// little-endian words, zero past it, and its length in bytes, when
+    /// the field is not NULL and its text fits: at most 11 bytes. A
+    /// caller that holds such keys as
+    /// words needs no key buffer (`Rollup`'s `KeyHash::of_words` hashes
+    /// them).
+    #[inline(always)]
+    pub fn short_key(&self, field: Option<&[u8]>) -> Option<([u64; 2], usize)> {
+        short_text_key(self.text(field)?)
+    }
+
     /// The text this dimension takes from a field (`None`: NULL): the
     /// field, or the part of it `substr` keeps. Two fields with the same
     /// text have the same [`KeyColumn::encode`] entry.
@@ -597,7 +609,7 @@ impl Paths {
 #[inline(always)]
 fn encode_text(text: &[u8], key: &mut Vec<u8>) {
     if key.is_empty()
-        && let Some(words) = short_text_key(text)
+        && let Some((words, len)) = short_text_key(text)
     {
         // The key's first 16 bytes as two word stores. The rollup's hash
         // reads a key a word at a time right after it is written, and a
@@ -607,19 +619,18 @@ fn encode_text(text: &[u8], key: &mut Vec<u8>) {
         // 2A from Parquet, one worker: 1.71 -> 1.63 user CPU-s on average).
         let words = u128::from(words[0]) | u128::from(words[1]) << 64;
         key.extend_from_slice(&words.to_le_bytes());
-        key.truncate(5 + text.len());
+        key.truncate(len);
         return;
     }
     encode_long_text(text, key);
 }
 
-/// The key of one text dimension, `text` (what [`KeyColumn::encode`]
-/// writes into an empty key), as two little-endian words, zero past its
-/// `5 + text.len()` bytes, when it fits them: `text` of at most
-/// [`SHORT_TEXT_KEY_MAX`] bytes. A caller that holds such keys as words
-/// needs no key buffer (`Rollup`'s `KeyHash::of_words` hashes them).
+/// The key of one text dimension, `text` (what [`encode_text`] writes
+/// into an empty key), as two little-endian words, zero past it, and its
+/// length (the 5-byte head and the text), when `text` is at most
+/// [`SHORT_TEXT_KEY_MAX`] bytes.
 #[inline(always)]
-pub fn short_text_key(text: &[u8]) -> Option<[u64; 2]> {
+fn short_text_key(text: &[u8]) -> Option<([u64; 2], usize)> {
     if text.len() > SHORT_TEXT_KEY_MAX {
         return None;
     }
@@ -630,7 +641,7 @@ pub fn short_text_key(text: &[u8]) -> Option<[u64; 2]> {
         Ok(word) => u64::from_le_bytes(word),
         Err(_) => tail_word(rest),
     };
-    Some([first, second])
+    Some(([first, second], 5 + text.len()))
 }
 
 /// [`encode_text`] of a text that does not start a key or is longer than
@@ -648,7 +659,7 @@ fn encode_long_text(text: &[u8], key: &mut Vec<u8>) {
 
 /// The longest text whose key, as the only dimension, fits two words
 /// ([`short_text_key`]): the 5-byte head and 11 bytes fill them.
-pub const SHORT_TEXT_KEY_MAX: usize = 11;
+const SHORT_TEXT_KEY_MAX: usize = 11;
 
 fn encode(value: Value<'_>, key: &mut Vec<u8>) {
     match value {

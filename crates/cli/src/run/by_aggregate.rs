@@ -68,7 +68,7 @@ use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{BucketMemo, ColumnType, Timestamp};
 use cardinal_parse::{Batch, RecordRef};
 use cardinal_rollup::{AggState, Folded, GroupAt, Rollup};
-use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn, short_text_key};
+use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn};
 
 use super::columns::ParsedColumns;
 use super::{AGGREGATES_MAX, Feed, Fold, fold_number_arg, id_of, where_};
@@ -833,10 +833,9 @@ impl Fold<'_> {
                 *arg = arg_at(parsed, batch, source, row);
             }
             if let Some(column) = single
-                && let Some(text) = column.text(record.field(column.column))
-                && let Some(words) = short_text_key(text)
+                && let Some((words, len)) = column.short_key(record.field(column.column))
             {
-                lane.hold_words(bucket, words, 5 + text.len(), args);
+                lane.hold_words(bucket, words, len, args);
                 continue;
             }
             write_key(plan.key.as_deref(), &scratch.keys[s], &record, row, key);

@@ -34,7 +34,7 @@ use cardinal_event::bytes::bytes_eq;
 use cardinal_event::{BucketMemo, ColumnType, DateMemo, Record, Timestamp, Value};
 use cardinal_parse::{Batch, Column, Dictionary, DictionaryHandle, ParquetBatch, TextColumn};
 use cardinal_rollup::{GroupAt, Rollup};
-use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, short_text_key};
+use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn};
 
 use super::{AGGREGATES_MAX, Fold};
 
@@ -709,10 +709,9 @@ impl<'a> Fold<'a> {
                 // A key of one short text is held as words
                 // (Lane::hold_words), unwritten.
                 if let [(column, text)] = texts.as_slice()
-                    && let Some(text) = column.text(Some(text.value(i)))
-                    && let Some(words) = short_text_key(text)
+                    && let Some((words, len)) = column.short_key(Some(text.value(i)))
                 {
-                    lane.hold_words(bucket, words, 5 + text.len(), args);
+                    lane.hold_words(bucket, words, len, args);
                     continue;
                 }
                 key.clear();
