@@ -150,14 +150,12 @@ impl PartBuffer {
     ) -> usize {
         debug_assert!(key_len <= 16 && args.len() <= AGGREGATES_MAX);
         let bucketed = bucket.0 != 0;
-        #[expect(clippy::cast_possible_truncation, reason = "at most AGGREGATES_MAX")]
-        let head = args.len() as u8 | if bucketed { HEAD_BUCKET } else { 0 };
         let header = HASH_HEAD_BYTES + 1 + if bucketed { 8 } else { 0 };
         let at = header + args.len() * ARG_BYTES;
         let row = self.room(at + 16);
         let (fixed, rest) = row.split_at_mut(HASH_HEAD_BYTES + 1);
         fixed[..8].copy_from_slice(&hash.bits().to_le_bytes());
-        fixed[8] = head;
+        fixed[8] = head(bucket, args);
         #[expect(clippy::cast_possible_truncation, reason = "at most 16")]
         let short_len = key_len as u8;
         fixed[9] = short_len;
@@ -169,11 +167,7 @@ impl PartBuffer {
             rest
         };
         let (fields, key) = rest.split_at_mut(args.len() * ARG_BYTES);
-        for (arg, field) in args.iter().zip(fields.chunks_exact_mut(ARG_BYTES)) {
-            let (tag, value) = encode(arg);
-            field[0] = tag;
-            field[1..].copy_from_slice(&value.to_le_bytes());
-        }
+        write_args(fields, args);
         key[..8].copy_from_slice(&words[0].to_le_bytes());
         key[8..16].copy_from_slice(&words[1].to_le_bytes());
         let len = at + key_len;
@@ -186,11 +180,6 @@ impl PartBuffer {
     /// record's length.
     #[inline(never)]
     fn push_long(&mut self, hash: KeyHash, bucket: Timestamp, key: &[u8], args: &[Arg]) -> usize {
-        #[expect(clippy::cast_possible_truncation, reason = "at most AGGREGATES_MAX")]
-        let mut head = args.len() as u8;
-        if bucket.0 != 0 {
-            head |= HEAD_BUCKET;
-        }
         let key_len = key.len();
         let long_key = key_len >= usize::from(LONG_KEY);
         let header =
@@ -199,7 +188,7 @@ impl PartBuffer {
         let len = at + key_len;
         let row = self.room(len);
         row[0..8].copy_from_slice(&hash.bits().to_le_bytes());
-        row[8] = head;
+        row[8] = head(bucket, args);
         let mut next = if long_key {
             row[9] = LONG_KEY;
             let key_len = u32::try_from(key_len).expect("key within KEY_BYTES_MAX");
@@ -216,15 +205,35 @@ impl PartBuffer {
             next += 8;
         }
         debug_assert_eq!(next, header);
-        for (arg, field) in args.iter().zip(row[header..at].chunks_exact_mut(ARG_BYTES)) {
-            let (tag, value) = encode(arg);
-            field[0] = tag;
-            field[1..].copy_from_slice(&value.to_le_bytes());
-        }
+        write_args(&mut row[header..at], args);
         row[at..].copy_from_slice(key);
         self.end += len;
         self.rows += 1;
         len
+    }
+}
+
+/// A held record's head byte: its argument count, and whether a bucket
+/// follows the key length.
+#[inline(always)]
+fn head(bucket: Timestamp, args: &[Arg]) -> u8 {
+    debug_assert!(args.len() <= AGGREGATES_MAX);
+    #[expect(clippy::cast_possible_truncation, reason = "at most AGGREGATES_MAX")]
+    let count = args.len() as u8;
+    if bucket.0 == 0 {
+        count
+    } else {
+        count | HEAD_BUCKET
+    }
+}
+
+/// Writes `args` into `fields`, [`ARG_BYTES`] each: tag, then value.
+#[inline(always)]
+fn write_args(fields: &mut [u8], args: &[Arg]) {
+    for (arg, field) in args.iter().zip(fields.chunks_exact_mut(ARG_BYTES)) {
+        let (tag, value) = encode(arg);
+        field[0] = tag;
+        field[1..].copy_from_slice(&value.to_le_bytes());
     }
 }
 
