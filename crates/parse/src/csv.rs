@@ -760,6 +760,7 @@ impl Out<'_> {
 /// compiles to a few vector moves instead of a loop or a `memcpy` call.
 #[inline(always)]
 fn copy_row(fields: &mut Vec<Span>, spans: &[Span; FIELDS_MAX], width: usize) {
+    #[inline(always)]
     fn block<const N: usize>(fields: &mut Vec<Span>, spans: &[Span; FIELDS_MAX], width: usize) {
         let base = fields.len();
         let row: [Span; N] = spans[..N].try_into().expect("N <= FIELDS_MAX");
