@@ -58,14 +58,20 @@
 //!
 //! # Determinism
 //!
-//! KLL is randomized: each compaction flips a coin. The coin here, like
-//! DataSketches 0.6's (`datasketches::common::random`, which offers **no way
-//! to fix the seed**), is a thread-local SplitMix64 generator seeded from
-//! the process's randomized hash keys, and merges flip DataSketches' own.
-//! So once `n > k` two runs over the same input can give different retained
-//! items, answers (within `eps`) and bytes. Below that (exact mode)
-//! everything is deterministic. Tests fix the seed of their *data* and
-//! check errors against bounds, never bytes of sketches that compacted.
+//! KLL is randomized: each compaction flips a coin. Each sketch here has
+//! its own SplitMix64 stream of coins, seeded when the sketch is made from
+//! a per-thread stream of seeds that starts from a fixed value (one per
+//! thread, in the order threads make their first sketch). The coins never
+//! depend on the values, and no two sketches share them (sketches that
+//! flip the same coins at the same counts err together). A program that
+//! makes its sketches in the same order and feeds them the same values
+//! gets the same sketches, images and answers in every run: a rollup
+//! folded by one worker is reproducible byte for byte. Merges go through
+//! DataSketches (0.6, `datasketches::common::random`, which offers **no
+//! way to fix the seed**) and flip its coins, and with several workers the
+//! split of the input varies: such results can differ run to run, within
+//! `eps`. Below `k` values (exact mode) everything is deterministic. Tests
+//! fix the seed of their *data* and check errors against bounds.
 //!
 //! # Wire format
 //!
@@ -194,6 +200,9 @@ pub struct Quantiles {
     full: u32,
     /// [`level_capacity`] of level 0 of `capacities_of` levels.
     bottom: u32,
+    /// The state of this sketch's own stream of compaction coins
+    /// (SplitMix64), seeded when it was made ([`next_seed`]).
+    coins: u64,
 }
 
 /// What [`Sketch::estimate`] reports for a [`Quantiles`] sketch.
@@ -252,6 +261,7 @@ impl Quantiles {
             capacities_of: 0,
             full: 0,
             bottom: 0,
+            coins: next_seed(),
         })
     }
 
@@ -297,7 +307,9 @@ impl Quantiles {
         } else if self.items.len() < full + SLACK {
             self.shift_up(full + SLACK);
         } else {
-            self.settle(random_bit);
+            let mut coins = self.coins;
+            self.settle(|| splitmix64(&mut coins) & 1 == 1);
+            self.coins = coins;
         }
         debug_assert!(self.levels[0] > 0);
     }
@@ -325,8 +337,8 @@ impl Quantiles {
             return std::borrow::Cow::Borrowed(self);
         }
         let mut copy = self.clone();
-        let mut state = self.n;
-        copy.settle(|| splitmix64(&mut state) & 1 == 1);
+        let mut coins = self.coins;
+        copy.settle(|| splitmix64(&mut coins) & 1 == 1);
         std::borrow::Cow::Owned(copy)
     }
 
@@ -839,21 +851,30 @@ fn merge_in_place(items: &mut [f64], a: usize, len_a: usize, b: usize, len_b: us
     debug_assert_eq!(out, j);
 }
 
-/// KLL's coin: one bit of a per-thread SplitMix64 generator seeded from
-/// std's per-process random hash keys, as DataSketches seeds its own.
-fn random_bit() -> bool {
+/// The seed of a new sketch's coins: the next value of this thread's
+/// stream of seeds, itself seeded from the order in which threads made
+/// their first sketch. Every sketch gets its own coins (sketches that
+/// flipped the same coins at the same counts would err together, and
+/// their merge would add their errors instead of averaging them out), and
+/// a process that makes its sketches in the same order on the same
+/// threads (one worker) gets the same coins in every run.
+fn next_seed() -> u64 {
     use std::cell::Cell;
-    use std::hash::BuildHasher;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static THREADS: AtomicU64 = AtomicU64::new(0);
     thread_local! {
-        static STATE: Cell<u64> = Cell::new(
-            std::collections::hash_map::RandomState::new().hash_one(std::thread::current().id()),
-        );
+        static SEEDS: Cell<Option<u64>> = const { Cell::new(None) };
     }
-    STATE.with(|state| {
-        let mut next = state.get();
-        let bit = splitmix64(&mut next) & 1 == 1;
-        state.set(next);
-        bit
+    SEEDS.with(|seeds| {
+        let mut state = seeds.get().unwrap_or_else(|| {
+            let mut thread = THREADS
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_mul(0xd1b5_4a32_d192_ed03);
+            splitmix64(&mut thread)
+        });
+        let seed = splitmix64(&mut state);
+        seeds.set(Some(state));
+        seed
     })
 }
 
@@ -869,6 +890,45 @@ fn splitmix64(state: &mut u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 100,000 values: every sketch of k = 200 compacts many times over.
+    fn compacting_values() -> Vec<f64> {
+        let mut state = 0x5eed_0003;
+        (0..100_000)
+            .map(|_| (splitmix64(&mut state) >> 11) as f64)
+            .collect()
+    }
+
+    #[test]
+    fn same_coins_and_values_make_the_same_sketch() {
+        let mut a = Quantiles::new(200).expect("valid k");
+        let mut b = a.clone();
+        for v in compacting_values() {
+            a.insert(v);
+            b.insert(v);
+        }
+        assert!(!a.is_exact(), "estimation mode");
+        assert_eq!(a.encode(), b.encode());
+        assert_eq!(a.estimate(), b.estimate());
+    }
+
+    #[test]
+    fn every_sketch_flips_its_own_coins() {
+        let sketch = || {
+            let mut q = Quantiles::new(200).expect("valid k");
+            for v in compacting_values() {
+                q.insert(v);
+            }
+            q
+        };
+        let (a, b) = (sketch(), sketch());
+        let c = std::thread::spawn(sketch).join().expect("a sketch");
+        assert_ne!(a.coins, b.coins);
+        // Same values, other coins: other retained items.
+        assert_ne!(a.encode(), b.encode());
+        assert_ne!(a.encode(), c.encode());
+        assert_ne!(b.encode(), c.encode());
+    }
 
     #[test]
     fn new_rejects_k_below_min() {

@@ -1,7 +1,8 @@
 //! Laws and accuracy of `Quantiles` (KLL), and robustness of its decoder.
 //!
-//! KLL's coin cannot be seeded (see the module docs), so these tests fix the
-//! seed of their data and check rank errors against bounds, not bytes.
+//! Every sketch flips its own coins, and a merge DataSketches' (which
+//! cannot be seeded; see the module docs), so these tests fix the seed of
+//! their data and check rank errors against bounds, not bytes.
 //!
 //! Bound used throughout: `rank_error()` is the 99% quantile of one query's
 //! rank error. The error is close to normal, so eps ~ 2.58 sigma and
