@@ -35,6 +35,24 @@ fn dir(name: &str) -> PathBuf {
     common::scratch_dir("run", name)
 }
 
+/// Runs `schema.sql` over `imp.csv` in `dir` on `threads` workers,
+/// writing the per-day files under `dir/out`.
+fn run_into(dir: &Path, threads: &str, out: &str) {
+    ok(&cardinal(
+        dir,
+        &[
+            "run",
+            "schema.sql",
+            "imp.csv",
+            "--threads",
+            threads,
+            "--out",
+            out,
+            "--quiet",
+        ],
+    ));
+}
+
 /// Reads `out/<summary>/*.csv` into sorted lines (headers dropped).
 fn csv_lines(dir: &Path, summary: &str) -> Vec<String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(summary))
@@ -71,32 +89,8 @@ fn run_matches_the_truth_and_any_thread_count() {
             "truth.json",
         ],
     ));
-    ok(&cardinal(
-        &dir,
-        &[
-            "run",
-            "schema.sql",
-            "imp.csv",
-            "--threads",
-            "1",
-            "--out",
-            "one",
-            "--quiet",
-        ],
-    ));
-    ok(&cardinal(
-        &dir,
-        &[
-            "run",
-            "schema.sql",
-            "imp.csv",
-            "--threads",
-            "3",
-            "--out",
-            "three",
-            "--quiet",
-        ],
-    ));
+    run_into(&dir, "1", "one");
+    run_into(&dir, "3", "three");
     for summary in ["reach", "providers"] {
         let (one, three) = (
             csv_lines(&dir.join("one"), summary),
@@ -1083,19 +1077,7 @@ fn quantiles_of_one_worker_are_the_same_every_run() {
         ],
     ));
     for out in ["first", "second"] {
-        ok(&cardinal(
-            &dir,
-            &[
-                "run",
-                "schema.sql",
-                "imp.csv",
-                "--threads",
-                "1",
-                "--out",
-                out,
-                "--quiet",
-            ],
-        ));
+        run_into(&dir, "1", out);
     }
     let first = csv_lines(&dir.join("first"), "spend");
     assert_eq!(first.len(), 3 * 5, "{first:?}");
