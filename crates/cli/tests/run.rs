@@ -1045,8 +1045,8 @@ fn thread_counts_out_of_range_are_refused() {
 }
 
 /// A summary with KLL quantiles, folded by one worker, is the same in
-/// every run: the sketches' compaction coins come from their counts, not
-/// from a per-process generator. 60,000 events over 3 days and 5
+/// every run: each sketch's compaction coins come from a fixed seed,
+/// not from a per-process generator. 60,000 events over 3 days and 5
 /// providers put about 4,000 values in each group, so every sketch has
 /// compacted many times.
 #[test]

@@ -24,8 +24,8 @@
 //! 6% of the engine's W1. Fewer, longer compactions lose no accuracy (the
 //! test `batched_compaction_is_as_accurate_as_datasketches_update` holds
 //! ours to DataSketches' own); an image is always within the capacity, a
-//! sketch holding more first settled on a copy with coins drawn from its
-//! count, so that every image and answer of one sketch agree. The Rust port
+//! sketch holding more first settled on a copy with the sketch's next
+//! coins, so that every image and answer of one sketch agree. The Rust port
 //! (`datasketches::kll::KllSketch`, 0.6) keeps a `Vec` per level and builds
 //! new ones on every compaction (about 270 instructions per insert against
 //! about 130 here, measured with callgrind on the engine's W1 workload).
@@ -325,9 +325,7 @@ impl Quantiles {
         } else if self.items.len() < full + SLACK {
             self.shift_up(full + SLACK);
         } else {
-            let mut coins = self.coins;
-            self.settle(|| splitmix64(&mut coins) & 1 == 1);
-            self.coins = coins;
+            self.settle();
         }
         debug_assert!(self.levels[0] > 0);
     }
@@ -340,23 +338,24 @@ impl Quantiles {
     /// Compacts the lowest level at its capacity until the sketch holds
     /// no more than its capacity (DataSketches' bound, which its image
     /// needs): at least [`SLACK`] slots free again. More values than the
-    /// capacities sum to means some level holds at least its own.
-    fn settle(&mut self, mut coin: impl FnMut() -> bool) {
+    /// capacities sum to means some level holds at least its own. Each
+    /// compaction flips the sketch's next coin.
+    fn settle(&mut self) {
         while self.retained() > self.capacities().0 as usize {
-            self.compress_while_updating(&mut coin);
+            self.compress_while_updating();
         }
     }
 
     /// This sketch as DataSketches' image must hold it: itself, or a
-    /// copy [`settled`](Self::settle) with coins drawn from its count, so
-    /// that every image and answer of the same sketch is the same.
+    /// copy [`settled`](Self::settle) with the coins the sketch would flip
+    /// next (the copy's; the sketch's own stay unflipped), so that every
+    /// image and answer of the same sketch is the same.
     fn settled(&self) -> std::borrow::Cow<'_, Self> {
         if self.n == 0 || self.retained() <= total_capacity(self.k, self.num_levels()) as usize {
             return std::borrow::Cow::Borrowed(self);
         }
         let mut copy = self.clone();
-        let mut coins = self.coins;
-        copy.settle(|| splitmix64(&mut coins) & 1 == 1);
+        copy.settle();
         std::borrow::Cow::Owned(copy)
     }
 
@@ -394,7 +393,7 @@ impl Quantiles {
     /// Compacts the lowest level at or over its capacity into the level
     /// above: DataSketches' `compress_while_updating` (C++ `kll_sketch`),
     /// in place. The buffer is full (`levels[0] == 0`).
-    fn compress_while_updating(&mut self, coin: &mut impl FnMut() -> bool) {
+    fn compress_while_updating(&mut self) {
         let level = self.find_level_to_compact();
         if level + 1 == self.num_levels() {
             self.add_empty_top_level();
@@ -413,7 +412,7 @@ impl Quantiles {
             self.items[adj_beg..raw_lim]
                 .sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
         }
-        let coin = usize::from(coin());
+        let coin = usize::from(splitmix64(&mut self.coins) & 1 == 1);
         let items = &mut self.items;
         if pop_above == 0 {
             // Keep items 1 - coin, 3 - coin, ... in the upper half.
