@@ -697,3 +697,35 @@ proptest! {
         prop_assert_eq!(fast.0.len() + fast.1.len(), lines);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Inputs long enough that the fast path's rows outgrow their
+    /// headroom in the batch several times (it writes spans straight into
+    /// the batch, past its end), with bad and blank lines among them:
+    /// the paths agree, projected or not.
+    #[test]
+    fn long_inputs_agree(
+        body in csv_lines(),
+        repeats in 40usize..80,
+        keep in proptest::sample::subsequence(vec![0usize, 1, 2, 3, 4], 0..=5),
+        lenient in any::<bool>(),
+    ) {
+        let line = b"alpha,b,c,delta,e\n";
+        let mut input = Vec::new();
+        for n in 0..repeats {
+            for _ in 0..n % 7 * 20 {
+                input.extend_from_slice(line);
+            }
+            input.extend_from_slice(&body);
+            input.push(b'\n');
+        }
+        let config = if lenient { LENIENT } else { STRICT };
+        assert_paths_agree(&input, config)?;
+        let (full, projections) = projected(&input, config, &["a", "b", "c", "d", "e"], &keep);
+        for (path, projection) in projections {
+            prop_assert_eq!(&projection, &full, "{:?}", path);
+        }
+    }
+}
