@@ -863,9 +863,25 @@ impl Fold<'_> {
             recent.resize(1 << (64 - shift), Recent::EMPTY);
         }
         scratch.groups.clear();
+        // A lane keyed by its bucket alone (`top_sites` by day) meets one
+        // group per bucket, and its rows come in time order: a row of the
+        // previous row's bucket takes that row's group without a probe.
+        let keyless = key_columns == Some(&[]);
+        let mut previous: Option<(i64, GroupAt)> = None;
         for &i in &scratch.passing[lane.filter_owner] {
             let record = batch.record(i as usize);
             let bucket = buckets.map_or(Timestamp(0), |b| Timestamp(b[i as usize - lo]));
+            if keyless
+                && let Some((b, at)) = previous
+                && b == bucket.0
+                && lane.rollup.holds(at)
+            {
+                // Counted by the rollup if dropped (expired).
+                if let Ok(at) = lane.rollup.locate_at(at, bucket) {
+                    scratch.groups.push((i, at));
+                }
+                continue;
+            }
             let probe = match key_columns {
                 Some([]) => Recent::of(bucket.0, Some(&[])),
                 // By the text the key takes (a `substr` of a field keys
@@ -886,6 +902,7 @@ impl Fold<'_> {
                 // Counted by the rollup if dropped (expired).
                 if let Ok(at) = lane.rollup.locate_at(at, bucket) {
                     scratch.groups.push((i, at));
+                    previous = Some((bucket.0, at));
                 }
                 continue;
             }
@@ -899,6 +916,7 @@ impl Fold<'_> {
             match lane.rollup.locate(bucket, &scratch.key) {
                 Ok(at) => {
                     scratch.groups.push((i, at));
+                    previous = Some((bucket.0, at));
                     if let Some(probe) = probe {
                         recent[probe.slot(shift)] = Recent {
                             at: Some(at),
@@ -1119,7 +1137,9 @@ mod tests {
         CREATE SUMMARY d AS SELECT date_trunc('day', ts) AS day, upper(site) AS s, ip, count(*), hll(id)
           FROM t WHERE D_FILTER GROUP BY day, s, ip;
         CREATE SUMMARY e AS SELECT date_trunc('day', ts) AS day, ip, count(*), sum(x), max(id)
-          FROM t GROUP BY day, ip;";
+          FROM t GROUP BY day, ip;
+        CREATE SUMMARY f AS SELECT date_trunc('day', ts) AS day, count(*), topk(site, 2)
+          FROM t WHERE kind = 'b' GROUP BY day;";
 
     /// One line of `format` (CSV or NDJSON): a time (days from the first,
     /// some going back), an ip, a kind, an optional x, an id that may be
