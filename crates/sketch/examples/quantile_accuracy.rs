@@ -10,8 +10,9 @@
 //! `[F(< x), F(<= x)]` of `x` in the data. Count-Min answers the smallest
 //! value of a bucket, so its error includes the bucketing.
 //!
-//! KLL's coin cannot be seeded (see `quantiles`), so its rows vary a little
-//! from run to run; the Count-Min rows are deterministic.
+//! Every row is the same from run to run: the data's seed is fixed, and
+//! each KLL sketch's coins come from a fixed per-thread stream (see
+//! `quantiles`).
 //!
 //! Run: `cargo run --release -p cardinal-sketch --example quantile_accuracy`
 

@@ -29,9 +29,11 @@
 //! (`datasketches::kll::KllSketch`, 0.6) keeps a `Vec` per level and builds
 //! new ones on every compaction (about 270 instructions per insert against
 //! about 130 here, measured with callgrind on the engine's W1 workload).
-//! Queries, merges and decoding validation go through the port: the sketch
-//! is handed over as its image, which both sides read and write
-//! identically (the golden tests check Java's images byte for byte).
+//! Merges run here too (DataSketches' `merge` and `general_compress`, on
+//! the same buffer). Queries and decoding validation go through the port:
+//! the sketch is handed over as its image, which both sides read and
+//! write identically (the golden tests check Java's images byte for
+//! byte).
 //!
 //! Notation (the paper's): `k` sets the capacity of the top compactor and so
 //! the accuracy; `m = 8` is the smallest capacity of a low level; `n` is the
@@ -60,18 +62,18 @@
 //!
 //! KLL is randomized: each compaction flips a coin. Each sketch here has
 //! its own SplitMix64 stream of coins, seeded when the sketch is made from
-//! a per-thread stream of seeds that starts from a fixed value (one per
-//! thread, in the order threads make their first sketch). The coins never
-//! depend on the values, and no two sketches share them (sketches that
-//! flip the same coins at the same counts err together). A program that
-//! makes its sketches in the same order and feeds them the same values
-//! gets the same sketches, images and answers in every run: a rollup
-//! folded by one worker is reproducible byte for byte. Merges go through
-//! DataSketches (0.6, `datasketches::common::random`, which offers **no
-//! way to fix the seed**) and flip its coins, and with several workers the
-//! split of the input varies: such results can differ run to run, within
-//! `eps`. Below `k` values (exact mode) everything is deterministic. Tests
-//! fix the seed of their *data* and check errors against bounds.
+//! a per-thread stream of seeds that starts from a fixed value: the one
+//! [`seed_thread`] names (the engine names each worker's thread by its
+//! index), or else one per thread in the order threads make their first
+//! sketch. The coins never depend on the values, and no two sketches share
+//! them (sketches that flip the same coins at the same counts err
+//! together). A merge compacts with the coins of the sketch merged into
+//! (DataSketches' merge, run here: its own coins could not be seeded). A
+//! program that makes its sketches in the same order, feeds them the same
+//! values and merges them in the same order gets the same sketches, images
+//! and answers in every run. Below `k` values (exact mode) everything is
+//! deterministic. Tests fix the seed of their *data* and check errors
+//! against bounds.
 //!
 //! # Wire format
 //!
@@ -118,13 +120,12 @@
 // Decoding runs DataSketches' validation first and only then reads the
 // same image into our buffer (`from_valid_image`, which still checks
 // lengths and offsets rather than trusting them). Our buffer follows C++
-// `kll_sketch`'s `compress_while_updating`, `randomly_halve_up/down` and
-// `merge_sorted_arrays`; capacities are DataSketches' integer formulas
-// (`capacity_at_depth`). Property tests insert into merged and decoded
-// sketches and check every image against DataSketches' decoder.
-//
-// If DataSketches gains a seeded generator, seed ours alike, document it
-// above and make the property tests compare bytes.
+// `kll_sketch`'s `compress_while_updating`, `randomly_halve_up/down`,
+// `merge_sorted_arrays`, `merge` and `merge_higher_levels` with
+// `kll_helper::general_compress`; capacities are DataSketches' integer
+// formulas (`capacity_at_depth`). Property tests insert into merged and
+// decoded sketches and check every image against DataSketches' decoder,
+// and a test holds our merge's rank error to DataSketches' merge's.
 
 use datasketches::common::SearchCriteria;
 use datasketches::kll::{KllFloat, KllSketch};
@@ -446,6 +447,53 @@ impl Quantiles {
         }
     }
 
+    /// Level `level`'s items (empty past the top level).
+    fn level(&self, level: usize) -> &[f64] {
+        if level < self.num_levels() {
+            &self.items[self.levels[level] as usize..self.levels[level + 1] as usize]
+        } else {
+            &[]
+        }
+    }
+
+    /// The second half of a merge (DataSketches' `merge_higher_levels`):
+    /// our levels and `other`'s from level 1 on, level by level merged
+    /// into one work buffer after our level 0 (which holds `other`'s by
+    /// now), compacted to capacity ([`general_compress`], flipping this
+    /// sketch's coins), and made this sketch's buffer.
+    fn merge_higher_levels(&mut self, other: &Self) {
+        let levels_in = self.num_levels().max(other.num_levels());
+        let above_zero = other.retained() - other.level(0).len();
+        let mut work = Vec::with_capacity(self.retained() + above_zero);
+        let mut in_levels = Vec::with_capacity(levels_in + 2);
+        in_levels.push(0);
+        work.extend_from_slice(self.level(0));
+        in_levels.push(offset_of(work.len()));
+        for level in 1..levels_in {
+            merge_sorted_into(&mut work, self.level(level), other.level(level));
+            in_levels.push(offset_of(work.len()));
+        }
+        let (num_levels, capacity, out_levels) = general_compress(
+            self.k,
+            levels_in,
+            &mut work,
+            &mut in_levels,
+            self.level_zero_sorted,
+            &mut self.coins,
+        );
+        let pop = (out_levels[num_levels] - out_levels[0]) as usize;
+        let free = capacity as usize - pop;
+        let mut items = vec![0.0; capacity as usize];
+        items[free..].copy_from_slice(&work[out_levels[0] as usize..][..pop]);
+        self.items = items;
+        self.levels = out_levels[..=num_levels]
+            .iter()
+            .map(|&offset| offset - out_levels[0] + offset_of(free))
+            .collect();
+        // The capacities were worked out for the old level count.
+        self.capacities_of = 0;
+    }
+
     fn find_level_to_compact(&mut self) -> usize {
         let num_levels = self.num_levels();
         if self.levels[1] - self.levels[0] >= self.capacities().1 {
@@ -519,7 +567,7 @@ impl Quantiles {
         bytes
     }
 
-    /// The DataSketches sketch with the same image, for queries and merges.
+    /// The DataSketches sketch with the same image, for queries.
     fn to_kll(&self) -> KllSketch<KllFloat<f64>> {
         KllSketch::deserialize(&self.encode()).expect("our image is a valid KLL image")
     }
@@ -694,14 +742,27 @@ impl Sketch for Quantiles {
         if other.n == 0 {
             return Ok(());
         }
-        let mut kll = self.to_kll();
-        kll.merge(&other.to_kll())
-            .map_err(|error| Error::Incompatible {
-                sketch: SKETCH,
-                reason: error.to_string(),
-            })?;
-        *self = Self::from_valid_image(&kll.serialize())?;
-        assert_eq!(self.count(), count);
+        let (min, max) = if self.n == 0 {
+            (other.min, other.max)
+        } else {
+            (self.min.min(other.min), self.max.max(other.max))
+        };
+        // DataSketches' `merge`: the other's level 0 inserted as values,
+        // then every higher level merged with ours and compacted.
+        for &value in other.level(0) {
+            self.insert(value);
+        }
+        if other.num_levels() >= 2 {
+            self.merge_higher_levels(other);
+        }
+        self.n = count;
+        (self.min, self.max) = (min, max);
+        if other.num_levels() >= 2 {
+            self.min_k = self.min_k.min(other.min_k);
+        }
+        debug_assert!(
+            self.retained() <= total_capacity(self.k, self.num_levels()) as usize + SLACK
+        );
         Ok(())
     }
 
@@ -841,6 +902,117 @@ fn total_capacity(k: u16, num_levels: usize) -> u32 {
         .sum()
 }
 
+/// An offset into a sketch's items (at most a few thousand).
+fn offset_of(len: usize) -> u32 {
+    u32::try_from(len).expect("capacity fits u32")
+}
+
+/// Appends the merge of sorted `a` and `b` to `out` (ties: `a`'s first).
+fn merge_sorted_into(out: &mut Vec<f64>, a: &[f64], b: &[f64]) {
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if b[j] < a[i] {
+            out.push(b[j]);
+            j += 1;
+        } else {
+            out.push(a[i]);
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+}
+
+/// DataSketches' `kll_helper::general_compress`: compacts the levels of
+/// `items` (level `l` is `items[in_levels[l]..in_levels[l + 1]]`, level 0
+/// unsorted unless `level_zero_sorted`) from the bottom up, each one that
+/// is at its capacity while the whole is past its own, into the level
+/// above, a coin of `coins` choosing the half kept; compacting the top
+/// level adds one. The levels end up packed from `items[0]`. Returns the
+/// level count, the capacity of that many levels and the levels' offsets
+/// (one more than the count).
+fn general_compress(
+    k: u16,
+    levels_in: usize,
+    items: &mut [f64],
+    in_levels: &mut Vec<u32>,
+    level_zero_sorted: bool,
+    coins: &mut u64,
+) -> (usize, u32, Vec<u32>) {
+    debug_assert!(levels_in >= 1 && in_levels.len() == levels_in + 1);
+    let mut num_levels = levels_in;
+    let mut count = (in_levels[levels_in] - in_levels[0]) as usize;
+    let mut target = total_capacity(k, num_levels) as usize;
+    let mut out_levels = vec![0u32];
+    let mut level = 0;
+    loop {
+        if level == num_levels - 1 {
+            // The top level: an empty level above it, for the halving.
+            in_levels.push(in_levels[level + 1]);
+        }
+        let raw_beg = in_levels[level] as usize;
+        let raw_lim = in_levels[level + 1] as usize;
+        let raw_pop = raw_lim - raw_beg;
+        let out = out_levels[level] as usize;
+        if count < target || raw_pop < level_capacity(k, num_levels, level) as usize {
+            // As it is, moved down to where the levels below ended.
+            debug_assert!(out <= raw_beg);
+            items.copy_within(raw_beg..raw_lim, out);
+            out_levels.push(offset_of(out + raw_pop));
+        } else {
+            let pop_above = in_levels[level + 2] as usize - raw_lim;
+            let odd = raw_pop % 2 == 1;
+            let adj_beg = raw_beg + usize::from(odd);
+            let half = (raw_pop - usize::from(odd)) / 2;
+            if odd {
+                // The odd one out (the first item) stays on this level.
+                items[out] = items[raw_beg];
+                out_levels.push(offset_of(out + 1));
+            } else {
+                out_levels.push(offset_of(out));
+            }
+            if level == 0 && !level_zero_sorted {
+                // No NaN is ever stored: `partial_cmp` is a total order.
+                items[adj_beg..raw_lim]
+                    .sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+            }
+            let coin = usize::from(splitmix64(coins) & 1 == 1);
+            if pop_above == 0 {
+                // Keep items 1 - coin, 3 - coin, ... in the upper half.
+                for t in (0..half).rev() {
+                    items[adj_beg + half + t] = items[adj_beg + 2 * t + 1 - coin];
+                }
+            } else {
+                // Keep items coin, 2 + coin, ... in the lower half, then
+                // merge them with the level above into the slots ending
+                // where it ends.
+                for t in 0..half {
+                    items[adj_beg + t] = items[adj_beg + 2 * t + coin];
+                }
+                merge_in_place(items, adj_beg, half, raw_lim, pop_above);
+            }
+            count -= half;
+            in_levels[level + 1] -= offset_of(half);
+            if level == num_levels - 1 {
+                // The old top compacted: a new level, and its capacity.
+                num_levels += 1;
+                target += level_capacity(k, num_levels, 0) as usize;
+                assert!(
+                    num_levels <= LEVELS_MAX,
+                    "COUNT_MAX keeps sketches below 57 levels"
+                );
+            }
+        }
+        if level == num_levels - 1 {
+            break;
+        }
+        level += 1;
+    }
+    debug_assert_eq!((out_levels[num_levels] - out_levels[0]) as usize, count);
+    debug_assert!(count <= target);
+    (num_levels, offset_of(target), out_levels)
+}
+
 /// Merges the sorted runs `items[a..a + len_a]` and `items[b..b + len_b]`
 /// into `items[a + len_a..b + len_b]`, where `b = a + 2 len_a` (the run
 /// halved out of a level just below the level above): the write position
@@ -868,20 +1040,33 @@ fn merge_in_place(items: &mut [f64], a: usize, len_a: usize, b: usize, len_b: us
     debug_assert_eq!(out, j);
 }
 
+thread_local! {
+    /// This thread's stream of seeds for new sketches' coins, once
+    /// started ([`next_seed`], [`seed_thread`]).
+    static SEEDS: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
+/// Starts this thread's stream of seeds for new sketches' coins at a
+/// value of `stream` alone, whenever it is called: the engine names each
+/// worker's thread by the worker's index, so that a run whose workers get
+/// the same work in every run gets the same sketches. A thread that never
+/// calls it starts its stream from the order in which threads made their
+/// first sketch ([`next_seed`]).
+pub fn seed_thread(stream: u64) {
+    let mut state = stream.wrapping_mul(0xd1b5_4a32_d192_ed03);
+    SEEDS.with(|seeds| seeds.set(Some(splitmix64(&mut state))));
+}
+
 /// The seed of a new sketch's coins: the next value of this thread's
-/// stream of seeds, itself seeded from the order in which threads made
-/// their first sketch. Every sketch gets its own coins (sketches that
-/// flipped the same coins at the same counts would err together, and
-/// their merge would add their errors instead of averaging them out), and
-/// a process that makes its sketches in the same order on the same
-/// threads (one worker) gets the same coins in every run.
+/// stream of seeds, itself seeded by [`seed_thread`] or else from the
+/// order in which threads made their first sketch. Every sketch gets its
+/// own coins (sketches that flipped the same coins at the same counts
+/// would err together, and their merge would add their errors instead of
+/// averaging them out), and a process that makes its sketches in the same
+/// order on the same threads gets the same coins in every run.
 fn next_seed() -> u64 {
-    use std::cell::Cell;
     use std::sync::atomic::{AtomicU64, Ordering};
     static THREADS: AtomicU64 = AtomicU64::new(0);
-    thread_local! {
-        static SEEDS: Cell<Option<u64>> = const { Cell::new(None) };
-    }
     SEEDS.with(|seeds| {
         let mut state = seeds.get().unwrap_or_else(|| {
             let mut thread = THREADS
@@ -929,6 +1114,29 @@ mod tests {
         assert_eq!(a.estimate(), b.estimate());
     }
 
+    /// A merge flips the coins of the sketch merged into: the same sketch
+    /// (coins included) merged with the same other gives the same image.
+    /// Through DataSketches' merge, whose coins are its own and unseeded,
+    /// two such merges differed.
+    #[test]
+    fn same_coins_merge_the_same() {
+        let values = compacting_values();
+        let mut a = Quantiles::new(200).expect("valid k");
+        let mut b = Quantiles::new(200).expect("valid k");
+        for (i, &v) in values.iter().enumerate() {
+            if i % 3 == 0 { a.insert(v) } else { b.insert(v) }
+        }
+        let mut images = Vec::new();
+        for _ in 0..4 {
+            let mut merged = a.clone();
+            merged.merge(&b).expect("same k");
+            assert_eq!(merged.count(), values.len() as u64);
+            assert!(KllSketch::<KllFloat<f64>>::deserialize(&merged.encode()).is_ok());
+            images.push(merged.encode());
+        }
+        assert!(images.windows(2).all(|pair| pair[0] == pair[1]));
+    }
+
     #[test]
     fn every_sketch_flips_its_own_coins() {
         let sketch = || {
@@ -945,6 +1153,33 @@ mod tests {
         assert_ne!(a.encode(), b.encode());
         assert_ne!(a.encode(), c.encode());
         assert_ne!(b.encode(), c.encode());
+    }
+
+    /// Threads that name the same stream of seeds make the same sketches,
+    /// whichever thread made its first sketch first; other streams make
+    /// other sketches.
+    #[test]
+    fn threads_seeded_alike_make_the_same_sketches() {
+        let sketches = |stream: u64| {
+            std::thread::spawn(move || {
+                seed_thread(stream);
+                (0..3)
+                    .map(|_| {
+                        let mut q = Quantiles::new(200).expect("valid k");
+                        for v in compacting_values() {
+                            q.insert(v);
+                        }
+                        q.encode()
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .join()
+            .expect("sketches")
+        };
+        let (a, b, c) = (sketches(7), sketches(7), sketches(8));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(a[0], a[1], "each sketch its own coins");
     }
 
     #[test]

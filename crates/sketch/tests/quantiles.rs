@@ -1,8 +1,8 @@
 //! Laws and accuracy of `Quantiles` (KLL), and robustness of its decoder.
 //!
-//! Every sketch flips its own coins, and a merge DataSketches' (which
-//! cannot be seeded; see the module docs), so these tests fix the seed of
-//! their data and check rank errors against bounds, not bytes.
+//! Every sketch flips its own coins (a merge too, the coins of the sketch
+//! merged into), seeded per sketch, so these tests fix the seed of their
+//! data and check rank errors against bounds, not bytes.
 //!
 //! Bound used throughout: `rank_error()` is the 99% quantile of one query's
 //! rank error. The error is close to normal, so eps ~ 2.58 sigma and
@@ -176,6 +176,68 @@ fn batched_compaction_is_as_accurate_as_datasketches_update() {
             let probe = truth[truth.len() * i / 100];
             let exact = true_rank(&truth, probe);
             worst = worst.max((q.rank(probe).expect("not empty") - exact).abs());
+            let theirs = reference
+                .rank(
+                    &KllFloat::<f64>::new(probe).expect("not NaN"),
+                    SearchCriteria::Inclusive,
+                )
+                .expect("not empty");
+            worst_reference = worst_reference.max((theirs - exact).abs());
+        }
+        ours += worst / f64::from(streams);
+        theirs += worst_reference / f64::from(streams);
+    }
+    assert!(ours > 0.0, "estimation mode");
+    assert!(
+        ours <= 1.3 * theirs,
+        "mean worst rank error {ours} against DataSketches' {theirs}"
+    );
+    assert!(ours <= 0.75 * Quantiles::default().rank_error(), "{ours}");
+}
+
+/// Our merge follows DataSketches' (its level-0 items inserted, the
+/// higher levels merged and compacted to capacity), with the sketch's own
+/// coins: its rank error must be no worse. 20 streams of 100,000 values,
+/// each cut into 8 shards of uneven length (so that the shards' level
+/// counts differ), merged into one sketch both ways: the mean of each
+/// stream's worst error over 99 probes, ours against DataSketches'.
+#[test]
+fn merge_is_as_accurate_as_datasketches_merge() {
+    use datasketches::common::SearchCriteria;
+    use datasketches::kll::{KllFloat, KllSketch};
+    let (mut ours, mut theirs) = (0.0, 0.0);
+    let streams: u32 = 20;
+    for seed in 0..streams {
+        let mut rng = StdRng::seed_from_u64(0x5eed_0200 + u64::from(seed));
+        let values: Vec<f64> = (0..100_000)
+            .map(|_| rng.random::<f64>().powi(3) * 1e4)
+            .collect();
+        let mut truth = values.clone();
+        truth.sort_by(f64::total_cmp);
+        let mut merged = Quantiles::new(200).expect("valid k");
+        let mut reference = KllSketch::<KllFloat<f64>>::new(200).expect("valid k");
+        let mut rest = values.as_slice();
+        for shard in 0..8 {
+            let len = if shard == 7 {
+                rest.len()
+            } else {
+                rest.len() * (shard + 1) / 10
+            };
+            let (values, after) = rest.split_at(len);
+            rest = after;
+            merged.merge(&sketch_of(200, values)).expect("same k");
+            let mut sketch = KllSketch::<KllFloat<f64>>::new(200).expect("valid k");
+            for &v in values {
+                sketch.update(KllFloat::<f64>::new(v).expect("not NaN"));
+            }
+            reference.merge(&sketch).expect("same k");
+        }
+        assert_eq!(merged.count(), 100_000);
+        let (mut worst, mut worst_reference) = (0.0f64, 0.0f64);
+        for i in 1..100 {
+            let probe = truth[truth.len() * i / 100];
+            let exact = true_rank(&truth, probe);
+            worst = worst.max((merged.rank(probe).expect("not empty") - exact).abs());
             let theirs = reference
                 .rank(
                     &KllFloat::<f64>::new(probe).expect("not NaN"),
