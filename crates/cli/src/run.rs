@@ -2,19 +2,22 @@
 //!
 //! ```text
 //!  inputs --split--> jobs (a file, a byte range of a large plain file, a
-//!                   range of a Parquet file's row groups, stdin)
-//!  worker 1..N: pull a job -> read chunks of lines -> parse into a batch
-//!               -> route each record through every summary -> fold into
-//!               the worker's own partial rollups (no lock, no shared state)
-//!  main: merge the partials per summary -> tables, per-day files, JSON lines
+//!                   range of a Parquet file's row groups, stdin), dealt
+//!                   out to the workers the same way in every run
+//!  worker 1..N: its jobs in order -> read chunks of lines -> parse into a
+//!               batch -> route each record through every summary -> fold
+//!               into the worker's own partial rollups (no lock, no shared
+//!               state)
+//!  main: merge the partials per summary, in worker order -> tables,
+//!        per-day files, JSON lines
 //! ```
 //!
-//! Workers share nothing but the job queue. Rejected records (malformed
+//! Workers share nothing but the turns at a compressed input or stdin,
+//! which they decode in a fixed rotation. Rejected records (malformed
 //! lines, fields that are not their declared type) are counted by reason,
-//! reported with input, line and column, and written to the rejects file; the
-//! rest of their batch goes on.
+//! reported with input, line and column, and written to the rejects file;
+//! the rest of their batch goes on.
 
-use std::collections::VecDeque;
 use std::io::{BufRead, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -137,8 +140,13 @@ struct Job {
     /// to read.
     parquet: Option<(Arc<ParquetFile>, std::ops::Range<usize>)>,
     /// A compressed file or stdin that every worker helps read: one job per
-    /// worker, all holding the same [`SharedInput`].
+    /// worker, all holding the same [`SharedInput`], this one as its
+    /// participant `participant` (worker `participant` takes it).
     shared: Option<Arc<SharedInput>>,
+    participant: usize,
+    /// Bytes to read, about (the file's, the range's or the row groups'
+    /// size): what [`assign_jobs`] balances.
+    size: u64,
     /// Why none of the input can be read (a Parquet file whose footer is
     /// cut off): the job is one reject, and the run goes on.
     unreadable: Option<String>,
@@ -155,9 +163,47 @@ impl Job {
             header: None,
             parquet: None,
             shared: None,
+            participant: 0,
+            size: 0,
             unreadable: None,
         }
     }
+}
+
+/// Deals the jobs out to `threads` workers, the same way in every run, so
+/// that each worker's partial rollups, and so the merged answers, are the
+/// same in every run (sketches included: a KLL sketch's compactions
+/// depend on the order of its values). A shared input's participant `p`
+/// goes to worker `p`; every other job, largest first, to the worker
+/// with the fewest bytes so far (the lowest index on a tie). Each worker
+/// takes its jobs in the plan's order, so that all meet the shared inputs
+/// in one order and none waits on a turn that comes after its own.
+fn assign_jobs(jobs: Vec<Job>, threads: usize) -> Vec<Vec<Job>> {
+    let mut worker_of = vec![0; jobs.len()];
+    let mut loads = vec![0u64; threads];
+    let mut by_size: Vec<usize> = (0..jobs.len())
+        .filter(|&j| jobs[j].shared.is_none())
+        .collect();
+    by_size.sort_by_key(|&j| std::cmp::Reverse(jobs[j].size));
+    for j in by_size {
+        let (worker, _) = loads
+            .iter()
+            .enumerate()
+            .min_by_key(|&(w, &load)| (load, w))
+            .expect("at least one worker");
+        worker_of[j] = worker;
+        loads[worker] += jobs[j].size;
+    }
+    let mut lists: Vec<Vec<Job>> = (0..threads).map(|_| Vec::new()).collect();
+    for (j, job) in jobs.into_iter().enumerate() {
+        let worker = if job.shared.is_some() {
+            job.participant
+        } else {
+            worker_of[j]
+        };
+        lists[worker].push(job);
+    }
+    lists
 }
 
 /// An input that cannot be split into byte ranges (a compressed file, or
@@ -166,15 +212,46 @@ impl Job {
 /// [`SHARED_CHUNKS_PER_TURN`] chunks of whole lines, then parses and folds
 /// them while the others decode theirs: with two workers, decompression
 /// overlaps the fold instead of adding to it.
+///
+/// The workers ("participants", one job each) take their turns in a fixed
+/// rotation, 0, 1, ..., 0, 1, ..., so that each reads the same chunks in
+/// every run, and the run's answers are the same in every run. A
+/// participant whose worker has ended ([`SharedInput::leave`]) is skipped.
 #[derive(Debug)]
 struct SharedInput {
     path: Option<PathBuf>,
-    /// Opened by the first worker to read (so that stdin is not touched at
-    /// planning time); `None` again once the input has ended or failed.
-    reader: Mutex<SharedReader>,
+    /// The reader, opened by the first worker to read (so that stdin is
+    /// not touched at planning time), and whose turn is next.
+    state: Mutex<SharedState>,
+    /// Signalled when a turn ends or a participant leaves.
+    turn_over: std::sync::Condvar,
     /// The input's header line, published (under the lock) by the worker
     /// that decodes the first chunk, before any later chunk is handed out.
     header: std::sync::OnceLock<Vec<u8>>,
+}
+
+#[derive(Debug)]
+struct SharedState {
+    /// `Done` once the input has ended or failed.
+    reader: SharedReader,
+    /// The participant whose turn is next.
+    next: usize,
+    /// Per participant: whether it has left (its turns are skipped).
+    gone: Vec<bool>,
+}
+
+impl SharedState {
+    /// Hands the turn to the first participant after `from` (cyclically)
+    /// that has not left.
+    fn pass(&mut self, from: usize) {
+        let participants = self.gone.len();
+        if let Some(next) = (1..=participants)
+            .map(|step| (from + step) % participants)
+            .find(|&p| !self.gone[p])
+        {
+            self.next = next;
+        }
+    }
 }
 
 /// Chunks a worker decodes in one turn at a shared input's lock (4 MiB).
@@ -212,27 +289,68 @@ enum SharedRead {
 }
 
 impl SharedInput {
-    fn new(path: Option<PathBuf>) -> Self {
+    /// An input read in turns by `participants` workers.
+    fn new(path: Option<PathBuf>, participants: usize) -> Self {
+        assert!(participants >= 1, "an input needs a reader");
         Self {
             path,
-            reader: Mutex::new(SharedReader::Unopened),
+            state: Mutex::new(SharedState {
+                reader: SharedReader::Unopened,
+                next: 0,
+                gone: vec![false; participants],
+            }),
+            turn_over: std::sync::Condvar::new(),
             header: std::sync::OnceLock::new(),
         }
     }
 
-    /// Decodes one turn under the lock: read `i` into `chunks[i]`, its
-    /// outcome pushed to `reads`, until the chunks are used up or the
-    /// input ends or fails. With `header`, the input's first chunk's first
-    /// line is also published as the header for workers whose first chunk
-    /// comes later (the first chunk read, as a single reader's parser
-    /// would take it: after a skipped over-long line, the next line).
+    /// Participant `participant`'s next turn, once it is its turn (or the
+    /// input has ended): decoded under the lock by [`Self::read_locked`],
+    /// then the turn passes on.
     fn read_turn(
         &self,
+        participant: usize,
         chunks: &mut [cardinal_source::Chunk],
         header: bool,
         reads: &mut Vec<SharedRead>,
     ) -> Result<()> {
-        let mut guard = self.reader.lock().expect("shared input lock");
+        let mut state = self.state.lock().expect("shared input lock");
+        while state.next != participant && !matches!(state.reader, SharedReader::Done) {
+            state = self.turn_over.wait(state).expect("shared input lock");
+        }
+        let read = self.read_locked(&mut state.reader, chunks, header, reads);
+        state.pass(participant);
+        self.turn_over.notify_all();
+        read
+    }
+
+    /// Participant `participant` reads no more (its worker ended, well or
+    /// not): its turns are skipped from now on.
+    fn leave(&self, participant: usize) {
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.gone[participant] = true;
+        if state.next == participant {
+            state.pass(participant);
+        }
+        self.turn_over.notify_all();
+    }
+
+    /// Decodes one turn: read `i` into `chunks[i]`, its outcome pushed to
+    /// `reads`, until the chunks are used up or the input ends or fails.
+    /// With `header`, the input's first chunk's first line is also
+    /// published as the header for workers whose first chunk comes later
+    /// (the first chunk read, as a single reader's parser would take it:
+    /// after a skipped over-long line, the next line).
+    fn read_locked(
+        &self,
+        guard: &mut SharedReader,
+        chunks: &mut [cardinal_source::Chunk],
+        header: bool,
+        reads: &mut Vec<SharedRead>,
+    ) -> Result<()> {
         if matches!(*guard, SharedReader::Unopened) {
             let input = match &self.path {
                 None => cardinal_source::Input::stdin()?,
@@ -242,7 +360,7 @@ impl SharedInput {
             *guard = SharedReader::Open(LineReader::new(input));
         }
         for chunk in chunks {
-            let SharedReader::Open(reader) = &mut *guard else {
+            let SharedReader::Open(reader) = guard else {
                 reads.push(SharedRead::End);
                 return Ok(());
             };
@@ -501,11 +619,20 @@ fn check_dir(dir: &Path) -> Result<()> {
 
 /// Runs the engine over `inputs`: every summary of the stream, on
 /// `options.threads` workers, merged.
+///
+/// The answers are the same in every run with the same inputs and thread
+/// count, sketches included: the jobs are dealt out the same way
+/// ([`assign_jobs`]), shared inputs are read in a fixed rotation
+/// ([`SharedInput`]), each worker's sketches (and this thread's, made by
+/// the merge) flip coins of a stream named by the worker, and the
+/// partials merge in worker order. Another thread count splits the work
+/// otherwise, and approximate answers then differ within their bounds.
 pub fn execute<'p>(
     plan: &'p Plan,
     inputs: &[PathBuf],
     options: &EngineOptions,
 ) -> Result<Executed<'p>> {
+    cardinal_sketch::quantiles::seed_thread(0);
     let stream = pick_stream(plan, options.stream.as_deref())?;
     let mut summaries: Vec<&Summary> = plan
         .summaries
@@ -545,7 +672,7 @@ pub fn execute<'p>(
     };
     let jobs = plan_jobs(inputs, threads, &plan.streams[stream], reads)?;
     let total_bytes = plain_bytes(inputs)?;
-    let queue = Mutex::new(jobs.into_iter().collect::<VecDeque<_>>());
+    let mut lists = assign_jobs(jobs, threads).into_iter();
     let rejects_file = match &options.rejects {
         Some(path) => Some(Mutex::new(BufWriter::new(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
@@ -564,20 +691,27 @@ pub fn execute<'p>(
             scope.spawn(move || progress.show(total_bytes, &stopped));
         }
         let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
+            .map(|index| {
+                let jobs = lists.next().expect("a list per worker");
+                let (summaries, shapes, rejects_file) = (&summaries, &shapes, &rejects_file);
+                let (shown, attribution, progress) = (&shown, &attribution, &progress);
+                let projection = projection.as_deref();
+                scope.spawn(move || {
+                    // Each worker's sketches flip coins of its own stream,
+                    // the same in every run.
+                    cardinal_sketch::quantiles::seed_thread(index as u64 + 1);
                     worker(
                         plan,
                         stream,
-                        &summaries,
-                        &shapes,
+                        summaries,
+                        shapes,
                         limits,
-                        &queue,
+                        jobs,
                         rejects_file.as_ref(),
-                        &shown,
+                        shown,
                         attribution.as_ref(),
-                        projection.as_deref(),
-                        &progress,
+                        projection,
+                        progress,
                     )
                 })
             })
@@ -966,6 +1100,7 @@ fn plan_jobs(
         match parquet_input(path, stream, reads) {
             Ok(Some(file)) => {
                 jobs.extend(parquet_jobs(&file, threads).into_iter().map(|groups| Job {
+                    size: file.bytes(groups.clone()),
                     parquet: Some((file.clone(), groups)),
                     ..Job::whole(input, Some(path.clone()))
                 }));
@@ -1010,6 +1145,7 @@ fn plan_jobs(
             for (i, range) in ranges.into_iter().enumerate() {
                 let header = if i == 0 { None } else { header.clone() };
                 jobs.push(Job {
+                    size: range.end - range.start,
                     range: Some(range),
                     header,
                     ..Job::whole(input, Some(path.clone()))
@@ -1018,19 +1154,23 @@ fn plan_jobs(
         } else if threads > 1 && !plain {
             shared_jobs(&mut jobs, input, Some(path.clone()), threads);
         } else {
-            jobs.push(Job::whole(input, Some(path.clone())));
+            jobs.push(Job {
+                size: len,
+                ..Job::whole(input, Some(path.clone()))
+            });
         }
     }
     Ok(jobs)
 }
 
-/// Queues one job per worker for an input they all read together (see
+/// Plans one job per worker for an input they all read together (see
 /// [`SharedInput`]); a worker whose job finds the input already ended
 /// moves on to the next job.
 fn shared_jobs(jobs: &mut Vec<Job>, input: u32, path: Option<PathBuf>, threads: usize) {
-    let shared = Arc::new(SharedInput::new(path.clone()));
-    jobs.extend((0..threads).map(|_| Job {
+    let shared = Arc::new(SharedInput::new(path.clone(), threads));
+    jobs.extend((0..threads).map(|participant| Job {
         shared: Some(shared.clone()),
+        participant,
         ..Job::whole(input, path.clone())
     }));
 }
@@ -1140,25 +1280,35 @@ fn worker<'p>(
     summaries: &[&Summary],
     shapes: &[Shape],
     limits: Limits,
-    queue: &Mutex<VecDeque<Job>>,
+    jobs: Vec<Job>,
     rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
     shown: &std::sync::atomic::AtomicU64,
     attribution: Option<&attribute::Setup<'p>>,
     projection: Option<&[usize]>,
     progress: &Progress,
 ) -> Result<WorkerOutput<'p>> {
+    // However this worker ends (done, failed, panicked), the shared
+    // inputs it takes part in stop waiting for its turns.
+    struct LeaveShared<'j>(&'j [Job]);
+    impl Drop for LeaveShared<'_> {
+        fn drop(&mut self) {
+            for job in self.0 {
+                if let Some(shared) = &job.shared {
+                    shared.leave(job.participant);
+                }
+            }
+        }
+    }
+    let _leave = LeaveShared(&jobs);
     let mut collector = attribution.map(attribute::Setup::collector);
     let stream_decl = &plan.streams[stream];
     let mut fold = Fold::new(summaries, shapes, limits, shown, stream_decl)?;
     let mut tap = progress.tap();
     let mut batch = Batch::new();
-    loop {
+    for job in &jobs {
         // The last job's last rejects (a cut stream's, a damaged row
         // group's, a long last line's) follow no chunk that wrote them out.
         fold.flush_rejects(rejects_file)?;
-        let Some(job) = queue.lock().expect("queue lock").pop_front() else {
-            break;
-        };
         if let Some(why) = &job.unreadable {
             fold.unreadable(&format!("{why}; none of it is read"));
             continue;
@@ -1178,6 +1328,7 @@ fn worker<'p>(
         if let Some(shared) = &job.shared {
             read_shared(
                 shared,
+                job.participant,
                 stream_decl,
                 projection,
                 job.input,
@@ -1386,6 +1537,7 @@ const INPUT_CUT_SHORT: &str = "input unreadable past this point";
 )]
 fn read_shared<'p>(
     shared: &SharedInput,
+    participant: usize,
     stream: &cardinal_route::Stream,
     projection: Option<&[usize]>,
     input: u32,
@@ -1402,7 +1554,7 @@ fn read_shared<'p>(
     let mut reads = Vec::with_capacity(SHARED_CHUNKS_PER_TURN);
     loop {
         reads.clear();
-        shared.read_turn(&mut turn, header, &mut reads)?;
+        shared.read_turn(participant, &mut turn, header, &mut reads)?;
         for (read, chunk) in reads.drain(..).zip(&mut turn) {
             let first = match read {
                 SharedRead::Chunk { first } => first,
@@ -2414,7 +2566,7 @@ mod shared_tests {
         for worker in (0..2).cycle() {
             let mut reads = Vec::new();
             shared
-                .read_turn(&mut workers[worker], true, &mut reads)
+                .read_turn(worker, &mut workers[worker], true, &mut reads)
                 .expect("opens");
             seen.turns += 1;
             assert!(!reads.is_empty() && reads.len() <= 2);
@@ -2443,7 +2595,7 @@ mod shared_tests {
     #[test]
     fn turns_hand_out_every_chunk_once_in_order() {
         let (text, path) = gzipped("turns", 200_000, None);
-        let shared = SharedInput::new(Some(path.clone()));
+        let shared = SharedInput::new(Some(path.clone()), 2);
         let Turns {
             chunks,
             failed,
@@ -2473,7 +2625,7 @@ mod shared_tests {
     #[test]
     fn a_failure_ends_the_turn_after_the_chunks_before_it() {
         let (text, path) = gzipped("cut", 200_000, Some(200_000));
-        let shared = SharedInput::new(Some(path.clone()));
+        let shared = SharedInput::new(Some(path.clone()), 2);
         let Turns { chunks, failed, .. } = take_turns(&shared);
         let failed = failed.expect("a cut gzip stream fails");
         assert!(failed.contains("cut.gz"), "{failed}");
@@ -2489,9 +2641,61 @@ mod shared_tests {
         let mut reads = Vec::new();
         let mut turn = vec![cardinal_source::Chunk::default(); 2];
         shared
-            .read_turn(&mut turn, true, &mut reads)
+            .read_turn(1, &mut turn, true, &mut reads)
             .expect("ended");
         assert!(matches!(reads[..], [SharedRead::End]));
+    }
+
+    /// Workers on threads of their own take their turns in rotation, 0, 1,
+    /// 2, 0, ..., however the threads are scheduled; once one leaves, the
+    /// others take its turns, and the input is read whole.
+    #[test]
+    fn threads_take_turns_in_rotation_and_skip_who_left() {
+        let (text, path) = gzipped("rotation", 600_000, None);
+        let shared = SharedInput::new(Some(path.clone()), 3);
+        // (participant, offset of each chunk it read), in the order read.
+        let order = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for participant in 0..3 {
+                let (shared, order) = (&shared, &order);
+                scope.spawn(move || {
+                    let mut turn = vec![cardinal_source::Chunk::default(); 1];
+                    let mut reads = Vec::new();
+                    for taken in 0.. {
+                        // Participant 2 leaves after its third turn.
+                        if participant == 2 && taken == 3 {
+                            shared.leave(2);
+                            return;
+                        }
+                        reads.clear();
+                        shared
+                            .read_turn(participant, &mut turn, true, &mut reads)
+                            .expect("opens");
+                        match reads[..] {
+                            [SharedRead::Chunk { .. }] => {
+                                let mut order = order.lock().expect("order");
+                                order.push((participant, turn[0].offset, turn[0].bytes().to_vec()));
+                            }
+                            [SharedRead::End] => return,
+                            _ => panic!("one chunk a turn"),
+                        }
+                    }
+                });
+            }
+        });
+        let mut order = order.into_inner().expect("order");
+        assert!(order.len() > 20, "{} turns", order.len());
+        // A turn's chunk follows the turn before's (read under the lock;
+        // recorded after it, so perhaps out of order): the turns in offset
+        // order are taken by participants in rotation, 2 only for its
+        // three turns.
+        order.sort_by_key(|&(_, offset, _)| offset);
+        let who: Vec<usize> = order.iter().map(|&(p, _, _)| p).collect();
+        assert_eq!(who[..9], [0, 1, 2, 0, 1, 2, 0, 1, 2]);
+        assert!(who[9..].chunks(2).all(|pair| pair == [0, 1] || pair == [0]));
+        let read: Vec<u8> = order.into_iter().flat_map(|(_, _, bytes)| bytes).collect();
+        assert_eq!(read, text);
+        let _ = std::fs::remove_file(path);
     }
 
     /// The chunks' bytes back to back.
