@@ -1051,7 +1051,7 @@ thread_local! {
 /// worker's thread by the worker's index, so that a run whose workers get
 /// the same work in every run gets the same sketches. A thread that never
 /// calls it starts its stream from the order in which threads made their
-/// first sketch ([`next_seed`]).
+/// first sketch.
 pub fn seed_thread(stream: u64) {
     let mut state = stream.wrapping_mul(0xd1b5_4a32_d192_ed03);
     SEEDS.with(|seeds| seeds.set(Some(splitmix64(&mut state))));
