@@ -124,6 +124,55 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Merges of shards of any sizes (level counts from 1 to about 10),
+    /// of different `k`, decoded or not, in any order, each result and
+    /// each partial taken up again by inserts: every image passes
+    /// DataSketches' decoder, counts add up, min and max are exact, and
+    /// ranks stay within the bound of the smallest `k`.
+    #[test]
+    fn merges_of_shards_of_any_size_stay_valid(
+        shards in prop::collection::vec((0usize..12_000, 8u16..=120, any::<bool>()), 1..7),
+        seed in any::<u64>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut all = Vec::new();
+        let mut merged: Option<Quantiles> = None;
+        for (len, k, decode) in shards {
+            let values: Vec<f64> = (0..len).map(|_| rng.random::<f64>() * 1e3 - 10.0).collect();
+            let mut shard = sketch_of(k, &values);
+            if decode {
+                shard = Quantiles::decode(&shard.encode()).expect("own encoding");
+            }
+            all.extend_from_slice(&values);
+            match &mut merged {
+                None => merged = Some(shard),
+                Some(into) => {
+                    into.merge(&shard).expect("within COUNT_MAX");
+                    let image = into.encode();
+                    let back = Quantiles::decode(&image).expect("a valid DataSketches image");
+                    prop_assert_eq!(back.encode(), image);
+                }
+            }
+        }
+        let mut merged = merged.expect("one shard at least");
+        prop_assert_eq!(merged.count(), all.len() as u64);
+        if !all.is_empty() {
+            let min = all.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = all.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            prop_assert_eq!(merged.min(), Some(min));
+            prop_assert_eq!(merged.max(), Some(max));
+            assert_ranks_within_bound(&merged, &all);
+        }
+        for i in 0..300 {
+            merged.insert(f64::from(i));
+        }
+        Quantiles::decode(&merged.encode()).expect("a valid DataSketches image");
+    }
+}
+
 #[test]
 fn rank_error_within_bound_on_fixed_seed_data() {
     let mut rng = StdRng::seed_from_u64(0x5eed_0001);
