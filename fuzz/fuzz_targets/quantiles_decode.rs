@@ -1,7 +1,8 @@
 #![no_main]
 //! `Quantiles::decode` on arbitrary bytes: never panics, and whatever it
 //! accepts re-encodes to bytes that decode to the same encoding, and stays
-//! usable (queries, inserts and merges do not panic).
+//! usable (queries, inserts and merges do not panic, and a merge's image
+//! decodes again).
 use cardinal_sketch::{Sketch, quantiles::Quantiles};
 use libfuzzer_sys::fuzz_target;
 
@@ -21,6 +22,14 @@ fuzz_target!(|data: &[u8]| {
     for i in 0..64 {
         sketch.insert(i as f64);
     }
-    let _ = sketch.merge(&again);
+    let before = sketch.count();
+    if sketch.merge(&again).is_ok() {
+        // The merge runs on our buffer: its image must be one DataSketches
+        // reads back, holding both sketches' counts.
+        assert_eq!(sketch.count(), before + again.count());
+        let merged = sketch.encode();
+        let back = Quantiles::decode(&merged).expect("a merged sketch's image decodes");
+        assert_eq!(back.encode(), merged);
+    }
     let _ = sketch.quantile(0.5);
 });
