@@ -1085,6 +1085,63 @@ fn quantiles_of_one_worker_are_the_same_every_run() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A worker that fails leaves the rotation of a compressed input it
+/// shares: the others read on and the run ends with the error, instead
+/// of waiting for the failed worker's turn forever. Worker 0 gets the
+/// small file with a bad header first, and is the first in the gzipped
+/// input's rotation.
+#[test]
+fn a_failed_worker_does_not_keep_the_others_waiting() {
+    use std::io::Write as _;
+    let dir = dir("failed_worker");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM t (ts TIMESTAMP, n BIGINT) WITH (format = 'csv', header = true, time = 'ts');
+         CREATE SUMMARY s AS SELECT count(*) AS events, sum(n) AS n FROM t;",
+    )
+    .expect("schema");
+    std::fs::write(dir.join("bad.csv"), "foo,bar\n1,2\n").expect("bad.csv");
+    let mut text = String::from("ts,n\n");
+    for i in 0..400_000 {
+        writeln!(text, "2026-11-01T00:00:{:02}Z,{i}", i % 60).expect("write to a String");
+    }
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(text.as_bytes()).expect("compress");
+    std::fs::write(dir.join("t.csv.gz"), gz.finish().expect("compress")).expect("t.csv.gz");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args([
+            "run",
+            "schema.sql",
+            "bad.csv",
+            "t.csv.gz",
+            "--threads",
+            "2",
+            "--quiet",
+        ])
+        .current_dir(&dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cardinal runs");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waits") {
+            break status;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().expect("kills");
+            panic!("the run is still waiting after 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert!(!status.success());
+    assert!(stderr.contains("header has no column \"ts\""), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Several workers give the same answers in every run too, sketches
 /// included: the jobs are dealt out the same way each time, a gzipped
 /// input's chunks go to the workers in a fixed rotation, each worker's
