@@ -177,7 +177,9 @@ impl Job {
 /// goes to worker `p`; every other job, largest first, to the worker
 /// with the fewest bytes so far (the lowest index on a tie). Each worker
 /// takes its jobs in the plan's order, so that all meet the shared inputs
-/// in one order and none waits on a turn that comes after its own.
+/// in the same order: a worker waiting for a turn at one waits only on
+/// workers that are at it or at jobs before it, never on one that waits
+/// at a later input.
 fn assign_jobs(jobs: Vec<Job>, threads: usize) -> Vec<Vec<Job>> {
     let mut worker_of = vec![0; jobs.len()];
     let mut loads = vec![0u64; threads];
