@@ -406,28 +406,16 @@ impl Quantiles {
         let adj_beg = raw_beg + usize::from(odd);
         let adj_pop = raw_lim - adj_beg;
         let half = adj_pop / 2;
-        if level == 0 && !self.level_zero_sorted {
-            // No NaN is ever stored, so `partial_cmp` is a total order
-            // here (DataSketches' own), and its sort is faster than
-            // `total_cmp`'s or one of the values' bits as integers.
-            self.items[adj_beg..raw_lim]
-                .sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-        }
-        let coin = usize::from(splitmix64(&mut self.coins) & 1 == 1);
-        let items = &mut self.items;
-        if pop_above == 0 {
-            // Keep items 1 - coin, 3 - coin, ... in the upper half.
-            for t in (0..half).rev() {
-                items[adj_beg + half + t] = items[adj_beg + 2 * t + 1 - coin];
-            }
-        } else {
-            // Keep items coin, 2 + coin, ... in the lower half, then merge
-            // them with the level above into the slots ending where it ends.
-            for t in 0..half {
-                items[adj_beg + t] = items[adj_beg + 2 * t + coin];
-            }
-            merge_in_place(items, adj_beg, half, raw_lim, pop_above);
-        }
+        debug_assert_eq!(adj_beg + 2 * half, raw_lim);
+        let sorted = level > 0 || self.level_zero_sorted;
+        halve_into_level_above(
+            &mut self.items,
+            adj_beg,
+            half,
+            pop_above,
+            sorted,
+            &mut self.coins,
+        );
         let half32 = u32::try_from(half).expect("capacity fits u32");
         self.levels[level + 1] -= half32;
         if odd {
@@ -754,12 +742,10 @@ impl Sketch for Quantiles {
         }
         if other.num_levels() >= 2 {
             self.merge_higher_levels(other);
+            self.min_k = self.min_k.min(other.min_k);
         }
         self.n = count;
         (self.min, self.max) = (min, max);
-        if other.num_levels() >= 2 {
-            self.min_k = self.min_k.min(other.min_k);
-        }
         debug_assert!(
             self.retained() <= total_capacity(self.k, self.num_levels()) as usize + SLACK
         );
@@ -971,26 +957,8 @@ fn general_compress(
             } else {
                 out_levels.push(offset_of(out));
             }
-            if level == 0 && !level_zero_sorted {
-                // No NaN is ever stored: `partial_cmp` is a total order.
-                items[adj_beg..raw_lim]
-                    .sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-            }
-            let coin = usize::from(splitmix64(coins) & 1 == 1);
-            if pop_above == 0 {
-                // Keep items 1 - coin, 3 - coin, ... in the upper half.
-                for t in (0..half).rev() {
-                    items[adj_beg + half + t] = items[adj_beg + 2 * t + 1 - coin];
-                }
-            } else {
-                // Keep items coin, 2 + coin, ... in the lower half, then
-                // merge them with the level above into the slots ending
-                // where it ends.
-                for t in 0..half {
-                    items[adj_beg + t] = items[adj_beg + 2 * t + coin];
-                }
-                merge_in_place(items, adj_beg, half, raw_lim, pop_above);
-            }
+            let sorted = level > 0 || level_zero_sorted;
+            halve_into_level_above(items, adj_beg, half, pop_above, sorted, coins);
             count -= half;
             in_levels[level + 1] -= offset_of(half);
             if level == num_levels - 1 {
@@ -1011,6 +979,47 @@ fn general_compress(
     debug_assert_eq!((out_levels[num_levels] - out_levels[0]) as usize, count);
     debug_assert!(count <= target);
     (num_levels, offset_of(target), out_levels)
+}
+
+/// Compacts the `2 * half` items from `adj_beg` (a level less its odd
+/// first item; sorted first unless `sorted`) into the `pop_above` items of
+/// the level above, which start right after them: one coin of `coins`
+/// keeps every other item, and the kept half ends up merged with the
+/// level above, in the slots ending where it ends (C++
+/// `randomly_halve_up` when the level above is empty, else
+/// `randomly_halve_down` then `merge_sorted_arrays`). Both compactions,
+/// an insert's and a merge's, go through here.
+#[inline]
+fn halve_into_level_above(
+    items: &mut [f64],
+    adj_beg: usize,
+    half: usize,
+    pop_above: usize,
+    sorted: bool,
+    coins: &mut u64,
+) {
+    let raw_lim = adj_beg + 2 * half;
+    if !sorted {
+        // No NaN is ever stored, so `partial_cmp` is a total order here
+        // (DataSketches' own), and its sort is faster than `total_cmp`'s
+        // or one of the values' bits as integers.
+        items[adj_beg..raw_lim]
+            .sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+    }
+    let coin = usize::from(splitmix64(coins) & 1 == 1);
+    if pop_above == 0 {
+        // Keep items 1 - coin, 3 - coin, ... in the upper half.
+        for t in (0..half).rev() {
+            items[adj_beg + half + t] = items[adj_beg + 2 * t + 1 - coin];
+        }
+    } else {
+        // Keep items coin, 2 + coin, ... in the lower half, then merge
+        // them with the level above into the slots ending where it ends.
+        for t in 0..half {
+            items[adj_beg + t] = items[adj_beg + 2 * t + coin];
+        }
+        merge_in_place(items, adj_beg, half, raw_lim, pop_above);
+    }
 }
 
 /// Merges the sorted runs `items[a..a + len_a]` and `items[b..b + len_b]`
