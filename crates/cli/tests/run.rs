@@ -53,6 +53,14 @@ fn run_into(dir: &Path, threads: &str, out: &str) {
     ));
 }
 
+/// `bytes` gzipped (fast level).
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(bytes).expect("gzip");
+    gz.finish().expect("gzip")
+}
+
 /// Reads `out/<summary>/*.csv` into sorted lines (headers dropped).
 fn csv_lines(dir: &Path, summary: &str) -> Vec<String> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(summary))
@@ -391,12 +399,7 @@ fn a_compressed_input_or_stdin_is_shared_by_every_worker() {
     lines.insert(30_000, "2026-11-01T00:00:03Z,2,impression,CA");
     let text = lines.join("\n") + "\n";
     std::fs::write(dir.join("imp.csv"), &text).expect("csv");
-    let mut gz = flate2::write::GzEncoder::new(
-        std::fs::File::create(dir.join("imp.csv.gz")).expect("gz"),
-        flate2::Compression::fast(),
-    );
-    gz.write_all(text.as_bytes()).expect("gzip");
-    gz.finish().expect("gzip");
+    std::fs::write(dir.join("imp.csv.gz"), gzip(text.as_bytes())).expect("gz");
 
     let run = |input: &str, threads: &str, out: &str| {
         let output = cardinal(
@@ -478,7 +481,6 @@ fn a_compressed_input_or_stdin_is_shared_by_every_worker() {
 /// out; a directory with no file is an error that names it.
 #[test]
 fn a_directory_is_read_file_by_file() {
-    use std::io::Write;
     let dir = dir("directory");
     std::fs::write(dir.join("schema.sql"), COUNT_AND_SUM).expect("schema");
     let logs = dir.join("logs");
@@ -486,9 +488,7 @@ fn a_directory_is_read_file_by_file() {
     std::fs::create_dir_all(dir.join("empty")).expect("dirs");
     std::fs::write(logs.join("a.csv"), "1,a\n2,b\n").expect("input");
     std::fs::write(logs.join("2026-11-02/b.csv"), "30,c\n").expect("input");
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(b"400,d\n").expect("gzip");
-    std::fs::write(logs.join("c.csv.gz"), gz.finish().expect("gzip")).expect("input");
+    std::fs::write(logs.join("c.csv.gz"), gzip(b"400,d\n")).expect("input");
     // An editor's leftover: rejected on every line if it were read.
     std::fs::write(logs.join(".a.csv.swp"), "not,a,record\n").expect("input");
     let output = cardinal(
@@ -520,9 +520,7 @@ fn a_cut_compressed_input_is_read_up_to_the_cut() {
     let text: String = (0..200_000)
         .map(|i| format!("{i},word{}\n", i % 977))
         .collect();
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(text.as_bytes()).expect("gzip");
-    let mut bytes = gz.finish().expect("gzip");
+    let mut bytes = gzip(text.as_bytes());
     bytes.truncate(bytes.len() / 2);
     std::fs::write(dir.join("cut.csv.gz"), &bytes).expect("input");
     // The answer's count and sum: the good file's 0..1000, then the cut
@@ -1092,7 +1090,6 @@ fn quantiles_of_one_worker_are_the_same_every_run() {
 /// input's rotation.
 #[test]
 fn a_failed_worker_does_not_keep_the_others_waiting() {
-    use std::io::Write as _;
     let dir = dir("failed_worker");
     std::fs::write(
         dir.join("schema.sql"),
@@ -1105,9 +1102,7 @@ fn a_failed_worker_does_not_keep_the_others_waiting() {
     for i in 0..400_000 {
         writeln!(text, "2026-11-01T00:00:{:02}Z,{i}", i % 60).expect("write to a String");
     }
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(text.as_bytes()).expect("compress");
-    std::fs::write(dir.join("t.csv.gz"), gz.finish().expect("compress")).expect("t.csv.gz");
+    std::fs::write(dir.join("t.csv.gz"), gzip(text.as_bytes())).expect("t.csv.gz");
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cardinal"))
         .args([
             "run",
@@ -1150,7 +1145,6 @@ fn a_failed_worker_does_not_keep_the_others_waiting() {
 /// on 2 and on 3 workers, each run twice.
 #[test]
 fn answers_of_several_workers_are_the_same_every_run() {
-    use std::io::Write as _;
     let dir = dir("workers_reproducible");
     std::fs::write(
         dir.join("schema.sql"),
@@ -1184,9 +1178,7 @@ fn answers_of_several_workers_are_the_same_every_run() {
         ));
     }
     let text = std::fs::read(dir.join("c.csv")).expect("c.csv");
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(&text).expect("compress");
-    std::fs::write(dir.join("c.csv.gz"), gz.finish().expect("compress")).expect("c.csv.gz");
+    std::fs::write(dir.join("c.csv.gz"), gzip(&text)).expect("c.csv.gz");
     for threads in ["2", "3"] {
         let outs = ["first", "second"].map(|run| format!("{run}-{threads}"));
         for out in &outs {
