@@ -44,6 +44,7 @@ pub mod exact;
 pub mod hash;
 pub mod hll;
 pub mod quantiles;
+mod sort;
 pub mod theta;
 
 pub use error::{Error, Result};

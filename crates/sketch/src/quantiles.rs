@@ -1003,8 +1003,7 @@ fn halve_into_level_above(
         // No NaN is ever stored, so `partial_cmp` is a total order here
         // (DataSketches' own), and its sort is faster than `total_cmp`'s
         // or one of the values' bits as integers.
-        items[adj_beg..raw_lim]
-            .sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        crate::sort::sort_values(&mut items[adj_beg..raw_lim]);
     }
     let coin = usize::from(splitmix64(coins) & 1 == 1);
     if pop_above == 0 {
@@ -1090,7 +1089,7 @@ fn next_seed() -> u64 {
 }
 
 /// SplitMix64: advances `state` and returns its next output.
-fn splitmix64(state: &mut u64) -> u64 {
+pub(crate) fn splitmix64(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
