@@ -7,8 +7,8 @@
 //! on random values go the wrong way about every other time. A bitonic
 //! network compares fixed pairs, eight at a time, and never branches on
 //! the values. Padded with +inf to 16, 32, 64 or 128 values, 64 random
-//! doubles sort in ~120 ns against ~560 ns, 72 in ~250 against ~640 (this
-//! machine's AMD Zen 4). Longer runs (a small sketch's first levels)
+//! doubles sort in ~120 ns against ~420 ns, 72 in ~310 against ~480, 128
+//! in ~340 against ~950 (AMD Zen 4; `sort_speed` below). Longer runs (a small sketch's first levels)
 //! take the standard sort: a network of 256 values, in 32 registers,
 //! made a large sketch's insert 20% slower than none.
 //!
@@ -286,6 +286,42 @@ mod tests {
             )
         ) {
             check(&values);
+        }
+    }
+
+    /// Times both sorts on runs of the lengths a large sketch's level 0
+    /// has (bench/README.md, "KLL's level sort on AVX-512"):
+    /// `cargo test --release -p cardinal-sketch sort_speed -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn sort_speed() {
+        let mut state = 12_345u64;
+        for len in [16, 32, 64, 72, 100, 128] {
+            let runs: Vec<Vec<f64>> = (0..100_000)
+                .map(|_| {
+                    (0..len)
+                        .map(|_| {
+                            #[allow(clippy::cast_precision_loss)]
+                            let v = (crate::quantiles::splitmix64(&mut state) % 10_000) as f64;
+                            v / 1e6
+                        })
+                        .collect()
+                })
+                .collect();
+            let time = |sort: fn(&mut [f64])| {
+                let mut runs = runs.clone();
+                let start = std::time::Instant::now();
+                for run in &mut runs {
+                    sort(run);
+                }
+                #[allow(clippy::cast_precision_loss)]
+                let ns = start.elapsed().as_nanos() as f64 / runs.len() as f64;
+                (ns, runs)
+            };
+            let (standard, by_comparison) = time(sort_by_comparison);
+            let (ours, sorted) = time(sort_values);
+            assert_eq!(sorted, by_comparison);
+            println!("{len} values: standard sort {standard:.0} ns, sort_values {ours:.0} ns");
         }
     }
 }
