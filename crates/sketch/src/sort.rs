@@ -2,15 +2,16 @@
 //! ([`crate::quantiles`]): a bitonic network over AVX-512 registers where
 //! the CPU has them, else the standard library's sort.
 //!
-//! A large sketch's level 0 gathers about 64 unsorted values, and sorting
-//! them was about half of an insert's time: a comparison sort's branches
-//! on random values go the wrong way about every other time. A bitonic
-//! network compares fixed pairs, eight at a time, and never branches on
-//! the values. Padded with +inf to 16, 32, 64 or 128 values, 64 random
-//! doubles sort in ~120 ns against ~420 ns, 72 in ~310 against ~480, 128
-//! in ~340 against ~950 (AMD Zen 4; `sort_speed` below). Longer runs (a small sketch's first levels)
-//! take the standard sort: a network of 256 values, in 32 registers,
-//! made a large sketch's insert 20% slower than none.
+//! A large sketch's level 0 gathers 64 to about 130 unsorted values, and
+//! sorting them was about half of an insert's time: a comparison sort's
+//! branches on random values go the wrong way about every other time. A
+//! bitonic network compares fixed pairs, eight at a time, and never
+//! branches on the values. Padded with +inf to 16, 32, 64 or 128 values,
+//! 64 random doubles sort in ~120 ns against ~420 ns, 72 in ~310 against
+//! ~480, 128 in ~340 against ~950 (AMD Zen 4; `sort_speed` below).
+//! Longer runs (a small sketch's first levels) take the standard sort: a
+//! network of 256 values, in 32 registers, made a large sketch's insert
+//! 20% slower than none.
 //!
 //! Every exchange keeps both values: equal values (`-0.0` and `0.0`
 //! among them) swap places and are never duplicated or lost, so the
