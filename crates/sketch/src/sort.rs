@@ -59,12 +59,40 @@ mod network {
     /// Registers of eight values.
     const LANES: usize = 8;
 
-    /// The network's stages, each (k, j): in blocks of `k` values,
-    /// alternately ascending and descending, compare each value with the
-    /// one `j` away. Written out so that every stage is unrolled.
+    /// The stages of a network of `n` values (16, 32, 64 or 128), each
+    /// `stage(r, k, j)`: in blocks of `k` values, alternately ascending
+    /// and descending, compare each value with the one `j` away. A
+    /// network of `n` is the one of `n / 2`, then a merge of blocks of
+    /// `n`. Written out so that every stage is unrolled (loops over them
+    /// were not, and sorted 64 values in 155 ns instead of 121).
     macro_rules! bitonic {
-        ($r:expr; $(($k:literal, $j:literal)),* $(,)?) => {
-            $( stage($r, $k, $j); )*
+        ($r:expr; 16) => {
+            stage($r, 2, 1);
+            stage($r, 4, 2);
+            stage($r, 4, 1);
+            bitonic!($r; merge 8);
+            bitonic!($r; merge 16);
+        };
+        ($r:expr; 32) => {
+            bitonic!($r; 16);
+            bitonic!($r; merge 32);
+        };
+        ($r:expr; 64) => {
+            bitonic!($r; 32);
+            bitonic!($r; merge 64);
+        };
+        ($r:expr; 128) => {
+            bitonic!($r; 64);
+            bitonic!($r; merge 128);
+        };
+        ($r:expr; merge $k:literal) => {
+            if $k >= 128 { stage($r, $k, 64); }
+            if $k >= 64 { stage($r, $k, 32); }
+            if $k >= 32 { stage($r, $k, 16); }
+            if $k >= 16 { stage($r, $k, 8); }
+            stage($r, $k, 4);
+            stage($r, $k, 2);
+            stage($r, $k, 1);
         };
     }
 
@@ -79,33 +107,19 @@ mod network {
         debug_assert!(values.len() <= super::NETWORK_MAX);
         if values.len() <= 16 {
             let mut r = load::<2>(values);
-            bitonic!(&mut r;
-                (2, 1), (4, 2), (4, 1), (8, 4), (8, 2), (8, 1),
-                (16, 8), (16, 4), (16, 2), (16, 1));
+            bitonic!(&mut r; 16);
             store(&r, values);
         } else if values.len() <= 32 {
             let mut r = load::<4>(values);
-            bitonic!(&mut r;
-                (2, 1), (4, 2), (4, 1), (8, 4), (8, 2), (8, 1),
-                (16, 8), (16, 4), (16, 2), (16, 1),
-                (32, 16), (32, 8), (32, 4), (32, 2), (32, 1));
+            bitonic!(&mut r; 32);
             store(&r, values);
         } else if values.len() <= 64 {
             let mut r = load::<8>(values);
-            bitonic!(&mut r;
-                (2, 1), (4, 2), (4, 1), (8, 4), (8, 2), (8, 1),
-                (16, 8), (16, 4), (16, 2), (16, 1),
-                (32, 16), (32, 8), (32, 4), (32, 2), (32, 1),
-                (64, 32), (64, 16), (64, 8), (64, 4), (64, 2), (64, 1));
+            bitonic!(&mut r; 64);
             store(&r, values);
         } else {
             let mut r = load::<16>(values);
-            bitonic!(&mut r;
-                (2, 1), (4, 2), (4, 1), (8, 4), (8, 2), (8, 1),
-                (16, 8), (16, 4), (16, 2), (16, 1),
-                (32, 16), (32, 8), (32, 4), (32, 2), (32, 1),
-                (64, 32), (64, 16), (64, 8), (64, 4), (64, 2), (64, 1),
-                (128, 64), (128, 32), (128, 16), (128, 8), (128, 4), (128, 2), (128, 1));
+            bitonic!(&mut r; 128);
             store(&r, values);
         }
     }
