@@ -269,24 +269,26 @@ impl Batch {
         RecordRef { batch: self, index }
     }
 
-    /// Field `column` of every good record, in order (`None` where
-    /// absent), or `None` when records have no such column: what
-    /// `record(i).field(column)` gives for each `i`, without looking up
-    /// the record and checking the column per field (a typed column's
-    /// parse reads every row's field: 3% of W1's instructions went to
-    /// those lookups).
-    pub fn column(&self, column: usize) -> Option<impl Iterator<Item = Option<&[u8]>>> {
-        debug_assert_eq!(self.fields.len(), self.len() * self.width);
+    /// Calls `f` with each good record's index and field `column`
+    /// (`None` where absent), in order: what `record(i).field(column)`
+    /// gives for each `i`, without looking up the record and checking the
+    /// column per field (a typed column's parse reads every row's field:
+    /// 3% of W1's instructions went to those lookups, and 1.4% more to an
+    /// iterator's steps over the spans). Never calls `f` when records
+    /// have no such column.
+    #[inline(always)]
+    pub fn for_each_field<'a>(&'a self, column: usize, mut f: impl FnMut(usize, Option<&'a [u8]>)) {
+        if column >= self.width {
+            return;
+        }
         let (chunk, side) = (self.chunk.bytes(), self.side.as_slice());
-        (column < self.width).then(|| {
-            // No records: no spans at all.
-            self.fields
-                .get(column..)
-                .unwrap_or_default()
-                .iter()
-                .step_by(self.width)
-                .map(move |span| span.resolve(chunk, side))
-        })
+        let mut at = column;
+        let mut index = 0;
+        while let Some(span) = self.fields.get(at) {
+            f(index, span.resolve(chunk, side));
+            at += self.width;
+            index += 1;
+        }
     }
 
     /// The good records in order.

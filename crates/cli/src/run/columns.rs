@@ -445,21 +445,20 @@ fn parse_column<T: Default + Clone>(
     // written below, so the last batch's values need no zeroing first
     // (a memset of every column per batch, 1.3% of W1's instructions).
     out.resize(bad.len(), T::default());
-    let Some(fields) = batch.column(column) else {
+    if column >= batch.width() {
         // No record has the column: every value is NULL.
         bad.fill(true);
         out.fill(T::default());
         return;
-    };
-    for ((bad, out), field) in bad.iter_mut().zip(out.iter_mut()).zip(fields) {
-        match field.map(&mut parse) {
-            Some(Ok(Some(value))) => *out = value,
-            _ => {
-                *bad = true;
-                *out = T::default();
-            }
-        }
     }
+    let (bad, out) = (&mut bad[..], &mut out[..]);
+    batch.for_each_field(column, |i, field| match field.map(&mut parse) {
+        Some(Ok(Some(value))) => out[i] = value,
+        _ => {
+            bad[i] = true;
+            out[i] = T::default();
+        }
+    });
 }
 
 /// The dictionaries of `plan`'s dimensions in `batch`, when every

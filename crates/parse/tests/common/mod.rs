@@ -25,18 +25,19 @@ pub fn schema(names: &[&str]) -> Schema {
 
 /// A record as `line:field|field|...`, `~` for an absent field and
 /// `\"`-style escapes for bytes that are not printable ASCII. Checks on
-/// the way that each column read whole ([`Batch::column`]) gives what
-/// the records' fields give.
+/// the way that each column read whole ([`Batch::for_each_field`]) gives
+/// what the records' fields give, and nothing past the last column.
 pub fn render_records(batch: &Batch) -> Vec<String> {
     for column in 0..=batch.width() {
-        let by_record: Vec<Option<&[u8]>> = batch.records().map(|r| r.field(column)).collect();
-        match batch.column(column) {
-            Some(fields) => assert_eq!(fields.collect::<Vec<_>>(), by_record, "column {column}"),
-            None => {
-                assert_eq!(column, batch.width(), "only past the last column");
-                assert!(by_record.iter().all(Option::is_none));
-            }
-        }
+        let by_record: Vec<(usize, Option<&[u8]>)> = batch
+            .records()
+            .enumerate()
+            .map(|(i, r)| (i, r.field(column)))
+            .filter(|_| column < batch.width())
+            .collect();
+        let mut whole = Vec::new();
+        batch.for_each_field(column, |i, field| whole.push((i, field)));
+        assert_eq!(whole, by_record, "column {column}");
     }
     batch
         .records()
