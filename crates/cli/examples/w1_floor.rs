@@ -27,7 +27,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cardinal_event::{Column, ColumnType, DateMemo, Schema, Value};
+use cardinal_event::{DateMemo, Value};
 use cardinal_parse::{Batch, CsvConfig, CsvParser};
 use cardinal_sketch::hash;
 use cardinal_sketch::hll::Hll;
@@ -151,27 +151,17 @@ fn main() {
     };
     let start = cpu_secs();
 
-    // The stream of bench/engine/schemas/impressions.sql.
-    let columns = [
-        ("ts", ColumnType::Timestamp),
-        ("user_id", ColumnType::BigInt),
-        ("kind", ColumnType::Text),
-        ("state", ColumnType::Text),
-        ("site", ColumnType::Text),
-        ("provider", ColumnType::Text),
-        ("campaign", ColumnType::Text),
-        ("revenue", ColumnType::Double),
-    ];
-    let schema = Schema {
-        columns: columns
-            .iter()
-            .map(|&(name, ty)| Column {
-                name: name.to_owned(),
-                ty,
-                path: vec![name.to_owned()],
-            })
-            .collect(),
-    };
+    // The stream W1 declares, from the benchmark's own schema file.
+    let sql = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../bench/engine/schemas/impressions.sql"),
+    )
+    .expect("bench/engine/schemas/impressions.sql");
+    let schema = cardinal_route::Plan::compile(&sql)
+        .expect("W1's schema compiles")
+        .streams
+        .swap_remove(0)
+        .schema;
     let column = |name: &str| schema.index_of(name).expect("a W1 column");
     let (ts, user, kind, state, site, provider, revenue) = (
         column("ts"),
