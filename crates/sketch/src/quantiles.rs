@@ -1000,9 +1000,8 @@ fn halve_into_level_above(
 ) {
     let raw_lim = adj_beg + 2 * half;
     if !sorted {
-        // No NaN is ever stored, so `partial_cmp` is a total order here
-        // (DataSketches' own), and its sort is faster than `total_cmp`'s
-        // or one of the values' bits as integers.
+        // No NaN is ever stored, so `partial_cmp`'s order (DataSketches'
+        // own, the one `sort_values` gives) is total here.
         crate::sort::sort_values(&mut items[adj_beg..raw_lim]);
     }
     let coin = usize::from(splitmix64(coins) & 1 == 1);
