@@ -28,6 +28,12 @@ fuzz_target!(|data: &[u8]| {
     let Ok(plan) = Plan::compile(sql) else {
         return;
     };
+    // Names become file names: every name of a plan is a safe one.
+    let names = plan.streams.iter().map(|s| &s.name);
+    let names = names.chain(plan.summaries.iter().map(|s| &s.name));
+    for name in names.chain(plan.attributions.iter().map(|a| &a.name)) {
+        assert_eq!(cardinal_route::check_name(name), Ok(()), "{name:?}");
+    }
     let mut scratch = Scratch::new();
     let mut routed = Routed::default();
     for summary in &plan.summaries {

@@ -75,6 +75,11 @@ impl Compiler<'_> {
     }
 
     fn check_new_name(&self, name: &Ident) -> Result<()> {
+        // Names become file names (see name.rs): refused here, with the
+        // position, never after a run has done its work.
+        if let Err(message) = crate::name::check_name(&name.value) {
+            return self.fail(name.span, message);
+        }
         let taken = self
             .plan
             .streams

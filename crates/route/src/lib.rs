@@ -57,6 +57,7 @@ mod cache;
 mod compile;
 mod error;
 mod expr;
+mod name;
 mod parse;
 mod route;
 
@@ -64,6 +65,7 @@ pub use cache::{Cached, ColumnCache};
 pub use cardinal_event::{Record, Schema, TimeUnit, Value};
 pub use error::{Error, EvalError, Result};
 pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Scratch, Type};
+pub use name::{NAME_CHARS_MAX, check_name, is_name_char};
 pub use parse::Declarations;
 pub use route::{
     Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, key_values,
