@@ -12,6 +12,21 @@ pub enum Error {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// A name cannot be a file name under the output directory (see
+    /// [`crate::join_under`]).
+    #[error("cannot write a file named \"{name}\": {reason}")]
+    Name {
+        /// The name, escaped for printing.
+        name: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// Another run holds the output directory's lock.
+    #[error("{path}: another run is writing this output directory")]
+    Locked {
+        /// The lock file.
+        path: String,
+    },
     /// The column names do not match the rows.
     #[error("{names} column names for rows of {columns} columns")]
     Columns {

@@ -40,6 +40,7 @@
 #![deny(missing_docs)]
 
 mod error;
+mod outdir;
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -51,6 +52,7 @@ use cardinal_rollup::{AggKind, AggState, Output, output_of};
 use cardinal_sketch::Estimate;
 
 pub use error::{Error, Result};
+pub use outdir::{FILE_NAME_BYTES_MAX, LOCK_FILE_NAME, OutDir, STAGING_PREFIX, join_under};
 
 /// The names of a summary's output columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -727,7 +729,7 @@ pub fn write_daily_csv(
     results: &Results<'_>,
     options: Options,
 ) -> Result<Vec<PathBuf>> {
-    let folder = dir.join(summary);
+    let folder = join_under(dir, summary)?;
     std::fs::create_dir_all(&folder).map_err(|source| io(&folder, source))?;
     let header = csv_header(results, options);
     let rows = &results.rows;

@@ -1,0 +1,284 @@
+//! The output directory contract: where a run's files go, and how it
+//! owns them.
+//!
+//! ```text
+//! OUT/
+//!   .cardinal.lock            held (flock) by the run writing OUT; left in place
+//!   .cardinal-tmp-<pid>/      the run's staging folder, removed when it ends
+//!     <summary>/YYYY-MM-DD.csv    a summary being written
+//!   <summary>/YYYY-MM-DD.csv  summaries of finished runs
+//! ```
+//!
+//! - Every path made from a name goes through [`join_under`], which refuses
+//!   a name that is not a single plain component, so no name writes outside
+//!   its directory (whatever built it).
+//! - One run at a time: [`OutDir::open`] takes an exclusive lock on
+//!   `OUT/.cardinal.lock` and fails at once if another process holds it.
+//!   The lock goes with the process, so a killed run leaves no stale lock.
+//! - A run owns the folders of its summaries: each is written whole in the
+//!   staging folder, then swapped with `OUT/<summary>` in one rename
+//!   (`renameat2(RENAME_EXCHANGE)` on Linux), and the old folder removed.
+//!   Day files of an earlier run that this run did not write are gone with
+//!   it; a reader sees the old folder or the new one, never a mix. Folders
+//!   of summaries the run does not declare are left alone.
+//! - Temp files carry the [`STAGING_PREFIX`]: a run that dies leaves its
+//!   staging folder behind, and the next run on `OUT` (holding the lock, so
+//!   no one else's) removes every such folder before it starts.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::{Component, Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::{Options, Results, io};
+
+/// The lock file in an output directory.
+pub const LOCK_FILE_NAME: &str = ".cardinal.lock";
+
+/// What a staging folder's name starts with; the process id follows.
+pub const STAGING_PREFIX: &str = ".cardinal-tmp-";
+
+/// The longest file name [`join_under`] makes, in bytes: the usual
+/// `NAME_MAX` of Linux and macOS file systems. A longer name would fail
+/// in the middle of writing; refusing it first says why.
+pub const FILE_NAME_BYTES_MAX: usize = 255;
+
+/// `dir/name`, where `name` must be one plain path component: not empty,
+/// not `.` or `..`, without `/`, `\`, NUL or other control characters, at
+/// most [`FILE_NAME_BYTES_MAX`] bytes. Every writer of a path made from a
+/// summary or attribution name goes through here, so that no name leaves
+/// the directory it was meant for.
+pub fn join_under(dir: &Path, name: &str) -> Result<PathBuf> {
+    let refuse = |reason: &'static str| {
+        Err(Error::Name {
+            name: name.escape_debug().to_string(),
+            reason,
+        })
+    };
+    if name.is_empty() {
+        return refuse("it is empty");
+    }
+    if name.len() > FILE_NAME_BYTES_MAX {
+        return refuse("it is longer than FILE_NAME_BYTES_MAX (255 bytes)");
+    }
+    if name.contains(['/', '\\']) {
+        return refuse("it holds a path separator");
+    }
+    if name.chars().any(char::is_control) {
+        return refuse("it holds a control character");
+    }
+    let mut components = Path::new(name).components();
+    match (components.next(), components.next()) {
+        (Some(Component::Normal(one)), None) if one == name => {}
+        _ => return refuse("it is not a plain file name"),
+    }
+    let path = dir.join(name);
+    debug_assert_eq!(path.parent(), Some(dir));
+    Ok(path)
+}
+
+/// An output directory held by this run (see the module doc).
+#[derive(Debug)]
+pub struct OutDir {
+    dir: PathBuf,
+    staging: PathBuf,
+    /// Held for the life of the value; closing it releases the lock.
+    _lock: File,
+}
+
+impl OutDir {
+    /// Creates `dir` if missing, takes its lock, removes staging folders
+    /// that interrupted runs left, and makes this run's staging folder.
+    /// Fails with [`Error::Locked`] if another run holds the lock.
+    pub fn open(dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|source| io(dir, source))?;
+        let lock_path = dir.join(LOCK_FILE_NAME);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|source| io(&lock_path, source))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    path: lock_path.display().to_string(),
+                });
+            }
+            Err(TryLockError::Error(source)) => return Err(io(&lock_path, source)),
+        }
+        for entry in std::fs::read_dir(dir).map_err(|source| io(dir, source))? {
+            let entry = entry.map_err(|source| io(dir, source))?;
+            if entry
+                .file_name()
+                .as_encoded_bytes()
+                .starts_with(STAGING_PREFIX.as_bytes())
+            {
+                let path = entry.path();
+                remove_any(&path).map_err(|source| io(&path, source))?;
+            }
+        }
+        let staging = dir.join(format!("{STAGING_PREFIX}{}", std::process::id()));
+        std::fs::create_dir(&staging).map_err(|source| io(&staging, source))?;
+        Ok(OutDir {
+            dir: dir.to_path_buf(),
+            staging,
+            _lock: lock,
+        })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// This run's staging folder: everything in it is temporary, and a
+    /// process that must stop at once may remove it whole.
+    pub fn staging(&self) -> &Path {
+        &self.staging
+    }
+
+    /// Writes `OUT/<summary>/YYYY-MM-DD.csv` as [`crate::write_daily_csv`]
+    /// does, into the staging folder, then replaces `OUT/<summary>` with it
+    /// whole. Returns the files' final paths.
+    pub fn write_daily_csv(
+        &self,
+        summary: &str,
+        results: &Results<'_>,
+        options: Options,
+    ) -> Result<Vec<PathBuf>> {
+        let target = join_under(&self.dir, summary)?;
+        let staged = join_under(&self.staging, summary)?;
+        if staged.exists() {
+            remove_any(&staged).map_err(|source| io(&staged, source))?;
+        }
+        let files = crate::write_daily_csv(&self.staging, summary, results, options)?;
+        replace(&staged, &target).map_err(|source| io(&target, source))?;
+        debug_assert!(!staged.exists());
+        Ok(files
+            .iter()
+            .map(|file| target.join(file.file_name().expect("a day file has a name")))
+            .collect())
+    }
+
+    /// Removes the staging folder and releases the lock.
+    pub fn finish(self) -> Result<()> {
+        let staging = self.staging.clone();
+        drop(self);
+        if staging.exists() {
+            return Err(io(&staging, std::io::Error::other("staging folder left")));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        // Best effort: what stays is removed by the next run's `open`.
+        let _ = std::fs::remove_dir_all(&self.staging);
+    }
+}
+
+/// Removes a file or a folder with everything in it.
+fn remove_any(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Puts folder `new` at `target`, replacing whatever is there whole, then
+/// removes `new` (which then holds the old contents, if any).
+fn replace(new: &Path, target: &Path) -> std::io::Result<()> {
+    assert!(new.is_dir(), "the staged folder is written");
+    match std::fs::symlink_metadata(target) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return std::fs::rename(new, target),
+        Err(e) => return Err(e),
+        Ok(_) => {}
+    }
+    if exchange(new, target)? {
+        return remove_any(new);
+    }
+    // Without an atomic exchange: move the old aside, then the new in. A
+    // reader may find no folder between the two renames, never a mix.
+    let old = new.with_file_name(format!(
+        "{}.old",
+        new.file_name()
+            .expect("a staged folder has a name")
+            .to_string_lossy()
+    ));
+    remove_any(&old)?;
+    std::fs::rename(target, &old)?;
+    std::fs::rename(new, target)?;
+    remove_any(&old)
+}
+
+/// Swaps `a` and `b` atomically; `Ok(false)` where the system cannot.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> std::io::Result<bool> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let a = CString::new(a.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let b = CString::new(b.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    // SAFETY: both are NUL-terminated strings that live across the call;
+    // renameat2 reads them and keeps no pointer.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        // The file system or kernel has no exchange.
+        Some(libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => Ok(false),
+        _ => Err(error),
+    }
+}
+
+/// Swaps `a` and `b` atomically; `Ok(false)` where the system cannot.
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> std::io::Result<bool> {
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_stay_under_the_directory() {
+        let dir = Path::new("out");
+        assert_eq!(join_under(dir, "reach").ok(), Some(dir.join("reach")));
+        assert_eq!(join_under(dir, "a.chains").ok(), Some(dir.join("a.chains")));
+        for name in [
+            "", ".", "..", "../x", "../../x", "/tmp/x", "./a", "a/b", "a\\b", "a\0b", "a\nb",
+        ] {
+            assert!(join_under(dir, name).is_err(), "{name:?}");
+        }
+        assert!(join_under(dir, &"n".repeat(FILE_NAME_BYTES_MAX + 1)).is_err());
+        assert!(join_under(dir, &"n".repeat(FILE_NAME_BYTES_MAX)).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Whatever the name, a path `join_under` accepts is one plain
+        /// component directly under the directory.
+        #[test]
+        fn accepted_names_stay_under(name in "[./\\\\a-z\\x00-\\x1f]{0,6}|.{0,8}") {
+            let dir = Path::new("out/o");
+            if let Ok(path) = join_under(dir, &name) {
+                proptest::prop_assert_eq!(path.parent(), Some(dir));
+                proptest::prop_assert_eq!(path.file_name().and_then(|n| n.to_str()), Some(name.as_str()));
+                proptest::prop_assert!(path.components().all(|c| matches!(c, Component::Normal(_))));
+            }
+        }
+    }
+}
