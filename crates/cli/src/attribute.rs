@@ -334,11 +334,17 @@ impl<'p> Setup<'p> {
         }
         if let Some(dir) = &self.snapshot_dir {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            // An interrupt waits until the snapshot files are renamed into
+            // place, so it never leaves their temp files behind.
+            let _progress = crate::interrupt::lock();
             for ((a, store), names) in self.attributions.iter().zip(&self.stores).zip(&self.names) {
                 // Names first: a dictionary newer than its chains only has
                 // codes no chain uses yet.
-                write_names(&dir.join(format!("{}.names", a.name)), names)?;
-                let path = dir.join(format!("{}.chains", a.name));
+                write_names(
+                    &cardinal_export::join_under(dir, &format!("{}.names", a.name))?,
+                    names,
+                )?;
+                let path = cardinal_export::join_under(dir, &format!("{}.chains", a.name))?;
                 store
                     .write_snapshot_file(&path)
                     .with_context(|| format!("writing {}", path.display()))?;
@@ -732,13 +738,13 @@ pub(crate) fn fold_credits(
 /// Restores `DIR/<name>.chains` and `DIR/<name>.names`; `None` if the
 /// chains file does not exist.
 fn restore(dir: &Path, name: &str) -> Result<Option<(Store, [Names; 2])>> {
-    let chains = dir.join(format!("{name}.chains"));
+    let chains = cardinal_export::join_under(dir, &format!("{name}.chains"))?;
     if !chains.exists() {
         return Ok(None);
     }
     let (store, _) = Store::read_snapshot_file(&chains)
         .with_context(|| format!("reading {}", chains.display()))?;
-    let path = dir.join(format!("{name}.names"));
+    let path = cardinal_export::join_under(dir, &format!("{name}.names"))?;
     let text =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     let names = read_names(&text).with_context(|| format!("reading {}", path.display()))?;

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use cardinal_event::{Record, Timestamp, Value};
-use cardinal_export::{Columns, Options, Results, Rows};
+use cardinal_export::{Columns, Options, OutDir, Results, Rows};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
 use cardinal_rollup::{AggKind, Folded, KeyHash, Limits, Rollup, Shape};
 use cardinal_route::{
@@ -498,6 +498,7 @@ pub fn threads_arg(text: &str) -> std::result::Result<usize, String> {
 }
 
 pub fn run(args: &Args) -> Result<i32> {
+    crate::interrupt::watch()?;
     let sql = std::fs::read_to_string(&args.schema)
         .with_context(|| format!("reading {}", args.schema.display()))?;
     let plan =
@@ -513,10 +514,26 @@ pub fn run(args: &Args) -> Result<i32> {
         chains_snapshot: args.chains_snapshot.clone(),
         progress: !args.no_progress && std::io::stderr().is_terminal(),
     };
-    check_outputs(args)?;
     let inputs = expand_directories(&args.inputs)?;
+    check_outputs(args, &plan, &inputs)?;
+    let out = match &args.out {
+        Some(dir) => {
+            let mut progress = crate::interrupt::lock();
+            let out = OutDir::open(dir)
+                .with_context(|| format!("cannot write into {}", dir.display()))?;
+            progress.staging = Some(out.staging().to_path_buf());
+            progress.out = Some(dir.clone());
+            Some(out)
+        }
+        None => None,
+    };
     let executed = execute(&plan, &inputs, &options)?;
-    report(&executed, args)?;
+    report(&executed, args, out.as_ref())?;
+    if let Some(out) = out {
+        let mut progress = crate::interrupt::lock();
+        progress.staging = None;
+        out.finish()?;
+    }
     // Records outside --retention-days are left out as asked; records
     // dropped at --groups-max leave an answer short.
     let short = executed
@@ -579,16 +596,109 @@ fn expand_directories(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// end can be written, so that a mistyped path fails in a moment, not
 /// after hours of input. Nothing existing is changed: a file is opened
 /// without truncating it, and a file or probe created here is removed.
-fn check_outputs(args: &Args) -> Result<()> {
-    for path in [&args.json, &args.attributions].into_iter().flatten() {
-        if path.as_os_str() != "-" {
-            check_file(path)?;
+///
+/// Also refuses any output that would overwrite what the run reads: an
+/// output file that is an input or the schema (the same file by device and
+/// inode, whatever path names it), two outputs that are one file, a
+/// summary's folder under `--out` that holds an input (the run replaces
+/// the folder whole), and a chains snapshot file given as an input. The
+/// output folders' names come from the compiled plan, so they are checked
+/// with the same rule the writers use.
+fn check_outputs(args: &Args, plan: &Plan, inputs: &[PathBuf]) -> Result<()> {
+    let mut read: Vec<(&Path, &str)> = vec![(args.schema.as_path(), "the schema")];
+    read.extend(
+        inputs
+            .iter()
+            .filter(|path| path.as_os_str() != "-")
+            .map(|path| (path.as_path(), "an input")),
+    );
+    let mut written: Vec<(&str, &Path)> = Vec::new();
+    for (flag, path) in [
+        ("--json", &args.json),
+        ("--attributions", &args.attributions),
+        ("--rejects", &args.rejects),
+    ] {
+        let Some(path) = path else { continue };
+        if flag != "--rejects" && path.as_os_str() == "-" {
+            continue;
+        }
+        refuse_if_read(flag, path, &read)?;
+        if let Some((other, _)) = written
+            .iter()
+            .find(|(_, seen)| *seen == path.as_path() || same_file(seen, path))
+        {
+            bail!(
+                "{flag} {} is also the file of {other}; give each output its own file",
+                path.display()
+            );
+        }
+        written.push((flag, path));
+        check_file(path)?;
+    }
+    if let Some(dir) = &args.out {
+        for summary in &plan.summaries {
+            let folder = cardinal_export::join_under(dir, &summary.name)?;
+            for (path, what) in &read {
+                ensure!(
+                    !is_under(path, &folder),
+                    "--out {}: the run replaces {} whole, and {what} ({}) is in it; write the results elsewhere",
+                    dir.display(),
+                    folder.display(),
+                    path.display()
+                );
+            }
         }
     }
-    for dir in [&args.out, &args.chains_snapshot].into_iter().flatten() {
+    if let Some(dir) = &args.chains_snapshot {
         check_dir(dir)?;
+        for attribution in &plan.attributions {
+            for extension in ["chains", "names"] {
+                let file =
+                    cardinal_export::join_under(dir, &format!("{}.{extension}", attribution.name))?;
+                refuse_if_read("--chains-snapshot", &file, &read)?;
+            }
+        }
     }
     Ok(())
+}
+
+/// Refuses output `path` of `flag` if it is a file the run reads.
+fn refuse_if_read(flag: &str, path: &Path, read: &[(&Path, &str)]) -> Result<()> {
+    if let Some((input, what)) = read.iter().find(|(input, _)| same_file(input, path)) {
+        bail!(
+            "{flag} {} is {what} ({}); the run would overwrite what it reads",
+            path.display(),
+            input.display()
+        );
+    }
+    Ok(())
+}
+
+/// Whether `a` and `b` are one existing file (device and inode on Unix),
+/// however each is named: links, `./`, symbolic links.
+fn same_file(a: &Path, b: &Path) -> bool {
+    let (Ok(a), Ok(b)) = (std::fs::metadata(a), std::fs::metadata(b)) else {
+        return false;
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        false
+    }
+}
+
+/// Whether existing `path` is `folder` or inside it, symbolic links
+/// resolved.
+fn is_under(path: &Path, folder: &Path) -> bool {
+    match (std::fs::canonicalize(path), std::fs::canonicalize(folder)) {
+        (Ok(path), Ok(folder)) => path.starts_with(folder),
+        _ => false,
+    }
 }
 
 /// Whether `path` can be written (see [`check_outputs`]).
@@ -813,7 +923,7 @@ fn plain_bytes(inputs: &[PathBuf]) -> Result<Option<u64>> {
 
 /// Prints or writes what `cardinal run` was asked for, then the summary
 /// line and any drops.
-fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
+fn report(executed: &Executed<'_>, args: &Args, out_dir: Option<&OutDir>) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let options = Options {
@@ -826,6 +936,13 @@ fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
         ))),
         None => None,
     };
+    if out_dir.is_some() {
+        crate::interrupt::lock().pending = executed
+            .summaries
+            .iter()
+            .map(|summary| summary.name.clone())
+            .collect();
+    }
     let tables = !args.quiet
         && args.json.as_deref() != Some(Path::new("-"))
         && args.attributions.as_deref() != Some(Path::new("-"));
@@ -854,8 +971,14 @@ fn report(executed: &Executed<'_>, args: &Args) -> Result<()> {
             }
             writeln!(out)?;
         }
-        if let Some(dir) = &args.out {
-            let files = cardinal_export::write_daily_csv(dir, &summary.name, &results, options)?;
+        if let (Some(dir), Some(out_dir)) = (&args.out, out_dir) {
+            // An interrupt waits for this summary to be written and
+            // committed whole (see interrupt.rs).
+            let mut progress = crate::interrupt::lock();
+            let files = out_dir.write_daily_csv(&summary.name, &results, options)?;
+            progress.pending.retain(|name| *name != summary.name);
+            progress.written.push(summary.name.clone());
+            drop(progress);
             eprintln!(
                 "{}: wrote {} file(s) under {}",
                 summary.name,
