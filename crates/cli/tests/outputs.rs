@@ -166,7 +166,8 @@ fn an_input_inside_a_summary_folder_is_refused() {
 fn a_second_run_on_a_locked_out_folder_stops() {
     let dir = setup("lock", COUNT_AND_SUM);
     std::fs::create_dir_all(dir.join("out")).expect("out");
-    let lock = std::fs::File::create(dir.join("out/.cardinal.lock")).expect("lock file");
+    // What a run holds: a lock on the folder itself.
+    let lock = std::fs::File::open(dir.join("out")).expect("open the folder");
     lock.lock().expect("lock");
     let stderr = failure(&cardinal(
         &dir,
@@ -206,6 +207,12 @@ fn a_run_replaces_its_summary_folders_and_removes_debris() {
     assert!(read(&out.join("total/all.csv")).contains("3,6"));
     assert_eq!(read(&out.join("other/keep.csv")), "kept\n");
     assert_eq!(staging_left(&out), Vec::<String>::new());
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .expect("out")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["other", "total"], "a run leaves only its results");
 }
 
 /// Starts a run that reads a stdin never closed, waits until it holds

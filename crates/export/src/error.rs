@@ -24,7 +24,7 @@ pub enum Error {
     /// Another run holds the output directory's lock.
     #[error("{path}: another run is writing this output directory")]
     Locked {
-        /// The lock file.
+        /// The directory.
         path: String,
     },
     /// The column names do not match the rows.

@@ -2,8 +2,7 @@
 //! owns them.
 //!
 //! ```text
-//! OUT/
-//!   .cardinal.lock            held (flock) by the run writing OUT; left in place
+//! OUT/                      locked (flock on the folder itself) by the run writing it
 //!   .cardinal-tmp-<pid>/      the run's staging folder, removed when it ends
 //!     <summary>/YYYY-MM-DD.csv    a summary being written
 //!   <summary>/YYYY-MM-DD.csv  summaries of finished runs
@@ -12,9 +11,10 @@
 //! - Every path made from a name goes through [`join_under`], which refuses
 //!   a name that is not a single plain component, so no name writes outside
 //!   its directory (whatever built it).
-//! - One run at a time: [`OutDir::open`] takes an exclusive lock on
-//!   `OUT/.cardinal.lock` and fails at once if another process holds it.
-//!   The lock goes with the process, so a killed run leaves no stale lock.
+//! - One run at a time: [`OutDir::open`] takes an exclusive lock on the
+//!   folder `OUT` itself and fails at once if another process holds it.
+//!   The lock goes with the process, so a killed run leaves no stale lock,
+//!   and there is no lock file among the results.
 //! - A run owns the folders of its summaries: each is written whole in the
 //!   staging folder, then swapped with `OUT/<summary>` in one rename
 //!   (`renameat2(RENAME_EXCHANGE)` on Linux), and the old folder removed.
@@ -25,14 +25,11 @@
 //!   staging folder behind, and the next run on `OUT` (holding the lock, so
 //!   no one else's) removes every such folder before it starts.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::{Options, Results, io};
-
-/// The lock file in an output directory.
-pub const LOCK_FILE_NAME: &str = ".cardinal.lock";
 
 /// What a staging folder's name starts with; the process id follows.
 pub const STAGING_PREFIX: &str = ".cardinal-tmp-";
@@ -81,7 +78,8 @@ pub fn join_under(dir: &Path, name: &str) -> Result<PathBuf> {
 pub struct OutDir {
     dir: PathBuf,
     staging: PathBuf,
-    /// Held for the life of the value; closing it releases the lock.
+    /// The folder, open and locked for the life of the value; closing it
+    /// releases the lock.
     _lock: File,
 }
 
@@ -91,21 +89,17 @@ impl OutDir {
     /// Fails with [`Error::Locked`] if another run holds the lock.
     pub fn open(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|source| io(dir, source))?;
-        let lock_path = dir.join(LOCK_FILE_NAME);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|source| io(&lock_path, source))?;
+        // A folder opened read-only takes flock like a file (Linux, the
+        // BSDs, macOS); no lock file is left among the results.
+        let lock = File::open(dir).map_err(|source| io(dir, source))?;
         match lock.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {
                 return Err(Error::Locked {
-                    path: lock_path.display().to_string(),
+                    path: dir.display().to_string(),
                 });
             }
-            Err(TryLockError::Error(source)) => return Err(io(&lock_path, source)),
+            Err(TryLockError::Error(source)) => return Err(io(dir, source)),
         }
         for entry in std::fs::read_dir(dir).map_err(|source| io(dir, source))? {
             let entry = entry.map_err(|source| io(dir, source))?;
