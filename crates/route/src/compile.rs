@@ -452,6 +452,7 @@ impl Compiler<'_> {
             }
         };
         for e in filter.iter().chain(&dimensions).chain(&arguments) {
+            assert_depth(e);
             e.columns(&mut add);
         }
         if let Some(b) = &bucket {
@@ -608,6 +609,14 @@ impl Compiler<'_> {
                 path: vec![(*name).to_owned()],
             })
             .collect();
+        for e in [&touch, &conversion]
+            .into_iter()
+            .chain(&value)
+            .chain(&campaign)
+            .chain(&site)
+        {
+            assert_depth(e);
+        }
         let credit_stream = self.plan.streams.len();
         self.plan.streams.push(Stream {
             name: decl.name.value.clone(),
@@ -634,6 +643,17 @@ impl Compiler<'_> {
         });
         Ok(())
     }
+}
+
+/// Paired with the parser's `check_depth`: compiling keeps a level per
+/// operator or call of the parsed tree, or drops one (parentheses, the
+/// aggregate's call), never adds one, so a plan's trees are as shallow as
+/// the text's, and evaluating them recurses at most that deep.
+fn assert_depth(e: &Expr) {
+    assert!(
+        e.depth() <= crate::EXPR_DEPTH_MAX,
+        "compiled trees are no deeper than parsed ones"
+    );
 }
 
 /// Extends a span over the closing parentheses it leaves open: sqlparser's
