@@ -20,7 +20,7 @@ use sqlparser::ast::{self, Ident, SelectItem, Spanned};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Location, Span, Token, TokenWithSpan, Tokenizer};
+use sqlparser::tokenizer::{Location, Span, Token, TokenWithSpan, Tokenizer, Whitespace};
 
 use crate::error::{Error, Result, snippet};
 use crate::{DECLARATION_BYTES_MAX, EXPR_DEPTH_MAX, EXPR_OPERATORS_MAX};
@@ -476,7 +476,80 @@ impl Reader<'_> {
     }
 
     fn fail<T>(&self, token: &TokenWithSpan, message: String) -> Result<T> {
+        if let Some(comment) = self.swallowed_operand(token.span.start) {
+            return Err(comment);
+        }
+        if token.span.start.line == 0 {
+            return Err(at(self.source, self.end_of_text(), 1, message));
+        }
         Err(at_span(self.source, token.span, message))
+    }
+
+    /// Where the text ends: the end of its last token that is not
+    /// whitespace. The end of the input has no position of its own, and an
+    /// error there belongs here, not at the first character.
+    fn end_of_text(&self) -> Location {
+        self.tokens
+            .iter()
+            .rev()
+            .find(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
+            .map_or(Location { line: 1, column: 1 }, |t| t.span.end)
+    }
+
+    /// An error at the real problem when the statement holding `location`
+    /// (line 0: the end of the input) has an operator followed at once by a `--` comment (`v = ----1`):
+    /// the comment swallows the operand the writer meant, and the error the
+    /// parser then finds, later and elsewhere, would mislead.
+    fn swallowed_operand(&self, location: Location) -> Option<Error> {
+        let before = self
+            .tokens
+            .iter()
+            .take_while(|t| location.line == 0 || t.span.start < location);
+        let mut operator: Option<&TokenWithSpan> = None;
+        let mut found = None;
+        for token in before {
+            match &token.token {
+                Token::SemiColon => found = None,
+                Token::Whitespace(Whitespace::SingleLineComment { comment, prefix })
+                    if prefix == "--" =>
+                {
+                    let glued = comment
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c == '-' || c == '(' || c.is_alphanumeric());
+                    if let Some(operator) = operator.filter(|_| glued) {
+                        found.get_or_insert((operator.clone(), token.span));
+                    }
+                }
+                Token::Whitespace(_) => continue,
+                _ => {}
+            }
+            operator = matches!(
+                token.token,
+                Token::Eq
+                    | Token::Neq
+                    | Token::Lt
+                    | Token::Gt
+                    | Token::LtEq
+                    | Token::GtEq
+                    | Token::Plus
+                    | Token::Minus
+                    | Token::Mul
+                    | Token::Div
+                    | Token::Mod
+            )
+            .then_some(token);
+        }
+        let (operator, comment) = found?;
+        Some(at(
+            self.source,
+            comment.start,
+            2,
+            format!(
+                "'--' starts a comment that runs to the end of the line, so the operand after '{}' is not read; write minus signs apart (- -1) or with parentheses (-(-1))",
+                operator.token
+            ),
+        ))
     }
 
     /// Turns a sqlparser error into ours. Its messages end with " at Line:
@@ -488,6 +561,14 @@ impl Reader<'_> {
                 split_location(&text).unwrap_or((text, self.peek().span.start))
             }
         };
+        if let Some(comment) = self.swallowed_operand(location) {
+            return comment;
+        }
+        let location = if location.line == 0 {
+            self.end_of_text()
+        } else {
+            location
+        };
         let width = self
             .tokens
             .iter()
@@ -496,7 +577,8 @@ impl Reader<'_> {
             .map_or(1, |t| t.span.end.column.saturating_sub(t.span.start.column));
         let text = text
             .replace("Expected: ", "expected ")
-            .replace(", found: ", ", found ");
+            .replace(", found: ", ", found ")
+            .replace("found EOF", "found the end of the input");
         at(self.source, location, width, format!("{text}; {context}"))
     }
 
