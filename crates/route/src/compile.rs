@@ -320,15 +320,37 @@ impl Compiler<'_> {
             };
             items.push((name, alias, expr, item));
         }
-        for (i, (name, _, expr, _)) in items.iter().enumerate() {
-            if items[..i]
-                .iter()
-                .any(|(other, ..)| other.eq_ignore_ascii_case(name))
-            {
+        // No two columns of the output may share a name, counting the
+        // columns an estimate or quantiles add after their own.
+        let mut written: Vec<(Written, usize)> = Vec::new();
+        for (i, (name, _, expr, item)) in items.iter().enumerate() {
+            let kind = match item {
+                Item::Aggregate((kind, _)) => Some(kind),
+                Item::Key(_) => None,
+            };
+            if name.eq_ignore_ascii_case(JSON_SUMMARY_KEY) {
                 return self.fail(
                     span_of(*expr, decl.name.span),
-                    format!("two output columns are called {name}; name one with AS"),
+                    format!("{JSON_SUMMARY_KEY} is the key that JSON lines give the summary's name; call this output something else with AS"),
                 );
+            }
+            for column in written_columns(name, kind) {
+                let clash = written.iter().find(|(other, _)| other.clashes(&column));
+                if let Some((other, owner)) = clash {
+                    let column = column.shown(other);
+                    let message = if items[*owner].0.eq_ignore_ascii_case(&column)
+                        && name.eq_ignore_ascii_case(&column)
+                    {
+                        format!("two output columns are called {column}; name one with AS")
+                    } else {
+                        format!(
+                            "two output columns would be called {column}: {} and {name} both write one; name one with AS",
+                            items[*owner].0
+                        )
+                    };
+                    return self.fail(span_of(*expr, decl.name.span), message);
+                }
+                written.push((column, i));
             }
         }
 
@@ -457,6 +479,7 @@ impl Compiler<'_> {
             }
         };
         for e in filter.iter().chain(&dimensions).chain(&arguments) {
+            assert_depth(e);
             e.columns(&mut add);
         }
         if let Some(b) = &bucket {
@@ -613,6 +636,14 @@ impl Compiler<'_> {
                 path: vec![(*name).to_owned()],
             })
             .collect();
+        for e in [&touch, &conversion]
+            .into_iter()
+            .chain(&value)
+            .chain(&campaign)
+            .chain(&site)
+        {
+            assert_depth(e);
+        }
         let credit_stream = self.plan.streams.len();
         self.plan.streams.push(Stream {
             name: decl.name.value.clone(),
@@ -639,6 +670,103 @@ impl Compiler<'_> {
         });
         Ok(())
     }
+}
+
+/// Paired with the parser's `check_depth`: compiling keeps a level per
+/// operator or call of the parsed tree, or drops one (parentheses, the
+/// aggregate's call), never adds one, so a plan's trees are as shallow as
+/// the text's, and evaluating them recurses at most that deep.
+fn assert_depth(e: &Expr) {
+    assert!(
+        e.depth() <= crate::EXPR_DEPTH_MAX,
+        "compiled trees are no deeper than parsed ones"
+    );
+}
+
+/// The key of a JSON line that holds the summary's name, before the
+/// output's columns (`cardinal-export`'s `write_json_lines`).
+const JSON_SUMMARY_KEY: &str = "summary";
+
+/// A column name an output is written under, compared as names are,
+/// without regard to ASCII case.
+#[derive(Debug, Clone, PartialEq)]
+enum Written {
+    /// This name.
+    Name(String),
+    /// Every name that starts with this one and then a digit: the columns
+    /// of the default ranks of `quantiles(x)`, which the rollup chooses.
+    RankPrefix(String),
+}
+
+impl Written {
+    fn clashes(&self, other: &Written) -> bool {
+        let under = |prefix: &str, name: &str| {
+            name.len() > prefix.len()
+                && name.is_char_boundary(prefix.len())
+                && name[..prefix.len()].eq_ignore_ascii_case(prefix)
+                && name[prefix.len()..].starts_with(|c: char| c.is_ascii_digit())
+        };
+        match (self, other) {
+            (Written::Name(a), Written::Name(b)) => a.eq_ignore_ascii_case(b),
+            (Written::Name(name), Written::RankPrefix(prefix))
+            | (Written::RankPrefix(prefix), Written::Name(name)) => under(prefix, name),
+            (Written::RankPrefix(a), Written::RankPrefix(b)) => {
+                under(a, b) || under(b, a) || a.eq_ignore_ascii_case(b)
+            }
+        }
+    }
+
+    /// The name two clashing columns share, as a message shows it.
+    fn shown(&self, other: &Written) -> String {
+        match (self, other) {
+            (Written::Name(name), _) | (Written::RankPrefix(_), Written::Name(name)) => {
+                name.clone()
+            }
+            (Written::RankPrefix(prefix), Written::RankPrefix(_)) => format!("{prefix}..."),
+        }
+    }
+}
+
+/// The columns an output named `name` is written as, in CSV headers and
+/// JSON keys: its name, and after an estimate its bounds (and an HLL's
+/// hex image), after quantiles one column per rank and the rank error.
+//
+// ADVICE FOR HACKERS: these mirror `csv_header` and `write_json_lines` in
+// crates/export (and the rank labels, `p{rank * 100}`, its quantile
+// columns); a column added there needs its name here, so that no summary
+// writes two columns, or two JSON keys, of one name.
+fn written_columns(name: &str, kind: Option<&AggregateKind>) -> Vec<Written> {
+    let mut columns = vec![Written::Name(name.to_owned())];
+    let suffixes: &[&str] = match kind {
+        Some(AggregateKind::Hll { .. }) => &["_lower", "_upper", "_hll"],
+        Some(AggregateKind::ExactDistinct | AggregateKind::Theta { .. }) => &["_lower", "_upper"],
+        Some(AggregateKind::Quantiles { ranks, .. }) => {
+            match ranks.as_slice() {
+                // One asked rank is written under the name itself.
+                [_] => {}
+                [] => columns.push(Written::RankPrefix(format!("{name}_p"))),
+                ranks => columns.extend(
+                    ranks
+                        .iter()
+                        .map(|q| Written::Name(format!("{name}_p{}", rank_label(*q)))),
+                ),
+            }
+            &["_rank_error"]
+        }
+        _ => &[],
+    };
+    columns.extend(
+        suffixes
+            .iter()
+            .map(|suffix| Written::Name(format!("{name}{suffix}"))),
+    );
+    columns
+}
+
+/// How a quantile's rank `q` is labelled in output (`0.5` is `50`, the
+/// column `{name}_p50` and the JSON key `p50`), as crates/export writes it.
+fn rank_label(q: f64) -> String {
+    format!("{}", q * 100.0)
 }
 
 /// Extends a span over the closing parentheses it leaves open: sqlparser's
@@ -956,10 +1084,19 @@ impl Scope<'_> {
                         "approx_quantile: at most 8 ranks (RANKS_MAX) per aggregate",
                     );
                 }
-                let mut ranks = Vec::new();
+                let mut ranks: Vec<f64> = Vec::new();
                 for (value, _, span) in &params {
                     match value {
-                        Some(q) if (0.0..=1.0).contains(q) => ranks.push(*q),
+                        Some(q) if (0.0..=1.0).contains(q) => {
+                            let label = rank_label(*q);
+                            if ranks.iter().any(|r| rank_label(*r) == label) {
+                                return self.fail(
+                                    *span,
+                                    format!("approx_quantile: this rank is asked already (each is written as p{label}); ask each rank once"),
+                                );
+                            }
+                            ranks.push(*q);
+                        }
                         _ => {
                             return self.fail(
                                 *span,

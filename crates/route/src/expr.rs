@@ -4,8 +4,11 @@
 //! nodes (a comparison, a `date_trunc`, a column), so walking boxes costs
 //! little next to parsing the field text, and a tree keeps the evaluator a
 //! plain `match` that the naive interpreter in the tests can mirror line by
-//! line. Depth is bounded by the parser's recursion limit
-//! ([`crate::EXPR_DEPTH_MAX`]), so the recursive walk cannot overflow.
+//! line. Depth is bounded by [`crate::EXPR_DEPTH_MAX`], which the parser
+//! checks on the tree sqlparser returns (long chains such as `a + b + ...`
+//! included) before anything walks it, and the compiler asserts on the
+//! tree it makes; so the recursive walks (evaluating, cloning, comparing,
+//! dropping) cannot overflow.
 //!
 //! Values borrow: a column's text is a slice of the record, `substr` of it
 //! a narrower slice, and only `lower`/`upper` write new bytes, into the
@@ -594,6 +597,50 @@ impl Expr {
             }
             _ => Ok(truth(self.eval_held(record, scratch)?)),
         }
+    }
+
+    /// The levels of this tree as [`crate::EXPR_DEPTH_MAX`] counts them:
+    /// each operator and call is one, columns and literals are none.
+    /// Measured with a stack of its own, not by recursion, so it is safe on
+    /// trees of any depth.
+    pub fn depth(&self) -> usize {
+        let mut deepest = 0;
+        let mut stack = vec![(self, 1)];
+        while let Some((e, depth)) = stack.pop() {
+            if !matches!(e, Expr::Column { .. } | Expr::Literal(_)) {
+                deepest = deepest.max(depth);
+            }
+            let mut push = |child| stack.push((child, depth + 1));
+            match e {
+                Expr::Column { .. } | Expr::Literal(_) => {}
+                Expr::Not(e) | Expr::Neg(e) | Expr::Case(_, e) | Expr::DateTrunc(_, e) => push(e),
+                Expr::IsNull { expr, .. } => push(expr),
+                Expr::And(a, b)
+                | Expr::Or(a, b)
+                | Expr::Compare(_, a, b)
+                | Expr::Arith(_, a, b) => {
+                    push(a);
+                    push(b);
+                }
+                Expr::InList { expr, list, .. } => {
+                    push(expr);
+                    list.iter().for_each(push);
+                }
+                Expr::Substr {
+                    text,
+                    start,
+                    length,
+                } => {
+                    push(text);
+                    push(start);
+                    if let Some(length) = length {
+                        push(length);
+                    }
+                }
+                Expr::Coalesce(list) => list.iter().for_each(push),
+            }
+        }
+        deepest
     }
 
     /// Calls `visit` on every column index this expression reads.

@@ -86,10 +86,32 @@ pub const TOPK_K_MAX: u32 = 1_000;
 /// rollup's `RANKS_MAX`, checked at compile time for the same reason).
 pub const RANKS_MAX: usize = 8;
 
-/// How deeply expressions may nest (sqlparser's recursion limit). It bounds
-/// every recursive walk over an expression: parsing, compiling, evaluating
-/// and dropping.
+/// How deeply expressions may nest: the levels of an expression's tree,
+/// where every operator of a chain such as `a + b + c` is one level, as
+/// every parenthesis and call is; operands are not levels. The parser
+/// refuses nesting past it from the tokens, sets sqlparser's recursion
+/// limit two above it as a guard, and measures the tree sqlparser returns,
+/// without recursion, before anything walks it. So it bounds every
+/// recursive walk over an
+/// expression: compiling, type checking, evaluating, printing and
+/// dropping. At 48 levels sqlparser's recursive descent needs the most
+/// stack, up to about 16 KiB a level on nested calls (47 nested
+/// `coalesce(` parsed in 768 KiB, dev profile, x86-64, 2026-11-27): well
+/// inside a spawned thread's 2 MiB and a main thread's 8 MiB. The walks
+/// over compiled plans are tested on 256 KiB.
 pub const EXPR_DEPTH_MAX: usize = 48;
+
+/// The most operators, keywords and parentheses the tokens of one
+/// expression may nest along one path (between commas, at each level of
+/// parentheses), counted from the tokens before sqlparser builds any tree.
+/// sqlparser builds a chain such as `a + b + c` in a loop, one level per
+/// operator, and drops what it built recursively when a later token is
+/// wrong; this bound keeps those trees shallow enough for any stack before
+/// [`EXPR_DEPTH_MAX`] can be measured on them. Every expression within
+/// [`EXPR_DEPTH_MAX`] written the usual way (a comparison per condition,
+/// a literal or column per operand) stays well under it.
+pub const EXPR_OPERATORS_MAX: usize = 256;
+const _: () = assert!(EXPR_OPERATORS_MAX >= 4 * EXPR_DEPTH_MAX);
 
 /// Every declaration in a script, compiled.
 #[derive(Debug, Clone, Default)]

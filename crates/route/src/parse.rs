@@ -20,10 +20,10 @@ use sqlparser::ast::{self, Ident, SelectItem, Spanned};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::{Parser, ParserError};
-use sqlparser::tokenizer::{Location, Span, Token, TokenWithSpan, Tokenizer};
+use sqlparser::tokenizer::{Location, Span, Token, TokenWithSpan, Tokenizer, Whitespace};
 
 use crate::error::{Error, Result, snippet};
-use crate::{DECLARATION_BYTES_MAX, EXPR_DEPTH_MAX};
+use crate::{DECLARATION_BYTES_MAX, EXPR_DEPTH_MAX, EXPR_OPERATORS_MAX};
 
 const SUPPORTED_STATEMENTS: &str = "expected CREATE STREAM, CREATE SUMMARY or CREATE ATTRIBUTION";
 
@@ -97,10 +97,16 @@ impl Declarations {
         let tokens = Tokenizer::new(&dialect, sql)
             .tokenize_with_location()
             .map_err(|e| at(sql, e.location, 1, e.message.to_lowercase()))?;
+        check_nesting(sql, &tokens)?;
         let mut reader = Reader {
             source: sql,
             parser: Parser::new(&dialect)
-                .with_recursion_limit(EXPR_DEPTH_MAX)
+                // A guard two levels above what the tree may have: the
+                // parser spends a level on the whole expression and one on
+                // a right operand, which are not levels of the tree.
+                // `check_nesting` and `check_depth` refuse what is too
+                // deep, with its position, by the tree's own count.
+                .with_recursion_limit(EXPR_DEPTH_MAX + 2)
                 .with_tokens_with_locations(tokens.clone()),
             tokens: &tokens,
         };
@@ -117,6 +123,309 @@ impl Declarations {
             statements,
         })
     }
+}
+
+/// The message of every refusal for depth, wherever it is found.
+fn too_deep() -> String {
+    format!("expression nested more than {EXPR_DEPTH_MAX} levels deep")
+}
+
+/// Refuses, from the tokens alone and before sqlparser builds any tree,
+/// nesting that surely passes [`EXPR_DEPTH_MAX`] and chains whose tree
+/// could pass [`EXPR_OPERATORS_MAX`] levels.
+///
+/// Two counts are kept as the tokens go, each in constant time a token:
+///
+/// - A lower bound on the depth: the open parentheses (each is a call, a
+///   parenthesised expression or a list, one level of the tree) and the
+///   runs of prefix operators (`NOT NOT`, `- -`, also before a call:
+///   `NOT coalesce(`) that enclose the current token. Past
+///   [`EXPR_DEPTH_MAX`] the text is refused right at the level
+///   too many. sqlparser would refuse it there too, by its recursion
+///   limit, but it reports a prefix keyword that passes the limit as an
+///   identifier and then a misleading "unexpected NOT" after it.
+/// - An upper bound: sqlparser's recursion limit does not see chains
+///   (`a + b + ...`, `x IS NULL IS NULL ...`), which it builds in a loop,
+///   one tree level per operator; a 16 KB chain makes a tree 8,000 levels
+///   deep that every recursive walk, and sqlparser's own drop when a later
+///   token is wrong, would follow down the stack. Each node of a tree owns
+///   at least one token that is not an operand (its operator, keyword or
+///   parenthesis), and a node's ancestors own tokens at its level of
+///   parentheses or the enclosing ones, between the same commas. So the
+///   count over the open levels of such tokens since the last comma, plus
+///   the deepest group closed since, plus one per open parenthesis, is at
+///   least the depth of any tree sqlparser can build from the tokens read
+///   so far. It over-counts (`a = 1 AND b = 2` counts three, for two
+///   levels), so its limit is the looser [`EXPR_OPERATORS_MAX`], and
+///   [`check_depth`] measures the tree sqlparser returns against
+///   [`EXPR_DEPTH_MAX`].
+fn check_nesting(source: &str, tokens: &[TokenWithSpan]) -> Result<()> {
+    /// One open level of parentheses, within its current comma-separated
+    /// segment.
+    #[derive(Default)]
+    struct Level {
+        /// Tokens that are not operands, since the segment began.
+        operators: usize,
+        /// One more than the deepest bound of a group closed in it.
+        groups: usize,
+        /// The largest bound of this level's finished segments.
+        finished: usize,
+        /// The prefix operators just before the current token.
+        prefixes: usize,
+        /// The enclosing level's `prefixes` when this one opened.
+        prefixes_outside: usize,
+        /// The prefix run a word ended, taken up again if the word is a
+        /// call (`NOT coalesce(`): the operators enclose the call.
+        prefixes_before_word: usize,
+    }
+    let mut levels = vec![Level::default()];
+    // The sum over `levels` of `operators + groups`, plus one per open
+    // parenthesis.
+    let mut upper: usize = 0;
+    // The sum over `levels` of `prefixes + prefixes_outside`, plus one per
+    // open parenthesis.
+    let mut lower: usize = 0;
+    let mut previous: Option<&Token> = None;
+    for token in tokens {
+        let nested = levels.len() > 1;
+        let level = levels.last_mut().expect("the outermost level stays");
+        match &token.token {
+            Token::Whitespace(_) => continue,
+            Token::LParen | Token::LBracket | Token::LBrace => {
+                if matches!(previous, Some(Token::Word(_))) {
+                    let before_word = std::mem::take(&mut level.prefixes_before_word);
+                    level.prefixes += before_word;
+                    lower += before_word;
+                }
+                let outside = std::mem::take(&mut level.prefixes);
+                levels.push(Level {
+                    prefixes_outside: outside,
+                    ..Level::default()
+                });
+                upper += 1;
+                lower += 1;
+            }
+            Token::RParen | Token::RBracket | Token::RBrace if nested => {
+                let closed = levels.pop().expect("more than one level");
+                let inner = closed.finished.max(closed.operators + closed.groups);
+                upper -= closed.operators + closed.groups + 1;
+                lower -= closed.prefixes + closed.prefixes_outside + 1;
+                let level = levels.last_mut().expect("the outermost level stays");
+                let groups = level.groups.max(inner + 1);
+                upper += groups - level.groups;
+                level.groups = groups;
+            }
+            Token::Comma | Token::SemiColon => {
+                level.finished = level.finished.max(level.operators + level.groups);
+                upper -= level.operators + level.groups;
+                lower -= level.prefixes;
+                level.operators = 0;
+                level.groups = 0;
+                level.prefixes = 0;
+            }
+            // Operands: leaves of the tree, which own no level.
+            Token::Word(w) if w.keyword == Keyword::NoKeyword => {
+                level.prefixes_before_word = std::mem::take(&mut level.prefixes);
+                lower -= level.prefixes_before_word;
+            }
+            Token::Number(..) | Token::SingleQuotedString(_) => {
+                lower -= std::mem::take(&mut level.prefixes);
+            }
+            other => {
+                level.operators += 1;
+                upper += 1;
+                // A minus or plus sign, prefix or infix, and a NOT that
+                // cannot be infix (`x NOT IN`, `IS NOT`) are each one
+                // level above whatever follows them; other operators end
+                // the run.
+                let prefix = match other {
+                    Token::Minus | Token::Plus => true,
+                    Token::Word(w) if w.keyword == Keyword::NOT => {
+                        level.prefixes > 0
+                            || matches!(
+                                previous,
+                                None | Some(Token::LParen | Token::Comma | Token::SemiColon)
+                            )
+                            || matches!(
+                                previous,
+                                Some(Token::Word(p)) if matches!(p.keyword, Keyword::AND | Keyword::OR | Keyword::WHERE | Keyword::SELECT)
+                            )
+                    }
+                    _ => false,
+                };
+                if prefix {
+                    level.prefixes += 1;
+                    lower += 1;
+                    level.prefixes_before_word = 0;
+                } else {
+                    let ended = std::mem::take(&mut level.prefixes);
+                    lower -= ended;
+                    if matches!(other, Token::Word(_)) {
+                        level.prefixes_before_word = ended;
+                    }
+                }
+            }
+        }
+        previous = Some(&token.token);
+        debug_assert_eq!(
+            upper,
+            levels.iter().map(|l| l.operators + l.groups).sum::<usize>() + levels.len() - 1
+        );
+        debug_assert_eq!(
+            lower,
+            levels
+                .iter()
+                .map(|l| l.prefixes + l.prefixes_outside)
+                .sum::<usize>()
+                + levels.len()
+                - 1
+        );
+        if lower > EXPR_DEPTH_MAX {
+            return Err(at_span(source, token.span, too_deep()));
+        }
+        if upper > EXPR_OPERATORS_MAX {
+            return Err(at_span(
+                source,
+                token.span,
+                format!(
+                    "{}: it chains more than {EXPR_OPERATORS_MAX} operators (EXPR_OPERATORS_MAX), and each operator of a chain such as a + b + c is one level; split it, or list values with IN (...)",
+                    too_deep()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses an expression sqlparser returned whose tree nests more than
+/// [`EXPR_DEPTH_MAX`] levels (operators, calls and parentheses; operands
+/// are not levels), pointing at the first operand under the level too
+/// many, or at `start`, where the expression begins, if it has none.
+///
+/// The tree is walked with a stack of its own, not by recursion, so the
+/// check is safe on the trees it refuses; trees it accepts are then shallow
+/// enough for the recursive walks that follow (spans, compiling, printing,
+/// evaluating, dropping). Nodes this dialect does not support count as
+/// leaves here: the compiler refuses them, and [`check_nesting`]
+/// has already bounded what lies under them.
+pub(crate) fn check_depth(source: &str, root: &ast::Expr, start: Span) -> Result<()> {
+    use ast::Expr as E;
+    let refuse = |span: Span| {
+        Err(at_span(
+            source,
+            span,
+            format!(
+                "{} (each operator of a chain such as a + b + c is one level); split it, or list values with IN (...)",
+                too_deep()
+            ),
+        ))
+    };
+    let mut stack: Vec<(&ast::Expr, usize)> = vec![(root, 1)];
+    let mut too_deep = false;
+    while let Some((e, depth)) = stack.pop() {
+        // Children go on the stack last first, so the walk visits them in
+        // the order written and the first operand found lies leftmost.
+        let mut children: Vec<&ast::Expr> = Vec::new();
+        let mut position = None;
+        match e {
+            // When its recursion limit stops it inside a prefix keyword's
+            // operand (`NOT NOT ... NOT v = 1`), sqlparser takes the keyword
+            // for a column name and carries on, so the error that follows
+            // would name the next token. No such name stands that deep in a
+            // tree sqlparser parsed whole: each level costs it at most two.
+            E::Identifier(ident)
+                if ident.quote_style.is_none()
+                    && depth > EXPR_DEPTH_MAX / 2
+                    && ["NOT", "CASE", "CAST", "EXISTS"]
+                        .iter()
+                        .any(|k| ident.value.eq_ignore_ascii_case(k)) =>
+            {
+                return refuse(ident.span);
+            }
+            E::Identifier(ident) => position = Some(ident.span),
+            E::CompoundIdentifier(parts) => position = parts.first().map(|p| p.span),
+            E::Value(v) => position = Some(v.span),
+            E::Nested(inner)
+            | E::UnaryOp { expr: inner, .. }
+            | E::IsNull(inner)
+            | E::IsNotNull(inner)
+            | E::IsTrue(inner)
+            | E::IsNotTrue(inner)
+            | E::IsFalse(inner)
+            | E::IsNotFalse(inner)
+            | E::IsUnknown(inner)
+            | E::IsNotUnknown(inner)
+            | E::Cast { expr: inner, .. }
+            | E::Collate { expr: inner, .. }
+            | E::CompoundFieldAccess { root: inner, .. } => children.push(inner),
+            E::BinaryOp { left, right, .. }
+            | E::IsDistinctFrom(left, right)
+            | E::IsNotDistinctFrom(left, right)
+            | E::AtTimeZone {
+                timestamp: left,
+                time_zone: right,
+            }
+            | E::Like {
+                expr: left,
+                pattern: right,
+                ..
+            }
+            | E::ILike {
+                expr: left,
+                pattern: right,
+                ..
+            } => children.extend([&**left, &**right]),
+            E::Between {
+                expr, low, high, ..
+            } => children.extend([&**expr, &**low, &**high]),
+            E::InList { expr, list, .. } => {
+                children.push(expr);
+                children.extend(list);
+            }
+            E::Substring {
+                expr,
+                substring_from,
+                substring_for,
+                ..
+            } => {
+                children.push(expr);
+                children.extend(substring_from.as_deref());
+                children.extend(substring_for.as_deref());
+            }
+            E::Tuple(list) => children.extend(list),
+            E::Function(f) => {
+                position = f.name.0.first().and_then(|part| match part {
+                    ast::ObjectNamePart::Identifier(ident) => Some(ident.span),
+                    _ => None,
+                });
+                if let ast::FunctionArguments::List(list) = &f.args {
+                    for arg in &list.args {
+                        let (ast::FunctionArg::Unnamed(arg)
+                        | ast::FunctionArg::Named { arg, .. }
+                        | ast::FunctionArg::ExprNamed { arg, .. }) = arg;
+                        if let ast::FunctionArgExpr::Expr(arg) = arg {
+                            children.push(arg);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        if !children.is_empty() && depth > EXPR_DEPTH_MAX {
+            too_deep = true;
+        }
+        if too_deep
+            && children.is_empty()
+            && let Some(span) = position.filter(|s| s.start.line > 0)
+        {
+            return refuse(span);
+        }
+        stack.extend(children.into_iter().rev().map(|child| (child, depth + 1)));
+    }
+    if too_deep {
+        return refuse(start);
+    }
+    Ok(())
 }
 
 /// An error at `location`, `width` characters wide.
@@ -167,20 +476,98 @@ impl Reader<'_> {
     }
 
     fn fail<T>(&self, token: &TokenWithSpan, message: String) -> Result<T> {
+        if let Some(comment) = self.swallowed_operand(token.span.start) {
+            return Err(comment);
+        }
+        if token.span.start.line == 0 {
+            return Err(at(self.source, self.end_of_text(), 1, message));
+        }
         Err(at_span(self.source, token.span, message))
+    }
+
+    /// Where the text ends: the end of its last token that is not
+    /// whitespace. The end of the input has no position of its own, and an
+    /// error there belongs here, not at the first character.
+    fn end_of_text(&self) -> Location {
+        self.tokens
+            .iter()
+            .rev()
+            .find(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF))
+            .map_or(Location { line: 1, column: 1 }, |t| t.span.end)
+    }
+
+    /// An error at the real problem when the statement holding `location`
+    /// (line 0: the end of the input) has an operator followed at once by a `--` comment (`v = ----1`):
+    /// the comment swallows the operand the writer meant, and the error the
+    /// parser then finds, later and elsewhere, would mislead.
+    fn swallowed_operand(&self, location: Location) -> Option<Error> {
+        let before = self
+            .tokens
+            .iter()
+            .take_while(|t| location.line == 0 || t.span.start < location);
+        let mut operator: Option<&TokenWithSpan> = None;
+        let mut found = None;
+        for token in before {
+            match &token.token {
+                Token::SemiColon => found = None,
+                Token::Whitespace(Whitespace::SingleLineComment { comment, prefix })
+                    if prefix == "--" =>
+                {
+                    let glued = comment
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c == '-' || c == '(' || c.is_alphanumeric());
+                    if let Some(operator) = operator.filter(|_| glued) {
+                        found.get_or_insert((operator.clone(), token.span));
+                    }
+                }
+                Token::Whitespace(_) => continue,
+                _ => {}
+            }
+            operator = matches!(
+                token.token,
+                Token::Eq
+                    | Token::Neq
+                    | Token::Lt
+                    | Token::Gt
+                    | Token::LtEq
+                    | Token::GtEq
+                    | Token::Plus
+                    | Token::Minus
+                    | Token::Mul
+                    | Token::Div
+                    | Token::Mod
+            )
+            .then_some(token);
+        }
+        let (operator, comment) = found?;
+        Some(at(
+            self.source,
+            comment.start,
+            2,
+            format!(
+                "'--' starts a comment that runs to the end of the line, so the operand after '{}' is not read; write minus signs apart (- -1) or with parentheses (-(-1))",
+                operator.token
+            ),
+        ))
     }
 
     /// Turns a sqlparser error into ours. Its messages end with " at Line:
     /// L, Column: C"; the token that starts there gives the caret's width.
     fn sql_error(&self, error: ParserError, context: &str) -> Error {
         let (text, location) = match error {
-            ParserError::RecursionLimitExceeded => (
-                format!("expression nested more than {EXPR_DEPTH_MAX} levels deep"),
-                self.peek().span.start,
-            ),
+            ParserError::RecursionLimitExceeded => (too_deep(), self.peek().span.start),
             ParserError::TokenizerError(text) | ParserError::ParserError(text) => {
                 split_location(&text).unwrap_or((text, self.peek().span.start))
             }
+        };
+        if let Some(comment) = self.swallowed_operand(location) {
+            return comment;
+        }
+        let location = if location.line == 0 {
+            self.end_of_text()
+        } else {
+            location
         };
         let width = self
             .tokens
@@ -190,7 +577,8 @@ impl Reader<'_> {
             .map_or(1, |t| t.span.end.column.saturating_sub(t.span.start.column));
         let text = text
             .replace("Expected: ", "expected ")
-            .replace(", found: ", ", found ");
+            .replace(", found: ", ", found ")
+            .replace("found EOF", "found the end of the input");
         at(self.source, location, width, format!("{text}; {context}"))
     }
 
@@ -432,10 +820,14 @@ impl Reader<'_> {
         let mut items = Vec::new();
         loop {
             let start = self.peek().span.start;
+            let first = self.peek().span;
             let item = self
                 .parser
                 .parse_select_item()
                 .map_err(|e| self.sql_error(e, FORM))?;
+            if let SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } = &item {
+                check_depth(self.source, e, first)?;
+            }
             let end = self.previous_end().unwrap_or(start);
             items.push((item, Span::new(start, end)));
             if !self.parser.consume_token(&Token::Comma) {
@@ -446,22 +838,14 @@ impl Reader<'_> {
         let stream = self.identifier("a stream name", FORM)?;
         let mut filter = None;
         if self.take_word("WHERE") {
-            filter = Some(
-                self.parser
-                    .parse_expr()
-                    .map_err(|e| self.sql_error(e, FORM))?,
-            );
+            filter = Some(self.expr(FORM)?);
         }
         let mut group_by = Vec::new();
         let group = self.peek();
         if self.take_word("GROUP") {
             self.expect_word("BY", FORM)?;
             loop {
-                group_by.push(
-                    self.parser
-                        .parse_expr()
-                        .map_err(|e| self.sql_error(e, FORM))?,
-                );
+                group_by.push(self.expr(FORM)?);
                 if !self.parser.consume_token(&Token::Comma) {
                     break;
                 }
@@ -553,10 +937,15 @@ impl Reader<'_> {
         })
     }
 
+    /// An expression, its depth checked before anything walks it.
     fn expr(&mut self, context: &str) -> Result<ast::Expr> {
-        self.parser
+        let first = self.peek().span;
+        let e = self
+            .parser
             .parse_expr()
-            .map_err(|e| self.sql_error(e, context))
+            .map_err(|e| self.sql_error(e, context))?;
+        check_depth(self.source, &e, first)?;
+        Ok(e)
     }
 }
 

@@ -202,3 +202,327 @@ fn fuzz_regressions() {
     }
     assert!(count > 0, "no regression inputs in {}", dir.display());
 }
+
+/// The stack the refusals and the walks over compiled plans run on: far
+/// below the 8 MiB of a main thread and the 2 MiB of a spawned one, so that
+/// passing here shows the bound on expression depth, not the stack's size,
+/// keeps them safe.
+const SMALL_STACK_BYTES: usize = 256 * 1024;
+
+/// The stack parsing runs on at the depth limit: sqlparser's recursive
+/// descent spends up to about 16 KiB a level on nested calls (47 nested
+/// `coalesce(` parsed in 768 KiB and overflowed 640 KiB, dev profile,
+/// x86-64, 2026-11-27), so it gets more than the walks over plans, and
+/// still far less than a main thread.
+const PARSE_STACK_BYTES: usize = 1024 * 1024;
+
+/// Runs `f` on a thread with a stack of `bytes`. A stack overflow there
+/// aborts the whole test binary, so a failure is loud.
+fn on_stack<T: Send + 'static>(bytes: usize, f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(bytes)
+        .spawn(f)
+        .expect("spawn a thread")
+        .join()
+        .expect("no panic on the small stack")
+}
+
+const DEEP_STREAM: &str = "CREATE STREAM s (v BIGINT, t TEXT, ts TIMESTAMP) WITH (time = 'ts');\n";
+
+/// `term` written `count` times, joined by `operator`.
+fn chain(term: &str, operator: &str, count: usize) -> String {
+    vec![term; count].join(operator)
+}
+
+fn summary(body: &str) -> String {
+    format!("{DEEP_STREAM}CREATE SUMMARY x AS SELECT {body};")
+}
+
+/// Left-deep chains (which sqlparser builds in a loop, not by recursion)
+/// as long as the script limit allows, in every place an expression is
+/// read, and nesting far past the limit, are refused with a position, on a
+/// small stack: parsing, the drop of what sqlparser built, and any walk
+/// over it stay bounded. Before chains were counted, `sum(v+v+...)` of
+/// 8,000 terms overflowed a worker's stack and 16,000 ANDs the main
+/// thread's.
+#[test]
+fn long_chains_are_refused_on_a_small_stack() {
+    let whole = cardinal_route::DECLARATION_BYTES_MAX / 2 - 200;
+    let cases = [
+        (
+            "sum of 8,000 terms",
+            summary(&format!("sum({}) FROM s", chain("v", "+", 8_000))),
+        ),
+        (
+            "16,000 ANDs",
+            summary(&format!(
+                "count(*) FROM s WHERE {}",
+                chain("v = 1", " AND ", 16_000)
+            )),
+        ),
+        (
+            "a chain as long as the script limit",
+            summary(&format!("sum({}) FROM s", chain("v", "+", whole))),
+        ),
+        (
+            "an unclosed call: sqlparser fails after building the chain",
+            summary(&format!("sum({} FROM s", chain("v", "*", 8_000))),
+        ),
+        (
+            "a chain of IS NULL",
+            summary(&format!(
+                "count(*) FROM s WHERE v{}",
+                " IS NULL".repeat(8_000)
+            )),
+        ),
+        (
+            "a key",
+            summary(&format!(
+                "{} AS k, count(*) FROM s GROUP BY k",
+                chain("t", " || ", 8_000)
+            )),
+        ),
+        (
+            "GROUP BY",
+            summary(&format!(
+                "count(*) FROM s GROUP BY {}",
+                chain("v", "-", 8_000)
+            )),
+        ),
+        (
+            "chains in nested parentheses",
+            summary(&format!(
+                "count(*) FROM s WHERE {}v{}",
+                format!("({} OR ", chain("v = 1", " OR ", 200)).repeat(40),
+                ")".repeat(40)
+            )),
+        ),
+        (
+            "an attribution's condition",
+            format!(
+                "{DEEP_STREAM}CREATE ATTRIBUTION a ON s BY v MODEL linear LOOKBACK 7 DAYS TOUCH WHERE {} CONVERSION WHERE t = 'c';",
+                chain("t = 'x'", " OR ", 8_000)
+            ),
+        ),
+        (
+            "10,000 NOTs",
+            summary(&format!(
+                "count(*) FROM s WHERE {}v = 1",
+                "NOT ".repeat(10_000)
+            )),
+        ),
+        (
+            "10,000 minus signs",
+            summary(&format!("sum({}v) FROM s", "- ".repeat(10_000))),
+        ),
+        (
+            "10,000 negated calls",
+            summary(&format!(
+                "sum({}v{}) FROM s",
+                "- coalesce(".repeat(10_000),
+                ")".repeat(10_000)
+            )),
+        ),
+        (
+            "10,000 subqueries",
+            summary(&format!(
+                "count(*) FROM s WHERE v = {}1{}",
+                "(SELECT ".repeat(10_000),
+                ")".repeat(10_000)
+            )),
+        ),
+    ];
+    for (name, sql) in cases {
+        assert!(sql.len() <= cardinal_route::DECLARATION_BYTES_MAX, "{name}");
+        let error = on_stack(SMALL_STACK_BYTES, move || {
+            Plan::compile(&sql).map(|_| ()).map_err(|e| e.to_string())
+        });
+        let Err(error) = error else {
+            panic!("{name}: compiled");
+        };
+        assert!(
+            error.contains(&format!(
+                "nested more than {} levels deep",
+                cardinal_route::EXPR_DEPTH_MAX
+            )),
+            "{name}: {error}"
+        );
+        assert!(error.starts_with("line "), "{name}: {error}");
+    }
+}
+
+/// The deepest expression of each shape the limit allows compiles, and
+/// evaluates, prints, clones and drops on a small stack; one level more is
+/// refused. Levels are operators, calls and parentheses; operands are not
+/// (see `EXPR_DEPTH_MAX`).
+#[test]
+fn the_deepest_expressions_run_on_a_small_stack() {
+    use cardinal_event::Value;
+    use cardinal_route::{Declarations, EXPR_DEPTH_MAX, Scratch};
+
+    /// A shape: its name, the select body at a number of levels, and the
+    /// value of its aggregate's argument over the row `v = 1` (the filter,
+    /// if any, is true there).
+    type Shape = (&'static str, fn(usize) -> String, fn(usize) -> i64);
+    let shapes: [Shape; 6] = [
+        // sum( is one level, each + one more.
+        (
+            "a sum of a chain",
+            |levels| format!("sum({}) FROM s", chain("v", "+", levels)),
+            |levels| i64::try_from(levels).expect("small"),
+        ),
+        // Each AND is a level, and the last comparison one more.
+        (
+            "a chain of ANDs",
+            |levels| format!("count(*) FROM s WHERE {}", chain("v = 1", " AND ", levels)),
+            |_| 0,
+        ),
+        // Each parenthesis is a level, and the comparison one more.
+        (
+            "parentheses",
+            |levels| {
+                format!(
+                    "count(*) FROM s WHERE {}v = 1{}",
+                    "(".repeat(levels - 1),
+                    ")".repeat(levels - 1)
+                )
+            },
+            |_| 0,
+        ),
+        // Each NOT is a level, and the comparison one more; in pairs, so
+        // that the filter stays true.
+        (
+            "NOTs",
+            |levels| {
+                format!(
+                    "count(*) FROM s WHERE {}v = 1",
+                    "NOT NOT ".repeat((levels - 1) / 2)
+                )
+            },
+            |_| 0,
+        ),
+        // sum( and each minus sign on a column are levels.
+        (
+            "minus signs",
+            |levels| format!("sum({}v) FROM s", "- - ".repeat((levels - 1) / 2)),
+            |_| 1,
+        ),
+        // sum( and each coalesce( are levels.
+        (
+            "calls",
+            |levels| {
+                format!(
+                    "sum({}v{}) FROM s",
+                    "coalesce(".repeat(levels - 1),
+                    ")".repeat(levels - 1)
+                )
+            },
+            |_| 1,
+        ),
+    ];
+    for (name, body, value) in shapes {
+        // The NOT and minus shapes come in pairs of levels.
+        let levels = if matches!(name, "NOTs" | "minus signs") {
+            1 + 2 * ((EXPR_DEPTH_MAX - 1) / 2)
+        } else {
+            EXPR_DEPTH_MAX
+        };
+        let deepest = summary(&body(levels));
+        let compiled = on_stack(PARSE_STACK_BYTES, move || {
+            let plan = Plan::compile(&deepest).map_err(|e| format!("{name}: {e}"))?;
+            let declarations = Declarations::parse(&deepest).map_err(|e| format!("{name}: {e}"))?;
+            assert!(!format!("{:?}", declarations.clone()).is_empty());
+            Ok::<_, String>((plan, declarations))
+        });
+        let (plan, declarations) = compiled.expect("the deepest expression compiles");
+        let want = value(levels);
+        on_stack(SMALL_STACK_BYTES, move || {
+            let copy = plan.clone();
+            assert!(!format!("{copy:?}").is_empty());
+            let summary = &plan.summaries[0];
+            for e in summary.filter.iter().chain(&summary.arguments) {
+                assert!(e.depth() <= EXPR_DEPTH_MAX, "{name}");
+            }
+            let row: &[&str] = &["1", "a", "2026-11-04T00:00:00Z"];
+            let mut scratch = Scratch::new();
+            if let Some(filter) = &summary.filter {
+                assert_eq!(
+                    filter.eval(row, &mut scratch),
+                    Ok(Value::Bool(true)),
+                    "{name}"
+                );
+            }
+            for argument in &summary.arguments {
+                assert_eq!(
+                    argument.eval(row, &mut scratch),
+                    Ok(Value::Int(want)),
+                    "{name}"
+                );
+            }
+            drop((plan, copy, declarations));
+        });
+        let deeper = summary(&body(levels + 2));
+        let refused = on_stack(PARSE_STACK_BYTES, move || {
+            Plan::compile(&deeper)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        });
+        let Err(error) = refused else {
+            panic!("{name}: {} levels compiled", levels + 2);
+        };
+        assert!(
+            error.contains(&format!("nested more than {EXPR_DEPTH_MAX} levels deep")),
+            "{name}: {error}"
+        );
+    }
+}
+
+/// Pieces that each nest what follows them some known number of levels:
+/// (opening text, closing text, levels). What follows an operator is in
+/// parentheses, so that precedence cannot take it out from under it.
+const NESTERS: &[(&str, &str, usize)] = &[
+    ("(", ")", 1),
+    ("- (", ")", 2),
+    ("coalesce(", ")", 1),
+    ("- coalesce(", ")", 2),
+    ("v + (", ")", 2),
+    ("(v * (", "))", 3),
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Nesting of any mix of parentheses, prefix operators, calls and
+    /// chains is refused exactly when its tree has more than
+    /// `EXPR_DEPTH_MAX` levels, counted from how it was written, and what
+    /// compiles evaluates; all on a stack far below a main thread's.
+    #[test]
+    fn depth_is_refused_exactly_past_the_limit(
+        nesters in proptest::collection::vec(0..NESTERS.len(), 0..60),
+        chain_operators in 0usize..60,
+    ) {
+        let open: String = nesters.iter().map(|&i| NESTERS[i].0).collect();
+        let close: String = nesters.iter().rev().map(|&i| NESTERS[i].1).collect();
+        let innermost = chain("v", " + ", chain_operators + 1);
+        let sql = summary(&format!("sum({open}{innermost}{close}) FROM s"));
+        // sum( is one level, and each operator of the innermost chain one.
+        let levels = 1 + nesters.iter().map(|&i| NESTERS[i].2).sum::<usize>() + chain_operators;
+        let outcome = on_stack(PARSE_STACK_BYTES, move || {
+            let plan = Plan::compile(&sql).map_err(|e| e.to_string())?;
+            let mut scratch = cardinal_route::Scratch::new();
+            let row: &[&str] = &["1", "a", "2026-11-04T00:00:00Z"];
+            for argument in &plan.summaries[0].arguments {
+                assert!(argument.depth() < levels.max(1));
+                argument.eval(row, &mut scratch).map_err(|e| e.to_string())?;
+            }
+            Ok::<(), String>(())
+        });
+        let max = cardinal_route::EXPR_DEPTH_MAX;
+        if levels > max {
+            let error = outcome.expect_err("deeper than the limit");
+            prop_assert!(error.contains(&format!("nested more than {max} levels deep")), "{levels} levels: {error}");
+        } else {
+            prop_assert_eq!(outcome, Ok(()), "{} levels", levels);
+        }
+    }
+}
