@@ -2,8 +2,9 @@
 //! Any bytes as an input: compression detection, every decoder and the
 //! line reader must return chunks or errors, never panic. Output is capped
 //! so that a small, valid decompression bomb ends the run instead of the
-//! fuzzer.
-use cardinal_source::{Chunk, Input, LineReader};
+//! fuzzer. Damage ends the input after every whole line before it: the
+//! error's offsets continue the chunks', and nothing comes after it.
+use cardinal_source::{Chunk, Error, Input, LineReader};
 use libfuzzer_sys::fuzz_target;
 
 /// Decompressed bytes read per input at most.
@@ -31,6 +32,19 @@ fuzz_target!(|data: &[u8]| {
             }
             Ok(false) => break,
             Err(e) if e.is_recoverable() => offset = None,
+            Err(Error::Damaged {
+                decoded_offset,
+                partial_bytes,
+                compressed_offset,
+                ..
+            }) => {
+                if let Some(expected) = offset {
+                    assert_eq!(decoded_offset - partial_bytes, expected);
+                }
+                assert!(compressed_offset <= data.len() as u64);
+                assert!(matches!(reader.read_chunk(&mut chunk), Ok(false)));
+                break;
+            }
             Err(_) => break,
         }
         if total > OUTPUT_BYTES_MAX {

@@ -549,9 +549,11 @@ pub fn run(args: &Args) -> Result<i32> {
 
 /// `inputs` with each directory replaced by the files under it, in name
 /// order, subdirectories included (not through symbolic links to
-/// directories, so a link cannot loop). Names starting with `.` are
-/// skipped, as editors' and file managers' leftovers are. A directory with
-/// no file under it is an error: it is most likely the wrong one.
+/// directories, so a link cannot loop). Named pipes (FIFOs) count as
+/// files and are read as streams (see [`is_streamed`]). Names starting
+/// with `.` are skipped, as editors' and file managers' leftovers are. A
+/// directory with no file under it is an error: it is most likely the
+/// wrong one.
 fn expand_directories(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
         let mut entries = std::fs::read_dir(dir)
@@ -569,7 +571,7 @@ fn expand_directories(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
             }
             if kind.as_ref().is_ok_and(std::fs::FileType::is_dir) {
                 walk(&path, files)?;
-            } else if path.is_file() {
+            } else if std::fs::metadata(&path).is_ok_and(|m| m.is_file() || is_fifo(&m)) {
                 files.push(path);
             }
         }
@@ -902,11 +904,12 @@ pub fn execute<'p>(
 }
 
 /// The total size of the inputs when every one is a plain file (so bytes
-/// read can become a percentage), else `None`.
+/// read can become a percentage), else `None`. A streamed input is not
+/// opened here: its bytes are for the worker that reads it.
 fn plain_bytes(inputs: &[PathBuf]) -> Result<Option<u64>> {
     let mut total = 0u64;
     for path in inputs {
-        if path.as_os_str() == "-" {
+        if is_streamed(path)? {
             return Ok(None);
         }
         let input = cardinal_source::Input::open(path)
@@ -1207,18 +1210,35 @@ fn plan_jobs(
         inputs.iter().filter(|p| p.as_os_str() == "-").count() <= 1,
         "stdin (-) is named more than once: it can be read only once"
     );
+    let mut streamed = std::collections::HashSet::new();
     for (input, path) in inputs.iter().enumerate() {
         let input = u32::try_from(input).context("too many inputs")?;
-        if path.as_os_str() == "-" {
+        if is_streamed(path)? {
+            // Opened once, by the worker that reads it, and read from its
+            // first byte: planning must not open it (a pipe's bytes read
+            // here would be lost to the reader, and a FIFO would wait for
+            // a writer each time).
+            let stdin = path.as_os_str() == "-";
+            let shown = if stdin {
+                "stdin".to_owned()
+            } else {
+                format!("{}, not a regular file", path.display())
+            };
             ensure!(
                 stream.format != Format::Parquet,
-                "stream {} is Parquet, which cannot be read from stdin: name the file",
+                "stream {} is Parquet, which cannot be read from {shown}: name the file",
                 stream.name
             );
+            ensure!(
+                streamed.insert(path.clone()),
+                "{} is named more than once: it is not a regular file, so it can be read only once",
+                path.display()
+            );
+            let path = (!stdin).then(|| path.clone());
             if threads > 1 {
-                shared_jobs(&mut jobs, input, None, threads);
+                shared_jobs(&mut jobs, input, path, threads);
             } else {
-                jobs.push(Job::whole(input, None));
+                jobs.push(Job::whole(input, path));
             }
             continue;
         }
@@ -1286,6 +1306,33 @@ fn plan_jobs(
         }
     }
     Ok(jobs)
+}
+
+/// Whether `path` is read as a stream, like stdin (`-`): anything that is
+/// not a regular file (a pipe such as `<(zcat a.gz)`'s `/dev/fd/63`, a
+/// FIFO, a character device). Such an input is opened once and read once
+/// from its first byte, its compression detected from the bytes read; it
+/// is never opened to plan the run, measured, or split into byte ranges.
+fn is_streamed(path: &Path) -> Result<bool> {
+    if path.as_os_str() == "-" {
+        return Ok(true);
+    }
+    let metadata =
+        std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(!metadata.is_file() && !metadata.is_dir())
+}
+
+/// Whether `metadata` is a named pipe's (FIFO's).
+fn is_fifo(metadata: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::FileTypeExt::is_fifo(&metadata.file_type())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = metadata;
+        false
+    }
 }
 
 /// Plans one job per worker for an input they all read together (see

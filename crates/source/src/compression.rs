@@ -7,12 +7,29 @@
 //! | lz4 frame | `04 22 4d 18` | LZ4 Frame Format 1.6.x, "Magic Number" |
 //! | snappy framed | `ff 06 00 00 73 4e 61 50 70 59` | Snappy framing format, "Stream identifier" |
 //!
+//! Bytes after the last member or frame that do not start another (a log
+//! file's trailing junk, zero padding) are damage, as in the middle: `gzip
+//! -dc` decodes the members before them and warns "trailing garbage
+//! ignored"; we hand out every line decoded before them and end the input
+//! with [`Error::Damaged`](crate::Error::Damaged), one reject naming where.
+//!
 //! Anything else is read as plain bytes. Magic numbers are never valid
 //! text in our inputs: gzip and snappy start with bytes above 0x7f, zstd's
 //! and lz4's with control bytes, so plain CSV or JSON is never taken for a
 //! compressed stream.
+//!
+//! A decoder reads its compressed bytes through a [`Consumed`] count, so
+//! that when decoding fails (the data is cut short, corrupt, or followed
+//! by bytes that are not another member or frame) the error can say how
+//! far into the compressed input the decoder got. gzip and zstd read
+//! through a buffer and report what they consume of it; lz4 and snappy
+//! read exactly the frame pieces they decode. The count is of bytes taken
+//! by the decoder, so it is the end of the last piece it looked at, at
+//! most one block (lz4: 4 MiB, snappy: 64 KiB) past the damage.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The most leading bytes [`Compression::detect`] looks at.
 pub const MAGIC_BYTES_MAX: usize = 10;
@@ -72,18 +89,70 @@ impl Compression {
         }
     }
 
-    /// A reader of `compressed`'s decompressed bytes.
+    /// A reader of `compressed`'s decompressed bytes. The decoder's
+    /// progress through `compressed` is added to `consumed` (plain bytes
+    /// are not counted: their offset is the decoded one).
     pub(crate) fn decoder(
         self,
         compressed: impl Read + Send + 'static,
+        consumed: Arc<AtomicU64>,
     ) -> std::io::Result<Box<dyn Read + Send>> {
+        if self == Self::None {
+            return Ok(Box::new(compressed));
+        }
+        let counted = Consumed {
+            inner: BufReader::with_capacity(DECODE_BUFFER_BYTES, compressed),
+            consumed,
+        };
         Ok(match self {
-            Self::None => Box::new(compressed),
-            Self::Gzip => Box::new(flate2::read::MultiGzDecoder::new(compressed)),
-            Self::Zstd => Box::new(zstd::stream::read::Decoder::new(compressed)?),
-            Self::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(compressed)),
-            Self::Snappy => Box::new(snap::read::FrameDecoder::new(compressed)),
+            Self::None => unreachable!("returned above"),
+            Self::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(counted)),
+            Self::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(counted)?),
+            Self::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(counted)),
+            Self::Snappy => Box::new(snap::read::FrameDecoder::new(counted)),
         })
+    }
+}
+
+/// The compressed bytes buffered ahead of a decoder: 128 KiB, zstd's
+/// recommended input size (`ZSTD_DStreamInSize`, one block plus its
+/// header) and four times flate2's default, so one read feeds many
+/// decoder calls.
+const DECODE_BUFFER_BYTES: usize = 128 << 10;
+
+/// A buffered reader that counts the bytes its user has taken: read, or
+/// consumed from the buffer. Bytes buffered but not yet taken are not
+/// counted.
+struct Consumed<R> {
+    inner: BufReader<R>,
+    consumed: Arc<AtomicU64>,
+}
+
+impl<R> Consumed<R> {
+    fn add(&self, bytes: usize) {
+        let bytes = u64::try_from(bytes).expect("usize fits u64");
+        self.consumed.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+impl<R: Read> Read for Consumed<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let got = self.inner.read(buf)?;
+        debug_assert!(got <= buf.len());
+        self.add(got);
+        Ok(got)
+    }
+}
+
+impl<R: Read> BufRead for Consumed<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+
+    fn consume(&mut self, amount: usize) {
+        debug_assert!(amount <= self.inner.buffer().len());
+        self.inner.consume(amount);
+        self.add(amount);
     }
 }
 
@@ -101,5 +170,22 @@ mod tests {
         assert_eq!(Compression::detect(&[0x1f]), Compression::None);
         assert_eq!(Compression::detect(b""), Compression::None);
         assert_eq!(Compression::detect(b"{\"ts\":1}"), Compression::None);
+    }
+
+    #[test]
+    fn consumed_counts_what_the_user_takes() {
+        let consumed = Arc::new(AtomicU64::new(0));
+        let mut reader = Consumed {
+            inner: BufReader::with_capacity(4, &b"abcdefghij"[..]),
+            consumed: consumed.clone(),
+        };
+        assert_eq!(reader.fill_buf().expect("in memory"), b"abcd");
+        assert_eq!(consumed.load(Ordering::Relaxed), 0);
+        reader.consume(3);
+        assert_eq!(consumed.load(Ordering::Relaxed), 3);
+        let mut rest = Vec::new();
+        reader.read_to_end(&mut rest).expect("in memory");
+        assert_eq!(rest, b"defghij");
+        assert_eq!(consumed.load(Ordering::Relaxed), 10);
     }
 }

@@ -18,18 +18,29 @@
 //! without being kept, and reported as [`Error::LineTooLong`]; the next call
 //! goes on with the line after it.
 //!
+//! When the input fails (compressed data cut short or corrupt, trailing
+//! bytes that are not another gzip member, a read error), the bytes decoded
+//! before the failure are kept: the whole lines among them are handed out
+//! as a last chunk, and the next call returns [`Error::Damaged`] with where
+//! reading stopped. The partial line at the end has lost its rest, so it
+//! is not a record: it is dropped and counted in the error.
+//!
+//! ```text
+//!   decoded  |line 1\nline 2\nli|  <- the decoder fails here
+//!   chunk    |line 1\nline 2\n|
+//!   error    Damaged { decoded_offset: 16, partial_bytes: 2, .. }
+//! ```
+//!
 //! The chunk's buffer stays initialized past its bytes, and the input is
 //! read straight into it: `Read::read_to_end` zeroed the spare capacity of
 //! the cleared buffer before every read (one more pass over each chunk,
 //! 17.7M of the 28M instructions callgrind counted in `read_chunk` for
 //! 200K impression lines, 2026-11-21).
 
+use std::io::Read;
 use std::sync::Arc;
 
-use crate::{
-    CHUNK_BYTES_DEFAULT, CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Error, Input, LINE_BYTES_MAX,
-    read_prefix,
-};
+use crate::{CHUNK_BYTES_DEFAULT, CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Error, Input, LINE_BYTES_MAX};
 
 /// Whole lines of one input, with where they came from. The buffer is
 /// reused from chunk to chunk, so steady-state reading does not allocate.
@@ -141,6 +152,13 @@ pub struct LineReader {
     next_offset: u64,
     next_line: Option<u64>,
     eof: bool,
+    /// Why reading stopped before the end of the input (then `eof` is set
+    /// too), until the lines before it are handed out.
+    failure: Option<std::io::Error>,
+    /// The [`Error::Damaged`] to return from the next call, once the
+    /// chunk of lines before it is out (boxed: a reader is moved around
+    /// in enums, and this is rare).
+    damaged: Option<Box<Error>>,
 }
 
 impl LineReader {
@@ -172,6 +190,8 @@ impl LineReader {
             chunk_bytes,
             carry: Vec::new(),
             eof: false,
+            failure: None,
+            damaged: None,
         }
     }
 
@@ -185,7 +205,8 @@ impl LineReader {
     ///
     /// An [`Error::LineTooLong`] leaves the chunk empty and is recoverable:
     /// the line was skipped, and the next call reads on. Any other error
-    /// ends the input.
+    /// ends the input: an [`Error::Damaged`] comes after every whole line
+    /// read before it, and later calls return `Ok(false)`.
     pub fn read_chunk(&mut self, chunk: &mut Chunk) -> Result<bool, Error> {
         chunk.clear();
         if !Arc::ptr_eq(&chunk.input, &self.input.name) {
@@ -193,11 +214,36 @@ impl LineReader {
         }
         chunk.offset = self.next_offset;
         chunk.first_line = self.next_line;
+        if let Some(damaged) = self.damaged.take() {
+            debug_assert!(self.eof);
+            debug_assert!(self.carry.is_empty());
+            return Err(*damaged);
+        }
         chunk.extend_from_slice(&self.carry);
         self.carry.clear();
-        self.fill(chunk, self.chunk_bytes)?;
+        self.fill(chunk, self.chunk_bytes);
         loop {
             let data = chunk.bytes();
+            if let Some(source) = self.failure.take() {
+                // The whole lines before the failure are this chunk; the
+                // partial line after them is dropped with the error.
+                let whole = memchr::memrchr(b'\n', data).map_or(0, |last| last + 1);
+                let decoded_offset = chunk.offset + data.len() as u64;
+                let damaged = Error::Damaged {
+                    input: self.input.name.clone(),
+                    compression: self.input.compression,
+                    compressed_offset: self.input.stored_offset(decoded_offset),
+                    decoded_offset,
+                    partial_bytes: (data.len() - whole) as u64,
+                    source,
+                };
+                chunk.truncate(whole);
+                if chunk.is_empty() {
+                    return Err(damaged);
+                }
+                self.damaged = Some(Box::new(damaged));
+                break;
+            }
             match memchr::memrchr(b'\n', data) {
                 Some(last) if !self.eof || data.len() - (last + 1) > LINE_BYTES_MAX => {
                     self.carry.extend_from_slice(&data[last + 1..]);
@@ -215,7 +261,7 @@ impl LineReader {
                 // One partial line so far: read on until its newline.
                 None => {
                     let target = (data.len() + self.chunk_bytes).min(LINE_BYTES_MAX + 1);
-                    self.fill(chunk, target)?;
+                    self.fill(chunk, target);
                 }
             }
         }
@@ -226,26 +272,23 @@ impl LineReader {
         Ok(true)
     }
 
-    /// Reads until `chunk` holds `target` bytes or the input ends.
-    fn fill(&mut self, chunk: &mut Chunk, target: usize) -> Result<(), Error> {
+    /// Reads until `chunk` holds `target` bytes or the input ends. A
+    /// failure ends the input too: the bytes read before it stay in
+    /// `chunk`, and the error waits in `self.failure`.
+    fn fill(&mut self, chunk: &mut Chunk, target: usize) {
         if self.eof || chunk.len >= target {
-            return Ok(());
+            return;
         }
         let want = target - chunk.len;
         chunk.reserve(target);
-        let got =
-            read_prefix(&mut self.input, &mut chunk.data[chunk.len..target]).map_err(|source| {
-                Error::Io {
-                    input: self.input.name.clone(),
-                    source,
-                }
-            })?;
+        let (got, failure) = read_until_error(&mut self.input, &mut chunk.data[chunk.len..target]);
         debug_assert!(got <= want);
         chunk.len += got;
-        if got < want {
+        if got < want || failure.is_some() {
             self.eof = true;
         }
-        Ok(())
+        debug_assert!(self.failure.is_none());
+        self.failure = failure;
     }
 
     /// Discards the line that starts `chunk` (already longer than the limit)
@@ -264,10 +307,9 @@ impl LineReader {
             if self.eof {
                 break;
             }
-            if let Err(e) = self.fill(chunk, self.chunk_bytes) {
-                chunk.clear();
-                return e;
-            }
+            // A failure while skipping waits for the next call, which
+            // finds no line before it.
+            self.fill(chunk, self.chunk_bytes);
         }
         chunk.clear();
         let error = Error::LineTooLong {
@@ -281,6 +323,21 @@ impl LineReader {
         self.next_line = chunk.first_line.map(|line| line + 1);
         error
     }
+}
+
+/// Reads up to `buf.len()` bytes, fewer only at the end of the input or at
+/// an error: the bytes read, and the error that stopped the reading.
+fn read_until_error(reader: &mut impl Read, buf: &mut [u8]) -> (usize, Option<std::io::Error>) {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return (filled, Some(e)),
+        }
+    }
+    (filled, None)
 }
 
 /// The number of `\n` bytes, once per chunk for the next chunk's first

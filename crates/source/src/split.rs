@@ -114,7 +114,9 @@ pub fn line_start_at_or_after<R: Read + Seek>(
 
 /// Cuts the plain file at `path` into at most `parts` newline-aligned byte
 /// ranges for [`Input::open_range`](crate::Input::open_range). Refuses a
-/// compressed file with [`Error::NotSplittable`].
+/// compressed file with [`Error::NotSplittable`], and a pipe, FIFO or
+/// device (which reading would consume) with [`Error::NotRegularFile`]
+/// before reading a byte of it.
 pub fn split_file(path: impl AsRef<Path>, parts: usize) -> Result<Vec<Range<u64>>> {
     let path = path.as_ref();
     let name: Arc<str> = path.display().to_string().into();
@@ -123,7 +125,11 @@ pub fn split_file(path: impl AsRef<Path>, parts: usize) -> Result<Vec<Range<u64>
         source,
     };
     let mut file = std::fs::File::open(path).map_err(io)?;
-    let len = file.metadata().map_err(io)?.len();
+    let metadata = file.metadata().map_err(io)?;
+    if !metadata.is_file() {
+        return Err(Error::NotRegularFile { input: name });
+    }
+    let len = metadata.len();
     let mut magic = [0u8; MAGIC_BYTES_MAX];
     let filled = crate::read_prefix(&mut file, &mut magic).map_err(io)?;
     let compression = Compression::detect(&magic[..filled]);

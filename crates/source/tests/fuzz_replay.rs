@@ -1,11 +1,12 @@
 //! Replays the inputs kept under `tests/fuzz/source_decompress/` through
 //! the checks of the fuzz target of that name: detection, every decoder
 //! and the line reader return chunks or errors, never panic, and chunk
-//! offsets follow chunk lengths (see `tests/fuzz/README.md`).
+//! offsets follow chunk lengths, damage ends the input where the chunks
+//! end (see `tests/fuzz/README.md`).
 
 use std::path::Path;
 
-use cardinal_source::{Chunk, Input, LineReader};
+use cardinal_source::{Chunk, Error, Input, LineReader};
 
 #[test]
 fn source_decompress_inputs_replay() {
@@ -34,6 +35,24 @@ fn source_decompress_inputs_replay() {
                 }
                 Ok(false) => break,
                 Err(e) if e.is_recoverable() => offset = None,
+                Err(Error::Damaged {
+                    decoded_offset,
+                    partial_bytes,
+                    compressed_offset,
+                    ..
+                }) => {
+                    if let Some(expected) = offset {
+                        assert_eq!(
+                            decoded_offset - partial_bytes,
+                            expected,
+                            "{}",
+                            path.display()
+                        );
+                    }
+                    assert!(compressed_offset <= data.len() as u64, "{}", path.display());
+                    assert!(matches!(reader.read_chunk(&mut chunk), Ok(false)));
+                    break;
+                }
                 Err(_) => break,
             }
         }

@@ -6,8 +6,8 @@ use std::io::Write;
 use std::sync::Arc;
 
 use cardinal_source::{
-    Chunk, Compression, Error, Input, LINE_BYTES_MAX, LineReader, line_start_in, split_file,
-    split_ranges,
+    Chunk, Compression, DECODE_READ_BYTES_MAX, Error, Input, LINE_BYTES_MAX, LineReader,
+    line_start_in, split_file, split_ranges,
 };
 use proptest::prelude::*;
 
@@ -116,6 +116,288 @@ fn corrupt_compressed_input_is_an_io_error() {
     let error = result.expect_err("truncated zstd");
     assert!(!error.is_recoverable());
     assert!(error.to_string().starts_with("bad.zst: "), "{error}");
+}
+
+/// What the codec crate's own streaming decoder recovers from `packed`
+/// (read in small pieces until it fails or ends), and whether it failed:
+/// the reference a damaged input is held to.
+fn stock_decode(codec: Compression, packed: &[u8]) -> (Vec<u8>, bool) {
+    let mut decoder: Box<dyn std::io::Read> = match codec {
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(packed)),
+        Compression::Zstd => match zstd::stream::read::Decoder::new(packed) {
+            Ok(decoder) => Box::new(decoder),
+            Err(_) => return (Vec::new(), true),
+        },
+        Compression::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(packed)),
+        Compression::Snappy => Box::new(snap::read::FrameDecoder::new(packed)),
+        other => panic!("no decoder for {other:?}"),
+    };
+    let mut decoded = Vec::new();
+    let mut block = [0u8; 1000];
+    loop {
+        match decoder.read(&mut block) {
+            Ok(0) => return (decoded, false),
+            Ok(n) => decoded.extend_from_slice(&block[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return (decoded, true),
+        }
+    }
+}
+
+/// Reads `packed` whole through a [`LineReader`]: the bytes of every
+/// chunk (each checked to follow the one before it), and the error that
+/// ended the input, if any.
+fn read_damaged(packed: Vec<u8>, chunk_bytes: usize) -> (Vec<u8>, Option<Error>) {
+    let input = Input::from_reader("damaged", std::io::Cursor::new(packed)).expect("in memory");
+    let mut reader = LineReader::with_chunk_bytes(input, chunk_bytes);
+    let mut chunk = Chunk::default();
+    let mut read = Vec::new();
+    loop {
+        match reader.read_chunk(&mut chunk) {
+            Ok(true) => {
+                assert_eq!(chunk.offset, read.len() as u64);
+                assert!(chunk.bytes().ends_with(b"\n") || chunk.offset > 0 || read.is_empty());
+                read.extend_from_slice(chunk.bytes());
+            }
+            Ok(false) => return (read, None),
+            Err(e) => {
+                assert!(!e.is_recoverable(), "{e}");
+                // The input is over: later calls find nothing.
+                assert!(!reader.read_chunk(&mut chunk).expect("ended"));
+                return (read, Some(e));
+            }
+        }
+    }
+}
+
+/// Checks that reading `packed` (of `codec`) kept exactly the whole lines
+/// the stock decoder recovers and, when that decoder fails, that the
+/// error says where decoding stopped.
+fn assert_keeps_whole_lines(codec: Compression, packed: &[u8], chunk_bytes: usize, case: &str) {
+    let (decoded, failed) = stock_decode(codec, packed);
+    let whole = if failed {
+        memchr_last_newline(&decoded)
+    } else {
+        decoded.len()
+    };
+    let (read, error) = read_damaged(packed.to_vec(), chunk_bytes);
+    assert_eq!(read.len(), whole, "{codec:?} {case}: bytes kept");
+    assert_eq!(read[..], decoded[..whole], "{codec:?} {case}");
+    assert_damage_named(codec, packed, &decoded, failed, error, case);
+}
+
+/// Checks that a read ended as the stock decoder's did: cleanly, or with
+/// an [`Error::Damaged`] whose offsets are where decoding stopped.
+fn assert_damage_named(
+    codec: Compression,
+    packed: &[u8],
+    decoded: &[u8],
+    failed: bool,
+    error: Option<Error>,
+    case: &str,
+) {
+    let whole = memchr_last_newline(decoded);
+    match (failed, error) {
+        (false, None) => {}
+        (
+            true,
+            Some(Error::Damaged {
+                input,
+                compression,
+                compressed_offset,
+                decoded_offset,
+                partial_bytes,
+                ..
+            }),
+        ) => {
+            assert_eq!(&*input, "damaged");
+            assert_eq!(compression, codec);
+            assert_eq!(decoded_offset, decoded.len() as u64, "{codec:?} {case}");
+            assert_eq!(partial_bytes, (decoded.len() - whole) as u64);
+            assert!(compressed_offset <= packed.len() as u64, "{case}");
+        }
+        (failed, error) => {
+            panic!("{codec:?} {case}: stock decoder failed: {failed}, read: {error:?}")
+        }
+    }
+}
+
+/// The offset just past the last newline of `bytes` (0 if none).
+fn memchr_last_newline(bytes: &[u8]) -> usize {
+    bytes
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |last| last + 1)
+}
+
+const CODECS: [Compression; 4] = [
+    Compression::Gzip,
+    Compression::Zstd,
+    Compression::Lz4,
+    Compression::Snappy,
+];
+
+/// A compressed input cut short keeps every whole line its decoder got
+/// to, at every cut: hundreds of complete rows were lost with the chunk
+/// being filled.
+#[test]
+fn a_cut_input_keeps_every_whole_line_before_the_cut() {
+    let plain = sample_text(20_000);
+    for codec in CODECS {
+        let packed = compress(codec, &plain);
+        let step = packed.len() / 37;
+        for cut in (10..packed.len()).step_by(step).chain([packed.len() - 1]) {
+            for chunk_bytes in [100, 4096, 256 << 10] {
+                let case = format!("cut at {cut} of {}, chunks of {chunk_bytes}", packed.len());
+                assert_keeps_whole_lines(codec, &packed[..cut], chunk_bytes, &case);
+            }
+        }
+    }
+}
+
+/// The reject of a cut says where: the cut in the stored bytes, the
+/// decoded bytes before it, and the partial line dropped.
+#[test]
+fn a_cut_input_names_where_reading_stopped() {
+    let plain = sample_text(100);
+    for codec in CODECS {
+        let packed = compress(codec, &plain);
+        let cut = packed.len() - 7;
+        let (decoded, failed) = stock_decode(codec, &packed[..cut]);
+        assert!(failed, "{codec:?}");
+        let (read, error) = read_damaged(packed[..cut].to_vec(), 4096);
+        let error = error.expect("a damaged input");
+        let whole = memchr_last_newline(&decoded);
+        assert_eq!(read.len(), whole);
+        let text = error.to_string();
+        assert!(text.starts_with("damaged: "), "{text}");
+        assert!(
+            text.contains(&format!(
+                " at compressed byte {cut} (decoded byte {})",
+                decoded.len()
+            )),
+            "{codec:?}: {text}"
+        );
+        if whole < decoded.len() {
+            assert!(
+                text.ends_with(&format!(
+                    "; the partial line at decoded byte {whole} ({} bytes) is dropped",
+                    decoded.len() - whole
+                )),
+                "{codec:?}: {text}"
+            );
+        }
+    }
+}
+
+/// Bytes after the last gzip member that are not another member (a log
+/// file's trailing junk): `gzip -dc` decodes every member and warns; so
+/// do we, with every row kept and one error after them. The other codecs
+/// keep what their decoders recover.
+#[test]
+fn trailing_junk_keeps_every_row_before_it() {
+    let plain = sample_text(100);
+    for codec in CODECS {
+        for junk in [
+            &b"this is not compressed\n"[..],
+            &[0u8; 512][..],
+            &[0x1f][..],
+        ] {
+            let mut packed = compress(codec, &plain);
+            let stored = packed.len();
+            packed.extend_from_slice(junk);
+            assert_keeps_whole_lines(codec, &packed, 4096, &format!("{} junk bytes", junk.len()));
+            if codec == Compression::Gzip {
+                let (read, error) = read_damaged(packed.clone(), 256 << 10);
+                assert_eq!(read, plain, "every row of the member");
+                let Some(Error::Damaged {
+                    compressed_offset,
+                    decoded_offset,
+                    partial_bytes,
+                    ..
+                }) = error
+                else {
+                    panic!("trailing junk is reported: {error:?}");
+                };
+                assert_eq!(decoded_offset, plain.len() as u64);
+                assert_eq!(partial_bytes, 0);
+                assert!(compressed_offset >= stored as u64, "{compressed_offset}");
+                assert!(
+                    compressed_offset <= packed.len() as u64,
+                    "{compressed_offset}"
+                );
+            }
+        }
+    }
+    // Two whole members and junk: both members are read.
+    let mut packed = compress(Compression::Gzip, &plain);
+    packed.extend(compress(Compression::Gzip, &plain));
+    packed.extend_from_slice(b"junk");
+    let (read, error) = read_damaged(packed, 4096);
+    assert_eq!(read, [&plain[..], &plain[..]].concat());
+    assert!(matches!(error, Some(Error::Damaged { .. })), "{error:?}");
+}
+
+/// A damaged piece in the middle (a flipped byte) keeps what came before
+/// it: every whole line the stock decoder recovers, but for the output of
+/// the one decoder read that met the damage (at most
+/// [`DECODE_READ_BYTES_MAX`], see there; the stock decoder, read in
+/// other pieces, may stop a little earlier or later). A snappy input whose second 64 KiB chunk is damaged
+/// keeps the first chunk's lines.
+#[test]
+fn a_damaged_middle_keeps_the_lines_before_it() {
+    let plain = sample_text(20_000);
+    let line_bytes_max = 64;
+    for codec in CODECS {
+        let packed = compress(codec, &plain);
+        for at in [packed.len() / 3, packed.len() / 2, packed.len() * 4 / 5] {
+            let mut damaged = packed.clone();
+            damaged[at] ^= 0x55;
+            let case = format!("{codec:?}, byte {at} of {} flipped", packed.len());
+            let (decoded, failed) = stock_decode(codec, &damaged);
+            let whole = memchr_last_newline(&decoded);
+            for chunk_bytes in [100, 4096, 256 << 10] {
+                let (read, error) = read_damaged(damaged.clone(), chunk_bytes);
+                // Both are prefixes of the one decoded stream (which may
+                // hold garbage before a decoder notices the damage).
+                let common = read.len().min(decoded.len());
+                assert_eq!(read[..common], decoded[..common], "{case}");
+                assert!(
+                    read.len() + DECODE_READ_BYTES_MAX + line_bytes_max >= whole,
+                    "{case}: {} of {whole} bytes kept",
+                    read.len()
+                );
+                if let Some(Error::Damaged {
+                    decoded_offset,
+                    partial_bytes,
+                    ..
+                }) = &error
+                {
+                    assert_eq!(decoded_offset - partial_bytes, read.len() as u64, "{case}");
+                } else {
+                    assert!(
+                        !failed && error.is_none() && read.len() == decoded.len(),
+                        "{case}: {error:?}"
+                    );
+                }
+            }
+        }
+    }
+    let mut packed = compress(Compression::Snappy, &plain);
+    // The stream identifier (10 bytes), then the first chunk's 4-byte
+    // header (type, 24-bit length), its CRC (4 bytes) and data.
+    let first_len =
+        usize::from(packed[11]) | usize::from(packed[12]) << 8 | usize::from(packed[13]) << 16;
+    let second = 10 + 4 + first_len;
+    packed[second + 4 + 4 + 20] ^= 0xff;
+    let (read, error) = read_damaged(packed, 256 << 10);
+    assert!(
+        read.len() > 60_000,
+        "the first chunk's lines: {}",
+        read.len()
+    );
+    assert_eq!(read[..], plain[..read.len()]);
+    assert!(matches!(error, Some(Error::Damaged { .. })), "{error:?}");
 }
 
 #[test]
@@ -267,6 +549,20 @@ proptest! {
             offset += bytes.len() as u64;
         }
         prop_assert_eq!(chunks.concat_bytes(), text);
+    }
+
+    /// A compressed input cut anywhere yields exactly the whole lines its
+    /// decoder recovers, at any chunk size.
+    #[test]
+    fn any_cut_keeps_the_whole_lines_before_it(
+        codec in proptest::sample::select(CODECS.to_vec()),
+        lines in 1usize..3000,
+        cut_per_mille in 0usize..1000,
+        chunk_bytes in 16usize..5000,
+    ) {
+        let packed = compress(codec, &sample_text(lines));
+        let cut = (packed.len() * cut_per_mille / 1000).max(10);
+        assert_keeps_whole_lines(codec, &packed[..cut], chunk_bytes, &format!("cut at {cut}"));
     }
 
     /// Arbitrary bytes (including forged magic numbers) never panic.
