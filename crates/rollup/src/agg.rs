@@ -9,7 +9,7 @@
 //! | aggregate | state | merge | answer |
 //! |---|---|---|---|
 //! | `count(*)`, `count(x)` | u64 | add | exact |
-//! | `sum(x)`, `avg(x)` | i128 fixed point (2^-64) + count | add | within 2.7e-20 per value, order-independent |
+//! | `sum(x)`, `avg(x)` | i128 fixed point (2^-64), else [`ExactSum`], + count | add | exact sum rounded once, order-independent |
 //! | `min(x)`, `max(x)` | f64 | min / max | exact |
 //! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval |
 //! | `exact_distinct(x)` | [`ExactSet`] | set union | exact |
@@ -17,18 +17,21 @@
 //! | `topk(x, k)` | exact counts while at most [`TOPK_EXACT_KEYS_MAX`] keys, then [`HeavyHitters`] + candidate names | add counts / counter add | exact, then upper bound, eps·N |
 //! | `theta(x)` | [`Theta`] | union | estimate, ~95% bounds |
 //!
-//! Sums are kept in binary fixed point because floating-point addition is
-//! not associative: summed as f64, the same records split differently across
-//! workers give results that differ in the last bits. Each value below 2^62
-//! in magnitude is rounded once to a multiple of 2^-64 (an absolute error of
-//! at most 2.7e-20, far below f64's own precision for any value above
-//! 1e-4, and 5e-14 relative even for a value of 1e-6) and added to an
-//! i128, exactly, in any order. So sums do not depend on the split, and the
-//! sum of `0.006122`-style decimals prints as the decimal a person expects
-//! (its error is below half an f64 ulp). The i128 holds 2^63 (9.2e18) of
-//! sum; larger values go to an f64 side sum, which is order-dependent only
-//! in that regime. Infinities and NaN go to the side sum too, so a sum
-//! answers as PostgreSQL and DuckDB do (an infinity, or NaN), in any order.
+//! Sums are exact because floating-point addition is not associative:
+//! summed as f64, the same records split differently across workers give
+//! results that differ in the last bits, and small values vanish next to
+//! large ones. A sum is kept as the exact sum of its values and rounded to
+//! the nearest double once, when it is answered, so it does not depend on
+//! order or split, for every finite double. The common values, multiples of
+//! 2^-64 below 2^62 in magnitude (every double from 2^-11 to 2^62, and
+//! smaller ones with few significant bits), add exactly into an i128 fixed
+//! point: a few shifts and one add, with no allocation. The first value it
+//! cannot hold exactly (a tiny or huge one, or an overflow of the i128)
+//! boxes an [`ExactSum`], a 2240-bit accumulator that holds any sum of
+//! doubles exactly, and such values add there. Infinities and NaN are kept
+//! there too, so a sum answers as PostgreSQL and DuckDB do (an infinity, or
+//! NaN), in any order; a finite sum beyond the largest double answers as an
+//! infinity of its sign. `avg(x)` divides the rounded sum by the count.
 
 use std::collections::HashMap;
 
@@ -41,13 +44,14 @@ use cardinal_sketch::theta::Theta;
 use cardinal_sketch::{Estimate, Sketch};
 
 use crate::Result;
+use crate::sum::ExactSum;
 
 /// Scale of the fixed-point sum: units of 2^-64.
 const SUM_SCALE: f64 = 18_446_744_073_709_551_616.0;
 
-/// Values at or above this magnitude go to the f64 side sum: 2^62, so that
-/// the i128 (2^127 units of 2^-64, that is 2^63) cannot overflow before 2
-/// such values, and a sum of many values below it is checked.
+/// Values at or above this magnitude go to the exact accumulator: 2^62, so
+/// that the i128 (2^127 units of 2^-64, that is 2^63) cannot overflow
+/// before 2 such values, and a sum of many values below it is checked.
 const SUM_FIXED_VALUE_MAX: f64 = 4_611_686_018_427_387_904.0;
 
 /// [`SUM_FIXED_VALUE_MAX`] for integers.
@@ -192,13 +196,14 @@ pub enum Input<'a> {
 pub enum AggState {
     /// `count(*)` and `count(x)`.
     Count(u64),
-    /// `sum(x)` and `avg(x)`: fixed-point sum and the count of values.
+    /// `sum(x)` and `avg(x)`: exact sum and the count of values.
     Sum {
-        /// Sum of the values below 2^62, each rounded to a multiple of
-        /// 2^-64.
+        /// Sum of the values that are multiples of 2^-64 below 2^62, in
+        /// units of 2^-64.
         fixed: i128,
-        /// Sum of larger values (and of overflow), in f64.
-        big: f64,
+        /// Sum of the other values (tiny, huge, not finite, or an overflow
+        /// of `fixed`), exact; boxed on the first such value.
+        exact: Option<Box<ExactSum>>,
         /// Values summed.
         count: u64,
     },
@@ -374,7 +379,7 @@ impl AggKind {
             AggKind::CountAll | AggKind::Count => AggState::Count(0),
             AggKind::Sum | AggKind::Avg => AggState::Sum {
                 fixed: 0,
-                big: 0.0,
+                exact: None,
                 count: 0,
             },
             AggKind::SumInt => AggState::SumInt { sum: 0, count: 0 },
@@ -458,8 +463,12 @@ impl AggState {
     #[inline]
     pub fn fold_number(&mut self, v: f64) {
         match self {
-            AggState::Sum { fixed, big, count } => {
-                add_value(fixed, big, v);
+            AggState::Sum {
+                fixed,
+                exact,
+                count,
+            } => {
+                add_value(fixed, exact, v);
                 *count += 1;
             }
             AggState::Min(m) => *m = Some(m.map_or(v, |m| min_of(m, v))),
@@ -486,8 +495,12 @@ impl AggState {
             }
             AggState::MinInt(m) => *m = Some(m.map_or(v, |m| m.min(v))),
             AggState::MaxInt(m) => *m = Some(m.map_or(v, |m| m.max(v))),
-            AggState::Sum { fixed, big, count } => {
-                add_int(fixed, big, v);
+            AggState::Sum {
+                fixed,
+                exact,
+                count,
+            } => {
+                add_int(fixed, exact, v);
                 *count += 1;
             }
             #[expect(clippy::cast_precision_loss, reason = "a float aggregate")]
@@ -546,18 +559,24 @@ impl AggState {
         match (self, other) {
             (AggState::Count(a), AggState::Count(b)) => *a += b,
             (
-                AggState::Sum { fixed, big, count },
+                AggState::Sum {
+                    fixed,
+                    exact,
+                    count,
+                },
                 AggState::Sum {
                     fixed: f,
-                    big: b,
+                    exact: e,
                     count: c,
                 },
             ) => {
                 match fixed.checked_add(*f) {
                     Some(sum) => *fixed = sum,
-                    None => *big += from_fixed(*f),
+                    None => exact_sum(exact).add_fixed(*f),
                 }
-                *big += b;
+                if let Some(e) = e {
+                    exact_sum(exact).merge(e);
+                }
                 *count += c;
             }
             (AggState::SumInt { sum, count }, AggState::SumInt { sum: s, count: c }) => {
@@ -617,10 +636,21 @@ impl AggState {
     pub fn output(&self, kind: &AggKind) -> Output {
         match self {
             AggState::Count(n) => Output::Count(*n),
-            AggState::Sum { fixed, big, count } => {
+            AggState::Sum {
+                fixed,
+                exact,
+                count,
+            } => {
                 // As in SQL, a sum or mean of no values (every one NULL)
                 // is NULL.
-                let sum = from_fixed(*fixed) + big;
+                let sum = match exact {
+                    None => from_fixed(*fixed),
+                    Some(exact) => {
+                        let mut all = exact.clone();
+                        all.add_fixed(*fixed);
+                        all.value()
+                    }
+                };
                 Output::Number((*count > 0).then(|| match kind {
                     AggKind::Avg => sum / *count as f64,
                     _ => sum,
@@ -743,51 +773,50 @@ fn max_of(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Adds `v` to the fixed-point sum, or to the f64 side sum when it is too
-/// large for the fixed point, the fixed point would overflow, or `v` is
-/// not finite (the side sum then carries IEEE's answer: an infinity, or
-/// NaN for a NaN or infinities of both signs, in any order).
-#[expect(
-    clippy::cast_possible_truncation,
-    reason = "|v| < 2^62, so v * 2^64 < 2^126"
-)]
-fn add_value(fixed: &mut i128, big: &mut f64, v: f64) {
-    if v.abs() < SUM_FIXED_VALUE_MAX {
-        let units = fixed_units(v);
-        debug_assert_eq!(units, (v * SUM_SCALE).round() as i128);
-        match fixed.checked_add(units) {
-            Some(sum) => *fixed = sum,
-            None => *big += v,
-        }
+/// Adds `v` to the fixed-point sum when it is exact there and does not
+/// overflow it, else to the exact accumulator (which also keeps IEEE's
+/// answer for infinities and NaN: an infinity, or NaN for a NaN or
+/// infinities of both signs, in any order).
+#[inline]
+fn add_value(fixed: &mut i128, exact: &mut Option<Box<ExactSum>>, v: f64) {
+    if let Some(units) = fixed_units(v)
+        && let Some(sum) = fixed.checked_add(units)
+    {
+        *fixed = sum;
     } else {
-        *big += v;
+        exact_sum(exact).add(v);
     }
 }
 
 /// [`add_value`] for an integer: exact into the fixed point below 2^62
-/// (an f64 holds integers exactly only below 2^53).
-fn add_int(fixed: &mut i128, big: &mut f64, v: i64) {
-    #[expect(clippy::cast_precision_loss, reason = "the side sum is an f64")]
-    let as_float = v as f64;
-    if v.unsigned_abs() < SUM_FIXED_INT_MAX {
-        match fixed.checked_add(i128::from(v) << 64) {
-            Some(sum) => *fixed = sum,
-            None => *big += as_float,
-        }
+/// (an f64 holds integers exactly only below 2^53), else exact into the
+/// accumulator (every i64 times 2^64 is an i128).
+#[inline]
+fn add_int(fixed: &mut i128, exact: &mut Option<Box<ExactSum>>, v: i64) {
+    let units = i128::from(v) << 64;
+    if v.unsigned_abs() < SUM_FIXED_INT_MAX
+        && let Some(sum) = fixed.checked_add(units)
+    {
+        *fixed = sum;
     } else {
-        *big += as_float;
+        exact_sum(exact).add_fixed(units);
     }
 }
 
-/// `(v * SUM_SCALE).round() as i128` for `|v| < SUM_FIXED_VALUE_MAX`, from
-/// the bits: `v` is `m * 2^e` (53-bit `m`), so its units of 2^-64 are
-/// `m << (e + 64)`, exact, or `m >> -(e + 64)` rounded half away from zero
-/// (as `f64::round`) for `|v| < 2^-11`. The float expression is a call
-/// to the runtime's float-to-i128 conversion (and `round` one to libm on
-/// x86-64 without SSE4.1); this is a few shifts. Tested against it.
+/// The exact accumulator of a sum, boxed on first use.
+#[cold]
+fn exact_sum(exact: &mut Option<Box<ExactSum>>) -> &mut ExactSum {
+    exact.get_or_insert_with(Box::default)
+}
+
+/// `v * SUM_SCALE` as an i128 when it is a whole number and
+/// `|v| < SUM_FIXED_VALUE_MAX`, from the bits: `v` is `m * 2^e` (53-bit
+/// `m`), so its units of 2^-64 are `m << (e + 64)`, or `m >> -(e + 64)`
+/// when the bits shifted out are zero. `None` for any other value (one with
+/// bits below 2^-64, one too large, an infinity or NaN): the fixed point
+/// would not hold it exactly.
 #[inline]
-fn fixed_units(v: f64) -> i128 {
-    debug_assert!(v.abs() < SUM_FIXED_VALUE_MAX);
+fn fixed_units(v: f64) -> Option<i128> {
     let bits = v.to_bits();
     // The exponent field is 11 bits.
     let exponent = ((bits >> 52) & 0x7ff) as i32;
@@ -797,24 +826,29 @@ fn fixed_units(v: f64) -> i128 {
     } else {
         (fraction | 1 << 52, exponent - 1075)
     };
-    // |v| < 2^62: exponent <= 61 - 52, so the shift is at most 73 and the
-    // units stay below 2^126.
+    // |v| < 2^62 (and finite): the top bit, at exponent + 52, is below
+    // 62. Then the shift is at most 73 and the units stay below 2^126.
+    if exponent > 61 - 52 {
+        return None;
+    }
+    debug_assert!(v.abs() < SUM_FIXED_VALUE_MAX);
     let shift = exponent + 64;
     let magnitude = if shift >= 0 {
         i128::from(mantissa) << shift
-    } else if shift >= -53 {
-        // Below 2^53 units: add a half and cut (half away from zero).
-        let down = shift.unsigned_abs();
-        i128::from((mantissa + (1 << (down - 1))) >> down)
-    } else {
-        // Below half a unit.
+    } else if mantissa == 0 {
         0
+    } else {
+        let down = shift.unsigned_abs();
+        if down >= 64 || mantissa & ((1 << down) - 1) != 0 {
+            return None;
+        }
+        i128::from(mantissa >> down)
     };
-    if bits >> 63 == 1 {
+    Some(if bits >> 63 == 1 {
         -magnitude
     } else {
         magnitude
-    }
+    })
 }
 
 #[expect(clippy::cast_precision_loss, reason = "the answer is an f64")]
@@ -828,19 +862,23 @@ mod tests {
 
     proptest::proptest! {
         /// The bit-level conversion gives the float expression's units for
-        /// every value the fixed point takes, subnormals and halves included.
+        /// every value the fixed point holds exactly, and refuses the rest.
         #[test]
-        fn fixed_units_are_the_rounded_product(bits in proptest::prelude::any::<u64>(), scale in -80i32..70) {
+        fn fixed_units_are_the_exact_product(bits in proptest::prelude::any::<u64>(), scale in -80i32..70) {
             let v = f64::from_bits(bits);
             let scaled = if v.is_finite() { v * 2f64.powi(scale) } else { 0.5 };
             for v in [v, scaled, 2f64.powi(scale) * 1.5, -2f64.powi(scale) * 0.5] {
-                if v.is_finite() && v.abs() < SUM_FIXED_VALUE_MAX {
-                    #[expect(clippy::cast_possible_truncation, reason = "the reference")]
-                    let want = (v * SUM_SCALE).round() as i128;
-                    proptest::prop_assert_eq!(fixed_units(v), want, "{:e}", v);
-                }
+                proptest::prop_assert_eq!(fixed_units(v), reference_units(v), "{:e}", v);
             }
         }
+    }
+
+    /// `v * 2^64` as an i128 when that is exact and `|v| < 2^62`.
+    fn reference_units(v: f64) -> Option<i128> {
+        let product = v * SUM_SCALE;
+        #[expect(clippy::cast_possible_truncation, reason = "checked whole and small")]
+        (v.is_finite() && v.abs() < SUM_FIXED_VALUE_MAX && product.fract() == 0.0)
+            .then_some(product as i128)
     }
 
     #[test]
@@ -857,11 +895,16 @@ mod tests {
             0.002463,
             1e18,
             -4.6e18,
+            4_611_686_018_427_387_904.0,
+            1e-20,
+            f64::INFINITY,
+            f64::NAN,
         ] {
-            #[expect(clippy::cast_possible_truncation, reason = "the reference")]
-            let want = (v * SUM_SCALE).round() as i128;
-            assert_eq!(fixed_units(v), want, "{v:e}");
+            assert_eq!(fixed_units(v), reference_units(v), "{v:e}");
         }
+        assert_eq!(fixed_units(-2.5 / SUM_SCALE), None);
+        assert_eq!(fixed_units(-2.0 / SUM_SCALE), Some(-2));
+        assert_eq!(fixed_units(0.0), Some(0));
     }
 
     fn fold_all(kind: AggKind, inputs: &[Input<'_>]) -> AggState {

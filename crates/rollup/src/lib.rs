@@ -28,6 +28,7 @@
 mod agg;
 mod error;
 mod rows;
+mod sum;
 mod table;
 
 pub use agg::{
@@ -35,6 +36,7 @@ pub use agg::{
     TOPK_K_MAX, TopCounts, output_of, state_of,
 };
 pub use error::{Error, Result};
+pub use sum::ExactSum;
 pub use table::{
     AggregateStates, Folded, GROUPS_MAX_DEFAULT, GroupAt, KEY_BYTES_MAX, KeyHash, Limits,
     PART_PREFETCH_BYTES_MAX, PARTS, PARTS_AFTER_DEFAULT, PartLines, Rollup, Row, Shape,

@@ -12,6 +12,11 @@ use sqlparser::ast::{
 use sqlparser::tokenizer::Span;
 
 use crate::error::Result;
+
+// A theta sketch fills up to 2^(lg_k + 1) hashes of 8 bytes before it
+// trims, within one group's state budget at every lg_k compile accepts.
+const _: () = assert!((8u64 << (theta::LG_K_MAX + 1)) <= crate::GROUP_STATE_BYTES_MAX);
+
 use crate::expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Type};
 use crate::parse::{
     AttributionDecl, Declaration, Declarations, StreamDecl, SummaryDecl, at_span, span_of,
@@ -1020,7 +1025,22 @@ impl Scope<'_> {
                         u64::from(hll::LOG2M_MIN),
                         u64::from(hll::LOG2M_MAX),
                     )?;
-                    u8::try_from(log2m).expect("checked range")
+                    let log2m = u8::try_from(log2m).expect("checked range");
+                    // Dense, a sketch holds one byte per register.
+                    let dense_bytes = 1u64 << log2m;
+                    if dense_bytes > crate::GROUP_STATE_BYTES_MAX {
+                        return self.fail(
+                            params[0].2,
+                            format!(
+                                "hll: log2m {log2m} needs {} MiB per group; at most {} MiB \
+                                 (GROUP_STATE_BYTES_MAX, log2m {})",
+                                dense_bytes >> 20,
+                                crate::GROUP_STATE_BYTES_MAX >> 20,
+                                crate::GROUP_STATE_BYTES_MAX.ilog2()
+                            ),
+                        );
+                    }
+                    log2m
                 };
                 let regwidth = if params.len() < 2 {
                     defaults.regwidth

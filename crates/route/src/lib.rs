@@ -82,6 +82,13 @@ pub const DECLARATION_BYTES_MAX: usize = 1 << 20;
 /// (whose `TOPK_K_MAX` is the same value; the binary's tests check it).
 pub const TOPK_K_MAX: u32 = 1_000;
 
+/// The most bytes one aggregate's state may take in one group, at its
+/// largest: 16 MiB. A HyperLogLog grows to one byte per register, so
+/// `hll(x, log2m)` is refused above log2m 24 (the format goes to 31, 2 GiB
+/// per group); `theta(x, 20)` fills up to 16 MiB. Checked when a
+/// declaration compiles, so that one group cannot exhaust memory later.
+pub const GROUP_STATE_BYTES_MAX: u64 = 16 << 20;
+
 /// The most ranks one `approx_quantile(x, q, ...)` may ask for (the
 /// rollup's `RANKS_MAX`, checked at compile time for the same reason).
 pub const RANKS_MAX: usize = 8;

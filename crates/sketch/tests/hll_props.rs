@@ -53,6 +53,31 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
+    fn interval_contains_estimate(s in settings(), a in keys(), b in keys()) {
+        for h in [build(s, &a), union(&build(s, &a), &build(s, &b))] {
+            let e = h.estimate();
+            prop_assert!(e.lower <= e.value && e.value <= e.upper, "{:?} {:?}", s, e);
+        }
+    }
+
+    #[test]
+    fn overlap_intervals_contain_their_estimates(
+        log2m in 4u8..=10,
+        regwidth in 3u8..=6,
+        a in 0u64..3_000,
+        b in 0u64..3_000,
+        shared in 0u64..3_000,
+    ) {
+        let s = Settings { explicit: Explicit::Off, ..Settings::new(log2m, regwidth).expect("valid") };
+        let left: Vec<u64> = (0..a + shared).collect();
+        let right: Vec<u64> = (a..a + shared + b).collect();
+        let overlap = build(s, &left).intersection(&build(s, &right)).expect("same settings");
+        for e in [overlap.intersection, overlap.a_only, overlap.b_only, overlap.union] {
+            prop_assert!(e.lower <= e.value && e.value <= e.upper, "{:?}", e);
+        }
+    }
+
+    #[test]
     fn merge_is_commutative(s in settings(), a in keys(), b in keys()) {
         let (a, b) = (build(s, &a), build(s, &b));
         prop_assert_eq!(union(&a, &b).encode(), union(&b, &a).encode());
@@ -129,6 +154,42 @@ proptest! {
 /// The 95% interval must cover the truth in at least 90% of trials: with
 /// p = 0.95 and n = 200 the binomial standard deviation is 1.5%, so 90% is
 /// more than 3 sigma below.
+/// Every precision and register width, from one distinct value to past
+/// saturation of small widths: the interval always holds the estimate
+/// (and the estimate is never below the registers already proven filled).
+#[test]
+fn interval_contains_estimate_at_every_cardinality() {
+    let mut rng = StdRng::seed_from_u64(0x001e_5711);
+    for log2m in [4u8, 5, 7, 10, 13] {
+        for regwidth in 1u8..=8 {
+            let settings = Settings {
+                explicit: Explicit::Off,
+                ..Settings::new(log2m, regwidth).expect("valid")
+            };
+            let mut h = Hll::new(settings).expect("valid");
+            let m = 1u64 << log2m;
+            let mut next_check = 1u64;
+            for n in 1..=(64 * m) {
+                h.insert(rng.random());
+                if n == next_check {
+                    next_check += next_check / 8 + 1;
+                    let e = h.estimate();
+                    let filled = h
+                        .registers()
+                        .expect("defined")
+                        .iter()
+                        .filter(|&&r| r != 0)
+                        .count() as f64;
+                    assert!(
+                        e.lower <= e.value && e.value <= e.upper && filled <= e.value,
+                        "log2m {log2m} regwidth {regwidth} n {n} filled {filled}: {e:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn ertl_estimate_error_matches_theory() {
     let mut rng = StdRng::seed_from_u64(20261121);

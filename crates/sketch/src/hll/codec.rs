@@ -66,7 +66,7 @@ pub(super) fn encode(hll: &Hll) -> Vec<u8> {
         }
         (Repr::Sparse(words), Kind::Sparse) => {
             let mut writer = BitWriter::new(out);
-            for &word in words {
+            for &word in super::sparse_words(words).iter() {
                 writer.write(
                     (super::sparse_index(word) << regwidth) | (word & 0xFF),
                     regwidth + u32::from(s.log2m),
@@ -87,6 +87,7 @@ pub(super) fn encode(hll: &Hll) -> Vec<u8> {
             out = writer.finish();
         }
         (Repr::Sparse(words), Kind::Full) => {
+            let words = super::sparse_words(words);
             let mut writer = BitWriter::new(out);
             let mut next = words.iter().peekable();
             for index in 0..s.register_count() {

@@ -100,15 +100,22 @@ pub(super) fn ertl_estimate(counts: &[u64], log2m: u8) -> Estimate {
     }
     z += m * sigma(counts[0] as f64 / m);
     let alpha_infinity = 1.0 / (2.0 * std::f64::consts::LN_2);
-    let value = alpha_infinity * m * m / z;
-    // At least one distinct hash hit each non-zero register.
+    // At least one distinct hash hit each non-zero register, so the count
+    // is proven to be at least `filled`. The raw estimate can fall below it
+    // for few values; it is raised to it, so that the interval, which
+    // starts at `filled`, always holds the estimate.
     let filled = m - counts[0] as f64;
+    let value = (alpha_infinity * m * m / z).max(filled);
     let relative_error = (3.0 * std::f64::consts::LN_2 - 1.0).sqrt() / m.sqrt();
     let spread = Z_95 * relative_error * value;
+    // `max` keeps `filled` when the subtraction is NaN (infinite value).
+    let lower = (value - spread).max(filled);
+    let upper = value + spread;
+    debug_assert!(lower <= value && value <= upper, "{lower} {value} {upper}");
     Estimate {
         value,
-        lower: (value - spread).max(filled),
-        upper: value + spread,
+        lower,
+        upper,
         confidence: CONFIDENCE_DEFAULT,
     }
 }
@@ -170,6 +177,41 @@ mod tests {
         let e = ertl_estimate(&counts, 11);
         assert!((e.value - 1.0).abs() < 0.01, "{e:?}");
         assert_eq!(e.lower, 1.0);
+    }
+
+    proptest::proptest! {
+        /// Any histogram of any precision and width, as registers filled by
+        /// any number of values: the interval holds the estimate, which is
+        /// at least the registers proven filled.
+        #[test]
+        fn interval_contains_estimate(
+            log2m in 4u8..=31,
+            regwidth in 1u8..=8,
+            weights in proptest::collection::vec(0u64..1_000_000, 256),
+            zero_share in 0u64..=1_000_000,
+        ) {
+            let top = (1usize << regwidth) - 1;
+            let m = 1u64 << log2m;
+            // Zeros take `zero_share` millionths of the registers, values
+            // 1..=top the rest in proportion to their weights.
+            let mut counts = vec![0u64; top + 1];
+            // m <= 2^31 and shares below 2^20: the products fit in a u64.
+            counts[0] = m * zero_share / 1_000_000;
+            let total: u64 = weights[1..=top].iter().sum::<u64>().max(1);
+            let mut left = m - counts[0];
+            for k in 1..=top {
+                let share = (m - counts[0]) * weights[k] / total;
+                counts[k] = share.min(left);
+                left -= counts[k];
+            }
+            counts[top] += left;
+            let e = ertl_estimate(&counts, log2m);
+            let filled = (m - counts[0]) as f64;
+            proptest::prop_assert!(
+                e.lower <= e.value && e.value <= e.upper && filled <= e.value,
+                "{:?} {:?}", counts, e
+            );
+        }
     }
 
     #[test]

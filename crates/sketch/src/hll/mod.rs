@@ -33,7 +33,10 @@
 //! written (postgresql-hll's rule, see [`MaxSparse`]), so two sketches with
 //! the same registers always encode to the same bytes, whichever way they
 //! were built. In memory a register set starts sparse — `(index << 8) |
-//! value` words sorted by index, 8 bytes per non-zero register — and turns
+//! value` words sorted by index, 8 bytes per non-zero register, with new
+//! registers appended to an unsorted log that is sorted in once it is as
+//! long as the sorted run, so that an insert is O(log n) amortized at any
+//! `log2m` (see `sparse_set_max`) — and turns
 //! dense (one byte per register, unpacked so that insert and union are plain
 //! byte operations) once the sparse words would take more memory than the
 //! dense array: `8 * len > m`. For the default (11, 5) that is 256 non-zero
@@ -358,17 +361,35 @@ fn register_value_max(regwidth: u8) -> u8 {
 }
 
 /// In-memory state. See the module doc for the walk between states.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 enum Repr {
     Undefined,
     Empty,
     /// Distinct hashes sorted by signed value, as the format stores them.
     Explicit(Vec<i64>),
-    /// Non-zero registers as `(index << 8) | value`, sorted by index.
+    /// Non-zero registers as `(index << 8) | value`: a run sorted by index
+    /// (one word per register), then a log of registers that were not in
+    /// the run when they were set, unsorted, marked with
+    /// [`SPARSE_LOG_FLAG`] (see [`sparse_set_max`]). Readers go through
+    /// [`sparse_words`], which folds the log in.
     Sparse(Vec<u64>),
     /// All `m` registers, one byte each.
     Dense(Box<[u8]>),
 }
+
+impl PartialEq for Repr {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Self::Undefined, Self::Undefined) | (Self::Empty, Self::Empty) => true,
+            (Self::Explicit(a), Self::Explicit(b)) => a == b,
+            (Self::Sparse(a), Self::Sparse(b)) => sparse_words(a) == sparse_words(b),
+            (Self::Dense(a), Self::Dense(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Repr {}
 
 /// A HyperLogLog sketch in the AK storage format.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -503,10 +524,14 @@ impl Hll {
     /// Moves sparse registers to a dense array once that is smaller.
     fn densify_if_large(&mut self) {
         let m = self.packed.register_count();
-        if let Repr::Sparse(words) = &self.repr
+        if let Repr::Sparse(words) = &mut self.repr
             && (words.len() as u64) * 8 > m
         {
-            self.repr = Repr::Dense(sparse_to_dense(words, m));
+            // The log may hold a register twice: count each once.
+            sparse_flush(words);
+            if (words.len() as u64) * 8 > m {
+                self.repr = Repr::Dense(sparse_to_dense(words, m));
+            }
         }
     }
 
@@ -516,7 +541,7 @@ impl Hll {
             Repr::Undefined => Kind::Undefined,
             Repr::Empty => Kind::Empty,
             Repr::Explicit(_) => Kind::Explicit,
-            Repr::Sparse(words) => self.registers_kind(words.len() as u64),
+            Repr::Sparse(words) => self.registers_kind(sparse_words(words).len() as u64),
             Repr::Dense(registers) => {
                 let filled = registers.iter().filter(|&&r| r != 0).count() as u64;
                 self.registers_kind(filled)
@@ -569,7 +594,7 @@ impl Hll {
                 }
                 Some(registers)
             }
-            Repr::Sparse(words) => Some(sparse_to_dense(words, m).into_vec()),
+            Repr::Sparse(words) => Some(sparse_to_dense(&sparse_words(words), m).into_vec()),
             Repr::Dense(registers) => Some(registers.to_vec()),
         }
     }
@@ -584,8 +609,9 @@ impl Hll {
             Repr::Undefined | Repr::Explicit(_) => return None,
             Repr::Empty => counts[0] = self.packed.register_count(),
             Repr::Sparse(words) => {
+                let words = sparse_words(words);
                 counts[0] = self.packed.register_count() - words.len() as u64;
-                for &word in words {
+                for &word in words.iter() {
                     counts[usize::from(sparse_value(word))] += 1;
                 }
             }
@@ -651,10 +677,13 @@ impl Hll {
     /// Folds a register set (dense, in `other`) into `self`'s registers.
     fn merge_registers(&mut self, other: &Repr) {
         debug_assert!(matches!(self.repr, Repr::Sparse(_) | Repr::Dense(_)));
+        if let Repr::Sparse(words) = &mut self.repr {
+            sparse_flush(words);
+        }
         match (&mut self.repr, other) {
             (Repr::Dense(a), Repr::Dense(b)) => dense_union(a, b),
             (Repr::Dense(a), Repr::Sparse(b)) => {
-                for &word in b {
+                for &word in sparse_words(b).iter() {
                     let index = usize::try_from(sparse_index(word)).expect("index < m");
                     a[index] = a[index].max(sparse_value(word));
                 }
@@ -668,7 +697,7 @@ impl Hll {
                 self.repr = Repr::Dense(dense);
             }
             (Repr::Sparse(a), Repr::Sparse(b)) => {
-                *a = sparse_union(a, b);
+                *a = sparse_union(a, &sparse_words(b));
                 self.densify_if_large();
             }
             _ => unreachable!("merge_registers takes register sets"),
@@ -806,21 +835,72 @@ fn sparse_word(index: u64, value: u8) -> u64 {
     (index << 8) | u64::from(value)
 }
 
-/// Raises register `index` to `value` in a sorted sparse list. Returns whether
-/// a new register became non-zero.
+/// Marks a sparse word as part of the unsorted log after the sorted run
+/// (indexes are below 2^31, so the top bit of a word is free).
+const SPARSE_LOG_FLAG: u64 = 1 << 63;
+
+/// The log is sorted into the run once it is as long as the run, and at
+/// least this long: few registers are then sorted often, and many rarely.
+const SPARSE_LOG_LEN_MIN: usize = 64;
+
+/// Raises register `index` to `value` in a sparse list (see [`Repr::Sparse`]).
+/// Returns whether the list grew (a new register may have become non-zero).
+///
+/// A register in the sorted run is raised in place; any other is appended
+/// to the log, which is sorted into the run when it is as long as the run.
+/// Each word is so sorted O(1) times amortized, and an insert costs
+/// O(log n) amortized at every size, where inserting into the sorted run
+/// itself would move O(n) words per new register: quadratic for the 2^28
+/// sparse registers of a sketch with `log2m` 31.
 fn sparse_set_max(words: &mut Vec<u64>, index: u64, value: u8) -> bool {
     debug_assert!(value != 0);
-    match words.binary_search_by_key(&index, |&w| sparse_index(w)) {
+    let sorted_len = words.partition_point(|&w| w & SPARSE_LOG_FLAG == 0);
+    match words[..sorted_len].binary_search_by_key(&index, |&w| sparse_index(w)) {
         Ok(position) => {
             if sparse_value(words[position]) < value {
                 words[position] = sparse_word(index, value);
             }
             false
         }
-        Err(position) => {
-            words.insert(position, sparse_word(index, value));
+        Err(_) => {
+            words.push(SPARSE_LOG_FLAG | sparse_word(index, value));
+            if words.len() - sorted_len >= sorted_len.max(SPARSE_LOG_LEN_MIN) {
+                sparse_flush(words);
+            }
             true
         }
+    }
+}
+
+/// Sorts a sparse list's log into its run: one word per register, the
+/// largest value for each, sorted by index, no log.
+fn sparse_flush(words: &mut Vec<u64>) {
+    if words.last().is_none_or(|&w| w & SPARSE_LOG_FLAG == 0) {
+        return;
+    }
+    for word in words.iter_mut() {
+        *word &= !SPARSE_LOG_FLAG;
+    }
+    // By index, then value: the last word of each index has the maximum.
+    words.sort_unstable();
+    words.dedup_by(|later, earlier| {
+        let same = sparse_index(*later) == sparse_index(*earlier);
+        if same {
+            *earlier = *later;
+        }
+        same
+    });
+}
+
+/// A sparse list as readers want it: sorted by index, one word per
+/// register. Borrowed when the log is empty, as after decoding or a merge.
+fn sparse_words(words: &[u64]) -> std::borrow::Cow<'_, [u64]> {
+    if words.last().is_none_or(|&w| w & SPARSE_LOG_FLAG == 0) {
+        std::borrow::Cow::Borrowed(words)
+    } else {
+        let mut words = words.to_vec();
+        sparse_flush(&mut words);
+        std::borrow::Cow::Owned(words)
     }
 }
 
@@ -1016,7 +1096,7 @@ mod tests {
 
     #[test]
     fn hex_round_trip_and_errors() {
-        let h = Hll::from_hex("\\x128b7f004403b7fb05c44a").expect("valid");
+        let h = Hll::from_hex("\\x128B7F004403B7FB05C44A").expect("valid");
         assert_eq!(h.cardinality(), Some(1.0));
         let error = |text: &str| Hll::from_hex(text).expect_err(text).to_string();
         assert!(error("\\x128").contains("odd number of digits (3)"));
