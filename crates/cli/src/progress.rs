@@ -1,8 +1,9 @@
 //! A one-line progress display on stderr for long runs.
 //!
 //! Workers add to three shared counters once per chunk (never per record):
-//! bytes read, records parsed, records rejected. A ticker thread reads them
-//! [`TICKS_PER_SEC`] times a second and redraws one line:
+//! bytes read, records folded, records rejected (see [`Counts`]). A
+//! ticker thread reads them [`TICKS_PER_SEC`] times a second and redraws
+//! one line:
 //!
 //! ```text
 //!   412 MB of 873 MB (47%)  98.1 MB/s  1.12 M events/s  0 rejected  ETA 5 s
@@ -116,7 +117,7 @@ impl Tap<'_> {
 pub struct Snapshot {
     /// Bytes of input read (after decompression).
     pub bytes: u64,
-    /// Records parsed.
+    /// Records folded ([`Counts::records`]).
     pub records: u64,
     /// Records rejected.
     pub rejects: u64,

@@ -411,7 +411,9 @@ struct WorkerOutput<'p> {
 /// What workers counted, summed over them after a run.
 #[derive(Debug, Default, Clone)]
 pub struct Counts {
-    /// Records parsed.
+    /// Records folded: parsed, and routed by every summary of the stream
+    /// (into its rollup, or left out by its `WHERE`). A rejected record is
+    /// counted in `rejects` and not here, wherever it was rejected.
     pub records: u64,
     /// Bytes of input read (after decompression).
     pub bytes: u64,
@@ -1040,7 +1042,9 @@ fn report(executed: &Executed<'_>, args: &Args, out_dir: Option<&OutDir>) -> Res
     Ok(())
 }
 
-/// `N records, X MB in S s: R M records/s, T MB/s on K thread(s); J rejected`.
+/// `N records, X MB in S s: R M records/s, T MB/s on K thread(s); J rejected`:
+/// `N` and the rate count the records folded ([`Counts::records`]), `J`
+/// the rejected ones apart.
 pub fn summary_line(executed: &Executed<'_>) -> String {
     let counts = &executed.counts;
     let elapsed = executed.elapsed_secs.max(1e-9);
@@ -1990,7 +1994,6 @@ impl<'a> Fold<'a> {
     /// any: a record that one summary rejects is folded into none, so that
     /// every summary counts the same records.
     fn record<R: Record + ?Sized>(&mut self, raw: &R, name: &str, at: impl Fn() -> String) {
-        self.counts.records += 1;
         let routed = match &mut self.cache {
             Some(cache) => route_lanes(&mut self.lanes, &cache.record(raw), &mut self.scratch),
             None => route_lanes(&mut self.lanes, raw, &mut self.scratch),
@@ -2012,13 +2015,17 @@ impl<'a> Fold<'a> {
             );
             return;
         }
+        self.counts.records += 1;
         self.fold_lanes(name, &at);
     }
 
     /// Folds the record every lane has routed (`lane.routed`, for the
-    /// lanes it `passed`) into their rollups.
+    /// lanes it `passed`) into their rollups. The caller counted it in
+    /// `records`; a key too long for some lane rejects it, and it is
+    /// counted there instead.
     fn fold_lanes(&mut self, name: &str, at: &impl Fn() -> String) {
         let mut held = false;
+        let mut too_long = false;
         for lane in &mut self.lanes {
             if !lane.passed {
                 continue;
@@ -2049,6 +2056,7 @@ impl<'a> Fold<'a> {
                 lane.groups.remember(bucket, name, group);
             }
             if folded == Folded::DroppedKeyTooLong {
+                too_long = true;
                 reject(
                     &mut self.counts,
                     &mut self.reject_lines,
@@ -2057,6 +2065,9 @@ impl<'a> Fold<'a> {
                     &format!("{name}: {}", at()),
                 );
             }
+        }
+        if too_long {
+            self.counts.records -= 1;
         }
         if held {
             self.bound_pending();

@@ -4,7 +4,17 @@
 //! Calendar arithmetic uses Howard Hinnant's `days_from_civil` and
 //! `civil_from_days` ("chrono-Compatible Low-Level Date Algorithms"), exact
 //! for the proleptic Gregorian calendar over the whole `i64` range we accept
-//! (years 0000..=9999).
+//! (years 0001..=9999).
+//!
+//! Every instant is within [`Timestamp::MIN`]..=[`Timestamp::MAX`], years
+//! [`Timestamp::YEAR_MIN`]..=[`Timestamp::YEAR_MAX`], and so is every bucket
+//! start [`Timestamp::truncate`] gives for one: 0001-01-01 is both a
+//! January 1 and a Monday, so no week, month, quarter or year bucket of an
+//! accepted instant starts before it. (0000-01-01 was a Saturday: its week
+//! starts on -0001-12-27, a day no four-digit year spells and no file may
+//! be named after.) Text that spells a time outside the range, whether by
+//! its year or by an offset or leap second that carries it over an edge,
+//! is rejected when it is parsed.
 
 use crate::{Error, Result};
 
@@ -77,17 +87,33 @@ impl TimeUnit {
 }
 
 impl Timestamp {
-    /// The earliest time text can spell: 0000-01-01T00:00:00Z. Typed
-    /// inputs (Parquet) are held to the same years, so every accepted time
-    /// prints and truncates as the calendar code expects.
-    pub const MIN: Timestamp = Timestamp(-62_167_219_200_000);
+    /// The first year a time may be in. Year 0000 is left out: its first
+    /// two days' week starts in year -1, which would print as `-0001`.
+    pub const YEAR_MIN: i64 = 1;
 
-    /// The latest time text can spell: 9999-12-31T23:59:59.999Z.
+    /// The last year a time may be in: four digits, as text spells it.
+    pub const YEAR_MAX: i64 = 9999;
+
+    /// The earliest time accepted: 0001-01-01T00:00:00Z, a Monday. Typed
+    /// inputs (Parquet) are held to the same range, so every accepted time
+    /// and every bucket start of one prints as `YYYY-MM-DD...` with a
+    /// four-digit year (see the module doc).
+    pub const MIN: Timestamp = Timestamp(-62_135_596_800_000);
+
+    /// The latest time accepted: 9999-12-31T23:59:59.999Z.
     pub const MAX: Timestamp = Timestamp(253_402_300_799_999);
+
+    /// Whether this instant is within [`Timestamp::MIN`]..=[`Timestamp::MAX`].
+    pub const fn is_in_range(self) -> bool {
+        Self::MIN.0 <= self.0 && self.0 <= Self::MAX.0
+    }
 
     /// Parses `YYYY-MM-DD`, `YYYY-MM-DD HH:MM[:SS]` or ISO-8601
     /// `YYYY-MM-DDTHH:MM[:SS[.fff...]][Z|±HH|±HHMM|±HH:MM]`. A missing
-    /// offset means UTC. Fractions beyond milliseconds are truncated.
+    /// offset means UTC. Fractions beyond milliseconds are truncated. A
+    /// time outside [`Timestamp::MIN`]..=[`Timestamp::MAX`] is an error,
+    /// also when only its offset or a leap second takes it there
+    /// (`0001-01-01T00:00+01:00`).
     ///
     /// ```
     /// use cardinal_event::Timestamp;
@@ -121,6 +147,9 @@ impl Timestamp {
         }
         if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
             return Err(fail("no such date"));
+        }
+        if year < Self::YEAR_MIN {
+            return Err(fail(OUT_OF_RANGE));
         }
         let mut ms = days_from_civil(year, month, day) * MS_PER_DAY;
         let rest = &text[10..];
@@ -165,7 +194,9 @@ impl Timestamp {
         }
         // The offset: Z, or ±HH, ±HHMM or ±HH:MM (ISO 8601's three forms).
         let (sign, h1, h2, m1, m2) = match *rest {
-            [] | [b'Z' | b'z'] => return Ok(Self(ms)),
+            [] | [b'Z' | b'z'] => {
+                return Self(ms).in_range().ok_or_else(|| fail(OUT_OF_RANGE));
+            }
             [sign @ (b'+' | b'-'), h1, h2] => (sign, h1, h2, b'0', b'0'),
             [sign @ (b'+' | b'-'), h1, h2, m1, m2]
             | [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => (sign, h1, h2, m1, m2),
@@ -177,11 +208,18 @@ impl Timestamp {
             return Err(fail("offset out of range"));
         }
         let offset = hours * MS_PER_HOUR + minutes * MS_PER_MINUTE;
-        Ok(Self(if sign == b'+' {
+        Self(if sign == b'+' {
             ms - offset
         } else {
             ms + offset
-        }))
+        })
+        .in_range()
+        .ok_or_else(|| fail(OUT_OF_RANGE))
+    }
+
+    /// `Some(self)` when [`Timestamp::is_in_range`].
+    fn in_range(self) -> Option<Self> {
+        self.is_in_range().then_some(self)
     }
 
     /// The start of the bucket of `unit` that holds this instant.
@@ -221,6 +259,18 @@ impl Timestamp {
         civil_from_days(self.0.div_euclid(MS_PER_DAY))
     }
 }
+
+/// The reason a parsed time outside [`Timestamp::MIN`]..=[`Timestamp::MAX`]
+/// is rejected.
+const OUT_OF_RANGE: &str = "out of range: years 0001 to 9999 (UTC) only";
+
+// Every bucket start of an accepted instant is accepted too: the first
+// accepted instant starts a day (and so a second, minute and hour), and
+// is a Monday (1970-01-01 was a Thursday, three days later in the week);
+// `bounds_are_the_first_and_last_spellable_times` checks it is a January 1.
+const _: () = assert!(Timestamp::MIN.0 % MS_PER_DAY == 0);
+const _: () = assert!((Timestamp::MIN.0 / MS_PER_DAY + 3).rem_euclid(7) == 0);
+const _: () = assert!((Timestamp::MAX.0 + 1) % MS_PER_DAY == 0);
 
 /// [`Timestamp::truncate`] to one unit, remembering the last bucket: an
 /// instant less than [`TimeUnit::shortest_ms`] past its start takes it
@@ -264,7 +314,10 @@ impl BucketMemo {
 
 impl std::fmt::Display for Timestamp {
     /// ISO-8601 in UTC: `2026-11-01T00:00:07Z`, with `.fff` when the
-    /// milliseconds are not zero.
+    /// milliseconds are not zero. A year outside 0000..=9999, which no
+    /// accepted time has, is printed in ISO 8601's expanded form with a
+    /// sign (`-0001-12-27T00:00:00Z`, `+10000-01-01T00:00:00Z`), never as
+    /// a text that reads as something else.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let (year, month, day) = self.date();
         let in_day = self.0.rem_euclid(MS_PER_DAY);
@@ -273,10 +326,12 @@ impl std::fmt::Display for Timestamp {
             in_day % MS_PER_MINUTE / MS_PER_SECOND,
             in_day % MS_PER_SECOND,
         );
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}"
-        )?;
+        if (0..=9999).contains(&year) {
+            write!(f, "{year:04}")?;
+        } else {
+            write!(f, "{year:+05}")?;
+        }
+        write!(f, "-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}")?;
         if ms != 0 {
             write!(f, ".{ms:03}")?;
         }
@@ -377,7 +432,7 @@ fn parse_date(head: u64, tail: u64) -> Option<i64> {
     let year = lane(head, 0) * 1000 + lane(head, 1) * 100 + lane(head, 2) * 10 + lane(head, 3);
     let month = lane(head, 5) * 10 + lane(head, 6);
     let day = lane(tail, 6) * 10 + lane(tail, 7);
-    if !(1..=12).contains(&month) || day < 1 {
+    if !(1..=12).contains(&month) || day < 1 || year < Timestamp::YEAR_MIN {
         return None;
     }
     if day > DAYS_IN_MONTH[month as usize] && !(month == 2 && day == 29 && is_leap(year)) {
@@ -489,6 +544,11 @@ pub(crate) fn parse_fixed_memo(text: &[u8], memo: &mut DateMemo) -> Option<Times
             return None;
         }
         let ms = date_ms + hour * MS_PER_HOUR + minute * MS_PER_MINUTE + second * MS_PER_SECOND;
+        // A leap second at the very end (9999-12-31T23:59:60) is past
+        // MAX with any fraction; the general path says why.
+        if ms > Timestamp::MAX.0 - 999 {
+            return None;
+        }
         memo.time = time;
         memo.time_ms = ms;
         ms
@@ -577,12 +637,58 @@ mod tests {
 
     #[test]
     fn bounds_are_the_first_and_last_spellable_times() {
-        assert_eq!(t("0000-01-01T00:00:00Z"), Timestamp::MIN);
+        assert_eq!(t("0001-01-01T00:00:00Z"), Timestamp::MIN);
         assert_eq!(t("9999-12-31T23:59:59.999Z"), Timestamp::MAX);
-        assert_eq!(days_from_civil(0, 1, 1) * MS_PER_DAY, Timestamp::MIN.0);
         assert_eq!(
-            days_from_civil(10_000, 1, 1) * MS_PER_DAY - 1,
+            days_from_civil(Timestamp::YEAR_MIN, 1, 1) * MS_PER_DAY,
+            Timestamp::MIN.0
+        );
+        assert_eq!(
+            days_from_civil(Timestamp::YEAR_MAX + 1, 1, 1) * MS_PER_DAY - 1,
             Timestamp::MAX.0
+        );
+        assert_eq!(Timestamp::MIN.date(), (Timestamp::YEAR_MIN, 1, 1));
+        assert_eq!(Timestamp::MAX.date(), (Timestamp::YEAR_MAX, 12, 31));
+        for unit in [TimeUnit::Week, TimeUnit::Month, TimeUnit::Year] {
+            assert_eq!(Timestamp::MIN.truncate(unit), Timestamp::MIN, "{unit:?}");
+        }
+    }
+
+    /// Years outside 0001..=9999 are rejected however the text reaches
+    /// them: year 0000 (whose first week starts in year -1, once printed
+    /// as `-001-12-27`), or an offset or leap second across either edge.
+    #[test]
+    fn rejects_times_outside_the_years() {
+        for bad in [
+            "0000-01-01",
+            "0000-01-01T00:00:00Z",
+            "0000-12-31T23:59:59.999Z",
+            "0000-06-15 12:00:00",
+            "0001-01-01T00:00:00+00:01",
+            "0001-01-01T00:59+01",
+            "9999-12-31T23:59:60Z",
+            "9999-12-31T23:59:60.5",
+            "9999-12-31T23:30:00-01:00",
+            "9999-12-31T23:00-0100",
+        ] {
+            let error = Timestamp::parse(bad.as_bytes()).expect_err(bad);
+            assert!(error.to_string().contains("out of range"), "{bad}: {error}");
+            assert_eq!(parse_fixed(bad.as_bytes()), None, "{bad}");
+        }
+        assert_eq!(t("0001-01-01T01:00+01:00"), Timestamp::MIN);
+        assert_eq!(t("9999-12-31T22:59:59.999-01:00"), Timestamp::MAX);
+        assert_eq!(t("0001-01-01").0, Timestamp::MIN.0);
+    }
+
+    #[test]
+    fn display_marks_years_no_accepted_time_has() {
+        let day = |days: i64| Timestamp(days * MS_PER_DAY).to_string();
+        let min_days = Timestamp::MIN.0 / MS_PER_DAY;
+        assert_eq!(day(min_days - 366 - 5), "-0001-12-27T00:00:00Z");
+        assert_eq!(day(min_days - 366), "0000-01-01T00:00:00Z");
+        assert_eq!(
+            Timestamp(Timestamp::MAX.0 + 1).to_string(),
+            "+10000-01-01T00:00:00Z"
         );
     }
 

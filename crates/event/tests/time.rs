@@ -4,9 +4,9 @@
 use cardinal_event::{BucketMemo, TimeUnit, Timestamp};
 use proptest::prelude::*;
 
-/// Years 0000..=9999 in milliseconds.
-const MS_MIN: i64 = -62_167_219_200_000;
-const MS_MAX: i64 = 253_402_300_799_999;
+/// Years 0001..=9999 in milliseconds.
+const MS_MIN: i64 = Timestamp::MIN.0;
+const MS_MAX: i64 = Timestamp::MAX.0;
 
 /// Every unit.
 const UNITS: [TimeUnit; 8] = [
@@ -53,6 +53,52 @@ proptest! {
             ms = (ms + step / 7).clamp(MS_MIN, MS_MAX);
             let t = Timestamp(ms);
             prop_assert_eq!(memo.truncate(t), t.truncate(unit), "{}", t);
+        }
+    }
+
+    /// Any instant at all either is in range, prints, and parses back to
+    /// itself, or prints as no accepted time does (an ISO 8601 expanded
+    /// year with a sign) and its text is rejected.
+    #[test]
+    fn any_millis_round_trip_or_are_rejected(ms in any::<i64>()) {
+        let t = Timestamp(ms);
+        let text = t.to_string();
+        if t.is_in_range() {
+            prop_assert_eq!(Timestamp::parse(text.as_bytes()), Ok(t));
+        } else {
+            prop_assert!(Timestamp::parse(text.as_bytes()).is_err(), "{}", text);
+            prop_assert!(!text.starts_with(|c: char| c.is_ascii_digit()), "{}", text);
+        }
+    }
+
+    /// Text near either edge, with any offset or leap second, parses to
+    /// an instant in range or is rejected, and every bucket start of an
+    /// accepted instant is in range and prints with a four-digit year.
+    #[test]
+    fn parsed_times_and_their_buckets_stay_in_range(
+        edge in prop::bool::ANY,
+        day in 0i64..3,
+        hour in 0i64..24,
+        second in 0i64..61,
+        offset_minutes in -1439i64..=1439,
+        unit in 0usize..8,
+    ) {
+        let date = if edge {
+            format!("0001-01-{:02}", day + 1)
+        } else {
+            format!("9999-12-{:02}", 29 + day)
+        };
+        let sign = if offset_minutes < 0 { '-' } else { '+' };
+        let text = format!(
+            "{date}T{hour:02}:59:{second:02}.999{sign}{:02}:{:02}",
+            offset_minutes.abs() / 60,
+            offset_minutes.abs() % 60
+        );
+        if let Ok(t) = Timestamp::parse(text.as_bytes()) {
+            prop_assert!(t.is_in_range(), "{}", text);
+            let start = t.truncate(UNITS[unit]);
+            prop_assert!(start.is_in_range(), "{} {:?}", text, UNITS[unit]);
+            prop_assert!(start.to_string().as_bytes()[..4].iter().all(u8::is_ascii_digit));
         }
     }
 

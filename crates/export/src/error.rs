@@ -35,6 +35,14 @@ pub enum Error {
         /// Columns in the rows.
         columns: usize,
     },
+    /// A row's bucket is outside the years a day file can be named after
+    /// ([`cardinal_event::Timestamp::MIN`]..=[`cardinal_event::Timestamp::MAX`]),
+    /// which no parsed time has.
+    #[error("bucket {bucket} is outside the years 0001 to 9999: no day file is named after it")]
+    BucketOutOfRange {
+        /// The bucket, in ISO 8601's expanded form.
+        bucket: String,
+    },
 }
 
 /// The result type of this crate.

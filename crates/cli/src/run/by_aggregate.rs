@@ -718,6 +718,15 @@ impl Fold<'_> {
         }
         if !scratch.too_long.is_empty() {
             scratch.too_long.sort_unstable();
+            // A row rejected by any lane is not a folded record (counted
+            // with the run's above), however many lanes rejected it.
+            let mut rows_rejected = 0;
+            let mut last = None;
+            for &(i, _) in &scratch.too_long {
+                rows_rejected += u64::from(last != Some(i));
+                last = Some(i);
+            }
+            self.counts.records -= rows_rejected;
             for &(i, _) in &scratch.too_long {
                 self.observed_through(observed, i as usize);
                 let record = batch.record(i as usize);

@@ -671,6 +671,8 @@ impl<'a> Fold<'a> {
         bad.dedup();
         let name = batch.input();
         let mut key = std::mem::take(&mut self.held_key);
+        // Rows some lane rejected for a key too long: not folded records.
+        let mut too_long: Vec<usize> = Vec::new();
         for (s, texts) in keys.iter().enumerate() {
             let lane = &mut self.lanes[s];
             lane.flush(&mut self.hashed);
@@ -718,6 +720,7 @@ impl<'a> Fold<'a> {
                     column.encode(Some(text.value(i)), &mut key);
                 }
                 if !lane.hold(bucket, &key, args) {
+                    too_long.push(i);
                     let row = batch.record(i).row();
                     super::reject(
                         &mut self.counts,
@@ -731,7 +734,9 @@ impl<'a> Fold<'a> {
             self.bound_pending();
         }
         self.held_key = key;
-        self.counts.records += (rows - bad.len()) as u64;
+        too_long.sort_unstable();
+        too_long.dedup();
+        self.counts.records += (rows - bad.len() - too_long.len()) as u64;
         for i in bad {
             let record = batch.record(i);
             self.record(&record, name, || record.row().to_string());
