@@ -1094,19 +1094,22 @@ pub fn drop_lines(executed: &Executed<'_>) -> Vec<String> {
     lines
 }
 
-/// Writes `dir/<summary>/YYYY-MM-DD.csv` (or `all.csv`) for every summary;
-/// returns each summary's name and files.
+/// Writes `dir/<summary>/YYYY-MM-DD.csv` (or `all.csv`) for every summary,
+/// holding `dir` as `--out` does ([`OutDir`]); returns each summary's name
+/// and files.
 pub fn write_files(
     executed: &Executed<'_>,
     dir: &Path,
     options: Options,
 ) -> Result<Vec<(String, Vec<PathBuf>)>> {
+    let out = OutDir::open(dir).with_context(|| format!("cannot write into {}", dir.display()))?;
     let mut written = Vec::new();
     for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
         let results = results_of(summary, rollup)?;
-        let files = cardinal_export::write_daily_csv(dir, &summary.name, &results, options)?;
+        let files = out.write_daily_csv(&summary.name, &results, options)?;
         written.push((summary.name.clone(), files));
     }
+    out.finish()?;
     Ok(written)
 }
 
