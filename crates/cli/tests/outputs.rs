@@ -160,6 +160,27 @@ fn an_input_inside_a_summary_folder_is_refused() {
     assert_eq!(read(&dir.join("out/total/in.csv")), INPUT);
 }
 
+// Another output inside a summary folder would be removed when the run
+// replaces the folder whole.
+#[test]
+fn an_output_inside_a_summary_folder_is_refused() {
+    let dir = setup("rejects-inside", COUNT_AND_SUM);
+    std::fs::create_dir_all(dir.join("out/total")).expect("folder");
+    let stderr = failure(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "in.csv",
+            "--out",
+            "out",
+            "--rejects",
+            "out/total/r.txt",
+        ],
+    ));
+    assert!(stderr.contains("--rejects out/total/r.txt"), "{stderr}");
+}
+
 // Two runs on one --out mixed their files. The second now stops at once
 // while the first holds the folder's lock.
 #[test]
