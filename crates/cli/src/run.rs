@@ -607,7 +607,8 @@ fn expand_directories(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// summary's folder under `--out` that holds an input (the run replaces
 /// the folder whole), and a chains snapshot file given as an input. The
 /// output folders' names come from the compiled plan, so they are checked
-/// with the same rule the writers use.
+/// with the same rule the writers use. No other output may go inside a
+/// summary folder either, since the folder is replaced whole.
 fn check_outputs(args: &Args, plan: &Plan, inputs: &[PathBuf]) -> Result<()> {
     let mut read: Vec<(&Path, &str)> = vec![(args.schema.as_path(), "the schema")];
     read.extend(
@@ -642,6 +643,23 @@ fn check_outputs(args: &Args, plan: &Plan, inputs: &[PathBuf]) -> Result<()> {
     if let Some(dir) = &args.out {
         for summary in &plan.summaries {
             let folder = cardinal_export::join_under(dir, &summary.name)?;
+            let kept = written.iter().copied().chain(
+                args.chains_snapshot
+                    .as_deref()
+                    .map(|d| ("--chains-snapshot", d)),
+            );
+            for (flag, path) in kept {
+                let parent = match path.parent() {
+                    Some(parent) if !parent.as_os_str().is_empty() => parent,
+                    _ => Path::new("."),
+                };
+                ensure!(
+                    !is_under(parent, &folder) && !is_under(path, &folder),
+                    "{flag} {}: the run replaces {} whole, and the output would go with it; write it elsewhere",
+                    path.display(),
+                    folder.display()
+                );
+            }
             for (path, what) in &read {
                 ensure!(
                     !is_under(path, &folder),
@@ -1101,19 +1119,22 @@ pub fn drop_lines(executed: &Executed<'_>) -> Vec<String> {
     lines
 }
 
-/// Writes `dir/<summary>/YYYY-MM-DD.csv` (or `all.csv`) for every summary;
-/// returns each summary's name and files.
+/// Writes `dir/<summary>/YYYY-MM-DD.csv` (or `all.csv`) for every summary,
+/// holding `dir` as `--out` does ([`OutDir`]); returns each summary's name
+/// and files.
 pub fn write_files(
     executed: &Executed<'_>,
     dir: &Path,
     options: Options,
 ) -> Result<Vec<(String, Vec<PathBuf>)>> {
+    let out = OutDir::open(dir).with_context(|| format!("cannot write into {}", dir.display()))?;
     let mut written = Vec::new();
     for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
         let results = results_of(summary, rollup)?;
-        let files = cardinal_export::write_daily_csv(dir, &summary.name, &results, options)?;
+        let files = out.write_daily_csv(&summary.name, &results, options)?;
         written.push((summary.name.clone(), files));
     }
+    out.finish()?;
     Ok(written)
 }
 

@@ -160,6 +160,27 @@ fn an_input_inside_a_summary_folder_is_refused() {
     assert_eq!(read(&dir.join("out/total/in.csv")), INPUT);
 }
 
+// Another output inside a summary folder would be removed when the run
+// replaces the folder whole.
+#[test]
+fn an_output_inside_a_summary_folder_is_refused() {
+    let dir = setup("rejects-inside", COUNT_AND_SUM);
+    std::fs::create_dir_all(dir.join("out/total")).expect("folder");
+    let stderr = failure(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "in.csv",
+            "--out",
+            "out",
+            "--rejects",
+            "out/total/r.txt",
+        ],
+    ));
+    assert!(stderr.contains("--rejects out/total/r.txt"), "{stderr}");
+}
+
 // Two runs on one --out mixed their files. The second now stops at once
 // while the first holds the folder's lock.
 #[test]
@@ -265,4 +286,32 @@ fn an_interrupted_run_removes_its_temp_files_and_says_so() {
         assert_eq!(staging_left(&dir.join("out")), Vec::<String>::new());
         assert!(!dir.join("out/total").exists());
     }
+}
+
+// `--chains-snapshot DIR` rewrites `DIR/<attribution>.chains` and `.names`
+// at the end of the run: a `.names` file given as an input (with no
+// `.chains` yet, so nothing is restored) was read, then overwritten.
+#[test]
+fn a_chains_snapshot_file_given_as_an_input_is_refused() {
+    let dir = setup(
+        "chains",
+        "CREATE STREAM j (ts TIMESTAMP, u BIGINT) WITH (format = 'csv', time = 'ts');
+CREATE ATTRIBUTION credit ON j BY u MODEL last_touch LOOKBACK 30 DAYS
+  TOUCH WHERE true CONVERSION WHERE false;",
+    );
+    let events = "2026-11-01T00:00:00Z,1\n";
+    std::fs::create_dir_all(dir.join("snap")).expect("snap");
+    std::fs::write(dir.join("snap/credit.names"), events).expect("input");
+    let stderr = failure(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "snap/credit.names",
+            "--chains-snapshot",
+            "snap",
+        ],
+    ));
+    assert!(stderr.contains("--chains-snapshot"), "{stderr}");
+    assert_eq!(read(&dir.join("snap/credit.names")), events);
 }
