@@ -5,13 +5,18 @@
 //!
 //! - [`Input`] opens a file, stdin or any reader, detects compression by
 //!   magic bytes ([`Compression`]: gzip, zstd, lz4 frame, snappy framed) and
-//!   decompresses as a stream.
+//!   decompresses as a stream. It opens a file once and reads it from its
+//!   first byte, so a pipe or FIFO reads whole, as stdin does.
 //! - [`LineReader`] fills a reused [`Chunk`] with whole lines: about
 //!   [`CHUNK_BYTES_DEFAULT`] bytes, tagged with the input's name, the number
 //!   of the first line and the byte offset of the first byte, so a parser
 //!   can report a bad record as `file:line`. A line longer than
 //!   [`LINE_BYTES_MAX`] is skipped and reported as a recoverable
 //!   [`Error::LineTooLong`].
+//!   When an input cannot be read on (compressed data cut short, corrupt
+//!   or followed by junk, a read error), every whole line decoded before
+//!   the damage is handed out first, then [`Error::Damaged`] says where
+//!   reading stopped, in compressed and decoded bytes.
 //! - [`split_ranges`] cuts a plain file into newline-aligned byte ranges so
 //!   that several readers each read their own ([`Input::open_range`]).
 //!
