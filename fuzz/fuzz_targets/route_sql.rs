@@ -1,11 +1,12 @@
 //! Declarations from arbitrary bytes: compiling must return a plan or an
-//! error, never panic; a plan that compiles must route records of any
-//! shape without panicking. Crash inputs go to
+//! error, never panic (nor exhaust the stack); a plan that compiles holds
+//! no expression deeper than `EXPR_DEPTH_MAX`, no two outputs of one name,
+//! and must route records of any shape without panicking. Crash inputs go to
 //! `crates/route/tests/fuzz/route_sql/`, replayed by `tests/robust.rs`.
 
 #![no_main]
 
-use cardinal_route::{Plan, Routed, Scratch};
+use cardinal_route::{EXPR_DEPTH_MAX, Plan, Routed, Scratch};
 use libfuzzer_sys::fuzz_target;
 
 /// Field texts that are valid for some column type and malformed for the
@@ -37,6 +38,21 @@ fuzz_target!(|data: &[u8]| {
     let mut scratch = Scratch::new();
     let mut routed = Routed::default();
     for summary in &plan.summaries {
+        for e in summary
+            .filter
+            .iter()
+            .chain(&summary.dimensions)
+            .chain(&summary.arguments)
+        {
+            assert!(e.depth() <= EXPR_DEPTH_MAX);
+        }
+        for (i, output) in summary.outputs.iter().enumerate() {
+            assert!(
+                !summary.outputs[..i]
+                    .iter()
+                    .any(|o| o.name.eq_ignore_ascii_case(&output.name))
+            );
+        }
         let width = summary.schema.columns.len();
         for shift in 0..FIELDS.len() {
             let row: Vec<&str> = (0..width).map(|i| FIELDS[(i + shift) % FIELDS.len()]).collect();

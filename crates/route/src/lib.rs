@@ -99,9 +99,8 @@ pub const RANKS_MAX: usize = 8;
 /// refuses nesting past it from the tokens, sets sqlparser's recursion
 /// limit two above it as a guard, and measures the tree sqlparser returns,
 /// without recursion, before anything walks it. So it bounds every
-/// recursive walk over an
-/// expression: compiling, type checking, evaluating, printing and
-/// dropping. At 48 levels sqlparser's recursive descent needs the most
+/// recursive walk over an expression: compiling, type checking,
+/// evaluating, printing and dropping. At 48 levels sqlparser's recursive descent needs the most
 /// stack, up to about 16 KiB a level on nested calls (47 nested
 /// `coalesce(` parsed in 768 KiB, dev profile, x86-64, 2026-11-27): well
 /// inside a spawned thread's 2 MiB and a main thread's 8 MiB. The walks
@@ -113,8 +112,9 @@ pub const EXPR_DEPTH_MAX: usize = 48;
 /// parentheses), counted from the tokens before sqlparser builds any tree.
 /// sqlparser builds a chain such as `a + b + c` in a loop, one level per
 /// operator, and drops what it built recursively when a later token is
-/// wrong; this bound keeps those trees shallow enough for any stack before
-/// [`EXPR_DEPTH_MAX`] can be measured on them. Every expression within
+/// wrong; this bound keeps those trees a few hundred levels deep at most
+/// (their drops and walks need a few KiB a level) until
+/// [`EXPR_DEPTH_MAX`] is measured on them. Every expression within
 /// [`EXPR_DEPTH_MAX`] written the usual way (a comparison per condition,
 /// a literal or column per operand) stays well under it.
 pub const EXPR_OPERATORS_MAX: usize = 256;

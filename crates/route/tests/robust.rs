@@ -264,6 +264,15 @@ fn long_chains_are_refused_on_a_small_stack() {
             "a chain as long as the script limit",
             summary(&format!("sum({}) FROM s", chain("v", "+", whole))),
         ),
+        // Chains just under EXPR_OPERATORS_MAX: sqlparser builds them whole,
+        // then drops them (its error, or our depth check's).
+        (
+            "a chain under the operator bound",
+            summary(&format!(
+                "sum({}) FROM s",
+                chain("v", "+", cardinal_route::EXPR_OPERATORS_MAX - 8)
+            )),
+        ),
         (
             "an unclosed call: sqlparser fails after building the chain",
             summary(&format!("sum({} FROM s", chain("v", "*", 8_000))),
@@ -349,6 +358,14 @@ fn long_chains_are_refused_on_a_small_stack() {
         );
         assert!(error.starts_with("line "), "{name}: {error}");
     }
+    // sqlparser fails on this one after building the chain as deep as the
+    // operator bound lets it, and drops what it built.
+    let unclosed = summary(&format!(
+        "sum({} FROM s",
+        chain("v", "+", cardinal_route::EXPR_OPERATORS_MAX - 8)
+    ));
+    let error = on_stack(SMALL_STACK_BYTES, move || Plan::compile(&unclosed).err());
+    assert!(error.is_some());
 }
 
 /// The deepest expression of each shape the limit allows compiles, and
