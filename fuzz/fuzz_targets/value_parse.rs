@@ -2,8 +2,10 @@
 //! Any bytes through `Value::parse` and `Timestamp::parse` with their fast
 //! paths and without: the answers must be equal (floats bit for bit).
 //! Timestamps also go through `Value::parse_memo` after the input's first
-//! half, so a memo holding another (or the same) date is exercised too.
-use cardinal_event::{ColumnType, DateMemo, Timestamp, Value};
+//! half, so a memo holding another (or the same) date is exercised too, and
+//! an accepted one must be in range, print and read back, and truncate in
+//! range.
+use cardinal_event::{ColumnType, DateMemo, TimeUnit, Timestamp, Value};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -27,6 +29,25 @@ fuzz_target!(|data: &[u8]| {
         Timestamp::parse(data),
         Timestamp::parse_without_fast_path(data)
     );
+    // An accepted time is in years 0001..=9999, and so is each of its
+    // buckets; it prints with a four-digit year and reads back.
+    if let Ok(t) = Timestamp::parse(data) {
+        assert!(t.is_in_range(), "{t}");
+        assert_eq!(Timestamp::parse(t.to_string().as_bytes()), Ok(t));
+        for unit in [
+            TimeUnit::Second,
+            TimeUnit::Minute,
+            TimeUnit::Hour,
+            TimeUnit::Day,
+            TimeUnit::Week,
+            TimeUnit::Month,
+            TimeUnit::Quarter,
+            TimeUnit::Year,
+        ] {
+            let start = t.truncate(unit);
+            assert!(start.is_in_range(), "{t} {unit:?}: {start}");
+        }
+    }
     let general = Value::parse_without_fast_path(data, ColumnType::Timestamp);
     let mut memo = DateMemo::default();
     assert_eq!(Value::parse_memo(data, ColumnType::Timestamp, &mut memo), general);

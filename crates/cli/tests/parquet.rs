@@ -569,7 +569,8 @@ fn values_out_of_range_are_rejected_by_row() {
     assert!(stdout.contains("\"rows\":2"), "{stdout}");
     assert!(stdout.contains("\"total\":1"), "{stdout}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("5 records"), "{stderr}");
+    // The records folded, the rejected ones apart.
+    assert!(stderr.contains("2 records"), "{stderr}");
     assert!(stderr.contains("3 rejected"), "{stderr}");
 }
 
@@ -677,7 +678,7 @@ fn typed_column_routes_equal_record_routes() {
         let output = cardinal(&dir, &["run", schema, input, "--out", "counted"]);
         ok(&output);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(stderr.contains("20000 records"), "{stderr}");
+        assert!(stderr.contains("19999 records"), "{stderr}");
         assert!(stderr.contains("1 rejected"), "{stderr}");
     }
 }
