@@ -2828,7 +2828,7 @@ mod fold_tests {
             .expect("compiles");
             let summaries: Vec<&Summary> = plan.summaries.iter().collect();
             let shapes: Vec<Shape> = summaries.iter().map(|s| shape_of(s).expect("shape")).collect();
-            let limits = Limits { groups_max, retention_ms: retention_days.map(|d| d * 86_400_000) };
+            let limits = Limits { groups_max, retention_ms: retention_days.map(|d| d * 86_400_000), future_ms: None };
             let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
             let stream = &plan.streams[0];
             // Through the prefetch ring, at once, and held per part (the

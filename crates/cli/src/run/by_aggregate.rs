@@ -1321,7 +1321,7 @@ mod tests {
             let plan = Plan::compile(&sql).expect("compiles");
             let summaries: Vec<&Summary> = plan.summaries.iter().collect();
             let shapes: Vec<Shape> = summaries.iter().map(|s| shape_of(s).expect("shape")).collect();
-            let limits = Limits { groups_max, retention_ms };
+            let limits = Limits { groups_max, retention_ms, future_ms: None };
             let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
             let stream = &plan.streams[0];
             let rows: Vec<_> = rows
@@ -1414,6 +1414,7 @@ mod tests {
         let limits = Limits {
             groups_max: 1_000_000,
             retention_ms: None,
+            future_ms: None,
         };
         let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
         let stream = &plan.streams[0];
