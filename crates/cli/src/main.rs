@@ -8,6 +8,7 @@ mod attribute;
 #[path = "gen.rs"]
 mod generate;
 mod hll;
+mod memory;
 mod pending;
 mod progress;
 mod run;
