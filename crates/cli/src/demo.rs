@@ -157,6 +157,7 @@ pub fn run(args: &Args) -> Result<()> {
         rejects: None,
         progress: !args.no_progress && std::io::stderr().is_terminal(),
         chains_snapshot: None,
+        memory_max: crate::memory::memory_max_default(),
     };
     let executed = run::execute(&plan, std::slice::from_ref(&events_path), &options)?;
     let started = Instant::now();

@@ -9,6 +9,7 @@ mod attribute;
 mod generate;
 mod hll;
 mod interrupt;
+mod memory;
 mod pending;
 mod progress;
 mod run;

@@ -27,7 +27,7 @@ use anyhow::{Context, Result, bail, ensure};
 use cardinal_event::{Record, Timestamp, Value};
 use cardinal_export::{Columns, Options, OutDir, Results, Rows};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
-use cardinal_rollup::{AggKind, Folded, KeyHash, Limits, Rollup, Shape};
+use cardinal_rollup::{AggKind, BytesGauge, Folded, KeyHash, Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{
     AggregateKind, Arg, ColumnCache, ColumnPlan, Format, OutputSource, Plan, Routed, Scratch,
     Summary,
@@ -90,16 +90,30 @@ pub struct Args {
     /// Write every rejected record (input, line, reason) to this file.
     #[arg(long)]
     rejects: Option<PathBuf>,
-    /// Exit with status 3 if any record was rejected, or dropped because a
-    /// summary reached --groups-max (its answer is incomplete).
+    /// Exit with status 3 if any record was rejected, or dropped by
+    /// --retention-days or --future-tolerance (its answer is incomplete).
     #[arg(long)]
     strict: bool,
-    /// Most groups per summary per worker (a memory guard).
+    /// Most groups in a summary's answer (a memory guard): a summary with
+    /// more fails the run, naming it, on any thread count.
     #[arg(long, default_value_t = cardinal_rollup::GROUPS_MAX_DEFAULT)]
     groups_max: u64,
-    /// Keep only buckets within this many days of the newest one seen.
+    /// Keep only buckets within this many days of the stream's watermark
+    /// (about its newest bucket; see --future-tolerance).
     #[arg(long)]
     retention_days: Option<u32>,
+    /// Drop the records of buckets more than DAYS ahead of the stream's
+    /// watermark (the 128th newest record's bucket), counted per summary;
+    /// the retention window is measured from that watermark. Default: the
+    /// retention window (at least 1 day) with --retention-days, else off.
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    future_tolerance: Option<u32>,
+    /// Most bytes the summaries' groups and sketches may hold together,
+    /// counted as they grow (e.g. 512MiB, 8G; default: half the memory of
+    /// the machine or its cgroup). Reaching it stops the run with an error
+    /// naming the summary that holds the most; nothing is written.
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory::memory_arg)]
+    memory_max: Option<u64>,
     /// Print no result tables (files and the summary line only).
     #[arg(long)]
     quiet: bool,
@@ -121,6 +135,14 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = TABLE_ROWS_DEFAULT)]
     max_rows: usize,
 }
+
+/// Milliseconds in a day, for the flags given in days.
+const DAY_MS: i64 = 86_400_000;
+
+/// The least future tolerance, in days: the default with
+/// `--retention-days 0`, and the least `--future-tolerance` takes. A
+/// record of the next daily bucket must never count as being in the future.
+pub const FUTURE_TOLERANCE_DAYS_MIN: u32 = 1;
 
 /// Rows of a summary's printed table unless `--max-rows` says otherwise.
 const TABLE_ROWS_DEFAULT: usize = 100;
@@ -404,6 +426,8 @@ impl SharedInput {
 /// What one worker hands back.
 struct WorkerOutput<'p> {
     rollups: Vec<Rollup>,
+    /// The bytes of each rollup, as reported to the memory budget.
+    gauges: Vec<BytesGauge>,
     counts: Counts,
     collector: Option<attribute::Collector<'p>>,
 }
@@ -449,6 +473,8 @@ pub struct EngineOptions {
     pub progress: bool,
     /// Restore attribution chains from this directory and save them there.
     pub chains_snapshot: Option<PathBuf>,
+    /// Bytes the rollups of every worker may hold together (`--memory-max`).
+    pub memory_max: u64,
 }
 
 /// What a run produced: per summary of the stream, its merged rollup.
@@ -510,10 +536,19 @@ pub fn run(args: &Args) -> Result<i32> {
         threads: args.threads.unwrap_or_else(threads_default),
         limits: Limits {
             groups_max: args.groups_max,
-            retention_ms: args.retention_days.map(|d| i64::from(d) * 86_400_000),
+            retention_ms: args.retention_days.map(|d| i64::from(d) * DAY_MS),
+            future_ms: args
+                .future_tolerance
+                .or(args
+                    .retention_days
+                    .map(|d| d.max(FUTURE_TOLERANCE_DAYS_MIN)))
+                .map(|d| i64::from(d) * DAY_MS),
         },
         rejects: args.rejects.clone(),
         chains_snapshot: args.chains_snapshot.clone(),
+        memory_max: args
+            .memory_max
+            .unwrap_or_else(crate::memory::memory_max_default),
         progress: !args.no_progress && std::io::stderr().is_terminal(),
     };
     let inputs = expand_directories(&args.inputs)?;
@@ -536,12 +571,14 @@ pub fn run(args: &Args) -> Result<i32> {
         progress.staging = None;
         out.finish()?;
     }
-    // Records outside --retention-days are left out as asked; records
-    // dropped at --groups-max leave an answer short.
-    let short = executed
-        .rollups
-        .iter()
-        .any(|rollup| rollup.dropped_group_limit() > 0);
+    // Records dropped at --groups-max (credit summaries), by the retention
+    // window or as too far ahead leave an answer short; groups the window
+    // left behind as the stream moved on do not.
+    let short = executed.rollups.iter().any(|rollup| {
+        rollup.dropped_group_limit() > 0
+            || rollup.dropped_expired() > 0
+            || rollup.dropped_future() > 0
+    });
     Ok(if args.strict && (executed.counts.rejects > 0 || short) {
         3
     } else {
@@ -815,6 +852,7 @@ pub fn execute<'p>(
     };
     let shown = std::sync::atomic::AtomicU64::new(0);
     let progress = Progress::default();
+    let budget = MemoryBudget::new(options.memory_max);
 
     let started = Instant::now();
     let outputs: Vec<Result<WorkerOutput>> = std::thread::scope(|scope| {
@@ -829,6 +867,7 @@ pub fn execute<'p>(
                 let jobs = lists.next().expect("a list per worker");
                 let (summaries, shapes, rejects_file) = (&summaries, &shapes, &rejects_file);
                 let (shown, attribution, progress) = (&shown, &attribution, &progress);
+                let budget = &budget;
                 let projection = projection.as_deref();
                 scope.spawn(move || {
                     // Each worker's sketches flip coins of its own stream,
@@ -846,6 +885,7 @@ pub fn execute<'p>(
                         attribution.as_ref(),
                         projection,
                         progress,
+                        budget,
                     )
                 })
             })
@@ -860,22 +900,46 @@ pub fn execute<'p>(
         drop(stop);
         outputs
     });
-    let mut merged: Option<Vec<Rollup>> = None;
+    let mut merged: Option<(Vec<Rollup>, Vec<BytesGauge>)> = None;
     let mut counts = Counts::default();
     let mut collectors = Vec::new();
     for output in outputs {
-        let output = output?;
+        let mut output = output?;
         counts.add(&output.counts);
         collectors.extend(output.collector);
         match &mut merged {
-            None => merged = Some(output.rollups),
-            Some(all) => {
-                for (into, from) in all.iter_mut().zip(&output.rollups) {
-                    into.merge(from).context("merging partial rollups")?;
+            None => merged = Some((output.rollups, output.gauges)),
+            Some((all, gauges)) => {
+                let summaries = all.iter_mut().zip(gauges).zip(&summaries);
+                for (((into, gauge), summary), (from, from_gauge)) in
+                    summaries.zip(output.rollups.iter().zip(&mut output.gauges))
+                {
+                    match into.merge(from) {
+                        Err(cardinal_rollup::Error::Limit {
+                            name: "groups_max",
+                            value,
+                            ..
+                        }) => return Err(group_limit_error(&summary.name, value)),
+                        merged => merged.context("merging partial rollups")?,
+                    }
+                    // The merged rollup has grown while the partial is
+                    // still held: the moment memory peaks.
+                    let bytes = gauge.rescan(into);
+                    gauge.update(into, 0, &budget);
+                    if !budget.holds() {
+                        return Err(crate::memory::budget_error(
+                            &summary.name,
+                            bytes,
+                            into.group_count(),
+                            budget.bytes_max(),
+                        ));
+                    }
+                    from_gauge.release(&budget);
                 }
             }
         }
     }
+    let merged = merged.map(|(rollups, _)| rollups);
     let mut rollups = merged.expect("at least one worker");
     let credits = match &mut attribution {
         Some(setup) => setup.apply(collectors)?,
@@ -910,8 +974,10 @@ pub fn execute<'p>(
     }
     for rollup in &mut rollups {
         // Each worker dropped by the newest bucket it saw; the answer keeps
-        // the buckets within the window of the newest any worker saw.
+        // the buckets within the window of the newest any worker saw, and
+        // none too far ahead of the whole stream.
         rollup.evict_expired();
+        rollup.evict_future();
     }
     Ok(Executed {
         summaries,
@@ -960,6 +1026,7 @@ fn report(executed: &Executed<'_>, args: &Args, out_dir: Option<&OutDir>) -> Res
         None => None,
     };
     if out_dir.is_some() {
+        check_output_days(executed)?;
         crate::interrupt::lock().pending = executed
             .summaries
             .iter()
@@ -1091,6 +1158,16 @@ pub fn summary_line(executed: &Executed<'_>) -> String {
     )
 }
 
+/// The error of a summary whose answer has more groups than
+/// `--groups-max`: the same whether one worker's partial or the merge of
+/// all of them found it, so that a run fails alike on any thread count.
+fn group_limit_error(summary: &str, groups_max: u64) -> anyhow::Error {
+    anyhow::anyhow!(
+        "summary {summary} has more than {groups_max} groups (--groups-max); \
+         nothing was written: raise the limit or group by fewer values"
+    )
+}
+
 /// One line per summary and kind of dropped record, if any were.
 pub fn drop_lines(executed: &Executed<'_>) -> Vec<String> {
     let mut lines = Vec::new();
@@ -1115,8 +1192,41 @@ pub fn drop_lines(executed: &Executed<'_>) -> Vec<String> {
                 summary.name
             ));
         }
+        if let Some(newest) = rollup.evicted_after() {
+            lines.push(format!(
+                "{}: {} records dropped: buckets after {newest} are further ahead of the stream than --future-tolerance",
+                summary.name,
+                rollup.dropped_future()
+            ));
+        }
     }
     lines
+}
+
+/// Most distinct days of one summary's answer written as files (one file
+/// per day): about a century of daily files, far more than any dated
+/// stream spans, and a bound on the files a few bad timestamps spread
+/// over the calendar can make a run write.
+pub const OUTPUT_DAYS_MAX: usize = 36_600;
+
+/// Fails, naming the summary, when a summary's answer spans more than
+/// [`OUTPUT_DAYS_MAX`] days: checked before any file is written, so that
+/// the run writes all of its files or none.
+fn check_output_days(executed: &Executed<'_>) -> Result<()> {
+    for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
+        let mut days = std::collections::HashSet::new();
+        for (bucket, _, _) in rollup.groups() {
+            days.insert(bucket.0.div_euclid(DAY_MS));
+            ensure!(
+                days.len() <= OUTPUT_DAYS_MAX,
+                "summary {} spans more than {OUTPUT_DAYS_MAX} days (OUTPUT_DAYS_MAX), one \
+                 file each under --out; nothing was written: check its timestamps, or \
+                 keep a window with --retention-days",
+                summary.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Writes `dir/<summary>/YYYY-MM-DD.csv` (or `all.csv`) for every summary,
@@ -1127,6 +1237,7 @@ pub fn write_files(
     dir: &Path,
     options: Options,
 ) -> Result<Vec<(String, Vec<PathBuf>)>> {
+    check_output_days(executed)?;
     let out = OutDir::open(dir).with_context(|| format!("cannot write into {}", dir.display()))?;
     let mut written = Vec::new();
     for (summary, rollup) in executed.summaries.iter().zip(&executed.rollups) {
@@ -1483,6 +1594,7 @@ fn worker<'p>(
     attribution: Option<&attribute::Setup<'p>>,
     projection: Option<&[usize]>,
     progress: &Progress,
+    budget: &MemoryBudget,
 ) -> Result<WorkerOutput<'p>> {
     // However this worker ends (done, failed, panicked), the shared
     // inputs it takes part in stop waiting for its turns.
@@ -1500,6 +1612,7 @@ fn worker<'p>(
     let mut collector = attribution.map(attribute::Setup::collector);
     let stream_decl = &plan.streams[stream];
     let mut fold = Fold::new(summaries, shapes, limits, shown, stream_decl)?;
+    fold.budget = Some(budget);
     let mut tap = progress.tap();
     let mut batch = Batch::new();
     for job in &jobs {
@@ -1576,7 +1689,9 @@ fn worker<'p>(
     }
     fold.finish();
     fold.flush_rejects(rejects_file)?;
+    fold.within_limits()?;
     Ok(WorkerOutput {
+        gauges: fold.gauges,
         rollups: fold.lanes.into_iter().map(|lane| lane.rollup).collect(),
         counts: fold.counts,
         collector,
@@ -1672,6 +1787,7 @@ fn fold_chunk<'p>(
     fold.parsed = parsed;
     fold.flush();
     fold.flush_rejects(rejects_file)?;
+    fold.within_limits()?;
     tap.report(&fold.counts);
     Ok(())
 }
@@ -1821,6 +1937,7 @@ fn read_parquet(
         if fold.parquet_columns(batch, input, collector.as_deref_mut()) {
             fold.flush();
             fold.flush_rejects(rejects_file)?;
+            fold.within_limits()?;
             continue;
         }
         for index in 0..batch.len() {
@@ -1836,6 +1953,7 @@ fn read_parquet(
         }
         fold.flush();
         fold.flush_rejects(rejects_file)?;
+        fold.within_limits()?;
     }
     Ok(())
 }
@@ -1883,6 +2001,13 @@ struct Fold<'a> {
     /// lane holding the most folds them ([`PENDING_BYTES_MAX`]; tests vary
     /// it).
     pending_bytes_max: usize,
+    /// The memory budget of the run, shared by every worker; `None`
+    /// counts nothing.
+    budget: Option<&'a MemoryBudget>,
+    /// Each lane's rollup's bytes, as reported to `budget`.
+    gauges: Vec<BytesGauge>,
+    /// `counts.records` when the budget was last checked.
+    records_checked: u64,
 }
 
 /// One summary's part of a [`Fold`].
@@ -2005,6 +2130,9 @@ impl<'a> Fold<'a> {
             reject_lines: String::new(),
             prefetch_groups_min: PREFETCH_GROUPS_MIN,
             pending_bytes_max: PENDING_BYTES_MAX,
+            budget: None,
+            gauges: vec![BytesGauge::default(); summaries.len()],
+            records_checked: 0,
         })
     }
 
@@ -2163,6 +2291,45 @@ impl<'a> Fold<'a> {
             eprintln!("{}rejected: {text}", crate::progress::erase());
         }
         self.reject(INPUT_CUT_SHORT, text);
+    }
+
+    /// Fails once a summary's partial rollup has had to refuse a group:
+    /// its answer would pass `--groups-max` on any thread count, since the
+    /// groups of one worker are among the answer's; and once the rollups of
+    /// every worker together hold more than the memory budget. Checked
+    /// after every batch, so the run stops early instead of folding the
+    /// rest first (or failing to allocate).
+    fn within_limits(&mut self) -> Result<()> {
+        for lane in &self.lanes {
+            if lane.rollup.dropped_group_limit() > 0 {
+                return Err(group_limit_error(
+                    &lane.summary.name,
+                    lane.rollup.limits().groups_max,
+                ));
+            }
+        }
+        if let Some(budget) = self.budget {
+            let records = self.counts.records - self.records_checked;
+            self.records_checked = self.counts.records;
+            for (lane, gauge) in self.lanes.iter().zip(&mut self.gauges) {
+                gauge.update(&lane.rollup, records, budget);
+            }
+            if !budget.holds()
+                && let Some((lane, gauge)) = self
+                    .lanes
+                    .iter()
+                    .zip(&self.gauges)
+                    .max_by_key(|(_, gauge)| gauge.reported())
+            {
+                return Err(crate::memory::budget_error(
+                    &lane.summary.name,
+                    gauge.reported(),
+                    lane.rollup.group_count(),
+                    budget.bytes_max(),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Appends the pending reject lines to the rejects file, if any.
@@ -3030,7 +3197,7 @@ mod fold_tests {
             .expect("compiles");
             let summaries: Vec<&Summary> = plan.summaries.iter().collect();
             let shapes: Vec<Shape> = summaries.iter().map(|s| shape_of(s).expect("shape")).collect();
-            let limits = Limits { groups_max, retention_ms: retention_days.map(|d| d * 86_400_000) };
+            let limits = Limits { groups_max, retention_ms: retention_days.map(|d| d * 86_400_000), future_ms: None };
             let shown = std::sync::atomic::AtomicU64::new(REJECTS_SHOWN_MAX);
             let stream = &plan.streams[0];
             // Through the prefetch ring, at once, and held per part (the

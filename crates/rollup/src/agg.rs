@@ -695,22 +695,40 @@ impl AggState {
         }
     }
 
-    /// Bytes of heap memory the state holds, roughly (sketch payloads).
+    /// Bytes of heap memory the state holds beyond its 48 bytes: sketch
+    /// payloads and the boxes of the boxed states, by capacity. Cheap (no
+    /// state is encoded or compacted to be measured), so that a memory
+    /// budget can ask every group's states now and then; hash maps are
+    /// counted as their buckets plus a control byte each.
     pub fn heap_bytes(&self) -> usize {
+        /// Bytes per bucket of a hash map of `u64` to `u64`, or of `u64`
+        /// to a boxed slice (16 bytes), with its control byte.
+        const MAP_BUCKET_BYTES: usize = 8 + 16 + 1;
         match self {
             AggState::Hll(h) => h.heap_bytes(),
             AggState::Exact(set) => set.heap_bytes(),
-            AggState::Quantiles(q) => q.heap_bytes(),
+            AggState::Quantiles(q) => std::mem::size_of::<Quantiles>() + q.heap_bytes(),
             AggState::TopK(top) => {
                 let TopState { counts, names, .. } = &**top;
                 let counts = std::mem::size_of::<TopState>()
                     + match counts {
                         TopCounts::Exact(exact) => exact.capacity() * 17,
-                        TopCounts::Sketch(sketch) => sketch.encode().len(),
+                        TopCounts::Sketch(sketch) => {
+                            let counters =
+                                usize::try_from(sketch.sketch().params().counter_count())
+                                    .unwrap_or(usize::MAX);
+                            let candidates =
+                                usize::try_from(sketch.capacity()).unwrap_or(usize::MAX);
+                            std::mem::size_of::<HeavyHitters>()
+                                + counters.saturating_mul(8)
+                                + candidates.saturating_mul(16 + MAP_BUCKET_BYTES)
+                        }
                     };
-                counts + names.values().map(|n| n.len() + 32).sum::<usize>()
+                counts
+                    + names.capacity() * MAP_BUCKET_BYTES
+                    + names.values().map(|n| n.len()).sum::<usize>()
             }
-            AggState::Theta(t) => t.retained() * 8,
+            AggState::Theta(t) => t.heap_bytes(),
             _ => 0,
         }
     }

@@ -26,18 +26,22 @@
 #![deny(missing_docs)]
 
 mod agg;
+mod budget;
 mod error;
 mod rows;
 mod sum;
 mod table;
+mod watermark;
 
 pub use agg::{
     AggKind, AggState, Input, Output, RANKS_DEFAULT, RANKS_MAX, Ranks, TOPK_EXACT_KEYS_MAX,
     TOPK_K_MAX, TopCounts, output_of, state_of,
 };
+pub use budget::{BytesGauge, MemoryBudget};
 pub use error::{Error, Result};
 pub use sum::ExactSum;
 pub use table::{
     AggregateStates, Folded, GROUPS_MAX_DEFAULT, GroupAt, KEY_BYTES_MAX, KeyHash, Limits,
     PART_PREFETCH_BYTES_MAX, PARTS, PARTS_AFTER_DEFAULT, PartLines, Rollup, Row, Shape,
 };
+pub use watermark::WATERMARK_RECORDS;

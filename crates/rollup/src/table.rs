@@ -40,12 +40,21 @@
 //! it is dropped and counted: a memory guard against a runaway dimension);
 //! with a retention window, records older than `newest bucket - window` are
 //! dropped and counted, and [`Rollup::evict_expired`] drops their groups.
+//! With a future tolerance, the retention window is measured from the
+//! stream's robust watermark ([`crate::watermark`]) instead of the newest
+//! bucket, so one event in year 9999 cannot evict the rest, and
+//! [`Rollup::evict_future`] drops the groups of buckets more than the
+//! tolerance ahead of it, counting their records. Those groups are dropped
+//! once, from the merged answer, not as records arrive: a worker's own
+//! watermark lags the stream's (it may have read an older file first), and
+//! records it would have refused would then depend on the thread count.
 
 use cardinal_event::Timestamp;
 use cardinal_event::bytes::{bytes_eq, prefetch, prefetch_lines, tail_word};
 
 use crate::agg::{AggKind, AggState, Input, Output};
 use crate::rows::{ItemsMut, Rows};
+use crate::watermark::Watermark;
 use crate::{Error, Result};
 
 /// Longest encoded dimension key: a record whose key is longer is dropped
@@ -72,6 +81,11 @@ pub struct Limits {
     /// Keep buckets within this many milliseconds of the newest bucket seen;
     /// `None` keeps everything.
     pub retention_ms: Option<i64>,
+    /// Measure the retention window from the stream's robust watermark
+    /// ([`crate::WATERMARK_RECORDS`]), and let [`Rollup::evict_future`]
+    /// drop the groups of buckets more than this many milliseconds ahead
+    /// of it; `None` measures from the newest bucket seen and keeps any.
+    pub future_ms: Option<i64>,
 }
 
 impl Default for Limits {
@@ -79,6 +93,7 @@ impl Default for Limits {
         Self {
             groups_max: GROUPS_MAX_DEFAULT,
             retention_ms: None,
+            future_ms: None,
         }
     }
 }
@@ -131,6 +146,8 @@ pub struct Rollup {
     /// evicted.
     evicted_at: i64,
     drops: Drops,
+    /// The robust watermark, kept only with a future tolerance.
+    watermark: Watermark,
 }
 
 /// Where a group of a [`Rollup`] is, for [`Rollup::fold_at`]: from
@@ -260,8 +277,12 @@ struct Drops {
     group_limit: u64,
     expired: u64,
     key_too_long: u64,
+    future: u64,
     /// Whether [`Rollup::evict_expired`] has dropped any group.
     evicted: bool,
+    /// Whether [`Rollup::evict_expired`] has dropped a group of a bucket
+    /// past the future tolerance.
+    evicted_future: bool,
 }
 
 /// `last` when no fold has found a row yet (never a row: `groups_max` is
@@ -406,6 +427,7 @@ impl Rollup {
             newest_bucket: i64::MIN,
             evicted_at: i64::MIN,
             drops: Drops::default(),
+            watermark: Watermark::default(),
         })
     }
 
@@ -658,14 +680,28 @@ impl Rollup {
     /// so that records are admitted in arrival order.
     #[inline]
     pub fn admit(&mut self, bucket: Timestamp) -> bool {
+        if self.limits.future_ms.is_some() {
+            self.watermark.observe(bucket.0);
+        }
         if let Some(window) = self.limits.retention_ms
-            && bucket.0 < self.newest_bucket.saturating_sub(window)
+            && bucket.0 < self.clock().saturating_sub(window)
         {
             self.drops.expired += 1;
             return false;
         }
         self.newest_bucket = self.newest_bucket.max(bucket.0);
         true
+    }
+
+    /// Where the retention window is measured from: the robust watermark
+    /// with a future tolerance, else the newest bucket admitted.
+    #[inline]
+    fn clock(&self) -> i64 {
+        if self.limits.future_ms.is_some() {
+            self.watermark.get().unwrap_or(i64::MIN)
+        } else {
+            self.newest_bucket
+        }
     }
 
     /// The group the last fold went to, if it went to one and the groups
@@ -949,10 +985,13 @@ impl Rollup {
             }
         }
         self.newest_bucket = self.newest_bucket.max(other.newest_bucket);
+        self.watermark.merge(&other.watermark);
         self.drops.group_limit += other.drops.group_limit;
         self.drops.expired += other.drops.expired;
         self.drops.key_too_long += other.drops.key_too_long;
+        self.drops.future += other.drops.future;
         self.drops.evicted |= other.drops.evicted;
+        self.drops.evicted_future |= other.drops.evicted_future;
         Ok(())
     }
 
@@ -961,7 +1000,10 @@ impl Rollup {
     /// past where the last such eviction left it.
     pub fn eviction_due(&self) -> bool {
         self.limits.retention_ms.is_some_and(|window| {
-            self.newest_bucket.saturating_sub(self.evicted_at) >= (window / 4).max(1)
+            // A watermark goes back only while a stream's first records
+            // are few (an outlier first): evict again from where it is.
+            self.clock() < self.evicted_at
+                || self.clock().saturating_sub(self.evicted_at) >= (window / 4).max(1)
         })
     }
 
@@ -973,7 +1015,7 @@ impl Rollup {
         if !self.eviction_due() {
             return 0;
         }
-        self.evicted_at = self.newest_bucket;
+        self.evicted_at = self.clock();
         self.evict_expired()
     }
 
@@ -983,7 +1025,32 @@ impl Rollup {
         let Some(window) = self.limits.retention_ms else {
             return 0;
         };
-        let oldest = self.newest_bucket.saturating_sub(window);
+        let oldest = self.clock().saturating_sub(window);
+        let dropped = self.keep_buckets(oldest..=i64::MAX);
+        self.drops.evicted |= dropped > 0;
+        dropped
+    }
+
+    /// Drops the groups of buckets more than the future tolerance ahead of
+    /// the watermark, and counts their records as dropped
+    /// ([`Rollup::dropped_future`]). Meant for a merged answer: the
+    /// watermark of a partial lags the stream's. Returns how many groups
+    /// were dropped.
+    pub fn evict_future(&mut self) -> usize {
+        let (Some(tolerance), Some(watermark)) = (self.limits.future_ms, self.watermark.get())
+        else {
+            return 0;
+        };
+        let newest = watermark.saturating_add(tolerance);
+        self.drops.future = self.watermark.records_after(newest);
+        let dropped = self.keep_buckets(i64::MIN..=newest);
+        self.drops.evicted_future |= dropped > 0;
+        dropped
+    }
+
+    /// Drops the groups whose bucket is outside `keep`; how many.
+    fn keep_buckets(&mut self, keep: std::ops::RangeInclusive<i64>) -> usize {
+        let (oldest, newest) = (*keep.start(), *keep.end());
         let width = self.shape.aggs.len();
         let before = self.group_count;
         let mut rebuilt = false;
@@ -992,12 +1059,16 @@ impl Rollup {
             // would only move its groups (and, with freed memory kept by
             // the allocator, grow the heap: a 1.5M-group rollup with
             // nothing to evict went from 511 to 686 MB).
-            if part.groups.firsts().all(|group| group.bucket >= oldest) {
+            if part
+                .groups
+                .firsts()
+                .all(|group| (oldest..=newest).contains(&group.bucket))
+            {
                 continue;
             }
             let old = std::mem::replace(part, Part::new(width));
             old.move_groups(std::slice::from_mut(part), |group, _| {
-                (group.bucket >= oldest).then_some(0)
+                (oldest..=newest).contains(&group.bucket).then_some(0)
             });
             rebuilt = true;
         }
@@ -1005,7 +1076,6 @@ impl Rollup {
             self.group_count = self.parts.iter().map(|p| p.groups.len()).sum();
             self.moved();
         }
-        self.drops.evicted |= before > self.group_count;
         before - self.group_count
     }
 
@@ -1060,7 +1130,24 @@ impl Rollup {
         let window = self.limits.retention_ms?;
         self.drops
             .evicted
-            .then(|| Timestamp(self.newest_bucket.saturating_sub(window)))
+            .then(|| Timestamp(self.clock().saturating_sub(window)))
+    }
+
+    /// Records of the groups [`Rollup::evict_future`] dropped: their bucket
+    /// was further ahead of the stream's watermark than the future
+    /// tolerance.
+    pub fn dropped_future(&self) -> u64 {
+        self.drops.future
+    }
+
+    /// When [`Rollup::evict_expired`] (here or in a merged partial) has
+    /// dropped groups of buckets past the future tolerance: the newest
+    /// bucket start it keeps, every group of a later bucket gone.
+    pub fn evicted_after(&self) -> Option<Timestamp> {
+        let tolerance = self.limits.future_ms?;
+        self.drops
+            .evicted_future
+            .then(|| Timestamp(self.clock().saturating_add(tolerance)))
     }
 
     /// Records dropped because their key was longer than [`KEY_BYTES_MAX`].
@@ -1478,6 +1565,7 @@ mod tests {
         let limits = Limits {
             groups_max: 900,
             retention_ms: None,
+            future_ms: None,
         };
         let new = || {
             Rollup::new(shape.clone(), limits)

@@ -158,6 +158,7 @@ fn group_limit_drops_and_counts() {
     let limits = Limits {
         groups_max: 2,
         retention_ms: None,
+        future_ms: None,
     };
     let mut rollup = counting(limits);
     let day = Timestamp(0);
@@ -178,6 +179,7 @@ fn retention_drops_old_buckets_and_evicts_their_groups() {
     let limits = Limits {
         groups_max: 100,
         retention_ms: Some(2 * DAY),
+        future_ms: None,
     };
     let mut rollup = counting(limits);
     for day in [0, 1, 2, 3, 4] {
@@ -210,6 +212,7 @@ fn evictions_when_due_keep_about_a_window_of_groups() {
     let limits = Limits {
         groups_max: 100_000,
         retention_ms: Some(48 * HOUR),
+        future_ms: None,
     };
     let mut rollup = counting(limits);
     let (mut most, mut evictions) = (0, 0);
@@ -373,4 +376,56 @@ fn a_part_is_loaded_whole_only_when_it_pays() {
     }
     assert_eq!(wide.group_count(), groups);
     assert!(!wide.prefetch_part(part, usize::MAX), "past the budget");
+}
+
+/// With a future tolerance one record in year 9999 neither moves the
+/// retention window (which is measured from the stream's watermark) nor
+/// stays in the answer: the merged rollup drops its group and counts its
+/// record, whichever partial read it first.
+#[test]
+fn a_future_bucket_neither_evicts_the_stream_nor_stays() {
+    const DAY: i64 = 86_400_000;
+    const YEAR_9999: i64 = 253_402_214_400_000;
+    let limits = Limits {
+        groups_max: 1_000,
+        retention_ms: Some(7 * DAY),
+        future_ms: Some(7 * DAY),
+    };
+    let mut partials = [counting(limits), counting(limits)];
+    for (index, rollup) in partials.iter_mut().enumerate() {
+        // The first partial reads the outlier first, the second in the
+        // middle of its days.
+        let days: Vec<i64> = if index == 0 { 0..10 } else { 10..20 }.collect();
+        if index == 0 {
+            assert_eq!(
+                rollup.fold(Timestamp(YEAR_9999), b"", &[Input::Null]),
+                Folded::Ok
+            );
+        }
+        for day in days {
+            for i in 0..300 {
+                let folded = rollup.fold(Timestamp(day * DAY), b"", &[Input::Null]);
+                assert_eq!(folded, Folded::Ok, "day {day}");
+                if index == 1 && day == 15 && i == 7 {
+                    rollup.fold(Timestamp(YEAR_9999), b"", &[Input::Null]);
+                }
+            }
+            rollup.evict_expired_due();
+        }
+        assert_eq!(rollup.dropped_expired(), 0);
+    }
+    let [mut merged, second] = partials;
+    merged.merge(&second).expect("same shape");
+    merged.evict_expired();
+    assert_eq!(merged.evict_future(), 1);
+    assert_eq!(merged.dropped_future(), 2);
+    assert_eq!(merged.evicted_after(), Some(Timestamp(26 * DAY)));
+    let buckets: Vec<i64> = merged.rows().iter().map(|r| r.bucket.0 / DAY).collect();
+    assert_eq!(buckets, (12..20).collect::<Vec<_>>());
+    assert!(
+        merged
+            .rows()
+            .iter()
+            .all(|r| r.outputs == vec![Output::Count(300)])
+    );
 }

@@ -225,6 +225,14 @@ impl Theta {
         self.compact().theta()
     }
 
+    /// Heap bytes the sketch holds, boxed as a rollup keeps it: this
+    /// struct, the update table (by its current size, which grows to
+    /// `2^(lg_k + 1)` slots) and the merged hashes (by capacity). Cheap:
+    /// nothing is compacted to measure it.
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>() + self.updates.estimated_size() + self.merged.estimated_size()
+    }
+
     /// The number of hashes the sketch keeps.
     pub fn retained(&self) -> usize {
         self.compact().num_retained()

@@ -1111,6 +1111,7 @@ mod tests {
             let limits = Limits {
                 groups_max,
                 retention_ms,
+                future_ms: None,
             };
             let fold_with = |parts_after: usize| {
                 let mut fold =
