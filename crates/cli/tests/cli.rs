@@ -52,7 +52,8 @@ fn hll_build_refuses_parameters_postgresql_hll_cannot_read() {
         ("--regwidth", "8"),
         ("--explicit", "16384"),
     ] {
-        let output = cardinal(&["hll", "build", flag, value], "1\n");
+        // No input: the refusal comes before stdin is read.
+        let output = cardinal(&["hll", "build", flag, value], "");
         assert!(!output.status.success(), "{flag} {value} was accepted");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
