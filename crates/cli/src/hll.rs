@@ -76,6 +76,10 @@ pub struct BuildArgs {
     /// Hash seed, as in hll_hash_bigint(value, seed).
     #[arg(long, default_value_t = 0)]
     seed: i32,
+    /// Allow parameters that java-hll reads but postgresql-hll refuses
+    /// (log2m above 17, regwidth 8, explicit thresholds above 16383).
+    #[arg(long)]
+    java_hll: bool,
 }
 
 pub fn run(command: Command) -> Result<()> {
@@ -174,6 +178,11 @@ fn build(args: &BuildArgs) -> Result<Hll> {
         ..Settings::default()
     };
     let mut hll = Hll::new(settings).context("HyperLogLog parameters")?;
+    if !args.java_hll {
+        settings
+            .check_postgresql()
+            .context("HyperLogLog parameters (--java-hll writes them for java-hll readers)")?;
+    }
     let seed = args.seed as u32; // postgresql-hll takes a negative seed as its u32 bits
     let text = match args.hash.as_str() {
         "bigint" => false,

@@ -87,6 +87,10 @@ pub struct Args {
     /// Add each HyperLogLog as postgresql-hll hex to file outputs.
     #[arg(long)]
     hll_hex: bool,
+    /// With --hll-hex, allow HyperLogLog parameters that java-hll reads but
+    /// postgresql-hll refuses (log2m above 17, regwidth 8).
+    #[arg(long, requires = "hll_hex")]
+    java_hll: bool,
     /// Write every rejected record (input, line, reason) to this file.
     #[arg(long)]
     rejects: Option<PathBuf>,
@@ -531,6 +535,9 @@ pub fn run(args: &Args) -> Result<i32> {
         .with_context(|| format!("reading {}", args.schema.display()))?;
     let plan =
         Plan::compile(&sql).map_err(|e| anyhow::anyhow!("{}:\n{e}", args.schema.display()))?;
+    if args.hll_hex && !args.java_hll {
+        check_hll_hex(&plan)?;
+    }
     let options = EngineOptions {
         stream: args.stream.clone(),
         threads: args.threads.unwrap_or_else(threads_default),
@@ -729,6 +736,26 @@ fn refuse_if_read(flag: &str, path: &Path, read: &[(&Path, &str)]) -> Result<()>
             path.display(),
             input.display()
         );
+    }
+    Ok(())
+}
+
+/// Refuses `--hll-hex` for HyperLogLogs postgresql-hll cannot read, before
+/// any input is read.
+fn check_hll_hex(plan: &Plan) -> Result<()> {
+    for summary in &plan.summaries {
+        for aggregate in &summary.aggregates {
+            if let cardinal_route::AggregateKind::Hll { log2m, regwidth } = aggregate.kind {
+                let settings = cardinal_sketch::hll::Settings::new(log2m, regwidth)?;
+                settings.check_postgresql().with_context(|| {
+                    format!(
+                        "--hll-hex: summary {}, hll(x, {log2m}, {regwidth}) \
+                         (--java-hll writes it for java-hll readers)",
+                        summary.name
+                    )
+                })?;
+            }
+        }
     }
     Ok(())
 }

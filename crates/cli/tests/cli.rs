@@ -38,11 +38,85 @@ fn stdout(output: &Output) -> String {
 fn hll_build_prints_postgresql_hll_hex() {
     // hll_add(hll_empty(), hll_hash_bigint(1)) in postgresql-hll.
     let out = stdout(&cardinal(&["hll", "build"], "1\n"));
-    assert_eq!(out, "\\x128B7F004403B7FB05C44A\n");
+    assert_eq!(out, "\\x128b7f004403b7fb05c44a\n");
     let out = stdout(&cardinal(&["hll", "build", "--explicit", "off"], "1\n"));
-    assert_eq!(out, "\\x138B408944\n");
+    assert_eq!(out, "\\x138b408944\n");
     let out = stdout(&cardinal(&["hll", "build", "--hash", "text"], ""));
-    assert_eq!(out, "\\x118B7F\n");
+    assert_eq!(out, "\\x118b7f\n");
+}
+
+#[test]
+fn hll_build_refuses_parameters_postgresql_hll_cannot_read() {
+    for (flag, value) in [
+        ("--log2m", "18"),
+        ("--regwidth", "8"),
+        ("--explicit", "16384"),
+    ] {
+        // No input: the refusal comes before stdin is read.
+        let output = cardinal(&["hll", "build", flag, value], "");
+        assert!(!output.status.success(), "{flag} {value} was accepted");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("postgresql-hll reads") && stderr.contains("--java-hll"),
+            "{flag} {value}: {stderr}"
+        );
+    }
+    // java-hll reads them: the flag writes them.
+    let out = stdout(&cardinal(
+        &[
+            "hll",
+            "build",
+            "--log2m",
+            "18",
+            "--regwidth",
+            "8",
+            "--java-hll",
+        ],
+        "1\n",
+    ));
+    assert!(out.starts_with("\\x12f2"), "{out}");
+}
+
+#[test]
+fn run_hll_hex_refuses_parameters_postgresql_hll_cannot_read() {
+    let dir = std::env::temp_dir().join(format!("cardinal-cli-pg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let schema = dir.join("schema.sql");
+    std::fs::write(
+        &schema,
+        "CREATE STREAM t (id BIGINT) WITH (format = 'csv', header = true);\n\
+         CREATE SUMMARY wide AS SELECT hll(id, 18, 5) AS users FROM t;\n",
+    )
+    .expect("schema");
+    let input = dir.join("in.csv");
+    std::fs::write(&input, "id\n1\n2\n").expect("input");
+    let out = dir.join("out");
+    let (schema, input, out) = (
+        schema.to_str().expect("utf-8"),
+        input.to_str().expect("utf-8"),
+        out.to_str().expect("utf-8"),
+    );
+    let refused = cardinal(&["run", schema, input, "--out", out, "--hll-hex"], "");
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("summary wide") && stderr.contains("postgresql-hll reads log2m 4..=17"),
+        "{stderr}"
+    );
+    stdout(&cardinal(
+        &[
+            "run",
+            schema,
+            input,
+            "--out",
+            out,
+            "--hll-hex",
+            "--java-hll",
+            "--quiet",
+        ],
+        "",
+    ));
+    std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
 #[test]
@@ -160,7 +234,7 @@ fn demo_sketches_answer_every_question_next_to_the_truth() {
         rows += 1;
     }
     assert_eq!(rows, 3, "{out}");
-    assert!(out.contains("SELECT hll_cardinality('\\x128B7F"), "{out}");
+    assert!(out.contains("SELECT hll_cardinality('\\x128b7f"), "{out}");
 }
 
 #[test]

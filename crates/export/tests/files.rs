@@ -77,8 +77,8 @@ fn one_atomic_file_per_day() {
     assert_eq!(
         first,
         "hour,state,events,revenue,users,users_lower,users_upper,users_hll\n\
-         1970-01-01T01:00:00Z,CA,2,3.5,2,2,2,\\x128B7FDE0820A06C76C0A8004403B7FB05C44A\n\
-         1970-01-01T01:00:00Z,\"NY, \"\"upstate\"\"\",1,0.25,1,1,1,\\x128B7F004403B7FB05C44A\n"
+         1970-01-01T01:00:00Z,CA,2,3.5,2,2,2,\\x128b7fde0820a06c76c0a8004403b7fb05c44a\n\
+         1970-01-01T01:00:00Z,\"NY, \"\"upstate\"\"\",1,0.25,1,1,1,\\x128b7f004403b7fb05c44a\n"
     );
     // No temp files are left behind.
     let leftovers = std::fs::read_dir(dir.join("reach")).expect("dir").count();

@@ -56,7 +56,7 @@
 //! use cardinal_sketch::{hll::{Hll, Settings}, Sketch};
 //! let mut h = Hll::new(Settings::new(11, 5).unwrap()).unwrap();
 //! h.insert(cardinal_sketch::hash::bigint(1, 0));
-//! assert_eq!(h.to_hex(), "\\x128B7F004403B7FB05C44A");
+//! assert_eq!(h.to_hex(), "\\x128b7f004403b7fb05c44a");
 //! assert_eq!(h.cardinality(), Some(1.0));
 //! ```
 
@@ -89,6 +89,13 @@ pub const EXPLICIT_LEN_MAX: u64 = 1 << 17;
 /// Cap on the automatic explicit threshold: postgresql-hll's (its values are
 /// at most 128 KiB of hashes).
 pub const EXPLICIT_AUTO_MAX: u64 = 16_383;
+/// Largest `log2m` postgresql-hll reads (java-hll reads up to [`LOG2M_MAX`]).
+pub const POSTGRESQL_LOG2M_MAX: u8 = 17;
+/// Largest register width postgresql-hll reads (java-hll reads up to
+/// [`REGWIDTH_MAX`]).
+pub const POSTGRESQL_REGWIDTH_MAX: u8 = 7;
+/// Largest explicit threshold postgresql-hll reads.
+pub const POSTGRESQL_EXPLICIT_MAX: u64 = 16_383;
 
 /// The explicit threshold: how many distinct hashes a sketch keeps exactly
 /// before it promotes to registers. Stored in the header (byte 2, bits 5..0).
@@ -185,6 +192,45 @@ impl Settings {
                 "explicit threshold",
                 t,
                 "must be a power of two from 1 to 2^61 (or off, or auto)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks that postgresql-hll reads values with these parameters: log2m
+    /// up to [`POSTGRESQL_LOG2M_MAX`], regwidth up to
+    /// [`POSTGRESQL_REGWIDTH_MAX`] and an explicit threshold up to
+    /// [`POSTGRESQL_EXPLICIT_MAX`]. The storage format (and java-hll) goes
+    /// further; postgresql-hll refuses such values when they are read.
+    pub fn check_postgresql(&self) -> Result<()> {
+        self.validate()?;
+        let refused = |name, value: u64, reason| Error::InvalidParameter {
+            sketch: "hll",
+            name,
+            value: i64::try_from(value).unwrap_or(i64::MAX),
+            reason,
+        };
+        if self.log2m > POSTGRESQL_LOG2M_MAX {
+            return Err(refused(
+                "log2m",
+                self.log2m.into(),
+                "postgresql-hll reads log2m 4..=17 only (java-hll reads up to 31)",
+            ));
+        }
+        if self.regwidth > POSTGRESQL_REGWIDTH_MAX {
+            return Err(refused(
+                "regwidth",
+                self.regwidth.into(),
+                "postgresql-hll reads regwidth 1..=7 only (java-hll reads up to 8)",
+            ));
+        }
+        if let Explicit::Threshold(t) = self.explicit
+            && t > POSTGRESQL_EXPLICIT_MAX
+        {
+            return Err(refused(
+                "explicit threshold",
+                t,
+                "postgresql-hll reads explicit thresholds up to 16383 only",
             ));
         }
         Ok(())
@@ -640,21 +686,28 @@ impl Hll {
         }
     }
 
-    /// The postgresql-hll text form of the bytes, `\x` and upper-case hex,
-    /// ready for `SELECT hll_cardinality('\x...'::hll)`.
+    /// The postgresql-hll text form of the bytes, `\x` and lower-case hex as
+    /// PostgreSQL prints it, ready for `SELECT hll_cardinality('\x...'::hll)`.
     pub fn to_hex(&self) -> String {
         let bytes = self.encode();
         let mut hex = String::with_capacity(2 + 2 * bytes.len());
         hex.push_str("\\x");
         for byte in bytes {
-            hex.push_str(&format!("{byte:02X}"));
+            hex.push_str(&format!("{byte:02x}"));
         }
         hex
     }
 
-    /// Reads the `\x...` text form (the `\x` is optional, case is ignored).
+    /// Reads the `\x...` text form (the `\x` is optional, case is ignored),
+    /// with [`MaxSparse::Auto`]; see [`Hll::from_hex_with`].
     pub fn from_hex(text: &str) -> Result<Self> {
         Self::decode(&parse_hex(text)?)
+    }
+
+    /// Reads the `\x...` text form with a given [`MaxSparse`] (not stored in
+    /// the bytes), as [`Hll::decode_with`] does for bytes.
+    pub fn from_hex_with(text: &str, max_sparse: MaxSparse) -> Result<Self> {
+        Self::decode_with(&parse_hex(text)?, max_sparse)
     }
 
     /// Decodes with a given [`MaxSparse`] (not stored in the bytes).
@@ -978,17 +1031,17 @@ mod tests {
 
     #[test]
     fn spec_examples() {
-        assert_eq!(Hll::default().to_hex(), "\\x118B7F");
+        assert_eq!(Hll::default().to_hex(), "\\x118b7f");
         let mut h = hll(11, 5);
         h.insert(hash::bigint(1, 0));
-        assert_eq!(h.to_hex(), "\\x128B7F004403B7FB05C44A");
+        assert_eq!(h.to_hex(), "\\x128b7f004403b7fb05c44a");
         let mut off = Hll::new(Settings {
             explicit: Explicit::Off,
             ..Settings::default()
         })
         .expect("valid");
         off.insert(hash::bigint(1, 0));
-        assert_eq!(off.to_hex(), "\\x138B408944");
+        assert_eq!(off.to_hex(), "\\x138b408944");
     }
 
     #[test]
@@ -1096,7 +1149,7 @@ mod tests {
 
     #[test]
     fn hex_round_trip_and_errors() {
-        let h = Hll::from_hex("\\x128B7F004403B7FB05C44A").expect("valid");
+        let h = Hll::from_hex("\\x128b7f004403b7fb05c44a").expect("valid");
         assert_eq!(h.cardinality(), Some(1.0));
         let error = |text: &str| Hll::from_hex(text).expect_err(text).to_string();
         assert!(error("\\x128").contains("odd number of digits (3)"));
@@ -1107,6 +1160,63 @@ mod tests {
             "{}",
             error("xyz")
         );
+    }
+
+    #[test]
+    fn hex_is_written_in_lower_case_and_read_in_either() {
+        let mut h = hll(11, 5);
+        h.insert(hash::bigint(1, 0));
+        let hex = h.to_hex();
+        assert_eq!(hex, hex.to_ascii_lowercase());
+        let upper = format!("\\x{}", hex[2..].to_ascii_uppercase());
+        assert_eq!(Hll::from_hex(&upper).expect("upper"), h);
+        assert_eq!(Hll::from_hex(&hex).expect("lower"), h);
+    }
+
+    #[test]
+    fn from_hex_keeps_a_given_max_sparse() {
+        let mut h = Hll::new(Settings {
+            explicit: Explicit::Off,
+            ..Settings::default()
+        })
+        .expect("valid");
+        for i in 0..10 {
+            h.insert(hash::user_id(i));
+        }
+        assert_eq!(h.kind(), Kind::Sparse);
+        let back = Hll::from_hex_with(&h.to_hex(), MaxSparse::Registers(0)).expect("own hex");
+        assert_eq!(back.settings().max_sparse, MaxSparse::Registers(0));
+        assert_eq!(back.kind(), Kind::Full);
+        assert_eq!(back.registers(), h.registers());
+    }
+
+    #[test]
+    fn postgresql_reads_a_narrower_range_than_the_format() {
+        let refused = |settings: Settings| {
+            settings
+                .check_postgresql()
+                .expect_err("outside postgresql-hll's ranges")
+                .to_string()
+        };
+        assert!(Settings::default().check_postgresql().is_ok());
+        let widest = Settings {
+            explicit: Explicit::Threshold(8192),
+            ..Settings::new(17, 7).expect("valid")
+        };
+        assert!(widest.check_postgresql().is_ok());
+        assert!(
+            Settings::new(4, 1)
+                .expect("valid")
+                .check_postgresql()
+                .is_ok()
+        );
+        assert!(refused(Settings::new(18, 5).expect("valid")).contains("log2m 4..=17"));
+        assert!(refused(Settings::new(11, 8).expect("valid")).contains("regwidth 1..=7"));
+        let threshold = Settings {
+            explicit: Explicit::Threshold(16_384),
+            ..Settings::default()
+        };
+        assert!(refused(threshold).contains("up to 16383"));
     }
 
     #[test]
