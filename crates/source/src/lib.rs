@@ -13,7 +13,9 @@
 //!   [`LINE_BYTES_MAX`] is skipped and reported as a recoverable
 //!   [`Error::LineTooLong`].
 //! - [`split_ranges`] cuts a plain file into newline-aligned byte ranges so
-//!   that several readers each read their own ([`Input::open_range`]).
+//!   that several readers each read their own ([`Input::open_range`]);
+//!   [`split_file_records`] cuts delimited text only between records
+//!   ([`Framing::Csv`]: never inside a quoted field).
 //!
 //! The crate is synchronous and owns no threads: the binary runs one reader
 //! per core.
@@ -36,6 +38,7 @@
 mod compression;
 mod error;
 mod lines;
+mod records;
 mod split;
 
 use std::io::{Read, Seek, SeekFrom};
@@ -46,7 +49,10 @@ use std::sync::Arc;
 pub use compression::{Compression, MAGIC_BYTES_MAX};
 pub use error::{Error, Result};
 pub use lines::{Chunk, LineReader};
-pub use split::{line_start_at_or_after, line_start_in, split_file, split_ranges};
+pub use records::Framing;
+pub use split::{
+    line_start_at_or_after, line_start_in, split_file, split_file_records, split_ranges,
+};
 
 /// The longest line a reader hands out, newline included: 1 MiB. Real event
 /// lines are a few hundred bytes (uservisits rows ~170 B, impression JSON

@@ -18,6 +18,11 @@
 //! without being kept, and reported as [`Error::LineTooLong`]; the next call
 //! goes on with the line after it.
 //!
+//! With [`Framing::Csv`] ([`LineReader::with_framing`]) a chunk is cut
+//! after its last whole record instead: a newline inside a quoted field
+//! does not end a chunk, and the carry is the partial record (see
+//! `records.rs`; a chunk without a quote costs one more `memchr`).
+//!
 //! The chunk's buffer stays initialized past its bytes, and the input is
 //! read straight into it: `Read::read_to_end` zeroed the spare capacity of
 //! the cleared buffer before every read (one more pass over each chunk,
@@ -26,6 +31,7 @@
 
 use std::sync::Arc;
 
+use crate::records::{Cut, Framing};
 use crate::{
     CHUNK_BYTES_DEFAULT, CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Error, Input, LINE_BYTES_MAX,
     read_prefix,
@@ -141,6 +147,7 @@ pub struct LineReader {
     next_offset: u64,
     next_line: Option<u64>,
     eof: bool,
+    framing: Framing,
 }
 
 impl LineReader {
@@ -172,7 +179,17 @@ impl LineReader {
             chunk_bytes,
             carry: Vec::new(),
             eof: false,
+            framing: Framing::Lines,
         }
+    }
+
+    /// Cuts chunks where `framing` says records end (by default
+    /// [`Framing::Lines`]: at every newline). The input must start at a
+    /// record start (byte ranges are cut at record starts for
+    /// [`Framing::Csv`] by [`split_file_records`](crate::split_file_records)).
+    pub fn with_framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self
     }
 
     /// The input's name.
@@ -196,6 +213,9 @@ impl LineReader {
         chunk.extend_from_slice(&self.carry);
         self.carry.clear();
         self.fill(chunk, self.chunk_bytes)?;
+        if let Framing::Csv { .. } = self.framing {
+            return self.cut_records(chunk);
+        }
         loop {
             let data = chunk.bytes();
             match memchr::memrchr(b'\n', data) {
@@ -215,6 +235,59 @@ impl LineReader {
                 // One partial line so far: read on until its newline.
                 None => {
                     let target = (data.len() + self.chunk_bytes).min(LINE_BYTES_MAX + 1);
+                    self.fill(chunk, target)?;
+                }
+            }
+        }
+        debug_assert!(!chunk.is_empty());
+        debug_assert!(chunk.len() <= LINE_BYTES_MAX + CHUNK_BYTES_MAX);
+        self.next_offset += chunk.len() as u64;
+        self.next_line = self.next_line.map(|line| line + newlines(chunk.bytes()));
+        Ok(true)
+    }
+
+    /// [`read_chunk`](Self::read_chunk)'s cut for a framing that reads
+    /// quotes: after the last whole record, reading on while the chunk
+    /// holds only part of one (the chunk at least doubles each time, so a
+    /// record is scanned a bounded number of times).
+    fn cut_records(&mut self, chunk: &mut Chunk) -> Result<bool, Error> {
+        loop {
+            let data = chunk.bytes();
+            let input_start = chunk.offset == 0;
+            match self.framing.cut(data, input_start) {
+                Cut::Whole(end) if end > 0 && (end == data.len() || !self.eof) => {
+                    self.carry.extend_from_slice(&data[end..]);
+                    chunk.truncate(end);
+                    break;
+                }
+                Cut::Long(start) if start > 0 => {
+                    self.carry.extend_from_slice(&data[start..]);
+                    chunk.truncate(start);
+                    break;
+                }
+                // A record that does not end within the limit: it ends with
+                // its first line (where the parser resumes after an
+                // unterminated quote), unless that line is too long too.
+                Cut::Long(_) => match memchr::memchr(b'\n', data) {
+                    Some(newline) if newline < LINE_BYTES_MAX => {
+                        self.carry.extend_from_slice(&data[newline + 1..]);
+                        chunk.truncate(newline + 1);
+                        break;
+                    }
+                    _ => return Err(self.skip_long_line(chunk)),
+                },
+                // The input's last bytes: whole as far as the parser goes.
+                Cut::Whole(_) if self.eof => {
+                    if data.is_empty() {
+                        return Ok(false);
+                    }
+                    break;
+                }
+                // Part of one record so far: read on.
+                Cut::Whole(_) => {
+                    debug_assert!(data.len() <= LINE_BYTES_MAX + CHUNK_BYTES_MAX);
+                    let target = (data.len() + self.chunk_bytes.max(data.len()))
+                        .min(LINE_BYTES_MAX + CHUNK_BYTES_MAX);
                     self.fill(chunk, target)?;
                 }
             }
