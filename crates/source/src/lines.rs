@@ -283,11 +283,13 @@ impl LineReader {
                     }
                     break;
                 }
-                // Part of one record so far: read on.
+                // Part of one record so far: read on, up to one byte past
+                // the limit (then the cut says `Long`: a record that ends
+                // past the limit is never handed out whole).
                 Cut::Whole(_) => {
-                    debug_assert!(data.len() <= LINE_BYTES_MAX + CHUNK_BYTES_MAX);
-                    let target = (data.len() + self.chunk_bytes.max(data.len()))
-                        .min(LINE_BYTES_MAX + CHUNK_BYTES_MAX);
+                    debug_assert!(data.len() <= LINE_BYTES_MAX);
+                    let target =
+                        (data.len() + self.chunk_bytes.max(data.len())).min(LINE_BYTES_MAX + 1);
                     self.fill(chunk, target)?;
                 }
             }
@@ -441,6 +443,38 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[1].1, Some(2));
         assert_eq!(got[1].2, 20);
+    }
+
+    /// On quote-free text CSV framing cuts where line framing cuts, long
+    /// lines included (a long line once came out whole, as one chunk, when
+    /// the reader read on past the limit looking for its end).
+    #[test]
+    fn csv_framing_without_quotes_cuts_like_lines() {
+        let read = |text: &[u8], framing: Framing| {
+            let input =
+                Input::from_reader("t", std::io::Cursor::new(text.to_vec())).expect("memory");
+            let mut reader = LineReader::with_chunk_bytes(input, 4096).with_framing(framing);
+            let mut chunk = Chunk::default();
+            let mut out = Vec::new();
+            loop {
+                match reader.read_chunk(&mut chunk) {
+                    Ok(true) => {
+                        out.push(Ok((chunk.bytes().to_vec(), chunk.first_line, chunk.offset)))
+                    }
+                    Ok(false) => break,
+                    Err(e) => out.push(Err(e.to_string())),
+                }
+            }
+            out
+        };
+        let mut text = b"1,a\n2,".to_vec();
+        text.extend(std::iter::repeat_n(b'x', LINE_BYTES_MAX + 10));
+        text.extend_from_slice(b"\n3,b\n4,");
+        text.extend(std::iter::repeat_n(b'y', LINE_BYTES_MAX - 3));
+        text.extend_from_slice(b"\n5,c");
+        let lines = read(&text, Framing::Lines);
+        assert_eq!(lines.iter().filter(|c| c.is_err()).count(), 1);
+        assert_eq!(read(&text, Framing::Csv { delimiter: b',' }), lines);
     }
 
     #[test]
