@@ -32,7 +32,7 @@ use cardinal_route::{
     AggregateKind, Arg, ColumnCache, ColumnPlan, Format, OutputSource, Plan, Routed, Scratch,
     Summary,
 };
-use cardinal_source::{LineReader, split_file};
+use cardinal_source::{Framing, LineReader, split_file_records};
 
 use crate::attribute;
 use crate::pending::{PENDING_BYTES_MAX, Pending};
@@ -48,6 +48,16 @@ pub const AGGREGATES_MAX: usize = 16;
 /// Plain files at least this large are split into byte ranges, so that
 /// several workers read one file.
 const SPLIT_BYTES_MIN: u64 = 64 << 20;
+
+/// [`SPLIT_BYTES_MIN`], or the byte count in the environment variable
+/// `CARDINAL_SPLIT_BYTES_MIN` (for tests, which split small files to check
+/// that any split reads the same records).
+fn split_bytes_min() -> u64 {
+    std::env::var("CARDINAL_SPLIT_BYTES_MIN")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(SPLIT_BYTES_MIN)
+}
 
 /// Parquet files are split into about this many jobs per thread (whole
 /// row groups each), so that workers finishing early find more work.
@@ -256,6 +266,11 @@ struct SharedInput {
     /// The input's header line, published (under the lock) by the worker
     /// that decodes the first chunk, before any later chunk is handed out.
     header: std::sync::OnceLock<Vec<u8>>,
+    /// Where its records end ([`framing_of`] the stream).
+    framing: Framing,
+    /// Set by the first worker that finds the header does not fit the
+    /// stream: the input is one reject, whichever workers find it.
+    header_rejected: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug)]
@@ -329,6 +344,8 @@ impl SharedInput {
             }),
             turn_over: std::sync::Condvar::new(),
             header: std::sync::OnceLock::new(),
+            framing: Framing::Lines,
+            header_rejected: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -350,6 +367,23 @@ impl SharedInput {
         state.pass(participant);
         self.turn_over.notify_all();
         read
+    }
+
+    /// The input's header does not fit the stream: one reject for the
+    /// input (by the first worker to find it), and nobody reads on.
+    fn reject_header(&self, fold: &mut Fold<'_>, error: &cardinal_parse::Error) {
+        if !self
+            .header_rejected
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            fold.bad_header(error);
+        }
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.reader = SharedReader::Done;
+        self.turn_over.notify_all();
     }
 
     /// Participant `participant` reads no more (its worker ended, well or
@@ -385,7 +419,7 @@ impl SharedInput {
                 Some(path) => cardinal_source::Input::open(path)
                     .with_context(|| format!("opening {}", path.display()))?,
             };
-            *guard = SharedReader::Open(LineReader::new(input));
+            *guard = SharedReader::Open(LineReader::new(input).with_framing(self.framing));
         }
         for chunk in chunks {
             let SharedReader::Open(reader) = guard else {
@@ -1399,7 +1433,7 @@ fn plan_jobs(
             );
             let path = (!stdin).then(|| path.clone());
             if threads > 1 {
-                shared_jobs(&mut jobs, input, path, threads);
+                shared_jobs(&mut jobs, input, path, threads, framing_of(stream));
             } else {
                 jobs.push(Job::whole(input, path));
             }
@@ -1440,8 +1474,8 @@ fn plan_jobs(
             .with_context(|| format!("opening {}", path.display()))?
             .compression()
             == cardinal_source::Compression::None;
-        if threads > 1 && plain && len >= SPLIT_BYTES_MIN {
-            let ranges = split_file(path, threads)
+        if threads > 1 && plain && len >= split_bytes_min() && header_fits(path, stream)? {
+            let ranges = split_file_records(path, threads, framing_of(stream))
                 .with_context(|| format!("splitting {}", path.display()))?;
             let header = if stream.header && stream.format == Format::Csv {
                 let mut line = Vec::new();
@@ -1460,7 +1494,13 @@ fn plan_jobs(
                 });
             }
         } else if threads > 1 && !plain {
-            shared_jobs(&mut jobs, input, Some(path.clone()), threads);
+            shared_jobs(
+                &mut jobs,
+                input,
+                Some(path.clone()),
+                threads,
+                framing_of(stream),
+            );
         } else {
             jobs.push(Job {
                 size: len,
@@ -1498,11 +1538,39 @@ fn is_fifo(metadata: &std::fs::Metadata) -> bool {
     }
 }
 
+/// Whether the plain file at `path` has the header its stream expects, if
+/// it expects one. A file whose header does not fit is not split: its one
+/// reader reports it once, as one reject.
+fn header_fits(path: &Path, stream: &cardinal_route::Stream) -> Result<bool> {
+    if !(stream.header && stream.format == Format::Csv) {
+        return Ok(true);
+    }
+    let mut line = Vec::new();
+    std::io::BufReader::new(
+        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?,
+    )
+    .read_until(b'\n', &mut line)?;
+    let Parser::Csv(mut csv) = Parser::new(stream, None)? else {
+        unreachable!("a CSV stream has a CSV parser")
+    };
+    Ok(csv
+        .read_header(&path.display().to_string().into(), &line)
+        .is_ok())
+}
+
 /// Plans one job per worker for an input they all read together (see
 /// [`SharedInput`]); a worker whose job finds the input already ended
 /// moves on to the next job.
-fn shared_jobs(jobs: &mut Vec<Job>, input: u32, path: Option<PathBuf>, threads: usize) {
-    let shared = Arc::new(SharedInput::new(path.clone(), threads));
+fn shared_jobs(
+    jobs: &mut Vec<Job>,
+    input: u32,
+    path: Option<PathBuf>,
+    threads: usize,
+    framing: Framing,
+) {
+    let mut shared = SharedInput::new(path.clone(), threads);
+    shared.framing = framing;
+    let shared = Arc::new(shared);
     jobs.extend((0..threads).map(|participant| Job {
         shared: Some(shared.clone()),
         participant,
@@ -1563,6 +1631,21 @@ fn parquet_jobs(file: &ParquetFile, threads: usize) -> Vec<std::ops::Range<usize
         groups
     );
     ranges
+}
+
+/// How a stream's text is cut into records: delimited text by its quoting
+/// rules (a quoted field may hold newlines), so that chunks and byte ranges
+/// never end inside a quoted field; NDJSON at every newline.
+fn framing_of(stream: &cardinal_route::Stream) -> Framing {
+    match stream.format {
+        Format::Csv => Framing::Csv {
+            delimiter: stream.delimiter,
+        },
+        Format::Amplab => Framing::Csv {
+            delimiter: CsvConfig::amplab().delimiter,
+        },
+        Format::Json | Format::Parquet => Framing::Lines,
+    }
 }
 
 enum Parser {
@@ -1683,10 +1766,13 @@ fn worker<'p>(
             (Some(path), Some(range)) => cardinal_source::Input::open_range(path, range.clone())?,
         };
         let name: Arc<str> = input.name().clone();
-        let mut reader = LineReader::new(input);
+        let mut reader = LineReader::new(input).with_framing(framing_of(stream_decl));
         let mut parser = Parser::new(stream_decl, projection)?;
-        if let (Some(header), Parser::Csv(csv)) = (&job.header, &mut parser) {
-            csv.read_header(&name, header)?;
+        if let (Some(header), Parser::Csv(csv)) = (&job.header, &mut parser)
+            && let Err(e) = csv.read_header(&name, header)
+        {
+            fold.bad_header(e);
+            continue;
         }
         loop {
             match reader.read_chunk(batch.chunk_mut()) {
@@ -1703,7 +1789,7 @@ fn worker<'p>(
                     break;
                 }
             }
-            fold_chunk(
+            let folded = fold_chunk(
                 &mut parser,
                 job.input,
                 &mut batch,
@@ -1711,7 +1797,12 @@ fn worker<'p>(
                 &mut collector,
                 rejects_file,
                 &mut tap,
-            )?;
+            );
+            if let Some(header) = bad_header(&folded) {
+                fold.bad_header(header);
+                break;
+            }
+            folded?;
         }
     }
     fold.finish();
@@ -1869,6 +1960,27 @@ const LINE_TOO_LONG: &str = "line too long";
 /// point (corrupt or cut compressed data, a read error).
 const INPUT_CUT_SHORT: &str = "input unreadable past this point";
 
+/// The reject reason of a CSV input whose header does not fit the stream
+/// (lacks a declared column, names one twice, or is malformed): none of
+/// that input is read, and the run goes on with the others.
+const BAD_HEADER: &str = "header does not fit the stream";
+
+/// The parser's error if `result` failed on a header that does not fit
+/// the stream: the input's fault, one reject for it, not the run's end.
+fn bad_header(result: &Result<()>) -> Option<&cardinal_parse::Error> {
+    let error = result
+        .as_ref()
+        .err()?
+        .downcast_ref::<cardinal_parse::Error>()?;
+    matches!(
+        error,
+        cardinal_parse::Error::HeaderMissingColumn { .. }
+            | cardinal_parse::Error::HeaderDuplicate { .. }
+            | cardinal_parse::Error::HeaderMalformed { .. }
+    )
+    .then_some(error)
+}
+
 /// This worker's share of an input read by every worker (see
 /// [`SharedInput`]): turns of chunks until the input ends.
 #[expect(
@@ -1920,12 +2032,24 @@ fn read_shared<'p>(
                     if let (false, Some(line), Parser::Csv(csv)) =
                         (first, shared.header.get(), &mut fresh)
                     {
-                        csv.read_header(&batch.chunk().input, line)?;
+                        let read = csv
+                            .read_header(&batch.chunk().input, line)
+                            .map_err(anyhow::Error::from);
+                        if let Some(error) = bad_header(&read) {
+                            shared.reject_header(fold, error);
+                            return Ok(());
+                        }
+                        read?;
                     }
                     parser.insert(fresh)
                 }
             };
-            fold_chunk(parser, input, batch, fold, collector, rejects_file, tap)?;
+            let folded = fold_chunk(parser, input, batch, fold, collector, rejects_file, tap);
+            if let Some(error) = bad_header(&folded) {
+                shared.reject_header(fold, error);
+                return Ok(());
+            }
+            folded?;
         }
     }
 }
@@ -2309,6 +2433,16 @@ impl<'a> Fold<'a> {
     /// shown, however many rejects were.
     fn cut_short(&mut self, error: impl std::fmt::Display, rest: &str) {
         self.unreadable(&format!("{error}; the rest of {rest} is not read"));
+    }
+
+    /// An input whose header does not fit the stream: one reject for the
+    /// whole input, always shown; the run goes on (`--strict` fails it).
+    fn bad_header(&mut self, error: impl std::fmt::Display) {
+        let text = format!("{error}; none of this input is read");
+        if self.shown.load(std::sync::atomic::Ordering::Relaxed) >= REJECTS_SHOWN_MAX {
+            eprintln!("{}rejected: {text}", crate::progress::erase());
+        }
+        self.reject(BAD_HEADER, &text);
     }
 
     /// [`Fold::cut_short`]'s reject, worded by the caller: `text` says

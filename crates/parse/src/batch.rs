@@ -146,11 +146,18 @@ pub enum RejectReason {
     /// JSON nested deeper than [`DEPTH_MAX`](crate::DEPTH_MAX).
     #[error("JSON nested deeper than DEPTH_MAX")]
     DepthMax,
+    /// A JSON object that repeats a key the schema reads (a column's key,
+    /// or a key on the path to one): which value is meant is ambiguous.
+    #[error("JSON object repeats a key the schema reads")]
+    DuplicateKey,
+    /// A JSON string that is not UTF-8 (RFC 8259 §8.1).
+    #[error("JSON string is not UTF-8")]
+    InvalidUtf8,
 }
 
 impl RejectReason {
     /// Every reason, in [`index`](Self::index) order.
-    pub const ALL: [RejectReason; 11] = [
+    pub const ALL: [RejectReason; 13] = [
         Self::FieldsMax,
         Self::RecordBytesMax,
         Self::TooFewFields,
@@ -162,6 +169,8 @@ impl RejectReason {
         Self::BadEscape,
         Self::NotScalar,
         Self::DepthMax,
+        Self::DuplicateKey,
+        Self::InvalidUtf8,
     ];
 
     /// A dense index in `0..ALL.len()`, for arrays of counters.
@@ -186,6 +195,11 @@ pub struct Reject {
     /// (a CSV file column past the header's, or one the schema does not
     /// declare, has none).
     pub name: Option<Arc<str>>,
+    /// NDJSON: the keys, joined by `.`, of the member where the record
+    /// went wrong (`user.geo.state`; inside a value the schema does not
+    /// read, the member's key at the last level the schema knows), when
+    /// the fault is inside a member.
+    pub path: Option<Arc<str>>,
     /// Why.
     pub reason: RejectReason,
 }
@@ -201,6 +215,9 @@ impl std::fmt::Display for Reject {
             if let Some(name) = &self.name {
                 write!(f, " ({name})")?;
             }
+        }
+        if let Some(path) = &self.path {
+            write!(f, ": at {path}")?;
         }
         write!(f, ": {}", self.reason)
     }
@@ -338,6 +355,7 @@ impl Batch {
             offset: chunk.offset + start as u64,
             column,
             name: None,
+            path: None,
             reason,
         }
     }
@@ -465,6 +483,7 @@ mod tests {
             offset: 99,
             column: Some(2),
             name: None,
+            path: None,
             reason: RejectReason::TooFewFields,
         };
         assert_eq!(
@@ -485,5 +504,17 @@ mod tests {
             ..reject
         };
         assert_eq!(reject.to_string(), "a.csv:@99: fewer fields than columns");
+        let json = Reject {
+            input: "a.json".into(),
+            column: Some(1),
+            name: Some("user_id".into()),
+            path: Some("user.id".into()),
+            reason: RejectReason::JsonSyntax,
+            ..named
+        };
+        assert_eq!(
+            json.to_string(),
+            "a.json:7: column 2 (user_id): at user.id: malformed JSON"
+        );
     }
 }

@@ -41,11 +41,14 @@
 //! - a quote that does not start a field is data (`5" screen`), as in the
 //!   `csv` crate; text after a closing quote is a [`TextAfterQuote`]
 //!   reject;
-//! - a quoted field may span lines, but not chunks: the source cuts chunks
-//!   at newlines without reading quotes (that is what lets it split files
-//!   into ranges at all). A quoted newline cut by a chunk boundary shows up
-//!   as an [`UnterminatedQuote`] reject. Neither v1 CSV nor the AMPLab
-//!   tables put newlines in fields.
+//! - a quoted field may span lines, but not chunks: a reader with
+//!   `cardinal_source::Framing::Csv` cuts chunks (and byte ranges of split
+//!   files) only between records, following these same rules, so a chunk
+//!   never ends inside a quoted field (`source/src/records.rs` must end
+//!   records where `parse_record` does; `tests/csv_records.rs` compares
+//!   them, and both against the `csv` crate). Fed chunks cut at any
+//!   newline instead, a quoted newline at a boundary shows up as an
+//!   [`UnterminatedQuote`] reject.
 //! - after a reject parsing resumes on the next line (for an unterminated
 //!   quote, the line after the record's first line).
 //!

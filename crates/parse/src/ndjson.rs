@@ -13,11 +13,22 @@
 //!   missing key and a path through a non-object are absent;
 //! - an object or array where a column is declared is a [`NotScalar`]
 //!   reject naming the column;
-//! - if a key repeats, the last value wins (as in `serde_json`);
+//! - an object that repeats a key the schema reads (a column's key, or a
+//!   key on the path to one) is a [`DuplicateKey`] reject: which value is
+//!   meant is ambiguous (RFC 8259 §4), and taking the last one would mean
+//!   forgetting what the first one already set below it. Other keys may
+//!   repeat: nothing reads them;
 //! - nesting is bounded by [`DEPTH_MAX`] (no recursion on input depth:
 //!   skipped values are walked with a bit stack);
-//! - bytes are not checked for UTF-8 (text is "bytes, usually UTF-8"
-//!   throughout cardinal); escapes are, lone surrogates included.
+//! - every string, key or value, read or skipped, must be UTF-8 (RFC 8259
+//!   §8.1), else the record is an [`InvalidUtf8`] reject; escapes are
+//!   checked too, lone surrogates included. The check costs an OR per
+//!   8 bytes on ASCII strings, and a UTF-8 validation of strings with a
+//!   byte above 0x7F;
+//! - a reject inside a member names where: the schema column, if the
+//!   fault is in one's value, and the path of keys down to the member
+//!   ([`Reject::path`](crate::Reject::path); inside a value the schema
+//!   does not read, the member's key at the last level it knows).
 //!
 //! Why not `serde_json`: with borrowed `&RawValue` maps it allocates a map
 //! per object and walks every value twice (once to find its end, once to
@@ -28,6 +39,8 @@
 //!
 //! [`JsonSyntax`]: crate::RejectReason::JsonSyntax
 //! [`NotScalar`]: crate::RejectReason::NotScalar
+//! [`DuplicateKey`]: crate::RejectReason::DuplicateKey
+//! [`InvalidUtf8`]: crate::RejectReason::InvalidUtf8
 
 use std::sync::Arc;
 
@@ -61,6 +74,22 @@ pub struct NdjsonParser {
     names: Vec<Arc<str>>,
     /// Scratch for keys with escapes.
     key: Vec<u8>,
+    /// Per tree node: the number of the last record whose object had its
+    /// key (a second one in the same record is a duplicate).
+    seen: Vec<u64>,
+    /// The number of the record being read, counted over every chunk.
+    record: u64,
+    /// The keys from a failed member up to the record's object, innermost
+    /// first (content ranges in the chunk, and whether escaped).
+    trail: Vec<KeySpan>,
+}
+
+/// A key's content in the chunk: start, end, and whether it has escapes.
+#[derive(Debug, Clone, Copy)]
+struct KeySpan {
+    start: usize,
+    end: usize,
+    escaped: bool,
 }
 
 /// A reject reason and the column at fault, if one is.
@@ -131,7 +160,6 @@ impl NdjsonParser {
             nodes[node].column = Some(column);
         }
         Ok(Self {
-            nodes,
             width,
             names: schema
                 .columns
@@ -139,6 +167,10 @@ impl NdjsonParser {
                 .map(|c| c.name.as_str().into())
                 .collect(),
             key: Vec::new(),
+            seen: vec![u64::MAX; nodes.len()],
+            record: 0,
+            trail: Vec::new(),
+            nodes,
         })
     }
 
@@ -176,12 +208,17 @@ impl NdjsonParser {
                 let base = fields.len();
                 let side_mark = side.len();
                 fields.resize(base + self.width, Span::ABSENT);
+                self.record += 1;
+                self.trail.clear();
                 let mut scan = Scan {
                     data,
                     pos,
                     end,
                     side,
                     key: &mut self.key,
+                    seen: &mut self.seen,
+                    record: self.record,
+                    trail: &mut self.trail,
                 };
                 match scan.record(&self.nodes, &mut fields[base..]) {
                     Ok(()) => {
@@ -192,7 +229,9 @@ impl NdjsonParser {
                     Err((reason, column)) => {
                         fields.truncate(base);
                         side.truncate(side_mark);
-                        rejects.push(Batch::reject_at(chunk, pos, line, column, reason));
+                        let mut reject = Batch::reject_at(chunk, pos, line, column, reason);
+                        reject.path = path_of(data, &self.trail);
+                        rejects.push(reject);
                     }
                 }
             }
@@ -203,6 +242,31 @@ impl NdjsonParser {
     }
 }
 
+/// The keys of `trail` (innermost first) as a path from the record's
+/// object, `user.geo.state`; `None` if empty. Keys are unescaped, and any
+/// byte that is not UTF-8 becomes U+FFFD.
+#[cold]
+fn path_of(data: &[u8], trail: &[KeySpan]) -> Option<Arc<str>> {
+    if trail.is_empty() {
+        return None;
+    }
+    let mut path = String::new();
+    let mut key = Vec::new();
+    for (i, span) in trail.iter().rev().enumerate() {
+        if i > 0 {
+            path.push('.');
+        }
+        key.clear();
+        if span.escaped {
+            unescape(&data[span.start..span.end], &mut key);
+        } else {
+            key.extend_from_slice(&data[span.start..span.end]);
+        }
+        path.push_str(&String::from_utf8_lossy(&key));
+    }
+    Some(path.into())
+}
+
 /// A cursor over one line, `pos..end`.
 struct Scan<'a> {
     data: &'a [u8],
@@ -210,6 +274,12 @@ struct Scan<'a> {
     end: usize,
     side: &'a mut Vec<u8>,
     key: &'a mut Vec<u8>,
+    /// `NdjsonParser::seen`.
+    seen: &'a mut [u64],
+    /// `NdjsonParser::record`: this record's number.
+    record: u64,
+    /// `NdjsonParser::trail`.
+    trail: &'a mut Vec<KeySpan>,
 }
 
 impl Scan<'_> {
@@ -284,42 +354,82 @@ impl Scan<'_> {
             if self.peek() != Some(b'"') {
                 return Err(SYNTAX);
             }
-            let child = self.key_child(nodes, node)?;
+            let (child, key) = self.key_child(nodes, node)?;
+            let member = self.member(nodes, child, depth, row);
             self.whitespace();
-            self.expect(b':')?;
-            self.whitespace();
-            match child {
-                Some(child) => match nodes[child].column {
-                    Some(column) => self.leaf(column, row)?,
-                    None if self.peek() == Some(b'{') => {
-                        if depth + 1 > DEPTH_MAX {
-                            return Err((RejectReason::DepthMax, None));
-                        }
+            let next = match member {
+                Err(fail) => Err(fail),
+                Ok(()) => match self.peek() {
+                    Some(b',') => {
                         self.pos += 1;
-                        self.object(nodes, child, depth + 1, row)?;
+                        Ok(false)
                     }
-                    None => self.skip_value(depth)?,
+                    Some(b'}') => {
+                        self.pos += 1;
+                        Ok(true)
+                    }
+                    _ => Err(SYNTAX),
                 },
-                None => self.skip_value(depth)?,
-            }
-            self.whitespace();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(());
+            };
+            match next {
+                Ok(false) => {}
+                Ok(true) => return Ok(()),
+                Err(fail) => {
+                    self.trail.push(key);
+                    return Err(fail);
                 }
-                _ => return Err(SYNTAX),
             }
         }
     }
 
-    /// Reads a key and returns the child of `node` it names, if any.
-    fn key_child(&mut self, nodes: &[Node], node: usize) -> Result<Option<usize>, Fail> {
+    /// A member's colon and value, after its key, which names tree node
+    /// `child` if any. A second key of the same node in this record is a
+    /// duplicate.
+    #[inline(always)]
+    fn member(
+        &mut self,
+        nodes: &[Node],
+        child: Option<usize>,
+        depth: usize,
+        row: &mut [Span],
+    ) -> Result<(), Fail> {
+        self.whitespace();
+        self.expect(b':')?;
+        self.whitespace();
+        let Some(child) = child else {
+            return self.skip_value(depth);
+        };
+        let column = nodes[child].column;
+        if std::mem::replace(&mut self.seen[child], self.record) == self.record {
+            return Err((RejectReason::DuplicateKey, column));
+        }
+        match column {
+            Some(column) => self
+                .leaf(column, row)
+                .map_err(|(reason, at)| (reason, at.or(Some(column)))),
+            None if self.peek() == Some(b'{') => {
+                if depth + 1 > DEPTH_MAX {
+                    return Err((RejectReason::DepthMax, None));
+                }
+                self.pos += 1;
+                self.object(nodes, child, depth + 1, row)
+            }
+            None => self.skip_value(depth),
+        }
+    }
+
+    /// Reads a key and returns the child of `node` it names, if any, and
+    /// where the key is.
+    fn key_child(&mut self, nodes: &[Node], node: usize) -> Result<(Option<usize>, KeySpan), Fail> {
         let (start, end, escaped) = self.string()?;
+        let span = KeySpan {
+            start,
+            end,
+            escaped,
+        };
         let children = &nodes[node].children;
         if children.is_empty() {
-            return Ok(None);
+            return Ok((None, span));
         }
         let key: &[u8] = if escaped {
             self.key.clear();
@@ -330,10 +440,11 @@ impl Scan<'_> {
         };
         // Word compares, not a `memcmp` call per candidate (10% of W1's
         // schema read from NDJSON).
-        Ok(children
+        let child = children
             .iter()
             .copied()
-            .find(|&c| bytes_eq(&nodes[c].key, key)))
+            .find(|&c| bytes_eq(&nodes[c].key, key));
+        Ok((child, span))
     }
 
     /// A declared column's value.
@@ -379,10 +490,16 @@ impl Scan<'_> {
         self.pos += 1;
         let start = self.pos;
         let mut escaped = false;
+        // The OR of the bytes passed over: its high bits say whether the
+        // string may hold bytes that are not ASCII (whole words are ORed,
+        // bytes past a stop included: a false alarm costs one check).
+        let mut high = 0u64;
         loop {
             // Eight bytes at a time while a word fits, then byte by byte.
             while let Some(word) = self.data[self.pos..self.end].first_chunk::<8>() {
-                let stops = string_stops(u64::from_le_bytes(*word));
+                let word = u64::from_le_bytes(*word);
+                high |= word;
+                let stops = string_stops(word);
                 if stops != 0 {
                     self.pos += (stops.trailing_zeros() / 8) as usize;
                     break;
@@ -394,12 +511,19 @@ impl Scan<'_> {
                 if b == b'"' || b == b'\\' || b < 0x20 {
                     break;
                 }
+                high |= u64::from(b);
                 self.pos += 1;
             }
             match self.peek() {
                 Some(b'"') => {
                     self.pos += 1;
-                    return Ok((start, self.pos - 1, escaped));
+                    let end = self.pos - 1;
+                    if high & 0x8080_8080_8080_8080 != 0
+                        && std::str::from_utf8(&self.data[start..end]).is_err()
+                    {
+                        return Err((RejectReason::InvalidUtf8, None));
+                    }
+                    return Ok((start, end, escaped));
                 }
                 Some(b'\\') => {
                     escaped = true;

@@ -74,10 +74,25 @@ const CASES: &[Case] = &[
         rejects: &[],
     },
     Case {
-        name: "last duplicate wins",
-        input: r#"{"ts":"a","ts":"b"}"#,
-        records: &["1:b|~|~|~"],
-        rejects: &[],
+        // A key the schema reads, twice in one object: ambiguous, and
+        // taking the last `user` would have to forget the first one's
+        // `id`. Keys nothing reads may repeat.
+        name: "duplicate keys the schema reads",
+        input: concat!(
+            "{\"ts\":\"a\",\"ts\":\"b\"}\n",
+            "{\"user\":{\"id\":1},\"user\":{\"geo\":{}}}\n",
+            "{\"user\":{\"geo\":{\"state\":\"CA\",\"state\":null}}}\n",
+            "{\"user\":5,\"user\":{\"id\":1}}\n",
+            "{\"x\":1,\"x\":{},\"ts\":\"c\",\"user\":{\"y\":1,\"y\":2}}\n",
+            "{\"ts\":\"d\",\"user\":{\"id\":1}}",
+        ),
+        records: &["5:c|~|~|~", "6:d|1|~|~"],
+        rejects: &[
+            "1:0(ts)@ts:DuplicateKey",
+            "2:-@user:DuplicateKey",
+            "3:2(user.geo.state)@user.geo.state:DuplicateKey",
+            "4:-@user:DuplicateKey",
+        ],
     },
     Case {
         name: "blank lines skipped",
@@ -89,7 +104,7 @@ const CASES: &[Case] = &[
         name: "object where a scalar is declared",
         input: "{\"ts\":{\"a\":1}}\n{\"user\":{\"id\":[1]}}\n{\"ts\":\"ok\"}",
         records: &["3:ok|~|~|~"],
-        rejects: &["1:0(ts):NotScalar", "2:1(user.id):NotScalar"],
+        rejects: &["1:0(ts)@ts:NotScalar", "2:1(user.id)@user.id:NotScalar"],
     },
     Case {
         name: "a byte-order mark opens the input",
@@ -137,17 +152,18 @@ const CASES: &[Case] = &[
             "{ts:1}\n",
         ),
         records: &[],
+        // Inside a member: its path, and the column if the value is one.
         rejects: &[
-            "1:-:JsonSyntax",
+            "1:-@ts:JsonSyntax",
             "2:-:JsonSyntax",
-            "3:-:JsonSyntax",
-            "4:-:JsonSyntax",
-            "5:-:JsonSyntax",
-            "6:-:JsonSyntax",
+            "3:-@ts:JsonSyntax",
+            "4:-@ts:JsonSyntax",
+            "5:0(ts)@ts:JsonSyntax",
+            "6:0(ts)@ts:JsonSyntax",
             "7:-:JsonSyntax",
-            "8:-:JsonSyntax",
-            "9:-:JsonSyntax",
-            "10:-:JsonSyntax",
+            "8:-@x:JsonSyntax",
+            "9:-@x:JsonSyntax",
+            "10:0(ts)@ts:JsonSyntax",
             "11:-:JsonSyntax",
         ],
     },
@@ -156,11 +172,11 @@ const CASES: &[Case] = &[
         input: "{\"ts\":\"\\x\"}\n{\"ts\":\"\\u12\"}\n{\"ts\":\"\\ud800\"}\n{\"ts\":\"\\udc00x\"}\n{\"x\":\"\\q\"}",
         records: &[],
         rejects: &[
-            "1:-:BadEscape",
-            "2:-:BadEscape",
-            "3:-:BadEscape",
-            "4:-:BadEscape",
-            "5:-:BadEscape",
+            "1:0(ts)@ts:BadEscape",
+            "2:0(ts)@ts:BadEscape",
+            "3:0(ts)@ts:BadEscape",
+            "4:0(ts)@ts:BadEscape",
+            "5:-@x:BadEscape",
         ],
     },
 ];
@@ -176,6 +192,38 @@ fn table() {
         assert_eq!(render_records(&batch), case.records, "{}", case.name);
         assert_eq!(render_rejects(&batch), case.rejects, "{}", case.name);
     }
+}
+
+/// JSON text is UTF-8 (RFC 8259 §8.1): a string that is not, read or
+/// skipped, key or value, rejects its record, at the member's path.
+#[test]
+fn strings_that_are_not_utf8_are_rejects_at_their_path() {
+    let columns = schema(COLUMNS);
+    let mut parser = NdjsonParser::new(&columns).expect("valid paths");
+    let mut batch = Batch::new();
+    let input: &[u8] = b"{\"ts\":\"caf\xc3\"}\n\
+        {\"user\":{\"geo\":{\"state\":\"C\xffA\"}}}\n\
+        {\"x\":[\"\xed\xa0\x80\"]}\n\
+        {\"\xc0\xaf\":1}\n\
+        {\"ts\":\"long enough for whole words \xf0\x9f\x98\"}\n\
+        {\"ts\":\"caf\xc3\xa9\",\"x\":\"\xf0\x9f\x98\x80 and more text\"}\n";
+    load(&mut batch, input);
+    parser.parse(&mut batch);
+    assert_eq!(render_records(&batch), ["6:caf\\xc3\\xa9|~|~|~"]);
+    assert_eq!(
+        render_rejects(&batch),
+        [
+            "1:0(ts)@ts:InvalidUtf8",
+            "2:2(user.geo.state)@user.geo.state:InvalidUtf8",
+            "3:-@x:InvalidUtf8",
+            "4:-:InvalidUtf8",
+            "5:0(ts)@ts:InvalidUtf8",
+        ]
+    );
+    assert_eq!(
+        batch.rejects()[1].to_string(),
+        "t:2: column 3 (user.geo.state): at user.geo.state: JSON string is not UTF-8"
+    );
 }
 
 #[test]
@@ -207,11 +255,11 @@ fn depth_is_bounded() {
     load(&mut batch, input.as_bytes());
     parser.parse(&mut batch);
     assert_eq!(batch.len(), 1);
-    assert_eq!(render_rejects(&batch), ["2:-:DepthMax"]);
+    assert_eq!(render_rejects(&batch), ["2:-@x:DepthMax"]);
     // Far deeper than any stack would allow if skipping recursed.
     load(&mut batch, deep(100_000).as_bytes());
     parser.parse(&mut batch);
-    assert_eq!(render_rejects(&batch), ["1:-:DepthMax"]);
+    assert_eq!(render_rejects(&batch), ["1:-@x:DepthMax"]);
 }
 
 #[test]
@@ -304,8 +352,117 @@ fn json_value() -> impl Strategy<Value = String> {
     })
 }
 
+/// An object's members in order, duplicates kept (`serde_json`'s maps
+/// keep the last).
+struct Members(Vec<(String, Box<RawValue>)>);
+
+impl<'de> serde::Deserialize<'de> for Members {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Members;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members, A::Error> {
+                let mut members = Vec::new();
+                while let Some(member) = map.next_entry()? {
+                    members.push(member);
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+/// Whether the object `text` repeats a key on one of `paths`, at its
+/// level or, through objects, below.
+fn repeats_a_path_key(text: &str, paths: &[Vec<&str>]) -> bool {
+    let Ok(Members(members)) = serde_json::from_str::<Members>(text) else {
+        return false;
+    };
+    let mut heads: Vec<&str> = paths.iter().filter_map(|p| p.first().copied()).collect();
+    heads.sort_unstable();
+    heads.dedup();
+    heads.into_iter().any(|head| {
+        let values: Vec<&RawValue> = members
+            .iter()
+            .filter(|(key, _)| key == head)
+            .map(|(_, value)| &**value)
+            .collect();
+        let below: Vec<Vec<&str>> = paths
+            .iter()
+            .filter(|p| p.len() > 1 && p[0] == head)
+            .map(|p| p[1..].to_vec())
+            .collect();
+        values.len() > 1
+            || values
+                .first()
+                .is_some_and(|value| !below.is_empty() && repeats_a_path_key(value.get(), &below))
+    })
+}
+
+/// Objects whose keys may repeat.
+fn json_with_repeats() -> impl Strategy<Value = String> {
+    let leaf = prop_oneof![
+        Just("null".to_owned()),
+        any::<i32>().prop_map(|n| n.to_string()),
+        "[a-c\u{e9}\u{1f600} ]{0,6}".prop_map(|s| serde_json::to_string(&s).expect("string")),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        proptest::collection::vec(
+            (prop_oneof!["ts", "user", "id", "geo", "state", "x"], inner),
+            0..4,
+        )
+        .prop_map(|members| {
+            let members: Vec<String> = members
+                .into_iter()
+                .map(|(k, v)| format!("\"{k}\":{v}"))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        })
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Repeated keys and bytes that are not UTF-8: a record is kept
+    /// exactly when `serde_json` reads the line and no key the schema reads
+    /// repeats, and then has `serde_json`'s values.
+    #[test]
+    fn repeats_and_bad_utf8_agree_with_serde_json(value in json_with_repeats(), cut in any::<bool>()) {
+        let columns = ["ts", "user.id", "user.geo.state", "x"];
+        let paths: Vec<Vec<&str>> = columns.iter().map(|c| c.split('.').collect()).collect();
+        let mut parser = NdjsonParser::new(&schema(&columns)).expect("valid");
+        let mut batch = Batch::new();
+        let mut line = value.into_bytes();
+        // Cut a two-byte character in half: not UTF-8 any more.
+        if let Some(at) = line.windows(2).position(|w| w == "\u{e9}".as_bytes()).filter(|_| cut) {
+            line.remove(at + 1);
+        }
+        load(&mut batch, &line);
+        parser.parse(&mut batch);
+        let text = std::str::from_utf8(&line).ok();
+        let expected = text
+            .filter(|text| !repeats_a_path_key(text, &paths))
+            .and_then(|text| oracle(text, &paths).ok());
+        match expected {
+            Some(row) => {
+                prop_assert_eq!(batch.rejects(), &[], "{:?}", text);
+                let got: Vec<Option<Vec<u8>>> = batch.record(0).fields().map(|f| f.map(<[u8]>::to_vec)).collect();
+                prop_assert_eq!(got, row, "{:?}", text);
+            }
+            None => {
+                prop_assert_eq!(batch.len(), 0, "{:?}", line.escape_ascii().to_string());
+                prop_assert_eq!(batch.rejects().len(), 1);
+            }
+        }
+    }
 
     #[test]
     fn scanner_agrees_with_serde_json(value in json_value()) {

@@ -18,7 +18,9 @@
 //!   the damage is handed out first, then [`Error::Damaged`] says where
 //!   reading stopped, in compressed and decoded bytes.
 //! - [`split_ranges`] cuts a plain file into newline-aligned byte ranges so
-//!   that several readers each read their own ([`Input::open_range`]).
+//!   that several readers each read their own ([`Input::open_range`]);
+//!   [`split_file_records`] cuts delimited text only between records
+//!   ([`Framing::Csv`]: never inside a quoted field).
 //!
 //! The crate is synchronous and owns no threads: the binary runs one reader
 //! per core.
@@ -41,6 +43,7 @@
 mod compression;
 mod error;
 mod lines;
+mod records;
 mod split;
 
 use std::io::{Read, Seek, SeekFrom};
@@ -52,7 +55,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub use compression::{Compression, MAGIC_BYTES_MAX};
 pub use error::{Error, Result};
 pub use lines::{Chunk, LineReader};
-pub use split::{line_start_at_or_after, line_start_in, split_file, split_ranges};
+pub use records::Framing;
+pub use split::{
+    line_start_at_or_after, line_start_in, split_file, split_file_records, split_ranges,
+};
 
 /// The longest line a reader hands out, newline included: 1 MiB. Real event
 /// lines are a few hundred bytes (uservisits rows ~170 B, impression JSON

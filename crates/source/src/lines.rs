@@ -18,6 +18,11 @@
 //! without being kept, and reported as [`Error::LineTooLong`]; the next call
 //! goes on with the line after it.
 //!
+//! With [`Framing::Csv`] ([`LineReader::with_framing`]) a chunk is cut
+//! after its last whole record instead: a newline inside a quoted field
+//! does not end a chunk, and the carry is the partial record (see
+//! `records.rs`; a chunk without a quote costs one more `memchr`).
+//!
 //! When the input fails (compressed data cut short or corrupt, trailing
 //! bytes that are not another gzip member, a read error), the bytes decoded
 //! before the failure are kept: the whole lines among them are handed out
@@ -40,6 +45,7 @@
 use std::io::Read;
 use std::sync::Arc;
 
+use crate::records::{Cut, Framing};
 use crate::{CHUNK_BYTES_DEFAULT, CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Error, Input, LINE_BYTES_MAX};
 
 /// Whole lines of one input, with where they came from. The buffer is
@@ -159,6 +165,7 @@ pub struct LineReader {
     /// chunk of lines before it is out (boxed: a reader is moved around
     /// in enums, and this is rare).
     damaged: Option<Box<Error>>,
+    framing: Framing,
 }
 
 impl LineReader {
@@ -192,7 +199,17 @@ impl LineReader {
             eof: false,
             failure: None,
             damaged: None,
+            framing: Framing::Lines,
         }
+    }
+
+    /// Cuts chunks where `framing` says records end (by default
+    /// [`Framing::Lines`]: at every newline). The input must start at a
+    /// record start (byte ranges are cut at record starts for
+    /// [`Framing::Csv`] by [`split_file_records`](crate::split_file_records)).
+    pub fn with_framing(mut self, framing: Framing) -> Self {
+        self.framing = framing;
+        self
     }
 
     /// The input's name.
@@ -222,26 +239,16 @@ impl LineReader {
         chunk.extend_from_slice(&self.carry);
         self.carry.clear();
         self.fill(chunk, self.chunk_bytes);
+        if let Framing::Csv { .. } = self.framing {
+            return self.cut_records(chunk);
+        }
         loop {
             let data = chunk.bytes();
             if let Some(source) = self.failure.take() {
                 // The whole lines before the failure are this chunk; the
                 // partial line after them is dropped with the error.
                 let whole = memchr::memrchr(b'\n', data).map_or(0, |last| last + 1);
-                let decoded_offset = chunk.offset + data.len() as u64;
-                let damaged = Error::Damaged {
-                    input: self.input.name.clone(),
-                    compression: self.input.compression,
-                    compressed_offset: self.input.stored_offset(decoded_offset),
-                    decoded_offset,
-                    partial_bytes: (data.len() - whole) as u64,
-                    source,
-                };
-                chunk.truncate(whole);
-                if chunk.is_empty() {
-                    return Err(damaged);
-                }
-                self.damaged = Some(Box::new(damaged));
+                self.cut_at_failure(chunk, whole, source)?;
                 break;
             }
             match memchr::memrchr(b'\n', data) {
@@ -270,6 +277,96 @@ impl LineReader {
         self.next_offset += chunk.len() as u64;
         self.next_line = self.next_line.map(|line| line + newlines(chunk.bytes()));
         Ok(true)
+    }
+
+    /// [`read_chunk`](Self::read_chunk)'s cut for a framing that reads
+    /// quotes: after the last whole record, reading on while the chunk
+    /// holds only part of one (the chunk at least doubles each time, so a
+    /// record is scanned a bounded number of times).
+    fn cut_records(&mut self, chunk: &mut Chunk) -> Result<bool, Error> {
+        loop {
+            let data = chunk.bytes();
+            let input_start = chunk.offset == 0;
+            let cut = self.framing.cut(data, input_start);
+            if let Some(source) = self.failure.take() {
+                // The whole records before the failure are this chunk; the
+                // partial record after them is dropped with the error.
+                let (Cut::Whole(whole) | Cut::Long(whole)) = cut;
+                self.cut_at_failure(chunk, whole, source)?;
+                break;
+            }
+            match cut {
+                Cut::Whole(end) if end > 0 && (end == data.len() || !self.eof) => {
+                    self.carry.extend_from_slice(&data[end..]);
+                    chunk.truncate(end);
+                    break;
+                }
+                Cut::Long(start) if start > 0 => {
+                    self.carry.extend_from_slice(&data[start..]);
+                    chunk.truncate(start);
+                    break;
+                }
+                // A record that does not end within the limit: it ends with
+                // its first line (where the parser resumes after an
+                // unterminated quote), unless that line is too long too.
+                Cut::Long(_) => match memchr::memchr(b'\n', data) {
+                    Some(newline) if newline < LINE_BYTES_MAX => {
+                        self.carry.extend_from_slice(&data[newline + 1..]);
+                        chunk.truncate(newline + 1);
+                        break;
+                    }
+                    _ => return Err(self.skip_long_line(chunk)),
+                },
+                // The input's last bytes: whole as far as the parser goes.
+                Cut::Whole(_) if self.eof => {
+                    if data.is_empty() {
+                        return Ok(false);
+                    }
+                    break;
+                }
+                // Part of one record so far: read on, up to one byte past
+                // the limit (then the cut says `Long`: a record that ends
+                // past the limit is never handed out whole).
+                Cut::Whole(_) => {
+                    debug_assert!(data.len() <= LINE_BYTES_MAX);
+                    let target =
+                        (data.len() + self.chunk_bytes.max(data.len())).min(LINE_BYTES_MAX + 1);
+                    self.fill(chunk, target);
+                }
+            }
+        }
+        debug_assert!(!chunk.is_empty());
+        debug_assert!(chunk.len() <= LINE_BYTES_MAX + CHUNK_BYTES_MAX);
+        self.next_offset += chunk.len() as u64;
+        self.next_line = self.next_line.map(|line| line + newlines(chunk.bytes()));
+        Ok(true)
+    }
+
+    /// Ends the input at a read failure: `chunk[..whole]` (its whole lines
+    /// or records) is handed out, and the partial one after it, which lost
+    /// its rest, is dropped and counted in the [`Error::Damaged`] that the
+    /// next call returns (this one, when nothing is whole).
+    fn cut_at_failure(
+        &mut self,
+        chunk: &mut Chunk,
+        whole: usize,
+        source: std::io::Error,
+    ) -> Result<(), Error> {
+        let decoded_offset = chunk.offset + chunk.len() as u64;
+        let damaged = Error::Damaged {
+            input: self.input.name.clone(),
+            compression: self.input.compression,
+            compressed_offset: self.input.stored_offset(decoded_offset),
+            decoded_offset,
+            partial_bytes: (chunk.len() - whole) as u64,
+            source,
+        };
+        chunk.truncate(whole);
+        if chunk.is_empty() {
+            return Err(damaged);
+        }
+        self.damaged = Some(Box::new(damaged));
+        Ok(())
     }
 
     /// Reads until `chunk` holds `target` bytes or the input ends. A
@@ -425,6 +522,38 @@ mod tests {
         assert_eq!(got.len(), 2);
         assert_eq!(got[1].1, Some(2));
         assert_eq!(got[1].2, 20);
+    }
+
+    /// On quote-free text CSV framing cuts where line framing cuts, long
+    /// lines included (a long line once came out whole, as one chunk, when
+    /// the reader read on past the limit looking for its end).
+    #[test]
+    fn csv_framing_without_quotes_cuts_like_lines() {
+        let read = |text: &[u8], framing: Framing| {
+            let input =
+                Input::from_reader("t", std::io::Cursor::new(text.to_vec())).expect("memory");
+            let mut reader = LineReader::with_chunk_bytes(input, 4096).with_framing(framing);
+            let mut chunk = Chunk::default();
+            let mut out = Vec::new();
+            loop {
+                match reader.read_chunk(&mut chunk) {
+                    Ok(true) => {
+                        out.push(Ok((chunk.bytes().to_vec(), chunk.first_line, chunk.offset)))
+                    }
+                    Ok(false) => break,
+                    Err(e) => out.push(Err(e.to_string())),
+                }
+            }
+            out
+        };
+        let mut text = b"1,a\n2,".to_vec();
+        text.extend(std::iter::repeat_n(b'x', LINE_BYTES_MAX + 10));
+        text.extend_from_slice(b"\n3,b\n4,");
+        text.extend(std::iter::repeat_n(b'y', LINE_BYTES_MAX - 3));
+        text.extend_from_slice(b"\n5,c");
+        let lines = read(&text, Framing::Lines);
+        assert_eq!(lines.iter().filter(|c| c.is_err()).count(), 1);
+        assert_eq!(read(&text, Framing::Csv { delimiter: b',' }), lines);
     }
 
     #[test]

@@ -20,10 +20,18 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::{Compression, Error, MAGIC_BYTES_MAX, Result};
+use crate::{
+    CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Chunk, Compression, Error, Framing, Input, LineReader,
+    MAGIC_BYTES_MAX, Result,
+};
 
 /// Bytes read per probe while looking for the next newline.
 const PROBE_BYTES: usize = 64 << 10;
+
+/// Chunks per part the reader of [`split_file_records`]'s first pass cuts
+/// a file with quotes into: range starts fall on chunk starts, so ranges
+/// are even to about a sixteenth of a part.
+const PASS_CHUNKS_PER_PART: u64 = 16;
 
 /// Cuts `0..len` into at most `parts` newline-aligned ranges that cover it
 /// exactly once, in order. `line_start(offset)` must return the first line
@@ -143,6 +151,83 @@ pub fn split_file(path: impl AsRef<Path>, parts: usize) -> Result<Vec<Range<u64>
         line_start_at_or_after(&mut file, len, offset)
     })
     .map_err(io)
+}
+
+/// Cuts the plain file at `path` into at most `parts` byte ranges that
+/// each start at a record start as `framing` reads records, so that a
+/// [`LineReader`] with that framing on each range finds the records one
+/// reader of the whole file finds.
+///
+/// For [`Framing::Csv`], a file without a `"` byte (one `memchr` pass, in
+/// blocks of [`PROBE_BYTES`]) is cut at newlines as [`split_file`] cuts
+/// it. A file with quotes is read through once first with one reader of
+/// that framing (a quoted field may hold newlines, and only reading from
+/// the start tells which newlines are inside quotes): the ranges start at
+/// chunk starts of that reader, which are record starts, and chunks of
+/// about a sixteenth of a part keep the ranges about even.
+pub fn split_file_records(
+    path: impl AsRef<Path>,
+    parts: usize,
+    framing: Framing,
+) -> Result<Vec<Range<u64>>> {
+    let path = path.as_ref();
+    if framing == Framing::Lines || !has_quote(path)? {
+        return split_file(path, parts);
+    }
+    let input = Input::open(path)?;
+    if input.compression() != Compression::None {
+        return Err(Error::NotSplittable {
+            input: input.name().clone(),
+            compression: input.compression(),
+        });
+    }
+    let len = std::fs::metadata(path)
+        .map_err(|source| Error::Io {
+            input: input.name().clone(),
+            source,
+        })?
+        .len();
+    let parts_count = u64::try_from(parts).expect("usize fits u64").max(1);
+    let chunk_bytes = usize::try_from(len / (parts_count * PASS_CHUNKS_PER_PART))
+        .unwrap_or(CHUNK_BYTES_MAX)
+        .clamp(CHUNK_BYTES_MIN, CHUNK_BYTES_MAX);
+    let mut reader = LineReader::with_chunk_bytes(input, chunk_bytes).with_framing(framing);
+    let mut chunk = Chunk::default();
+    let mut starts = Vec::new();
+    loop {
+        match reader.read_chunk(&mut chunk) {
+            Ok(true) => starts.push(chunk.offset),
+            Ok(false) => break,
+            Err(e) if e.is_recoverable() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let ranges = split_ranges(len, parts, |offset| {
+        let at = starts.partition_point(|&start| start < offset);
+        Ok(starts.get(at).copied().unwrap_or(len))
+    })
+    .expect("starts are in memory");
+    Ok(ranges)
+}
+
+/// Whether the file at `path` holds a `"` byte.
+fn has_quote(path: &Path) -> Result<bool> {
+    let name: Arc<str> = path.display().to_string().into();
+    let io = |source| Error::Io {
+        input: name.clone(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut block = vec![0u8; PROBE_BYTES];
+    loop {
+        let got = crate::read_prefix(&mut file, &mut block).map_err(io)?;
+        if memchr::memchr(b'"', &block[..got]).is_some() {
+            return Ok(true);
+        }
+        if got < block.len() {
+            return Ok(false);
+        }
+    }
 }
 
 #[cfg(test)]

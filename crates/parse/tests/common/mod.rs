@@ -55,7 +55,8 @@ pub fn render_records(batch: &Batch) -> Vec<String> {
         .collect()
 }
 
-/// A reject as `line:column:Reason`.
+/// A reject as `line:column:Reason`, or `line:column@path:Reason` with
+/// an NDJSON path.
 pub fn render_rejects(batch: &Batch) -> Vec<String> {
     batch
         .rejects()
@@ -64,7 +65,8 @@ pub fn render_rejects(batch: &Batch) -> Vec<String> {
             let line = r.line.map_or("?".to_owned(), |l| l.to_string());
             let column = r.column.map_or("-".to_owned(), |c| c.to_string());
             let name = r.name.as_ref().map_or(String::new(), |n| format!("({n})"));
-            format!("{line}:{column}{name}:{:?}", r.reason)
+            let path = r.path.as_ref().map_or(String::new(), |p| format!("@{p}"));
+            format!("{line}:{column}{name}{path}:{:?}", r.reason)
         })
         .collect()
 }
