@@ -611,6 +611,8 @@ fn expand_directories(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// output folders' names come from the compiled plan, so they are checked
 /// with the same rule the writers use. No other output may go inside a
 /// summary folder either, since the folder is replaced whole.
+/// Nothing read may be named like a temp file (`.cardinal-tmp-`), which
+/// runs remove as debris.
 fn check_outputs(args: &Args, plan: &Plan, inputs: &[PathBuf]) -> Result<()> {
     let mut read: Vec<(&Path, &str)> = vec![(args.schema.as_path(), "the schema")];
     read.extend(
@@ -619,6 +621,20 @@ fn check_outputs(args: &Args, plan: &Plan, inputs: &[PathBuf]) -> Result<()> {
             .filter(|path| path.as_os_str() != "-")
             .map(|path| (path.as_path(), "an input")),
     );
+    for (path, what) in &read {
+        // Runs remove what is named so as debris (their own temp files),
+        // with --out or beside an output file: it may vanish mid-run.
+        let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        ensure!(
+            !resolved.components().any(|c| c
+                .as_os_str()
+                .as_encoded_bytes()
+                .starts_with(cardinal_export::STAGING_PREFIX.as_bytes())),
+            "{} ({what}) is under a name starting with {}, which runs remove as their temp files; move it elsewhere",
+            path.display(),
+            cardinal_export::STAGING_PREFIX
+        );
+    }
     let mut written: Vec<(&str, &Path)> = Vec::new();
     for (flag, path) in [
         ("--json", &args.json),

@@ -374,3 +374,26 @@ fn output_files_are_replaced_whole_and_debris_removed() {
     assert_eq!(read(&dir.join("rejects.txt")), "");
     assert_eq!(staging_left(&dir), Vec::<String>::new());
 }
+
+// A run removes `OUT/.cardinal-tmp-*` as debris, so an input there was
+// deleted before it was read. It is refused before any work.
+#[test]
+fn an_input_among_temp_files_is_refused() {
+    let dir = setup("temp-input", COUNT_AND_SUM);
+    let input = dir.join("out/.cardinal-tmp-7/in.csv");
+    std::fs::create_dir_all(input.parent().expect("parent")).expect("folder");
+    std::fs::write(&input, INPUT).expect("input");
+    let stderr = failure(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "out/.cardinal-tmp-7/in.csv",
+            "--out",
+            "out",
+            "--quiet",
+        ],
+    ));
+    assert!(stderr.contains(".cardinal-tmp-"), "{stderr}");
+    assert_eq!(read(&input), INPUT, "the input is kept");
+}
