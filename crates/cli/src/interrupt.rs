@@ -23,6 +23,9 @@ pub struct Progress {
     pub written: Vec<String>,
     /// Summaries still to write.
     pub pending: Vec<String>,
+    /// Temp files of output files not committed yet (`--json FILE` and the
+    /// like): removed, so the files they would replace stay as they were.
+    pub temp_files: Vec<PathBuf>,
 }
 
 static PROGRESS: Mutex<Progress> = Mutex::new(Progress {
@@ -30,6 +33,7 @@ static PROGRESS: Mutex<Progress> = Mutex::new(Progress {
     out: None,
     written: Vec::new(),
     pending: Vec::new(),
+    temp_files: Vec::new(),
 });
 
 /// The run's progress, locked: while the guard lives, an interrupt waits.
@@ -81,8 +85,30 @@ fn stop(signal: libc::c_int) -> ! {
         "SIGTERM"
     };
     let mut message = format!("interrupted by {name}");
+    let mut unremoved: Vec<String> = Vec::new();
+    for temp in &progress.temp_files {
+        match std::fs::remove_file(temp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => unremoved.push(format!("{} ({e})", temp.display())),
+        }
+    }
+    if progress.staging.is_none() && !progress.temp_files.is_empty() {
+        if unremoved.is_empty() {
+            message.push_str("; temp files removed; output files left as they were");
+        } else {
+            message.push_str(&format!(
+                "; could not remove {}; the next run writing the same file will",
+                unremoved.join(", ")
+            ));
+        }
+    }
     if let Some(staging) = &progress.staging {
         let removed = match std::fs::remove_dir_all(staging) {
+            Ok(()) | Err(_) if !unremoved.is_empty() => format!(
+                "could not remove {}; the next run writing the same file will",
+                unremoved.join(", ")
+            ),
             Ok(()) => "temp files removed".to_owned(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => "temp files removed".to_owned(),
             Err(e) => format!(

@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use cardinal_event::{Record, Timestamp, Value};
-use cardinal_export::{Columns, Options, OutDir, Results, Rows};
+use cardinal_export::{AtomicFile, Columns, Options, OutDir, Results, Rows};
 use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
 use cardinal_rollup::{AggKind, BytesGauge, Folded, KeyHash, Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{
@@ -531,6 +531,9 @@ pub struct Executed<'p> {
     pub threads: usize,
     /// Wall time from the first read to the merged rollups.
     pub elapsed_secs: f64,
+    /// The rejects file, written but not yet in place: the caller commits
+    /// it when the run succeeds (see [`AtomicFile`]).
+    pub rejects_file: Option<AtomicFile>,
 }
 
 impl Executed<'_> {
@@ -605,13 +608,16 @@ pub fn run(args: &Args) -> Result<i32> {
         }
         None => None,
     };
-    let executed = execute(&plan, &inputs, &options)?;
-    report(&executed, args, out.as_ref())?;
+    let mut executed = execute(&plan, &inputs, &options)?;
+    let mut files = report(&executed, args, out.as_ref())?;
     if let Some(out) = out {
         let mut progress = crate::interrupt::lock();
         progress.staging = None;
         out.finish()?;
     }
+    // Output files replace what they name only now, the run done.
+    files.extend(executed.rejects_file.take());
+    commit_files(files)?;
     // Records dropped at --groups-max (credit summaries), by the retention
     // window or as too far ahead leave an answer short; groups the window
     // left behind as the stream moved on do not.
@@ -687,6 +693,8 @@ fn expand_directories(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 /// output folders' names come from the compiled plan, so they are checked
 /// with the same rule the writers use. No other output may go inside a
 /// summary folder either, since the folder is replaced whole.
+/// Nothing read may be named like a temp file (`.cardinal-tmp-`), which
+/// runs remove as debris.
 fn check_outputs(args: &Args, plan: &Plan, inputs: &[PathBuf]) -> Result<()> {
     let mut read: Vec<(&Path, &str)> = vec![(args.schema.as_path(), "the schema")];
     read.extend(
@@ -695,6 +703,20 @@ fn check_outputs(args: &Args, plan: &Plan, inputs: &[PathBuf]) -> Result<()> {
             .filter(|path| path.as_os_str() != "-")
             .map(|path| (path.as_path(), "an input")),
     );
+    for (path, what) in &read {
+        // Runs remove what is named so as debris (their own temp files),
+        // with --out or beside an output file: it may vanish mid-run.
+        let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        ensure!(
+            !resolved.components().any(|c| c
+                .as_os_str()
+                .as_encoded_bytes()
+                .starts_with(cardinal_export::STAGING_PREFIX.as_bytes())),
+            "{} ({what}) is under a name starting with {}, which runs remove as their temp files; move it elsewhere",
+            path.display(),
+            cardinal_export::STAGING_PREFIX
+        );
+    }
     let mut written: Vec<(&str, &Path)> = Vec::new();
     for (flag, path) in [
         ("--json", &args.json),
@@ -758,6 +780,29 @@ fn check_outputs(args: &Args, plan: &Plan, inputs: &[PathBuf]) -> Result<()> {
                 refuse_if_read("--chains-snapshot", &file, &read)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Starts writing output file `path` whole or not at all: it is replaced
+/// when [`commit_files`] commits it, and until then an interrupt or an
+/// error removes the temp file and leaves `path` as it was.
+fn output_file(path: &Path) -> Result<AtomicFile> {
+    let mut progress = crate::interrupt::lock();
+    let file = AtomicFile::create(path).with_context(|| format!("creating {}", path.display()))?;
+    progress.temp_files.push(file.temp_path().to_path_buf());
+    Ok(file)
+}
+
+/// Renames the run's output files into place (see [`output_file`]).
+fn commit_files(files: Vec<AtomicFile>) -> Result<()> {
+    // An interrupt waits, so it never removes a temp file being renamed.
+    let mut progress = crate::interrupt::lock();
+    for file in files {
+        progress.temp_files.retain(|temp| temp != file.temp_path());
+        let target = file.target().to_path_buf();
+        file.commit()
+            .with_context(|| format!("writing {}", target.display()))?;
     }
     Ok(())
 }
@@ -905,9 +950,13 @@ pub fn execute<'p>(
     let jobs = plan_jobs(inputs, threads, &plan.streams[stream], reads)?;
     let total_bytes = plain_bytes(inputs)?;
     let mut lists = assign_jobs(jobs, threads).into_iter();
-    let rejects_file = match &options.rejects {
-        Some(path) => Some(Mutex::new(BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    let rejects_temp = options.rejects.as_deref().map(output_file).transpose()?;
+    let rejects_file = match &rejects_temp {
+        // Workers write through a second handle of the temp file.
+        Some(temp) => Some(Mutex::new(BufWriter::new(
+            temp.file()
+                .try_clone()
+                .with_context(|| format!("creating {}", temp.target().display()))?,
         ))),
         None => None,
     };
@@ -1047,6 +1096,7 @@ pub fn execute<'p>(
         counts,
         threads,
         elapsed_secs,
+        rejects_file: rejects_temp,
     })
 }
 
@@ -1072,19 +1122,26 @@ fn plain_bytes(inputs: &[PathBuf]) -> Result<Option<u64>> {
 }
 
 /// Prints or writes what `cardinal run` was asked for, then the summary
-/// line and any drops.
-fn report(executed: &Executed<'_>, args: &Args, out_dir: Option<&OutDir>) -> Result<()> {
+/// line and any drops. Returns the output files written, for the caller to
+/// commit when the run succeeds.
+fn report(
+    executed: &Executed<'_>,
+    args: &Args,
+    out_dir: Option<&OutDir>,
+) -> Result<Vec<AtomicFile>> {
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     let options = Options {
         hll_hex: args.hll_hex,
     };
-    let mut json: Option<Box<dyn Write>> = match &args.json {
-        Some(path) if path.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
-        Some(path) => Some(Box::new(BufWriter::new(
-            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        ))),
-        None => None,
+    let json_file = match &args.json {
+        Some(path) if path.as_os_str() != "-" => Some(output_file(path)?),
+        _ => None,
+    };
+    let mut json: Option<Box<dyn Write + '_>> = match (&args.json, &json_file) {
+        (_, Some(file)) => Some(Box::new(BufWriter::new(file.file()))),
+        (Some(_), None) => Some(Box::new(std::io::stdout())),
+        (None, None) => None,
     };
     if out_dir.is_some() {
         check_output_days(executed)?;
@@ -1141,22 +1198,25 @@ fn report(executed: &Executed<'_>, args: &Args, out_dir: Option<&OutDir>) -> Res
             cardinal_export::write_json_lines(writer, &summary.name, &results, options)?;
         }
     }
-    if let Some(mut writer) = json {
+    if let Some(writer) = json.as_mut() {
         writer.flush().context("writing JSON lines")?;
     }
+    drop(json);
+    let mut files: Vec<AtomicFile> = json_file.into_iter().collect();
     if let Some(path) = &args.attributions {
-        let mut writer: Box<dyn Write> = if path.as_os_str() == "-" {
-            Box::new(std::io::stdout())
-        } else {
-            Box::new(BufWriter::new(
-                std::fs::File::create(path)
-                    .with_context(|| format!("creating {}", path.display()))?,
-            ))
+        let file = (path.as_os_str() != "-")
+            .then(|| output_file(path))
+            .transpose()?;
+        let mut writer: Box<dyn Write + '_> = match &file {
+            Some(file) => Box::new(BufWriter::new(file.file())),
+            None => Box::new(std::io::stdout()),
         };
         for c in &executed.credits {
             c.write_json_lines(&mut writer)?;
         }
         writer.flush().context("writing attribution rows")?;
+        drop(writer);
+        files.extend(file);
     }
     for c in &executed.credits {
         let s = &c.stats;
@@ -1185,7 +1245,7 @@ fn report(executed: &Executed<'_>, args: &Args, out_dir: Option<&OutDir>) -> Res
     for line in drop_lines(executed) {
         eprintln!("{line}");
     }
-    Ok(())
+    Ok(files)
 }
 
 /// `N records, X MB in S s: R M records/s, T MB/s on K thread(s); J rejected`:

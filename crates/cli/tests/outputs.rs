@@ -240,9 +240,15 @@ fn a_run_replaces_its_summary_folders_and_removes_debris() {
 /// `out`, sends `signal` and returns its exit code and stderr.
 fn interrupt(name: &str, signal: &str) -> (Option<i32>, String, PathBuf) {
     let dir = setup(name, COUNT_AND_SUM);
+    interrupt_in(&dir, signal, &[])
+}
+
+/// As [`interrupt`], in `dir` (set up), with `extra` arguments to the run.
+fn interrupt_in(dir: &Path, signal: &str, extra: &[&str]) -> (Option<i32>, String, PathBuf) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
         .args(["run", "schema.sql", "-", "--out", "out", "--quiet"])
-        .current_dir(&dir)
+        .args(extra)
+        .current_dir(dir)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -265,7 +271,7 @@ fn interrupt(name: &str, signal: &str) -> (Option<i32>, String, PathBuf) {
     (
         output.status.code(),
         String::from_utf8_lossy(&output.stderr).into_owned(),
-        dir,
+        dir.to_path_buf(),
     )
 }
 
@@ -314,4 +320,80 @@ CREATE ATTRIBUTION credit ON j BY u MODEL last_touch LOOKBACK 30 DAYS
     ));
     assert!(stderr.contains("--chains-snapshot"), "{stderr}");
     assert_eq!(read(&dir.join("snap/credit.names")), events);
+}
+
+// --rejects FILE was created (emptied) before the inputs were read and
+// --json FILE written in place, so an interrupted run left an empty or
+// partial file where the previous run's was. Every output file is now
+// written to a temp file beside it and renamed into place only when the
+// run succeeds; an interrupt removes the temp files.
+#[test]
+fn an_interrupted_run_keeps_the_old_output_files() {
+    let dir = setup("keep-files", COUNT_AND_SUM);
+    std::fs::write(dir.join("rejects.txt"), "old rejects\n").expect("old");
+    std::fs::write(dir.join("out.json"), "old json\n").expect("old");
+    let (status, stderr, dir) = interrupt_in(
+        &dir,
+        "-TERM",
+        &["--rejects", "rejects.txt", "--json", "out.json"],
+    );
+    assert_eq!(status, Some(143), "{stderr}");
+    assert!(stderr.contains("temp files removed"), "{stderr}");
+    assert_eq!(read(&dir.join("rejects.txt")), "old rejects\n");
+    assert_eq!(read(&dir.join("out.json")), "old json\n");
+    assert_eq!(staging_left(&dir), Vec::<String>::new());
+    assert_eq!(staging_left(&dir.join("out")), Vec::<String>::new());
+}
+
+// A run that ends well replaces the files, and removes temp files of the
+// same outputs that a killed run left.
+#[test]
+fn output_files_are_replaced_whole_and_debris_removed() {
+    let dir = setup("replace-files", COUNT_AND_SUM);
+    std::fs::write(dir.join("out.json"), "old json\n").expect("old");
+    std::fs::write(dir.join(".cardinal-tmp-1-out.json"), "half").expect("debris");
+    std::fs::write(dir.join(".cardinal-tmp-1-rejects.txt"), "half").expect("debris");
+    ok(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "in.csv",
+            "--json",
+            "out.json",
+            "--rejects",
+            "rejects.txt",
+            "--quiet",
+        ],
+    ));
+    let json = read(&dir.join("out.json"));
+    assert!(
+        !json.contains("old json") && json.contains("\"s\":6"),
+        "{json}"
+    );
+    assert_eq!(read(&dir.join("rejects.txt")), "");
+    assert_eq!(staging_left(&dir), Vec::<String>::new());
+}
+
+// A run removes `OUT/.cardinal-tmp-*` as debris, so an input there was
+// deleted before it was read. It is refused before any work.
+#[test]
+fn an_input_among_temp_files_is_refused() {
+    let dir = setup("temp-input", COUNT_AND_SUM);
+    let input = dir.join("out/.cardinal-tmp-7/in.csv");
+    std::fs::create_dir_all(input.parent().expect("parent")).expect("folder");
+    std::fs::write(&input, INPUT).expect("input");
+    let stderr = failure(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "out/.cardinal-tmp-7/in.csv",
+            "--out",
+            "out",
+            "--quiet",
+        ],
+    ));
+    assert!(stderr.contains(".cardinal-tmp-"), "{stderr}");
+    assert_eq!(read(&input), INPUT, "the input is kept");
 }

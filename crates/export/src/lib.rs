@@ -52,7 +52,7 @@ use cardinal_rollup::{AggKind, AggState, Output, output_of};
 use cardinal_sketch::Estimate;
 
 pub use error::{Error, Result};
-pub use outdir::{FILE_NAME_BYTES_MAX, OutDir, STAGING_PREFIX, join_under};
+pub use outdir::{AtomicFile, FILE_NAME_BYTES_MAX, OutDir, STAGING_PREFIX, join_under};
 
 /// The names of a summary's output columns.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,6 +24,13 @@
 //! - Temp files carry the [`STAGING_PREFIX`]: a run that dies leaves its
 //!   staging folder behind, and the next run on `OUT` (holding the lock, so
 //!   no one else's) removes every such folder before it starts.
+//! - A single output file (`--json FILE` and the like) is an [`AtomicFile`]:
+//!   written as `.cardinal-tmp-<pid>-<name>` next to it, locked while
+//!   written, synced, and renamed over `name` only when the run commits it.
+//!   Until then the old file (if any) is untouched; a run that fails drops
+//!   the temp file, and one killed outright leaves it for the next run
+//!   writing that file (or `OUT`), which removes it once no process holds
+//!   its lock.
 
 use std::fs::{File, TryLockError};
 use std::path::{Component, Path, PathBuf};
@@ -108,8 +115,9 @@ impl OutDir {
                 .as_encoded_bytes()
                 .starts_with(STAGING_PREFIX.as_bytes())
             {
-                let path = entry.path();
-                remove_any(&path).map_err(|source| io(&path, source))?;
+                // An AtomicFile of a live run (one without --out here) is
+                // held locked; everything else is debris.
+                remove_unless_held(&entry.path())?;
             }
         }
         let staging = dir.join(format!("{STAGING_PREFIX}{}", std::process::id()));
@@ -171,6 +179,144 @@ impl Drop for OutDir {
         // Best effort: what stays is removed by the next run's `open`.
         let _ = std::fs::remove_dir_all(&self.staging);
     }
+}
+
+/// A file written whole or not at all (see the module doc): bytes go to a
+/// locked temp file beside the target, and [`AtomicFile::commit`] syncs it
+/// and renames it over the target. Dropped uncommitted, the temp file is
+/// removed and the target keeps what it held.
+#[derive(Debug)]
+pub struct AtomicFile {
+    target: PathBuf,
+    temp: PathBuf,
+    /// The temp file, open and locked for the life of the value.
+    file: File,
+    committed: bool,
+}
+
+impl AtomicFile {
+    /// Starts writing `target` (through a symbolic link, its destination):
+    /// removes temp files of `target` that dead runs left, then creates and
+    /// locks this run's, `.cardinal-tmp-<pid>-<name>` in the same folder.
+    pub fn create(target: &Path) -> Result<Self> {
+        let target = match std::fs::symlink_metadata(target) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                std::fs::canonicalize(target).map_err(|source| io(target, source))?
+            }
+            _ => target.to_path_buf(),
+        };
+        let Some(name) = target.file_name() else {
+            return Err(io(&target, std::io::Error::other("not a file name")));
+        };
+        let dir = match target.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent,
+            _ => Path::new("."),
+        };
+        for entry in std::fs::read_dir(dir).map_err(|source| io(dir, source))? {
+            let entry = entry.map_err(|source| io(dir, source))?;
+            if is_temp_of(
+                entry.file_name().as_encoded_bytes(),
+                name.as_encoded_bytes(),
+            ) {
+                remove_unless_held(&entry.path())?;
+            }
+        }
+        let mut temp_name =
+            std::ffi::OsString::from(format!("{STAGING_PREFIX}{}-", std::process::id()));
+        temp_name.push(name);
+        let temp = dir.join(temp_name);
+        // A temp file of this name still there is held by a live writer
+        // (this process): never truncate it.
+        let file = File::create_new(&temp).map_err(|source| io(&temp, source))?;
+        if let Err(e) = file.try_lock() {
+            let _ = std::fs::remove_file(&temp);
+            return Err(io(&temp, std::io::Error::other(e.to_string())));
+        }
+        if let Ok(meta) = std::fs::metadata(&target) {
+            // The new file keeps the old one's permissions.
+            file.set_permissions(meta.permissions())
+                .map_err(|source| io(&temp, source))?;
+        }
+        Ok(AtomicFile {
+            target,
+            temp,
+            file,
+            committed: false,
+        })
+    }
+
+    /// The temp file being written.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The temp file's path: remove it to abandon the write.
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// The file written on commit.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Syncs the temp file and renames it over the target. Callers flush
+    /// their buffers into [`AtomicFile::file`] first.
+    pub fn commit(mut self) -> Result<()> {
+        self.file
+            .sync_all()
+            .map_err(|source| io(&self.temp, source))?;
+        std::fs::rename(&self.temp, &self.target).map_err(|source| io(&self.target, source))?;
+        self.committed = true;
+        if let Some(dir) = self.target.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // Best effort: the rename reaches the disk with the folder.
+            let _ = File::open(dir).and_then(|d| d.sync_all());
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+/// Whether file name `entry` is `.cardinal-tmp-<pid>-<name>`, a temp file
+/// of an [`AtomicFile`] writing `name`.
+fn is_temp_of(entry: &[u8], name: &[u8]) -> bool {
+    let Some(rest) = entry.strip_prefix(STAGING_PREFIX.as_bytes()) else {
+        return false;
+    };
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    digits > 0 && rest[digits..].strip_prefix(b"-") == Some(name)
+}
+
+/// Removes debris `path` (file or folder) unless a live process holds its
+/// lock, as an [`AtomicFile`] being written does.
+fn remove_unless_held(path: &Path) -> Result<()> {
+    let held = match File::open(path) {
+        Ok(file) => matches!(file.try_lock(), Err(TryLockError::WouldBlock)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        // Unreadable: let the removal say why, if it fails.
+        Err(_) => false,
+    };
+    if held {
+        return Ok(());
+    }
+    remove_any(path).map_err(|source| io(path, source))
 }
 
 /// Removes a file or a folder with everything in it.
@@ -260,6 +406,38 @@ mod tests {
         }
         assert!(join_under(dir, &"n".repeat(FILE_NAME_BYTES_MAX + 1)).is_err());
         assert!(join_under(dir, &"n".repeat(FILE_NAME_BYTES_MAX)).is_ok());
+    }
+
+    #[test]
+    fn an_atomic_file_replaces_its_target_only_on_commit() {
+        let dir = std::env::temp_dir().join(format!("cardinal-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let target = dir.join("out.json");
+        std::fs::write(&target, "old").expect("old");
+        // Debris of a dead run writing the same file, and an unrelated file.
+        std::fs::write(dir.join(".cardinal-tmp-1-out.json"), "half").expect("debris");
+        std::fs::write(dir.join(".cardinal-tmp-1-other.json"), "x").expect("other");
+        {
+            let mut file = AtomicFile::create(&target).expect("create");
+            assert!(!dir.join(".cardinal-tmp-1-out.json").exists());
+            std::io::Write::write_all(&mut file, b"new").expect("write");
+            // A second writer of the same file leaves a held temp file alone.
+            assert!(AtomicFile::create(&target).is_err());
+            assert!(file.temp_path().exists());
+            assert_eq!(std::fs::read_to_string(&target).expect("read"), "old");
+        }
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "old");
+        let mut file = AtomicFile::create(&target).expect("create");
+        std::io::Write::write_all(&mut file, b"new").expect("write");
+        let temp = file.temp_path().to_path_buf();
+        file.commit().expect("commit");
+        assert_eq!(std::fs::read_to_string(&target).expect("read"), "new");
+        assert!(!temp.exists());
+        assert!(dir.join(".cardinal-tmp-1-other.json").exists());
+        assert!(is_temp_of(b".cardinal-tmp-12-a.json", b"a.json"));
+        assert!(!is_temp_of(b".cardinal-tmp--a.json", b"a.json"));
+        assert!(!is_temp_of(b".cardinal-tmp-12-a.jsonx", b"a.json"));
+        std::fs::remove_dir_all(&dir).expect("clean");
     }
 
     proptest::proptest! {
