@@ -159,7 +159,7 @@ pub fn split_file(path: impl AsRef<Path>, parts: usize) -> Result<Vec<Range<u64>
 /// reader of the whole file finds.
 ///
 /// For [`Framing::Csv`], a file without a `"` byte (one `memchr` pass, in
-/// blocks of [`PROBE_BYTES`]) is cut at newlines as [`split_file`] cuts
+/// blocks of `PROBE_BYTES`) is cut at newlines as [`split_file`] cuts
 /// it. A file with quotes is read through once first with one reader of
 /// that framing (a quoted field may hold newlines, and only reading from
 /// the start tells which newlines are inside quotes): the ranges start at
