@@ -255,3 +255,63 @@ fn a_quoted_newline_at_a_chunk_boundary_stays_in_its_field() {
         assert!(read.rejects.is_empty(), "chunks of {chunk_bytes}");
     }
 }
+
+/// A large file whose quoted line breaks lie far from where it is split is
+/// cut at newlines without being read through (only the bytes before each
+/// range start are looked at), and one with a quoted line break just
+/// before a split point is cut at record starts: both give the records of
+/// one reader.
+#[test]
+fn large_files_split_where_records_start() {
+    use cardinal_source::QUOTE_FREE_BEFORE_BYTES;
+    let window = usize::try_from(QUOTE_FREE_BEFORE_BYTES).expect("fits");
+    let quoted = b"q,\"one\nfield, two lines\",x\n";
+    let plain_rows = |bytes: usize| {
+        let mut rows = Vec::new();
+        let mut n = 0u64;
+        while rows.len() < bytes {
+            rows.extend_from_slice(format!("{n},plain,{}\n", n * 7).as_bytes());
+            n += 1;
+        }
+        rows
+    };
+    // Quoted fields only at both ends, each more than a window away from
+    // the middle, where two parts are cut.
+    let mut far = quoted.repeat(50);
+    far.extend(plain_rows(3 * window));
+    far.extend(quoted.repeat(50));
+    // The same, with quoted line breaks all through it.
+    let mut near = Vec::new();
+    while near.len() < 3 * window {
+        near.extend_from_slice(quoted);
+        near.extend(plain_rows(4096));
+    }
+    // A quoted line break exactly where a cut at newlines would start the
+    // second of two parts, with quote-free rows before and after it.
+    let after = plain_rows(3 * window);
+    let mut trap = plain_rows(after.len() - 64);
+    let pad = after.len() + 20 - trap.len() - "pad,,0\n".len();
+    trap.extend_from_slice(format!("pad,{},0\n", "x".repeat(pad)).as_bytes());
+    assert_eq!(trap.len(), after.len() + 20);
+    let line_break = trap.len() + "q,\"one\n".len();
+    trap.extend_from_slice(quoted);
+    trap.extend_from_slice(&after);
+    let path = std::env::temp_dir().join(format!("cardinal-trap-{}.csv", std::process::id()));
+    std::fs::write(&path, &trap).expect("temp file");
+    let by_lines = cardinal_source::split_file(&path, 2).expect("plain file");
+    std::fs::remove_file(&path).expect("temp file");
+    assert_eq!(
+        by_lines[1].start, line_break as u64,
+        "the cut at newlines falls in the field"
+    );
+    for input in [&far, &near, &trap] {
+        let expected = chunked(input, CsvConfig::default(), 1 << 16, false);
+        assert!(expected.rejects.is_empty());
+        for parts in [2, 3] {
+            let read = ranges(input, CsvConfig::default(), parts, 1 << 16);
+            assert_eq!(read.records.len(), expected.records.len(), "{parts} parts");
+            assert!(read.records == expected.records, "{parts} parts");
+            assert!(read.rejects.is_empty(), "{parts} parts");
+        }
+    }
+}

@@ -57,7 +57,8 @@ pub use error::{Error, Result};
 pub use lines::{Chunk, LineReader};
 pub use records::Framing;
 pub use split::{
-    line_start_at_or_after, line_start_in, split_file, split_file_records, split_ranges,
+    QUOTE_FREE_BEFORE_BYTES, line_start_at_or_after, line_start_in, split_file, split_file_records,
+    split_ranges,
 };
 
 /// The longest line a reader hands out, newline included: 1 MiB. Real event

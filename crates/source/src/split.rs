@@ -21,8 +21,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::{
-    CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Chunk, Compression, Error, Framing, Input, LineReader,
-    MAGIC_BYTES_MAX, Result,
+    CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Chunk, Compression, Error, Framing, Input, LINE_BYTES_MAX,
+    LineReader, MAGIC_BYTES_MAX, Result,
 };
 
 /// Bytes read per probe while looking for the next newline.
@@ -158,21 +158,31 @@ pub fn split_file(path: impl AsRef<Path>, parts: usize) -> Result<Vec<Range<u64>
 /// [`LineReader`] with that framing on each range finds the records one
 /// reader of the whole file finds.
 ///
-/// For [`Framing::Csv`], a file without a `"` byte (one `memchr` pass, in
-/// blocks of `PROBE_BYTES`) is cut at newlines as [`split_file`] cuts
-/// it. A file with quotes is read through once first with one reader of
-/// that framing (a quoted field may hold newlines, and only reading from
-/// the start tells which newlines are inside quotes): the ranges start at
-/// chunk starts of that reader, which are record starts, and chunks of
-/// about a sixteenth of a part keep the ranges about even.
+/// For [`Framing::Csv`], the file is cut at newlines as [`split_file`]
+/// cuts it when the [`QUOTE_FREE_BEFORE_BYTES`] before each range start
+/// hold no `"` byte: a record is at most [`LINE_BYTES_MAX`] bytes under
+/// that framing (a longer one ends at its first newline), so the record
+/// that holds the newline before such a start either starts in those
+/// quote-free bytes, and ends at their first newline, or is too long and
+/// ends at its first newline too: the start is a record start. Only those
+/// bytes are read, not the file. Otherwise the file is read through once
+/// first with one reader of that framing (a quoted field may hold
+/// newlines, and only reading from the start tells which newlines are
+/// inside quotes): the ranges start at chunk starts of that reader, which
+/// are record starts, and chunks of about a sixteenth of a part keep the
+/// ranges about even.
 pub fn split_file_records(
     path: impl AsRef<Path>,
     parts: usize,
     framing: Framing,
 ) -> Result<Vec<Range<u64>>> {
     let path = path.as_ref();
-    if framing == Framing::Lines || !has_quote(path)? {
+    if framing == Framing::Lines {
         return split_file(path, parts);
+    }
+    let ranges = split_file(path, parts)?;
+    if starts_are_record_starts(path, &ranges)? {
+        return Ok(ranges);
     }
     let input = Input::open(path)?;
     if input.compression() != Compression::None {
@@ -210,24 +220,33 @@ pub fn split_file_records(
     Ok(ranges)
 }
 
-/// Whether the file at `path` holds a `"` byte.
-fn has_quote(path: &Path) -> Result<bool> {
+/// Bytes before a line start that, holding no `"`, make it a record start
+/// under [`Framing::Csv`] (see [`split_file_records`]): more than a record
+/// can hold, with room for the newline before the start.
+pub const QUOTE_FREE_BEFORE_BYTES: u64 = 2 * LINE_BYTES_MAX as u64 + 2;
+
+/// Whether every range after the first starts at a record start, as far as
+/// the [`QUOTE_FREE_BEFORE_BYTES`] before it tell: `false` when a `"` is
+/// among them (the start may then be inside a quoted field).
+fn starts_are_record_starts(path: &Path, ranges: &[Range<u64>]) -> Result<bool> {
     let name: Arc<str> = path.display().to_string().into();
     let io = |source| Error::Io {
         input: name.clone(),
         source,
     };
     let mut file = std::fs::File::open(path).map_err(io)?;
-    let mut block = vec![0u8; PROBE_BYTES];
-    loop {
-        let got = crate::read_prefix(&mut file, &mut block).map_err(io)?;
-        if memchr::memchr(b'"', &block[..got]).is_some() {
-            return Ok(true);
-        }
-        if got < block.len() {
+    let mut block = Vec::new();
+    for range in ranges.iter().skip(1) {
+        let from = range.start.saturating_sub(QUOTE_FREE_BEFORE_BYTES);
+        let bytes = usize::try_from(range.start - from).expect("a window fits usize");
+        block.resize(bytes, 0);
+        file.seek(SeekFrom::Start(from)).map_err(io)?;
+        file.read_exact(&mut block).map_err(io)?;
+        if memchr::memchr(b'"', &block).is_some() {
             return Ok(false);
         }
     }
+    Ok(true)
 }
 
 #[cfg(test)]
