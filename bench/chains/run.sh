@@ -17,8 +17,8 @@ SMALL_IDS="${3:-20000000}"
 SMALL_APPENDS="${4:-30000000}"
 OUT=bench/chains/out
 mkdir -p "$OUT"
-cargo build --release -p cardinal-chains --example chains_bench
-BIN="$CARGO_TARGET_DIR/release/examples/chains_bench"
+cargo build --profile release-lto -p cardinal-chains --example chains_bench
+BIN="$CARGO_TARGET_DIR/release-lto/examples/chains_bench"
 SNAP="${SNAPSHOT_DIR:-/tmp}/cardinal-chains-bench.snap"
 
 echo "== big run: chains, wall clock, snapshot at the end"

@@ -34,8 +34,8 @@ cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/cardinal-target-chains}"
 OUT=bench/chains/out
 mkdir -p "$OUT"
-cargo build --release -p cardinal-chains --example chains_bench
-BIN="$CARGO_TARGET_DIR/release/examples/chains_bench"
+cargo build --profile release-lto -p cardinal-chains --example chains_bench
+BIN="$CARGO_TARGET_DIR/release-lto/examples/chains_bench"
 WORKLOAD=(--new-user-permille 750 --lookback-s 1300 --trim-budget 4096 --trim-every 256 --keys-max 200000000)
 drop_caches() {
     if [ "$(id -u)" = 0 ]; then sync && echo 3 > /proc/sys/vm/drop_caches; fi

@@ -7,8 +7,8 @@
 #   bench/engine/ablate.sh INPUT [ROUNDS] [CARDINAL]
 #
 # INPUT is an impressions file from bench/engine/run.sh (CSV or Parquet,
-# chosen by its extension); ROUNDS defaults to 3; CARDINAL to the release
-# binary under $CARGO_TARGET_DIR (build it first: cargo build --release).
+# chosen by its extension); ROUNDS defaults to 3; CARDINAL to the release-lto
+# binary under $CARGO_TARGET_DIR (build it first: cargo build --profile release-lto).
 # Prints, per variant and round, the workers' seconds (what `cardinal
 # run` reports) and the process's CPU seconds (user + system).
 set -euo pipefail
@@ -16,9 +16,9 @@ set -euo pipefail
 input="${1:?usage: ablate.sh INPUT [ROUNDS] [CARDINAL]}"
 rounds="${2:-3}"
 here="$(cd "$(dirname "$0")" && pwd)"
-bin="${3:-${CARGO_TARGET_DIR:-$here/../../target}/release/cardinal}"
+bin="${3:-${CARGO_TARGET_DIR:-$here/../../target}/release-lto/cardinal}"
 if [[ ! -x "$bin" ]]; then
-    echo "ablate.sh: no cardinal binary at $bin (cargo build --release, or pass it as CARDINAL)" >&2
+    echo "ablate.sh: no cardinal binary at $bin (cargo build --profile release-lto, or pass it as CARDINAL)" >&2
     exit 1
 fi
 work="$(mktemp -d)"

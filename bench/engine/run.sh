@@ -71,9 +71,9 @@ fi
 py="$venv/bin/python"
 
 # ---- cardinal (the generator, and the engine once it exists) --------------------
-say "building cardinal (release)"
-(cd "$root" && cargo build -q --release -p cardinal)
-cardinal="${CARGO_TARGET_DIR:-$root/target}/release/cardinal"
+say "building cardinal (release-lto)"
+(cd "$root" && cargo build -q --profile release-lto -p cardinal)
+cardinal="${CARGO_TARGET_DIR:-$root/target}/release-lto/cardinal"
 
 # ---- inputs --------------------------------------------------------------------------
 # Every file is written under a temporary name and renamed when complete, so

@@ -8,8 +8,8 @@
 #
 #   bench/engine/shapes.sh [ROUNDS] [CARDINAL] [DATA]
 #
-# ROUNDS defaults to 2; CARDINAL to the release binary under
-# $CARGO_TARGET_DIR (build it first: cargo build --release); DATA to
+# ROUNDS defaults to 2; CARDINAL to the release-lto binary under
+# $CARGO_TARGET_DIR (build it first: cargo build --profile release-lto); DATA to
 # bench/.work/engine/data, where bench/engine/run.sh leaves
 # impressions-20000000.csv and uservisits-20000000.txt. Prints, per
 # shape and round, the process's user and system CPU seconds and its
@@ -18,10 +18,10 @@ set -euo pipefail
 
 rounds="${1:-2}"
 here="$(cd "$(dirname "$0")" && pwd)"
-bin="${2:-${CARGO_TARGET_DIR:-$here/../../target}/release/cardinal}"
+bin="${2:-${CARGO_TARGET_DIR:-$here/../../target}/release-lto/cardinal}"
 data="${3:-$here/../.work/engine/data}"
 if [[ ! -x "$bin" ]]; then
-    echo "shapes.sh: no cardinal binary at $bin (cargo build --release, or pass it as CARDINAL)" >&2
+    echo "shapes.sh: no cardinal binary at $bin (cargo build --profile release-lto, or pass it as CARDINAL)" >&2
     exit 1
 fi
 impressions="$data/impressions-20000000.csv"

@@ -16,8 +16,8 @@ root="$(cd "$here/../.." && pwd)"
 work="$root/bench/.work/hll/callgrind"
 mkdir -p "$work"
 
-(cd "$root" && cargo build -q --release -p cardinal-sketch --example hll_speed)
-bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/hll_speed"
+(cd "$root" && cargo build -q --profile release-lto -p cardinal-sketch --example hll_speed)
+bin="${CARGO_TARGET_DIR:-$root/target}/release-lto/examples/hll_speed"
 
 # op, timed function, operations per call in --small mode
 ops=(

@@ -78,9 +78,9 @@ fi
 # ---- cardinal -----------------------------------------------------------------
 cardinal_args=()
 if [[ -f "$root/crates/sketch/examples/hll_speed.rs" ]]; then
-    say "building crates/sketch/examples/hll_speed.rs (release)"
-    (cd "$root" && cargo build -q --release -p cardinal-sketch --example hll_speed)
-    cardinal_args=(--cardinal "${CARGO_TARGET_DIR:-$root/target}/release/examples/hll_speed")
+    say "building crates/sketch/examples/hll_speed.rs (release-lto)"
+    (cd "$root" && cargo build -q --profile release-lto -p cardinal-sketch --example hll_speed)
+    cardinal_args=(--cardinal "${CARGO_TARGET_DIR:-$root/target}/release-lto/examples/hll_speed")
 else
     say "crates/sketch/examples/hll_speed.rs is missing: peers only"
 fi
