@@ -639,8 +639,15 @@ impl Credits<'_> {
 
     /// Writes one JSON object per credit row.
     pub(crate) fn write_json_lines(&self, out: &mut impl Write) -> Result<()> {
+        // Campaign and site bytes print as summaries print text: escaped,
+        // so two different values never print alike.
         let text = |bytes: Option<&[u8]>| {
-            bytes.map_or_else(|| "null".to_owned(), cardinal_export::json_string)
+            bytes.map_or_else(
+                || "null".to_owned(),
+                |bytes| {
+                    cardinal_export::json_string(cardinal_export::text_escaped(bytes).as_bytes())
+                },
+            )
         };
         let time = |ms: u64| {
             let t = Timestamp(i64::try_from(ms).expect("at most TIME_MS_MAX"));

@@ -510,3 +510,43 @@ fn conversions_without_a_usable_value_credit_a_null_revenue() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Campaign names that are not UTF-8 print escaped in the credit rows, as
+/// in summaries: Latin-1 `caf\xe9` and `caf\xe8` were both `caf\u{fffd}`.
+#[test]
+fn credit_rows_print_campaigns_that_are_not_utf8_apart() {
+    let dir = dir("not-utf8");
+    let mut sql = STREAM.to_owned();
+    sql.push_str(
+        "CREATE ATTRIBUTION lin ON impressions BY user_id MODEL linear LOOKBACK 10 DAYS
+           TOUCH WHERE kind = 'click' CONVERSION WHERE kind = 'conversion'
+           VALUE revenue CAMPAIGN campaign SITE site;\n",
+    );
+    std::fs::write(dir.join("schema.sql"), sql).expect("schema");
+    let mut input = b"ts,user_id,kind,state,site,provider,campaign,revenue\n".to_vec();
+    for (ts, campaign) in [(day(0, 0), &b"caf\xe9"[..]), (day(0, 1), b"caf\xe8")] {
+        input.extend_from_slice(format!("{ts},1,click,CA,s,p,").as_bytes());
+        input.extend_from_slice(campaign);
+        input.extend_from_slice(b",0\n");
+    }
+    input.extend_from_slice(format!("{},1,conversion,CA,s,p,,10\n", day(1, 0)).as_bytes());
+    std::fs::write(dir.join("j.csv"), input).expect("input");
+    cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "j.csv",
+            "--attributions",
+            "credit.jsonl",
+            "--quiet",
+        ],
+    );
+    let mut campaigns: Vec<String> = rows(&dir.join("credit.jsonl"))
+        .into_iter()
+        .map(|row| row.4)
+        .collect();
+    campaigns.sort();
+    assert_eq!(campaigns, ["caf\\\\xe8", "caf\\\\xe9"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
