@@ -256,14 +256,24 @@ impl Read for Input {
 
 /// Reads up to `buf.len()` bytes, fewer only at end of input.
 fn read_prefix(reader: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    match read_until_error(reader, buf) {
+        (filled, None) => Ok(filled),
+        (_, Some(e)) => Err(e),
+    }
+}
+
+/// Reads up to `buf.len()` bytes, fewer only at the end of the input or at
+/// an error: the bytes read, and the error that stopped the reading (a
+/// reader of damaged input keeps the bytes before it).
+fn read_until_error(reader: &mut impl Read, buf: &mut [u8]) -> (usize, Option<std::io::Error>) {
     let mut filled = 0;
     while filled < buf.len() {
         match reader.read(&mut buf[filled..]) {
             Ok(0) => break,
             Ok(n) => filled += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+            Err(e) => return (filled, Some(e)),
         }
     }
-    Ok(filled)
+    (filled, None)
 }

@@ -42,11 +42,13 @@
 //! 17.7M of the 28M instructions callgrind counted in `read_chunk` for
 //! 200K impression lines, 2026-11-21).
 
-use std::io::Read;
 use std::sync::Arc;
 
 use crate::records::{Cut, Framing};
-use crate::{CHUNK_BYTES_DEFAULT, CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Error, Input, LINE_BYTES_MAX};
+use crate::{
+    CHUNK_BYTES_DEFAULT, CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Error, Input, LINE_BYTES_MAX,
+    read_until_error,
+};
 
 /// Whole lines of one input, with where they came from. The buffer is
 /// reused from chunk to chunk, so steady-state reading does not allocate.
@@ -272,10 +274,7 @@ impl LineReader {
                 }
             }
         }
-        debug_assert!(!chunk.is_empty());
-        debug_assert!(chunk.len() <= LINE_BYTES_MAX + CHUNK_BYTES_MAX);
-        self.next_offset += chunk.len() as u64;
-        self.next_line = self.next_line.map(|line| line + newlines(chunk.bytes()));
+        self.hand_out(chunk);
         Ok(true)
     }
 
@@ -335,11 +334,17 @@ impl LineReader {
                 }
             }
         }
+        self.hand_out(chunk);
+        Ok(true)
+    }
+
+    /// Moves past `chunk`, cut and about to be handed out: the next chunk
+    /// starts after it.
+    fn hand_out(&mut self, chunk: &Chunk) {
         debug_assert!(!chunk.is_empty());
         debug_assert!(chunk.len() <= LINE_BYTES_MAX + CHUNK_BYTES_MAX);
         self.next_offset += chunk.len() as u64;
         self.next_line = self.next_line.map(|line| line + newlines(chunk.bytes()));
-        Ok(true)
     }
 
     /// Ends the input at a read failure: `chunk[..whole]` (its whole lines
@@ -420,21 +425,6 @@ impl LineReader {
         self.next_line = chunk.first_line.map(|line| line + 1);
         error
     }
-}
-
-/// Reads up to `buf.len()` bytes, fewer only at the end of the input or at
-/// an error: the bytes read, and the error that stopped the reading.
-fn read_until_error(reader: &mut impl Read, buf: &mut [u8]) -> (usize, Option<std::io::Error>) {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match reader.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return (filled, Some(e)),
-        }
-    }
-    (filled, None)
 }
 
 /// The number of `\n` bytes, once per chunk for the next chunk's first
