@@ -6,28 +6,12 @@
 mod common;
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::{cardinal, ok};
+use common::{cardinal, csv_lines, ok};
 
 fn dir(name: &str) -> PathBuf {
     common::scratch_dir("limits", name)
-}
-
-/// The lines of every file a summary wrote under `out`, in file order,
-/// headers left out.
-fn csv_lines(out: &Path, summary: &str) -> Vec<String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(out.join(summary))
-        .expect("summary folder")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    files.sort();
-    let mut lines = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("readable");
-        lines.extend(text.lines().skip(1).map(str::to_owned));
-    }
-    lines
 }
 
 /// 30,000 groups of theta, quantiles and topk states hold well over 16

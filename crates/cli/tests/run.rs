@@ -7,7 +7,7 @@ mod common;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use common::{cardinal, ok};
+use common::{cardinal, csv_lines, gzip, ok};
 
 const SCHEMA: &str = "
 CREATE STREAM impressions (ts TIMESTAMP, user_id BIGINT, kind TEXT, state TEXT,
@@ -51,29 +51,6 @@ fn run_into(dir: &Path, threads: &str, out: &str) {
             "--quiet",
         ],
     ));
-}
-
-/// `bytes` gzipped (fast level).
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(bytes).expect("gzip");
-    gz.finish().expect("gzip")
-}
-
-/// Reads `out/<summary>/*.csv` into sorted lines (headers dropped).
-fn csv_lines(dir: &Path, summary: &str) -> Vec<String> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(summary))
-        .expect("summary folder")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    files.sort();
-    let mut lines = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("readable");
-        lines.extend(text.lines().skip(1).map(str::to_owned));
-    }
-    lines
 }
 
 #[test]

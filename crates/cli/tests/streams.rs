@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cardinal, ok};
+use common::{cardinal, gzip, ok};
 
 /// Rows of `n,word` under a header, counted and summed: a row lost, read
 /// twice or read as the header shows in the two numbers; `bad` rows make
@@ -39,13 +39,6 @@ fn csv_text() -> Vec<u8> {
         }
     }
     text
-}
-
-/// `bytes` gzipped (fast level).
-fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    gz.write_all(bytes).expect("gzip");
-    gz.finish().expect("gzip")
 }
 
 /// Runs `command` to its end, killed after [`RUN_SECS_MAX`] so that a

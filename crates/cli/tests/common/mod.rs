@@ -1,5 +1,6 @@
 //! What the end-to-end tests of the binary share: a scratch directory, a
-//! way to run `cardinal` in it, and checks that it succeeded or failed.
+//! way to run `cardinal` in it, checks that it succeeded or failed, and
+//! readers and writers of its files.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -41,4 +42,36 @@ pub fn ok(output: &Output) -> String {
 pub fn failure(output: &Output) -> String {
     assert!(!output.status.success(), "expected a failure: {output:?}");
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `bytes` gzipped (fast level).
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(bytes).expect("gzip");
+    gz.finish().expect("gzip")
+}
+
+/// The lines of every file a summary wrote under `out`
+/// (`out/<summary>/*.csv`), in file order, headers left out.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn csv_lines(out: &Path, summary: &str) -> Vec<String> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(out.join(summary))
+        .expect("summary folder")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    files.sort();
+    let mut lines = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("readable");
+        lines.extend(text.lines().skip(1).map(str::to_owned));
+    }
+    lines
 }
