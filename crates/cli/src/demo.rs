@@ -28,12 +28,14 @@ use anyhow::{Context, Result, bail, ensure};
 use cardinal_export::Results;
 use cardinal_gen::impressions::{Format, Impressions, ImpressionsConfig, PROVIDERS, STATES, Truth};
 use cardinal_gen::text::Date;
-use cardinal_rollup::{AggKind, AggState, Limits, Output};
+use cardinal_rollup::{AggKind, AggState, Output};
 use cardinal_route::{OutputSource, Plan, Summary};
 use cardinal_sketch::Estimate;
 
 use crate::progress;
-use crate::run::{self, EngineOptions, Executed};
+use cardinal_engine::{EngineOptions, Executed};
+
+use crate::run;
 
 /// The demo's declarations.
 const SCHEMA: &str = include_str!("demo/schema.sql");
@@ -120,7 +122,9 @@ pub fn run(args: &Args) -> Result<()> {
     let events_path = dir.join("impressions.csv");
     std::fs::write(&schema_path, SCHEMA)
         .with_context(|| format!("writing {}", schema_path.display()))?;
-    let threads = args.threads.unwrap_or_else(run::threads_default);
+    let threads = args
+        .threads
+        .unwrap_or_else(cardinal_engine::threads_default);
     println!(
         "cardinal demo: {} ad events over {} users and {} days (seed {}), in {}\n",
         thousands(args.events),
@@ -150,16 +154,9 @@ pub fn run(args: &Args) -> Result<()> {
 
     // 2. The engine: every summary, all cores, merged; then the files.
     let plan = Plan::compile(SCHEMA).map_err(|e| anyhow::anyhow!("demo schema:\n{e}"))?;
-    let options = EngineOptions {
-        stream: None,
-        threads,
-        limits: Limits::default(),
-        rejects: None,
-        progress: !args.no_progress && std::io::stderr().is_terminal(),
-        chains_snapshot: None,
-        memory_max: crate::memory::memory_max_default(),
-    };
-    let executed = run::execute(&plan, std::slice::from_ref(&events_path), &options)?;
+    let options = EngineOptions::new(threads, crate::memory::memory_max_default());
+    let show = !args.no_progress && std::io::stderr().is_terminal();
+    let executed = run::execute(&plan, std::slice::from_ref(&events_path), &options, show)?;
     let started = Instant::now();
     let files = run::write_files(&executed, &dir, cardinal_export::Options::default())?;
     let files_secs = started.elapsed().as_secs_f64();

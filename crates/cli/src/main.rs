@@ -4,13 +4,11 @@
 
 mod demo;
 // `gen` is a reserved word in Rust 2024; the file keeps the verb's name.
-mod attribute;
 #[path = "gen.rs"]
 mod generate;
 mod hll;
 mod interrupt;
 mod memory;
-mod pending;
 mod progress;
 mod run;
 

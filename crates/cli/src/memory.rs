@@ -100,24 +100,6 @@ pub fn memory_arg(text: &str) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// `bytes` in MiB, for messages.
-pub fn mib(bytes: u64) -> String {
-    #[expect(clippy::cast_precision_loss, reason = "a message")]
-    let mib = bytes as f64 / f64::from(1 << 20);
-    format!("{mib:.1} MiB")
-}
-
-/// The error of a run whose rollups reached `--memory-max`, naming the
-/// summary that holds the most.
-pub fn budget_error(summary: &str, bytes: u64, groups: usize, bytes_max: u64) -> anyhow::Error {
-    anyhow::anyhow!(
-        "the rollups reached --memory-max ({}): summary {summary} holds {} in {groups} groups; \
-         nothing was written: raise --memory-max, or group {summary} by fewer values",
-        mib(bytes_max),
-        mib(bytes)
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

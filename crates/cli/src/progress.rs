@@ -13,114 +13,36 @@
 //! a plain file). The line is drawn only when stderr is a terminal, and it
 //! is erased when the run ends, so logs and pipes never see it.
 
-use std::io::{IsTerminal, Write};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::io::Write;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::run::Counts;
+use cardinal_engine::progress::{Progress, Snapshot};
 
 /// Redraws per second: often enough to look alive, rarely enough that the
 /// ticker costs nothing next to the workers.
 pub const TICKS_PER_SEC: u32 = 4;
 
-/// The counters workers share with the ticker.
-#[derive(Debug, Default)]
-pub struct Progress {
-    bytes: AtomicU64,
-    records: AtomicU64,
-    rejects: AtomicU64,
-}
-
-impl Progress {
-    /// A worker's handle: remembers what it last reported, so one call per
-    /// chunk adds only what is new.
-    pub fn tap(&self) -> Tap<'_> {
-        Tap {
-            progress: self,
-            reported: Snapshot::default(),
-        }
+/// Redraws the line on stderr every tick until `stop` is dropped or
+/// sent to, then erases it. Run it on its own thread.
+pub fn show(progress: &Progress, total_bytes: Option<u64>, stop: &mpsc::Receiver<()>) {
+    let started = Instant::now();
+    let tick = Duration::from_secs(1) / TICKS_PER_SEC;
+    let stderr = std::io::stderr();
+    let mut drawn = false;
+    while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(tick) {
+        let line = line(
+            progress.snapshot(),
+            total_bytes,
+            started.elapsed().as_secs_f64(),
+        );
+        // "\r" returns to the line start, ESC[2K erases the old line.
+        let _ = write!(stderr.lock(), "\r\x1b[2K{line}");
+        drawn = true;
     }
-
-    fn snapshot(&self) -> Snapshot {
-        Snapshot {
-            bytes: self.bytes.load(Ordering::Relaxed),
-            records: self.records.load(Ordering::Relaxed),
-            rejects: self.rejects.load(Ordering::Relaxed),
-        }
+    if drawn {
+        let _ = write!(stderr.lock(), "\r\x1b[2K");
     }
-
-    /// Redraws the line on stderr every tick until `stop` is dropped or
-    /// sent to, then erases it. Run it on its own thread.
-    pub fn show(&self, total_bytes: Option<u64>, stop: &mpsc::Receiver<()>) {
-        let started = Instant::now();
-        let tick = Duration::from_secs(1) / TICKS_PER_SEC;
-        let stderr = std::io::stderr();
-        let mut drawn = false;
-        while let Err(mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(tick) {
-            let line = line(
-                self.snapshot(),
-                total_bytes,
-                started.elapsed().as_secs_f64(),
-            );
-            // "\r" returns to the line start, ESC[2K erases the old line.
-            let _ = write!(stderr.lock(), "\r\x1b[2K{line}");
-            drawn = true;
-        }
-        if drawn {
-            let _ = write!(stderr.lock(), "\r\x1b[2K");
-        }
-    }
-}
-
-/// What to print before a message on stderr so that it does not run into
-/// the progress line: on a terminal, "return to the line start and erase
-/// it" (the ticker redraws the line below at its next tick); elsewhere,
-/// nothing.
-pub fn erase() -> &'static str {
-    if std::io::stderr().is_terminal() {
-        "\r\x1b[2K"
-    } else {
-        ""
-    }
-}
-
-/// One worker's handle on the shared counters.
-#[derive(Debug)]
-pub struct Tap<'a> {
-    progress: &'a Progress,
-    reported: Snapshot,
-}
-
-impl Tap<'_> {
-    /// Publishes what the worker's counts gained since the last call.
-    pub fn report(&mut self, counts: &Counts) {
-        let now = Snapshot {
-            bytes: counts.bytes,
-            records: counts.records,
-            rejects: counts.rejects,
-        };
-        debug_assert!(now.bytes >= self.reported.bytes, "counts only grow");
-        let p = self.progress;
-        p.bytes
-            .fetch_add(now.bytes - self.reported.bytes, Ordering::Relaxed);
-        p.records
-            .fetch_add(now.records - self.reported.records, Ordering::Relaxed);
-        p.rejects
-            .fetch_add(now.rejects - self.reported.rejects, Ordering::Relaxed);
-        self.reported = now;
-    }
-}
-
-/// The counters at one instant.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Snapshot {
-    /// Bytes of input read (after decompression).
-    pub bytes: u64,
-    /// Records folded ([`Counts::records`]).
-    pub records: u64,
-    /// Records rejected.
-    pub rejects: u64,
 }
 
 /// The progress line for counters `now`, `elapsed_secs` into the run.
@@ -278,36 +200,5 @@ mod tests {
             rejects: 0,
         };
         assert!(line(over, Some(1_000), 1.0).starts_with("1.00 kB of 1.00 kB (100%)"));
-    }
-
-    #[test]
-    fn taps_publish_only_what_is_new() {
-        let progress = Progress::default();
-        let mut a = progress.tap();
-        let mut b = progress.tap();
-        let mut counts = Counts {
-            bytes: 100,
-            records: 10,
-            rejects: 1,
-            ..Counts::default()
-        };
-        a.report(&counts);
-        a.report(&counts);
-        counts.bytes = 150;
-        counts.records = 15;
-        a.report(&counts);
-        b.report(&Counts {
-            bytes: 7,
-            records: 1,
-            ..Counts::default()
-        });
-        assert_eq!(
-            progress.snapshot(),
-            Snapshot {
-                bytes: 157,
-                records: 16,
-                rejects: 1
-            }
-        );
     }
 }

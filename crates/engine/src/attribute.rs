@@ -38,7 +38,7 @@ use cardinal_event::{ColumnType, Record, Timestamp, Value, ValueError};
 use cardinal_rollup::{Limits, Rollup, Shape};
 use cardinal_route::{Attribution, EvalError, Expr, Model, Plan, Routed, Scratch, Summary};
 
-use crate::run::{HashMemo, feeds_of, fold_routed};
+use crate::feed::{HashMemo, feeds_of, fold_routed};
 
 /// Most distinct campaigns, and most distinct sites, one attribution keeps
 /// (codes `1..=NAMES_MAX`). A touch point with a new value past the limit
@@ -125,8 +125,10 @@ impl Names {
 
 /// Counts a run reports.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Stats {
+pub struct Stats {
+    /// Touch points applied to chains.
     pub touches: u64,
+    /// Conversions applied.
     pub conversions: u64,
     /// Conversions with no chain, or none of whose records were in the
     /// window: no credit rows.
@@ -332,25 +334,32 @@ impl<'p> Setup<'p> {
                 stats,
             });
         }
-        if let Some(dir) = &self.snapshot_dir {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            // An interrupt waits until the snapshot files are renamed into
-            // place, so it never leaves their temp files behind.
-            let _progress = crate::interrupt::lock();
-            for ((a, store), names) in self.attributions.iter().zip(&self.stores).zip(&self.names) {
-                // Names first: a dictionary newer than its chains only has
-                // codes no chain uses yet.
-                write_names(
-                    &cardinal_export::join_under(dir, &format!("{}.names", a.name))?,
-                    names,
-                )?;
-                let path = cardinal_export::join_under(dir, &format!("{}.chains", a.name))?;
-                store
-                    .write_snapshot_file(&path)
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-        }
         Ok(all)
+    }
+
+    /// Writes each attribution's chains and dictionaries to the snapshot
+    /// directory, if the run has one (`DIR/<name>.chains`,
+    /// `DIR/<name>.names`), each through a temp file renamed into place.
+    /// Callers that clean up after an interrupt hold their lock meanwhile,
+    /// so that an interrupt never leaves the temp files behind.
+    pub(crate) fn save(&self) -> Result<()> {
+        let Some(dir) = &self.snapshot_dir else {
+            return Ok(());
+        };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for ((a, store), names) in self.attributions.iter().zip(&self.stores).zip(&self.names) {
+            // Names first: a dictionary newer than its chains only has
+            // codes no chain uses yet.
+            write_names(
+                &cardinal_export::join_under(dir, &format!("{}.names", a.name))?,
+                names,
+            )?;
+            let path = cardinal_export::join_under(dir, &format!("{}.chains", a.name))?;
+            store
+                .write_snapshot_file(&path)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
     }
 }
 
@@ -590,7 +599,7 @@ impl Collector<'_> {
 
 /// One credited touch point.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct CreditRow {
+pub struct CreditRow {
     conversion_ms: u64,
     input: u32,
     offset: u64,
@@ -613,10 +622,14 @@ impl CreditRow {
 
 /// One attribution's credit rows and the names they refer to.
 #[derive(Debug)]
-pub(crate) struct Credits<'p> {
+pub struct Credits<'p> {
+    /// The attribution that credited them.
     pub attribution: &'p Attribution,
+    /// One row per touch point credited, in (conversion time, position,
+    /// touch order).
     pub rows: Vec<CreditRow>,
     names: [Names; 2],
+    /// What the attribution counted.
     pub stats: Stats,
 }
 
@@ -633,12 +646,12 @@ impl Credits<'_> {
     }
 
     /// Campaign and site values dropped at [`NAMES_MAX`].
-    pub(crate) fn names_overflow(&self) -> u64 {
+    pub fn names_overflow(&self) -> u64 {
         self.names[0].overflow + self.names[1].overflow
     }
 
     /// Writes one JSON object per credit row.
-    pub(crate) fn write_json_lines(&self, out: &mut impl Write) -> Result<()> {
+    pub fn write_json_lines(&self, out: &mut impl Write) -> Result<()> {
         // Campaign and site bytes print as summaries print text: escaped,
         // so two different values never print alike.
         let text = |bytes: Option<&[u8]>| {

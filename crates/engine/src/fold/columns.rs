@@ -37,10 +37,11 @@ use cardinal_rollup::{GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn};
 
 use super::{AGGREGATES_MAX, Fold};
+use crate::feed::reject;
 
 /// One lane's filter, bucket and arguments as columns of one batch
 /// ([`Fold::columns_of`], [`Fold::text_columns_of`]).
-pub(super) struct LaneColumns<'b> {
+pub(crate) struct LaneColumns<'b> {
     /// The filter's column, when the lane owns a `text = 'literal'`
     /// filter (its literal is in the lane's plan).
     filter: Option<FilterSource<'b>>,
@@ -120,7 +121,7 @@ impl<'b> Texts<'b> {
 /// reads both by its key. Worked out again when a batch brings another
 /// dictionary (each row group has its own).
 #[derive(Debug, Default)]
-pub(super) struct Dictionaries {
+pub(crate) struct Dictionaries {
     memos: Vec<DictionaryMemo>,
 }
 
@@ -145,7 +146,7 @@ impl Dictionaries {
     /// The columns `plans` compare with a literal or read as text
     /// arguments; `filter_owner(s)` is the lane that evaluates lane `s`'s
     /// filter.
-    pub(super) fn new(plans: &[ColumnPlan], filter_owner: impl Fn(usize) -> usize) -> Self {
+    pub(crate) fn new(plans: &[ColumnPlan], filter_owner: impl Fn(usize) -> usize) -> Self {
         let mut this = Self::default();
         for (s, plan) in plans.iter().enumerate() {
             if let ColumnFilter::TextEq { column, literal } = &plan.filter
@@ -184,7 +185,7 @@ impl Dictionaries {
     }
 
     /// Brings every memo up to `batch`'s dictionaries.
-    pub(super) fn refresh(&mut self, batch: &ParquetBatch) {
+    pub(crate) fn refresh(&mut self, batch: &ParquetBatch) {
         for memo in &mut self.memos {
             let dictionary = match batch.column(memo.column) {
                 Some(Column::Text(text)) => text.dictionary(),
@@ -239,7 +240,7 @@ impl Dictionaries {
 /// [`Rollup::fold_at`]: cardinal_rollup::Rollup::fold_at
 /// [`Rollup::holds`]: cardinal_rollup::Rollup::holds
 #[derive(Debug, Default)]
-pub(super) struct GroupCache {
+pub(crate) struct GroupCache {
     /// The dictionaries the keys are into, one per dimension; empty when
     /// the cache is off for the current batch.
     kept: Vec<DictionaryHandle>,
@@ -294,7 +295,7 @@ impl GroupCache {
 
     /// Remembers that (bucket, name) folded into `group`.
     #[inline]
-    pub(super) fn remember(&mut self, bucket: i64, name: u64, group: GroupAt) {
+    pub(crate) fn remember(&mut self, bucket: i64, name: u64, group: GroupAt) {
         if let Some(slot) = self.slots.get_mut(Self::slot(bucket, name)) {
             *slot = (bucket, name, Some(group));
         }
@@ -320,7 +321,7 @@ fn name_of(dims: &[Dictionary<'_>], i: usize) -> Option<u64> {
 /// batch; a row with a NULL or unparsable value in one of them goes
 /// through [`Fold::record`] (`bad`).
 #[derive(Debug)]
-pub(super) struct ParsedColumns {
+pub(crate) struct ParsedColumns {
     /// The typed columns the plans read, each once, with its declared
     /// type (BIGINT, DOUBLE or TIMESTAMP).
     wanted: Vec<(usize, ColumnType)>,
@@ -338,7 +339,7 @@ impl ParsedColumns {
     /// Columns for a stream of `width` columns read by `plans`; `None`
     /// when a typed column they read is of a type the typed path does not
     /// carry (BOOLEAN): that stream's batches go record by record.
-    pub(super) fn new(width: usize, plans: &[ColumnPlan]) -> Option<Self> {
+    pub(crate) fn new(width: usize, plans: &[ColumnPlan]) -> Option<Self> {
         let mut wanted: Vec<(usize, ColumnType)> = Vec::new();
         for plan in plans {
             if let Some(bucket) = plan.bucket {
@@ -371,7 +372,7 @@ impl ParsedColumns {
     }
 
     /// Parses every typed column the plans read in `batch`.
-    pub(super) fn fill(&mut self, batch: &Batch) {
+    pub(crate) fn fill(&mut self, batch: &Batch) {
         self.bad.clear();
         self.bad.resize(batch.len(), false);
         let (date, bad) = (&mut self.date, &mut self.bad);
@@ -407,23 +408,23 @@ impl ParsedColumns {
     }
 
     /// Whether row `i` must go through [`Fold::record`].
-    pub(super) fn bad(&self, i: usize) -> bool {
+    pub(crate) fn bad(&self, i: usize) -> bool {
         self.bad[i]
     }
 
     /// The values of BIGINT column `column`, one per row.
-    pub(super) fn ints(&self, column: usize) -> &[i64] {
+    pub(crate) fn ints(&self, column: usize) -> &[i64] {
         &self.ints[column]
     }
 
     /// The values of DOUBLE column `column`, one per row.
-    pub(super) fn floats(&self, column: usize) -> &[f64] {
+    pub(crate) fn floats(&self, column: usize) -> &[f64] {
         &self.floats[column]
     }
 
     /// The values of TIMESTAMP column `column` (milliseconds since the
     /// epoch), one per row.
-    pub(super) fn times(&self, column: usize) -> &[i64] {
+    pub(crate) fn times(&self, column: usize) -> &[i64] {
         &self.times[column]
     }
 }
@@ -479,7 +480,7 @@ impl<'a> Fold<'a> {
     /// `batch`; `None` when some column is not a typed slice in this batch
     /// (a NULL, a type read through text): its records then go through
     /// [`Fold::record`].
-    pub(super) fn columns_of<'b>(
+    pub(crate) fn columns_of<'b>(
         &self,
         batch: &'b ParquetBatch,
         dictionaries: &'b Dictionaries,
@@ -555,7 +556,7 @@ impl<'a> Fold<'a> {
     /// dictionaries, with `collector` (an attribution's) observing each
     /// row first; `false`, with nothing folded or observed, when some
     /// column is not a typed slice in this batch.
-    pub(super) fn parquet_columns(
+    pub(crate) fn parquet_columns(
         &mut self,
         batch: &ParquetBatch,
         input: u32,
@@ -576,8 +577,14 @@ impl<'a> Fold<'a> {
                 let record = batch.record(index);
                 let at = || record.row().to_string();
                 if let Some(collector) = collector.as_deref_mut()
-                    && let Some((reason, text)) =
-                        super::observe(collector, &record, input, record.row(), batch.input(), at)
+                    && let Some((reason, text)) = crate::worker::observe(
+                        collector,
+                        &record,
+                        input,
+                        record.row(),
+                        batch.input(),
+                        at,
+                    )
                 {
                     self.reject(&reason, &text);
                 }
@@ -603,7 +610,7 @@ impl<'a> Fold<'a> {
     /// which rejects it as it would have; a key too long is folded at once
     /// to be rejected, as [`Fold::fold_lanes`] does. What the lanes hold is
     /// bounded as there, checked after each lane's rows: by one batch more.
-    pub(super) fn hold_columns(
+    pub(crate) fn hold_columns(
         &mut self,
         columns: &[LaneColumns<'_>],
         batch: &ParquetBatch,
@@ -722,7 +729,7 @@ impl<'a> Fold<'a> {
                 if !lane.hold(bucket, &key, args) {
                     too_long.push(i);
                     let row = batch.record(i).row();
-                    super::reject(
+                    reject(
                         &mut self.counts,
                         &mut self.reject_lines,
                         self.shown,
@@ -745,7 +752,7 @@ impl<'a> Fold<'a> {
     }
 
     /// Brings every lane's [`GroupCache`] up to `batch`'s dictionaries.
-    pub(super) fn refresh_group_caches(&mut self, batch: &ParquetBatch) {
+    pub(crate) fn refresh_group_caches(&mut self, batch: &ParquetBatch) {
         for (lane, plan) in self.lanes.iter_mut().zip(&self.plans) {
             lane.groups.refresh(dims_of(plan, batch));
         }
@@ -754,7 +761,7 @@ impl<'a> Fold<'a> {
     /// Every lane's [`ColumnPlan`] resolved to the columns of a text
     /// batch that `parsed` holds ([`ParsedColumns::fill`]); text is read
     /// from the records' fields.
-    pub(super) fn text_columns_of<'b>(&self, parsed: &'b ParsedColumns) -> Vec<LaneColumns<'b>> {
+    pub(crate) fn text_columns_of<'b>(&self, parsed: &'b ParsedColumns) -> Vec<LaneColumns<'b>> {
         self.plans
             .iter()
             .enumerate()
@@ -795,7 +802,7 @@ impl<'a> Fold<'a> {
     /// [`Record::value`] per summary. A row
     /// whose time is out of range (or whose key the evaluator rejects)
     /// goes through [`Fold::record`], which rejects it as it would anyway.
-    pub(super) fn record_columns<R: Record + ?Sized>(
+    pub(crate) fn record_columns<R: Record + ?Sized>(
         &mut self,
         columns: &[LaneColumns<'_>],
         record: &R,
@@ -841,7 +848,7 @@ impl<'a> Fold<'a> {
             } else {
                 self.lanes[owner].passed
             };
-            let known = super::known_bucket(&self.lanes, s);
+            let known = super::lane::known_bucket(&self.lanes, s);
             let lane = &mut self.lanes[s];
             lane.passed = pass;
             if !pass {
@@ -928,7 +935,12 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::run::{Limits, ParquetFile, Plan, REJECTS_SHOWN_MAX, Shape, Summary, shape_of};
+    use cardinal_parse::ParquetFile;
+    use cardinal_rollup::{Limits, Shape};
+    use cardinal_route::{Plan, Summary};
+
+    use crate::batch::shape_of;
+    use crate::fold::REJECTS_SHOWN_MAX;
     use arrow_array::TimestampMillisecondArray;
     use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
     use cardinal_parse::PARQUET_BATCH_ROWS;

@@ -49,7 +49,7 @@ use cardinal_event::bytes::{prefetch, short_words};
 use cardinal_rollup::{KeyHash, Rollup};
 use cardinal_route::{Arg, Routed};
 
-use crate::run::AGGREGATES_MAX;
+use crate::fold::AGGREGATES_MAX;
 
 /// Bytes of records one worker holds back, all lanes together, before the
 /// lane holding the most folds them (about 1.5M records of Query 2A).

@@ -71,7 +71,9 @@ use cardinal_rollup::{AggState, Folded, GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn};
 
 use super::columns::ParsedColumns;
-use super::{AGGREGATES_MAX, Feed, Fold, fold_number_arg, id_of, where_};
+use super::lane::LaneFold;
+use super::{AGGREGATES_MAX, Fold};
+use crate::feed::{Feed, fold_number_arg, id_of, reject, where_};
 
 /// The attribution's rejects of a batch not written yet: (row, reason,
 /// line), in row order.
@@ -79,7 +81,7 @@ type Observed = std::iter::Peekable<std::vec::IntoIter<(usize, String, String)>>
 
 /// What [`Fold::fold_by_aggregate`] reuses from batch to batch.
 #[derive(Debug)]
-pub(super) struct ByAggregate {
+pub(crate) struct ByAggregate {
     /// Per lane that owns its filter: the rows of the run that pass it.
     passing: Vec<Vec<u32>>,
     /// Per lane that owns an evaluated filter ([`ColumnFilter::Evaluate`]):
@@ -466,7 +468,7 @@ impl Fold<'_> {
     /// batch whose summaries are all large routes every row from the
     /// columns ([`Fold::route_run`]): Query 2A from text, one summary of
     /// 1.45M groups, took 2.41 user-s so against 2.69 by record.
-    pub(super) fn folds_by_aggregate(&self) -> bool {
+    pub(crate) fn folds_by_aggregate(&self) -> bool {
         self.by_aggregate_on
             && self
                 .plans
@@ -491,7 +493,7 @@ impl Fold<'_> {
     /// said it can. `observed` are the attribution's rejects of the batch
     /// (row, reason, line), written in row order among the folds' own, as
     /// the row path writes them (a record's attribution reject first).
-    pub(super) fn fold_by_aggregate(
+    pub(crate) fn fold_by_aggregate(
         &mut self,
         parsed: &ParsedColumns,
         batch: &Batch,
@@ -730,7 +732,7 @@ impl Fold<'_> {
             for &(i, _) in &scratch.too_long {
                 self.observed_through(observed, i as usize);
                 let record = batch.record(i as usize);
-                super::reject(
+                reject(
                     &mut self.counts,
                     &mut self.reject_lines,
                     self.shown,
@@ -791,9 +793,9 @@ impl Fold<'_> {
                 }
             }
             match lane.fold_route(&mut self.hashed, prefetch_groups_min) {
-                super::LaneFold::Held => self.bound_pending(),
-                super::LaneFold::Folded(Folded::DroppedKeyTooLong) => scratch.too_long.push((i, s)),
-                super::LaneFold::Deferred | super::LaneFold::Folded(_) => {}
+                LaneFold::Held => self.bound_pending(),
+                LaneFold::Folded(Folded::DroppedKeyTooLong) => scratch.too_long.push((i, s)),
+                LaneFold::Deferred | LaneFold::Folded(_) => {}
             }
         }
         self.plans = plans;
@@ -1122,9 +1124,12 @@ mod tests {
     use proptest::prelude::*;
     use std::sync::Arc;
 
-    use crate::run::{
-        Limits, Parser, Plan, REJECTS_SHOWN_MAX, Shape, Summary, fold_chunk, shape_of,
-    };
+    use cardinal_rollup::{Limits, Shape};
+    use cardinal_route::{Plan, Summary};
+
+    use crate::batch::shape_of;
+    use crate::fold::REJECTS_SHOWN_MAX;
+    use crate::worker::{Parser, fold_chunk};
 
     /// The stream (its format left to fill in) and four summaries: two
     /// share a filter, two a bucket, two keys may be too long; c's and

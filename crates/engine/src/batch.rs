@@ -1,0 +1,495 @@
+//! Batch execution: a plan and its inputs in, merged rollups out.
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail, ensure};
+use cardinal_export::AtomicFile;
+use cardinal_rollup::{AggKind, BytesGauge, Limits, MemoryBudget, Rollup, Shape};
+use cardinal_route::{AggregateKind, Plan, Summary};
+
+use crate::attribute;
+use crate::fold::*;
+use crate::jobs::*;
+use crate::progress::Progress;
+use crate::worker::*;
+
+/// What workers counted, summed over them after a run.
+#[derive(Debug, Default, Clone)]
+pub struct Counts {
+    /// Records folded: parsed, and routed by every summary of the stream
+    /// (into its rollup, or left out by its `WHERE`). A rejected record is
+    /// counted in `rejects` and not here, wherever it was rejected.
+    pub records: u64,
+    /// Bytes of input read (after decompression).
+    pub bytes: u64,
+    /// Records rejected, for any reason.
+    pub rejects: u64,
+    /// Rejected records by reason.
+    pub rejects_by_reason: std::collections::BTreeMap<String, u64>,
+}
+
+impl Counts {
+    fn add(&mut self, other: &Counts) {
+        self.records += other.records;
+        self.bytes += other.bytes;
+        self.rejects += other.rejects;
+        for (reason, n) in &other.rejects_by_reason {
+            *self.rejects_by_reason.entry(reason.clone()).or_default() += n;
+        }
+    }
+}
+
+/// How to run the engine: everything but the plan and the inputs.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// The stream the inputs belong to (default: the only one declared).
+    pub stream: Option<String>,
+    /// Worker threads, at least 1.
+    pub threads: usize,
+    /// Group limit and retention of every summary.
+    pub limits: Limits,
+    /// Write every rejected record to this file.
+    pub rejects: Option<PathBuf>,
+    /// How to start writing the rejects file (whole or not at all): a
+    /// caller that cleans up after an interrupt registers the temp file
+    /// here; [`AtomicFile::create`] otherwise.
+    pub create_file: fn(&Path) -> Result<AtomicFile>,
+    /// Counters the workers publish bytes, records and rejects to, for a
+    /// caller that shows progress.
+    pub progress: Option<Arc<Progress>>,
+    /// Restore attribution chains from this directory and save them there.
+    pub chains_snapshot: Option<PathBuf>,
+    /// Bytes the rollups of every worker may hold together (`--memory-max`).
+    pub memory_max: u64,
+}
+
+impl EngineOptions {
+    /// `threads` workers with no limits, rejects file, progress counters
+    /// or chain snapshot, and a memory budget of `memory_max` bytes.
+    pub fn new(threads: usize, memory_max: u64) -> Self {
+        Self {
+            stream: None,
+            threads,
+            limits: Limits::default(),
+            rejects: None,
+            create_file,
+            progress: None,
+            chains_snapshot: None,
+            memory_max,
+        }
+    }
+}
+
+/// Starts writing `path` whole or not at all (see [`AtomicFile`]).
+fn create_file(path: &Path) -> Result<AtomicFile> {
+    AtomicFile::create(path).with_context(|| format!("creating {}", path.display()))
+}
+
+/// What a run produced: per summary of the stream, its merged rollup.
+#[derive(Debug)]
+pub struct Executed<'p> {
+    /// The summaries that read the stream, in declaration order.
+    pub summaries: Vec<&'p Summary>,
+    /// One merged rollup per summary, in the same order.
+    pub rollups: Vec<Rollup>,
+    /// The credit rows of each CREATE ATTRIBUTION over the stream (their
+    /// summaries are among `summaries`).
+    pub credits: Vec<attribute::Credits<'p>>,
+    /// Records, bytes, rejects and drops over every worker.
+    pub counts: Counts,
+    /// Worker threads used.
+    pub threads: usize,
+    /// Wall time from the first read to the merged rollups.
+    pub elapsed_secs: f64,
+    /// The rejects file, written but not yet in place: the caller commits
+    /// it when the run succeeds (see [`AtomicFile`]).
+    pub rejects_file: Option<AtomicFile>,
+    /// The attributions' chains, to save with [`Executed::save_chains`].
+    attribution: Option<attribute::Setup<'p>>,
+}
+
+impl Executed<'_> {
+    /// The merged rollup of the summary called `name`.
+    pub fn rollup(&self, name: &str) -> Option<(&Summary, &Rollup)> {
+        self.summaries
+            .iter()
+            .zip(&self.rollups)
+            .find(|(s, _)| s.name == name)
+            .map(|(s, r)| (*s, r))
+    }
+
+    /// Writes the attribution chains and dictionaries to
+    /// [`EngineOptions::chains_snapshot`], if given, each file through a
+    /// temp file renamed into place. A caller that removes temp files on
+    /// an interrupt holds its lock meanwhile.
+    pub fn save_chains(&self) -> Result<()> {
+        match &self.attribution {
+            Some(setup) => setup.save(),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The default thread count: one worker per core.
+pub fn threads_default() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// The most worker threads `--threads` takes. Each worker keeps its own
+/// partial rollups, chunk buffers and up to `PENDING_BYTES_MAX` of held
+/// records, so memory grows with the count; more workers than cores only
+/// take turns.
+pub const THREADS_MAX: usize = 256;
+
+/// Runs the engine over `inputs`: every summary of the stream, on
+/// `options.threads` workers, merged.
+///
+/// The answers are the same in every run with the same inputs and thread
+/// count, sketches included: the jobs are dealt out the same way
+/// ([`assign_jobs`]), shared inputs are read in a fixed rotation
+/// ([`SharedInput`]), each worker's sketches (and this thread's, made by
+/// the merge) flip coins of a stream named by the worker, and the
+/// partials merge in worker order. Another thread count splits the work
+/// otherwise, and approximate answers then differ within their bounds.
+pub fn execute<'p>(
+    plan: &'p Plan,
+    inputs: &[PathBuf],
+    options: &EngineOptions,
+) -> Result<Executed<'p>> {
+    cardinal_sketch::quantiles::seed_thread(0);
+    let stream = pick_stream(plan, options.stream.as_deref())?;
+    let mut summaries: Vec<&Summary> = plan
+        .summaries
+        .iter()
+        .filter(|s| s.stream == stream)
+        .collect();
+    let threads = options.threads.max(1);
+    let mut attribution =
+        attribute::Setup::new(plan, stream, threads, options.chains_snapshot.as_deref())?;
+    ensure!(
+        !summaries.is_empty() || attribution.is_some(),
+        "no CREATE SUMMARY or CREATE ATTRIBUTION reads stream {}",
+        plan.streams[stream].name
+    );
+    let shapes: Vec<Shape> = summaries
+        .iter()
+        .map(|s| shape_of(s))
+        .collect::<Result<_>>()?;
+    let limits = options.limits;
+    // The columns to decode: those the summaries read; `None`, every column,
+    // when an attribution reads the stream (it reads user, time, conditions,
+    // value, campaign and site columns of its own). Text parsers split only
+    // these, Parquet jobs decode only these.
+    let projection: Option<Vec<usize>> = attribution.is_none().then(|| {
+        let mut reads: Vec<usize> = summaries.iter().flat_map(|s| s.reads.clone()).collect();
+        reads.sort_unstable();
+        reads.dedup();
+        reads
+    });
+    let every_column: Vec<usize>;
+    let reads = match &projection {
+        Some(reads) => reads.as_slice(),
+        None => {
+            every_column = (0..plan.streams[stream].schema.columns.len()).collect();
+            &every_column
+        }
+    };
+    let jobs = plan_jobs(inputs, threads, &plan.streams[stream], reads)?;
+    let mut lists = assign_jobs(jobs, threads).into_iter();
+    let rejects_temp = options
+        .rejects
+        .as_deref()
+        .map(options.create_file)
+        .transpose()?;
+    let rejects_file = match &rejects_temp {
+        // Workers write through a second handle of the temp file.
+        Some(temp) => Some(Mutex::new(BufWriter::new(
+            temp.file()
+                .try_clone()
+                .with_context(|| format!("creating {}", temp.target().display()))?,
+        ))),
+        None => None,
+    };
+    let shown = std::sync::atomic::AtomicU64::new(0);
+    let progress = options.progress.clone().unwrap_or_default();
+    let budget = MemoryBudget::new(options.memory_max);
+
+    let started = Instant::now();
+    let outputs: Vec<Result<WorkerOutput>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|index| {
+                let jobs = lists.next().expect("a list per worker");
+                let (summaries, shapes, rejects_file) = (&summaries, &shapes, &rejects_file);
+                let (shown, attribution, progress) = (&shown, &attribution, &*progress);
+                let budget = &budget;
+                let projection = projection.as_deref();
+                scope.spawn(move || {
+                    // Each worker's sketches flip coins of its own stream,
+                    // the same in every run.
+                    cardinal_sketch::quantiles::seed_thread(index as u64 + 1);
+                    worker(
+                        plan,
+                        stream,
+                        summaries,
+                        shapes,
+                        limits,
+                        jobs,
+                        rejects_file.as_ref(),
+                        shown,
+                        attribution.as_ref(),
+                        projection,
+                        progress,
+                        budget,
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
+            })
+            .collect()
+    });
+    let mut merged: Option<(Vec<Rollup>, Vec<BytesGauge>)> = None;
+    let mut counts = Counts::default();
+    let mut collectors = Vec::new();
+    for output in outputs {
+        let mut output = output?;
+        counts.add(&output.counts);
+        collectors.extend(output.collector);
+        match &mut merged {
+            None => merged = Some((output.rollups, output.gauges)),
+            Some((all, gauges)) => {
+                let summaries = all.iter_mut().zip(gauges).zip(&summaries);
+                for (((into, gauge), summary), (from, from_gauge)) in
+                    summaries.zip(output.rollups.iter().zip(&mut output.gauges))
+                {
+                    match into.merge(from) {
+                        Err(cardinal_rollup::Error::Limit {
+                            name: "groups_max",
+                            value,
+                            ..
+                        }) => return Err(group_limit_error(&summary.name, value)),
+                        merged => merged.context("merging partial rollups")?,
+                    }
+                    // The merged rollup has grown while the partial is
+                    // still held: the moment memory peaks.
+                    let bytes = gauge.rescan(into);
+                    gauge.update(into, 0, &budget);
+                    if !budget.holds() {
+                        return Err(budget_error(
+                            &summary.name,
+                            bytes,
+                            into.group_count(),
+                            budget.bytes_max(),
+                        ));
+                    }
+                    from_gauge.release(&budget);
+                }
+            }
+        }
+    }
+    let merged = merged.map(|(rollups, _)| rollups);
+    let mut rollups = merged.expect("at least one worker");
+    let credits = match &mut attribution {
+        Some(setup) => setup.apply(collectors)?,
+        None => Vec::new(),
+    };
+    let credit_summaries: Vec<&Summary> = plan
+        .summaries
+        .iter()
+        .filter(|s| {
+            credits
+                .iter()
+                .any(|c| c.attribution.credit_stream == s.stream)
+        })
+        .collect();
+    let credit_shapes: Vec<Shape> = credit_summaries
+        .iter()
+        .map(|s| shape_of(s))
+        .collect::<Result<_>>()?;
+    rollups.extend(attribute::fold_credits(
+        &credits,
+        &credit_summaries,
+        &credit_shapes,
+        limits,
+    )?);
+    summaries.extend(credit_summaries);
+    let elapsed_secs = started.elapsed().as_secs_f64();
+    if let Some(file) = rejects_file {
+        file.into_inner()
+            .expect("workers are done")
+            .flush()
+            .context("writing rejects")?;
+    }
+    for rollup in &mut rollups {
+        // Each worker dropped by the newest bucket it saw; the answer keeps
+        // the buckets within the window of the newest any worker saw, and
+        // none too far ahead of the whole stream.
+        rollup.evict_expired();
+        rollup.evict_future();
+    }
+    Ok(Executed {
+        summaries,
+        rollups,
+        credits,
+        counts,
+        threads,
+        elapsed_secs,
+        rejects_file: rejects_temp,
+        attribution,
+    })
+}
+
+/// The total size of the inputs when every one is a plain file (so bytes
+/// read can become a percentage), else `None`. A streamed input is not
+/// opened here: its bytes are for the worker that reads it.
+pub fn plain_bytes(inputs: &[PathBuf]) -> Result<Option<u64>> {
+    let mut total = 0u64;
+    for path in inputs {
+        if is_streamed(path)? {
+            return Ok(None);
+        }
+        let input = cardinal_source::Input::open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        if input.compression() != cardinal_source::Compression::None {
+            return Ok(None);
+        }
+        total += std::fs::metadata(path)
+            .with_context(|| format!("reading {}", path.display()))?
+            .len();
+    }
+    Ok(Some(total))
+}
+
+/// The error of a summary whose answer has more groups than
+/// `--groups-max`: the same whether one worker's partial or the merge of
+/// all of them found it, so that a run fails alike on any thread count.
+pub(crate) fn group_limit_error(summary: &str, groups_max: u64) -> anyhow::Error {
+    anyhow::anyhow!(
+        "summary {summary} has more than {groups_max} groups (--groups-max); \
+         nothing was written: raise the limit or group by fewer values"
+    )
+}
+
+pub fn pick_stream(plan: &Plan, name: Option<&str>) -> Result<usize> {
+    // Credit streams are written by attributions, not read from inputs.
+    let inputs: Vec<usize> = (0..plan.streams.len())
+        .filter(|&i| plan.streams[i].credit_of.is_none())
+        .collect();
+    let names = || {
+        inputs
+            .iter()
+            .map(|&i| plan.streams[i].name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match name {
+        Some(name) => inputs
+            .iter()
+            .copied()
+            .find(|&i| plan.streams[i].name.eq_ignore_ascii_case(name))
+            .with_context(|| format!("no stream called {name} (declared: {})", names())),
+        None => match inputs[..] {
+            [only] => Ok(only),
+            [] => bail!("the schema declares no stream (CREATE STREAM ...)"),
+            _ => bail!(
+                "the schema declares {} streams ({}); say which one the inputs are with --stream",
+                inputs.len(),
+                names()
+            ),
+        },
+    }
+}
+
+/// The rollup shape of a compiled summary.
+pub fn shape_of(summary: &Summary) -> Result<Shape> {
+    ensure!(
+        summary.aggregates.len() <= AGGREGATES_MAX,
+        "summary {} has {} aggregates; at most {AGGREGATES_MAX}",
+        summary.name,
+        summary.aggregates.len()
+    );
+    let aggs = summary
+        .aggregates
+        .iter()
+        .enumerate()
+        .map(|(index, a)| -> Result<AggKind> {
+            // A quantile aggregate over the argument and k of an earlier
+            // one reads that one's sketch.
+            if let AggregateKind::Quantiles { k, ranks } = &a.kind
+                && let Some(of) = summary.aggregates[..index].iter().position(|b| {
+                    b.argument == a.argument
+                        && matches!(b.kind, AggregateKind::Quantiles { k: other, .. } if other == *k)
+                })
+            {
+                return Ok(AggKind::QuantilesOf {
+                    of: u8::try_from(of).expect("at most AGGREGATES_MAX aggregates"),
+                    ranks: cardinal_rollup::Ranks::new(ranks)?,
+                });
+            }
+            Ok(match &a.kind {
+                AggregateKind::CountAll => AggKind::CountAll,
+                AggregateKind::Count => AggKind::Count,
+                AggregateKind::Sum => AggKind::Sum,
+                AggregateKind::SumInt => AggKind::SumInt,
+                AggregateKind::Min => AggKind::Min,
+                AggregateKind::MinInt => AggKind::MinInt,
+                AggregateKind::Max => AggKind::Max,
+                AggregateKind::MaxInt => AggKind::MaxInt,
+                AggregateKind::Avg => AggKind::Avg,
+                AggregateKind::Hll { log2m, regwidth } => AggKind::Hll {
+                    log2m: *log2m,
+                    regwidth: *regwidth,
+                },
+                AggregateKind::ExactDistinct => AggKind::ExactDistinct,
+                AggregateKind::Quantiles { k, ranks } => AggKind::Quantiles {
+                    k: *k,
+                    ranks: cardinal_rollup::Ranks::new(ranks)?,
+                },
+                AggregateKind::TopK { k } => AggKind::TopK { k: *k },
+                AggregateKind::Theta { lg_k } => AggKind::Theta { lg_k: *lg_k },
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Shape { aggs })
+}
+
+/// `bytes` in MiB, for messages.
+fn mib(bytes: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "a message")]
+    let mib = bytes as f64 / f64::from(1 << 20);
+    format!("{mib:.1} MiB")
+}
+
+/// The error of a run whose rollups reached `--memory-max`, naming the
+/// summary that holds the most.
+pub(crate) fn budget_error(
+    summary: &str,
+    bytes: u64,
+    groups: usize,
+    bytes_max: u64,
+) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the rollups reached --memory-max ({}): summary {summary} holds {} in {groups} groups; \
+         nothing was written: raise --memory-max, or group {summary} by fewer values",
+        mib(bytes_max),
+        mib(bytes)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_dialect_refuses_what_the_rollup_cannot_hold() {
+        // A plan that compiles must never fail in the rollup: the limits
+        // are checked once, in the dialect, and must be the same.
+        assert_eq!(cardinal_route::TOPK_K_MAX, cardinal_rollup::TOPK_K_MAX);
+        assert_eq!(cardinal_route::RANKS_MAX, cardinal_rollup::RANKS_MAX);
+    }
+}
