@@ -32,7 +32,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, other: &Counts) {
+    pub(crate) fn add(&mut self, other: &Counts) {
         self.records += other.records;
         self.bytes += other.bytes;
         self.rejects += other.rejects;

@@ -415,6 +415,36 @@ impl<'a> Fold<'a> {
         Ok(())
     }
 
+    /// Folds everything held back, then hands over each lane's groups
+    /// ([`Rollup::take_groups`]) and the counts since the last hand-over,
+    /// leaving the fold empty but at the same point of its stream: what a
+    /// continuous engine's worker gives at a snapshot. The groups' bytes
+    /// leave the memory budget with them.
+    pub(crate) fn hand_over(&mut self) -> (Vec<Rollup>, Counts) {
+        self.finish();
+        let rollups = self
+            .lanes
+            .iter_mut()
+            .map(|lane| {
+                // Held routes and cached group positions are of the
+                // groups handed over.
+                lane.pending = Pending::default();
+                lane.groups = columns::GroupCache::default();
+                lane.cached = None;
+                lane.to_remember = None;
+                lane.rollup.take_groups()
+            })
+            .collect();
+        if let Some(budget) = self.budget {
+            for gauge in &mut self.gauges {
+                gauge.release(budget);
+            }
+        }
+        self.gauges.fill(BytesGauge::default());
+        self.records_checked = 0;
+        (rollups, std::mem::take(&mut self.counts))
+    }
+
     /// Appends the pending reject lines to the rejects file, if any.
     pub(crate) fn flush_rejects(
         &mut self,

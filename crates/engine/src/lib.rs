@@ -20,6 +20,7 @@
 
 pub mod attribute;
 mod batch;
+pub mod continuous;
 mod feed;
 mod fold;
 mod jobs;
@@ -32,5 +33,6 @@ pub use batch::{
     Counts, EngineOptions, Executed, THREADS_MAX, execute, pick_stream, plain_bytes, shape_of,
     threads_default,
 };
+pub use continuous::{Continuous, ContinuousOptions, Full, View};
 pub use fold::AGGREGATES_MAX;
 pub use jobs::is_fifo;

@@ -431,6 +431,34 @@ impl Rollup {
         })
     }
 
+    /// Hands over every group and drop count, leaving this rollup empty
+    /// but still at the same point of its stream: the newest bucket and
+    /// the last eviction stay, so retention goes on as before. The robust
+    /// watermark goes with the groups, so that merging what successive
+    /// calls hand over sees each record once. A continuous engine's
+    /// workers hand their partials over this way: the pause is a move,
+    /// not a copy.
+    pub fn take_groups(&mut self) -> Rollup {
+        let width = self.shape.aggs.len();
+        let mut rest = Self {
+            shape: self.shape.clone(),
+            limits: self.limits,
+            parts: vec![Part::new(width)],
+            group_count: 0,
+            parts_after: self.parts_after,
+            last: (0, NO_ROW),
+            moves: 0,
+            newest_bucket: self.newest_bucket,
+            evicted_at: self.evicted_at,
+            drops: Drops::default(),
+            watermark: Watermark::default(),
+        };
+        // A GroupAt taken before must not reach into the new parts.
+        rest.moves = self.moves.wrapping_add(1);
+        std::mem::swap(self, &mut rest);
+        rest
+    }
+
     /// The same rollup, splitting into [`PARTS`] parts once it holds
     /// `groups` groups (at once if it already does) instead of at
     /// [`PARTS_AFTER_DEFAULT`]: for tests that want parts with few groups.

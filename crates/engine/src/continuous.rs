@@ -1,0 +1,519 @@
+//! The continuous engine: started from a plan, fed batches of one stream's
+//! records from any thread, folding them on its own workers while it runs,
+//! and answering with a merged view as of a batch boundary.
+//!
+//! ```text
+//!  producers (any threads)                   workers 1..N (own threads)
+//!  submit(bytes) ──lock──> seq = next++  ──> queue w (bounded) ──> parse,
+//!                          w = a queue         ...                  fold into
+//!                          with room            queue N             own partials
+//!
+//!  snapshot():  lock submit, S = next seq, put a hand-over marker at the
+//!               end of every queue, unlock          (ingest goes on)
+//!               each worker, reaching its marker: folds what it holds back,
+//!               hands its groups over (a move), goes on with empty ones
+//!               merge the hand-overs into the base, in worker order
+//!               -> the view: every batch with seq < S, and no other
+//! ```
+//!
+//! Every batch before the markers sits ahead of them in some queue, and
+//! every batch after them behind, so what the workers hand over is exactly
+//! the batches numbered below `S`: a write-ahead log may drop what a saved
+//! view covers. Ingest pauses only while a worker moves its groups out;
+//! the merge runs on the caller's thread while the workers go on. The view
+//! is the base itself, borrowed under its lock: reading it copies nothing,
+//! and the next snapshot waits until it is dropped.
+//!
+//! Batches hold whole records of the stream, in its declared format, with
+//! no header: a CSV stream's records are read as if under the header
+//! [`ContinuousOptions::header`] gives (by default its declared columns in
+//! order). A full queue blocks [`Continuous::submit`] and fails
+//! [`Continuous::try_submit`] with [`Full`]: the caller decides whether to
+//! wait (a socket stops reading) or refuse (HTTP answers 503).
+//!
+//! The merged answer equals [`crate::execute`]'s over the same records for
+//! every exact aggregate and every HyperLogLog, whatever the interleaving
+//! (a union does not depend on order); order-dependent sketches (KLL
+//! quantiles' compactions) agree within their error bounds.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use cardinal_parse::Batch;
+use cardinal_rollup::{Limits, MemoryBudget, Rollup, Shape};
+use cardinal_route::{Format, Plan, Summary};
+
+use crate::batch::{Counts, group_limit_error, pick_stream, shape_of};
+use crate::fold::{Fold, REJECTS_SHOWN_MAX};
+use crate::progress::Progress;
+use crate::worker::{Parser, fold_chunk};
+
+/// Batches one worker's queue holds by default before `submit` waits.
+pub const QUEUE_BATCHES_DEFAULT: usize = 64;
+/// The most batches a worker's queue may hold.
+pub const QUEUE_BATCHES_MAX: usize = 1 << 16;
+
+/// How to run a continuous engine.
+#[derive(Debug, Clone)]
+pub struct ContinuousOptions {
+    /// The stream batches belong to (default: the only one declared).
+    pub stream: Option<String>,
+    /// Worker threads, at least 1.
+    pub threads: usize,
+    /// Batches each worker's queue holds (1..=[`QUEUE_BATCHES_MAX`]).
+    pub queue_batches: usize,
+    /// Group limit and retention of every summary.
+    pub limits: Limits,
+    /// The header a CSV stream's batches are read under, without its
+    /// newline; `None`: the declared column names in order.
+    pub header: Option<Vec<u8>>,
+    /// Bytes the workers' partial rollups may hold together.
+    pub memory_max: u64,
+    /// Counters the workers publish to.
+    pub progress: Option<Arc<Progress>>,
+}
+
+impl ContinuousOptions {
+    /// `threads` workers, default queues, no limits, a memory budget of
+    /// `memory_max` bytes.
+    pub fn new(threads: usize, memory_max: u64) -> Self {
+        Self {
+            stream: None,
+            threads,
+            queue_batches: QUEUE_BATCHES_DEFAULT,
+            limits: Limits::default(),
+            header: None,
+            memory_max,
+            progress: None,
+        }
+    }
+}
+
+/// A batch refused because every queue was full; the bytes come back.
+#[derive(Debug)]
+pub struct Full(pub Vec<u8>);
+
+impl std::fmt::Display for Full {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("every worker's queue is full")
+    }
+}
+
+impl std::error::Error for Full {}
+
+/// What a worker's queue carries.
+enum Message {
+    /// Records to fold, numbered by submission.
+    Batch { seq: u64, bytes: Vec<u8> },
+    /// Hand the partials over on this channel.
+    HandOver(SyncSender<HandOver>),
+}
+
+/// A worker's groups and counts since its last hand-over.
+struct HandOver {
+    rollups: Vec<Rollup>,
+    counts: Counts,
+}
+
+/// The submitting side, under one lock: numbering and queue order agree.
+struct Submit {
+    next_seq: u64,
+    /// The queue the next batch tries first (round robin).
+    next_queue: usize,
+    queues: Vec<SyncSender<Message>>,
+}
+
+/// The merged state: everything handed over so far.
+#[derive(Debug)]
+struct Base {
+    rollups: Vec<Rollup>,
+    counts: Counts,
+    covers: u64,
+}
+
+/// What the workers share.
+#[derive(Debug)]
+struct Shared {
+    plan: Arc<Plan>,
+    stream: usize,
+    limits: Limits,
+    header: Option<Vec<u8>>,
+    shown: AtomicU64,
+    budget: MemoryBudget,
+    progress: Arc<Progress>,
+    /// The first failure of a worker, for the callers that find it gone.
+    failed: Mutex<Option<String>>,
+}
+
+/// A running engine over one stream of a plan.
+#[derive(Debug)]
+pub struct Continuous {
+    shared: Arc<Shared>,
+    summaries: Vec<String>,
+    submit: Mutex<Submit>,
+    base: Mutex<Base>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Submit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Submit")
+            .field("next_seq", &self.next_seq)
+            .field("queues", &self.queues.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The merged view as of a batch boundary (see [`Continuous::snapshot`]),
+/// borrowed: the next snapshot waits until it is dropped.
+#[derive(Debug)]
+pub struct View<'e> {
+    base: MutexGuard<'e, Base>,
+    summaries: &'e [String],
+}
+
+impl View<'_> {
+    /// The batches the view covers: every batch numbered below this, and
+    /// no other.
+    pub fn covers(&self) -> u64 {
+        self.base.covers
+    }
+
+    /// Records, bytes and rejects over the covered batches.
+    pub fn counts(&self) -> &Counts {
+        &self.base.counts
+    }
+
+    /// One merged rollup per summary of the stream, in declaration order.
+    pub fn rollups(&self) -> &[Rollup] {
+        &self.base.rollups
+    }
+
+    /// The merged rollup of the summary called `name`.
+    pub fn rollup(&self, name: &str) -> Option<&Rollup> {
+        let index = self.summaries.iter().position(|s| s == name)?;
+        self.base.rollups.get(index)
+    }
+
+    /// The names of the summaries, in the order of [`View::rollups`].
+    pub fn summaries(&self) -> &[String] {
+        self.summaries
+    }
+}
+
+impl Continuous {
+    /// Starts the workers of an engine over `plan`'s stream.
+    pub fn start(plan: Arc<Plan>, options: &ContinuousOptions) -> Result<Self> {
+        let stream = pick_stream(&plan, options.stream.as_deref())?;
+        ensure!(
+            !plan.attributions.iter().any(|a| a.stream == stream),
+            "the continuous engine does not run CREATE ATTRIBUTION yet"
+        );
+        ensure!(
+            !matches!(plan.streams[stream].format, Format::Parquet),
+            "a Parquet stream is read from files, not fed as batches"
+        );
+        ensure!(
+            (1..=QUEUE_BATCHES_MAX).contains(&options.queue_batches),
+            "queue_batches must be 1 to {QUEUE_BATCHES_MAX}"
+        );
+        let summaries: Vec<&Summary> = plan
+            .summaries
+            .iter()
+            .filter(|s| s.stream == stream)
+            .collect();
+        ensure!(
+            !summaries.is_empty(),
+            "no CREATE SUMMARY reads stream {}",
+            plan.streams[stream].name
+        );
+        let rollups = summaries
+            .iter()
+            .map(|s| Ok(Rollup::new(shape_of(s)?, options.limits)?))
+            .collect::<Result<Vec<_>>>()?;
+        let names = summaries.iter().map(|s| s.name.clone()).collect();
+        let shared = Arc::new(Shared {
+            stream,
+            limits: options.limits,
+            header: options.header.clone(),
+            // Workers print no rejects: a service reports them otherwise.
+            shown: AtomicU64::new(REJECTS_SHOWN_MAX),
+            budget: MemoryBudget::new(options.memory_max),
+            progress: options.progress.clone().unwrap_or_default(),
+            failed: Mutex::new(None),
+            plan,
+        });
+        let threads = options.threads.max(1);
+        let mut queues = Vec::with_capacity(threads);
+        let mut workers = Vec::with_capacity(threads);
+        for index in 0..threads {
+            let (queue, inbox) = sync_channel(options.queue_batches);
+            let shared = Arc::clone(&shared);
+            let worker = std::thread::Builder::new()
+                .name(format!("cardinal-worker-{index}"))
+                .spawn(move || {
+                    if let Err(e) = work(&shared, index, &inbox) {
+                        let mut failed =
+                            shared.failed.lock().unwrap_or_else(PoisonError::into_inner);
+                        failed.get_or_insert_with(|| format!("worker {index}: {e:#}"));
+                    }
+                })
+                .context("starting a worker")?;
+            queues.push(queue);
+            workers.push(worker);
+        }
+        Ok(Self {
+            shared,
+            summaries: names,
+            submit: Mutex::new(Submit {
+                next_seq: 0,
+                next_queue: 0,
+                queues,
+            }),
+            base: Mutex::new(Base {
+                rollups,
+                counts: Counts::default(),
+                covers: 0,
+            }),
+            workers,
+        })
+    }
+
+    /// Queues a batch, waiting while every queue is full; its number.
+    pub fn submit(&self, bytes: Vec<u8>) -> Result<u64> {
+        self.send(bytes, true)
+            .map_err(|e| e.unwrap_or_else(|full| anyhow!("{full}")))
+    }
+
+    /// Queues a batch if some queue has room; its number, or [`Full`] with
+    /// the bytes.
+    pub fn try_submit(
+        &self,
+        bytes: Vec<u8>,
+    ) -> Result<u64, std::result::Result<anyhow::Error, Full>> {
+        self.send(bytes, false)
+    }
+
+    fn send(
+        &self,
+        bytes: Vec<u8>,
+        wait: bool,
+    ) -> Result<u64, std::result::Result<anyhow::Error, Full>> {
+        let mut submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
+        let seq = submit.next_seq;
+        let n = submit.queues.len();
+        let mut message = Message::Batch { seq, bytes };
+        for turn in 0..n {
+            let q = (submit.next_queue + turn) % n;
+            match submit.queues[q].try_send(message) {
+                Ok(()) => {
+                    submit.next_queue = (q + 1) % n;
+                    submit.next_seq += 1;
+                    return Ok(seq);
+                }
+                Err(TrySendError::Full(back)) => message = back,
+                Err(TrySendError::Disconnected(_)) => return Err(Ok(self.stopped())),
+            }
+        }
+        if !wait {
+            let Message::Batch { bytes, .. } = message else {
+                unreachable!("a batch was sent");
+            };
+            return Err(Err(Full(bytes)));
+        }
+        let q = submit.next_queue;
+        if submit.queues[q].send(message).is_err() {
+            return Err(Ok(self.stopped()));
+        }
+        submit.next_queue = (q + 1) % n;
+        submit.next_seq += 1;
+        Ok(seq)
+    }
+
+    /// The error of an engine whose worker has stopped.
+    fn stopped(&self) -> anyhow::Error {
+        let failed = self
+            .shared
+            .failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match &*failed {
+            Some(why) => anyhow!("the engine stopped: {why}"),
+            None => anyhow!("the engine stopped"),
+        }
+    }
+
+    /// The merged view of every batch submitted before this call (and of
+    /// no later one): the workers hand their groups over at a marker
+    /// queued behind those batches, and they are merged into the base.
+    /// Ingest pauses only while each worker moves its groups out.
+    pub fn snapshot(&self) -> Result<View<'_>> {
+        let mut base = self.base.lock().unwrap_or_else(PoisonError::into_inner);
+        let (covers, replies) = {
+            let submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut replies = Vec::with_capacity(submit.queues.len());
+            for queue in &submit.queues {
+                let (reply, hand_over) = sync_channel(1);
+                queue
+                    .send(Message::HandOver(reply))
+                    .map_err(|_| self.stopped())?;
+                replies.push(hand_over);
+            }
+            (submit.next_seq, replies)
+        };
+        for (index, reply) in replies.into_iter().enumerate() {
+            let part = reply.recv().map_err(|_| self.stopped())?;
+            base.counts.add(&part.counts);
+            for ((into, from), name) in base
+                .rollups
+                .iter_mut()
+                .zip(&part.rollups)
+                .zip(&self.summaries)
+            {
+                match into.merge(from) {
+                    Err(cardinal_rollup::Error::Limit {
+                        name: "groups_max",
+                        value,
+                        ..
+                    }) => {
+                        return Err(group_limit_error(name, value));
+                    }
+                    merged => merged.with_context(|| format!("merging worker {index}'s {name}"))?,
+                }
+            }
+        }
+        for rollup in &mut base.rollups {
+            rollup.evict_expired();
+        }
+        base.covers = covers;
+        Ok(View {
+            base,
+            summaries: &self.summaries,
+        })
+    }
+
+    /// Stops taking batches, folds every batch queued and returns the
+    /// final merged rollups and counts, with the number of batches.
+    pub fn finish(self) -> Result<(Vec<Rollup>, Counts, u64)> {
+        let covers = {
+            let view = self.snapshot()?;
+            view.covers()
+        };
+        let Continuous {
+            submit,
+            base,
+            workers,
+            shared,
+            ..
+        } = self;
+        drop(submit);
+        for worker in workers {
+            if worker.join().is_err() {
+                bail!("a worker panicked");
+            }
+        }
+        if let Some(why) = shared
+            .failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            bail!("the engine stopped: {why}");
+        }
+        let base = base.into_inner().unwrap_or_else(PoisonError::into_inner);
+        Ok((base.rollups, base.counts, covers))
+    }
+}
+
+/// One worker: folds the batches of its queue until the queue closes,
+/// handing its partials over at each marker.
+fn work(shared: &Shared, index: usize, inbox: &Receiver<Message>) -> Result<()> {
+    // Each worker's sketches flip coins of their own stream.
+    cardinal_sketch::quantiles::seed_thread(index as u64 + 1);
+    let plan = &*shared.plan;
+    let stream = &plan.streams[shared.stream];
+    let summaries: Vec<&Summary> = plan
+        .summaries
+        .iter()
+        .filter(|s| s.stream == shared.stream)
+        .collect();
+    let shapes: Vec<Shape> = summaries
+        .iter()
+        .map(|s| shape_of(s))
+        .collect::<Result<_>>()?;
+    let mut reads: Vec<usize> = summaries.iter().flat_map(|s| s.reads.clone()).collect();
+    reads.sort_unstable();
+    reads.dedup();
+    let mut fold = Fold::new(&summaries, &shapes, shared.limits, &shared.shown, stream)?;
+    fold.budget = Some(&shared.budget);
+    let mut parser = Parser::new(stream, Some(&reads))?;
+    let name: Arc<str> = Arc::from(format!("stream {}", stream.name));
+    if let Parser::Csv(csv) = &mut parser
+        && stream.header
+    {
+        let header = match &shared.header {
+            Some(header) => header.clone(),
+            None => declared_header(stream),
+        };
+        csv.read_header(&name, &header)
+            .with_context(|| format!("the header of stream {}", stream.name))?;
+    }
+    let mut batch = Batch::new();
+    let mut tap = shared.progress.tap();
+    let mut collector = None;
+    for message in inbox {
+        match message {
+            Message::Batch { seq, bytes } => {
+                batch.chunk_mut().set(&name, None, 0, &bytes);
+                // The batch number orders equal times (as an input's
+                // index does in a run); it wraps, harmlessly.
+                #[expect(clippy::cast_possible_truncation, reason = "a tie-breaker")]
+                let input = seq as u32;
+                fold_chunk(
+                    &mut parser,
+                    input,
+                    &mut batch,
+                    &mut fold,
+                    &mut collector,
+                    None,
+                    &mut tap,
+                )?;
+            }
+            Message::HandOver(reply) => {
+                let (rollups, counts) = fold.hand_over();
+                // The counters published so far stay; the tap starts over
+                // with the fold's counts.
+                tap = shared.progress.tap();
+                // A snapshot stops listening only when it has failed, and
+                // the engine with it: say what goes.
+                if let Err(back) = reply.send(HandOver { rollups, counts }) {
+                    bail!(
+                        "a snapshot stopped listening; {} groups of worker {index} would be lost",
+                        back.0
+                            .rollups
+                            .iter()
+                            .map(Rollup::group_count)
+                            .sum::<usize>()
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A CSV stream's declared column names as a header line.
+fn declared_header(stream: &cardinal_route::Stream) -> Vec<u8> {
+    let delimiter = char::from(stream.delimiter);
+    stream
+        .schema
+        .columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect::<Vec<_>>()
+        .join(&delimiter.to_string())
+        .into_bytes()
+}

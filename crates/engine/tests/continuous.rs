@@ -1,0 +1,228 @@
+//! The continuous engine against the batch engine: fed the same records as
+//! batches from several producer threads in any interleaving, it ends with
+//! exactly the state `execute` reaches over them (exact aggregates equal,
+//! HyperLogLog bytes equal), and a snapshot taken mid-stream equals
+//! `execute` over the batches it says it covers.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cardinal_engine::{Continuous, ContinuousOptions, EngineOptions, execute};
+use cardinal_rollup::{AggState, Rollup};
+use cardinal_route::Plan;
+use proptest::prelude::*;
+
+/// Exact aggregates and HyperLogLogs only: KLL quantiles compact in
+/// arrival order and agree only within their bounds.
+const SQL: &str = "
+    CREATE STREAM s (ts TIMESTAMP, n BIGINT, x DOUBLE, t TEXT) WITH (time = 'ts');
+    CREATE SUMMARY by_day AS SELECT date_trunc('day', ts) AS day, t,
+        count(*), count(x), sum(x), avg(n), min(x), max(n), sum(n), hll(n), exact_distinct(t)
+      FROM s GROUP BY day, t;
+    CREATE SUMMARY wide AS SELECT date_trunc('hour', ts) AS hour, n % 97 AS m,
+        count(*), hll(t), min(n), max(x)
+      FROM s WHERE x > 0.25 GROUP BY hour, m;";
+
+const HEADER: &str = "ts,n,x,t";
+
+/// Record `i` of a stream drawn from `seed`: a few days, a few hundred
+/// users, texts of some thirty values, some NULLs and some bad rows.
+fn record(seed: u64, i: u64) -> String {
+    let h = splitmix(seed ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    let day = 1 + h % 5;
+    let hour = (h >> 8) % 24;
+    let n = (h >> 16) % 700;
+    let x = ((h >> 32) % 10_000) as f64 / 4096.0;
+    let t = (h >> 48) % 31;
+    match (h >> 60) % 16 {
+        0 => format!("2026-11-0{day}T{hour:02}:00:00Z,{n},,t{t}"),
+        1 => format!("2026-11-0{day}T{hour:02}:00:00Z,not a number,{x},t{t}"),
+        _ => format!("2026-11-0{day}T{hour:02}:17:00Z,{n},{x},t{t}"),
+    }
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The batches: records `0..n` cut into pieces of the given sizes.
+fn batches(seed: u64, n: u64, sizes: &[usize]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut turn = 0;
+    while i < n {
+        let size = sizes[turn % sizes.len()].max(1) as u64;
+        let mut bytes = Vec::new();
+        for j in i..(i + size).min(n) {
+            writeln!(bytes, "{}", record(seed, j)).expect("write to a Vec");
+        }
+        out.push(bytes);
+        i += size;
+        turn += 1;
+    }
+    out
+}
+
+/// A group's states in a comparable form: HyperLogLogs as their bytes,
+/// the rest as their output.
+fn canonical(rollup: &Rollup) -> Vec<String> {
+    let kinds = &rollup.shape().aggs;
+    let mut rows: Vec<String> = rollup
+        .groups()
+        .map(|(bucket, key, states)| {
+            let states: Vec<String> = states
+                .iter()
+                .zip(kinds)
+                .map(|(state, kind)| match state {
+                    AggState::Hll(hll) => hll.to_hex(),
+                    _ => format!("{:?}", state.output(kind)),
+                })
+                .collect();
+            format!("{bucket:?} {key:?} {}", states.join(" "))
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// `execute` over the given batches, as one file with a header.
+fn executed(plan: &Plan, batches: &[Vec<u8>], threads: usize, name: &str) -> Vec<Vec<String>> {
+    let path: PathBuf = std::env::temp_dir().join(format!(
+        "cardinal-continuous-{}-{name}.csv",
+        std::process::id()
+    ));
+    let mut bytes = format!("{HEADER}\n").into_bytes();
+    for batch in batches {
+        bytes.extend_from_slice(batch);
+    }
+    std::fs::write(&path, bytes).expect("temp file");
+    let options = EngineOptions::new(threads, 1 << 30);
+    let executed = execute(plan, std::slice::from_ref(&path), &options).expect("execute");
+    std::fs::remove_file(&path).expect("remove temp file");
+    executed.rollups.iter().map(canonical).collect()
+}
+
+fn start(plan: &Arc<Plan>, threads: usize, queue_batches: usize) -> Continuous {
+    let mut options = ContinuousOptions::new(threads, 1 << 30);
+    options.queue_batches = queue_batches;
+    Continuous::start(Arc::clone(plan), &options).expect("start")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x00c0_ffee),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn any_interleaving_ends_where_execute_ends(
+        seed in any::<u64>(),
+        n in 0u64..3_000,
+        sizes in prop::collection::vec(1usize..400, 1..6),
+        producers in 1usize..4,
+        threads in 1usize..4,
+        queue_batches in 1usize..4,
+        pauses in prop::collection::vec(0u8..4, 1..8),
+    ) {
+        let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+        let all = batches(seed, n, &sizes);
+        let engine = start(&plan, threads, queue_batches);
+        std::thread::scope(|scope| {
+            for p in 0..producers {
+                let (engine, all, pauses) = (&engine, &all, &pauses);
+                scope.spawn(move || {
+                    // Producer p sends every producers-th batch, yielding
+                    // now and then so that the interleavings vary.
+                    for (k, batch) in all.iter().enumerate().skip(p).step_by(producers) {
+                        for _ in 0..pauses[k % pauses.len()] {
+                            std::thread::yield_now();
+                        }
+                        engine.submit(batch.clone()).expect("submit");
+                    }
+                });
+            }
+        });
+        let (rollups, counts, covers) = engine.finish().expect("finish");
+        prop_assert_eq!(covers, all.len() as u64);
+        let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
+        let want = executed(&plan, &all, 1 + (seed % 3) as usize, "all");
+        prop_assert_eq!(got, want);
+        let lines: u64 = all.iter().map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64).sum();
+        prop_assert_eq!(counts.records + counts.rejects, lines);
+    }
+
+    #[test]
+    fn a_snapshot_equals_execute_over_the_batches_it_covers(
+        seed in any::<u64>(),
+        n in 1u64..2_000,
+        sizes in prop::collection::vec(1usize..300, 1..5),
+        threads in 1usize..4,
+        cut in 0usize..=100,
+    ) {
+        let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+        let all = batches(seed, n, &sizes);
+        let engine = start(&plan, threads, 2);
+        let k = all.len() * cut / 100;
+        for batch in &all[..k] {
+            engine.submit(batch.clone()).expect("submit");
+        }
+        {
+            let view = engine.snapshot().expect("snapshot");
+            prop_assert_eq!(view.covers(), k as u64);
+            let got: Vec<Vec<String>> = view.rollups().iter().map(canonical).collect();
+            prop_assert_eq!(got, executed(&plan, &all[..k], threads, "first"));
+        }
+        // A second snapshot with nothing new is the same view.
+        {
+            let view = engine.snapshot().expect("snapshot");
+            prop_assert_eq!(view.covers(), k as u64);
+        }
+        for batch in &all[k..] {
+            engine.submit(batch.clone()).expect("submit");
+        }
+        let (rollups, _, covers) = engine.finish().expect("finish");
+        prop_assert_eq!(covers, all.len() as u64);
+        let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
+        prop_assert_eq!(got, executed(&plan, &all, threads, "rest"));
+    }
+}
+
+#[test]
+fn a_full_queue_gives_the_batch_back() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let engine = start(&plan, 1, 1);
+    let batch = batches(7, 20_000, &[20_000]).remove(0);
+    // One worker, one slot: some try must find the queue full while the
+    // worker folds the batch before it.
+    let mut full = 0;
+    let mut accepted = 0u64;
+    for _ in 0..64 {
+        match engine.try_submit(batch.clone()) {
+            Ok(_) => accepted += 1,
+            Err(Err(cardinal_engine::Full(back))) => {
+                assert_eq!(back, batch, "the bytes come back whole");
+                full += 1;
+            }
+            Err(Ok(e)) => panic!("the engine stopped: {e:#}"),
+        }
+    }
+    assert!(full > 0, "64 tries never found the queue full");
+    let (_, counts, covers) = engine.finish().expect("finish");
+    assert_eq!(covers, accepted);
+    assert_eq!(counts.records + counts.rejects, accepted * 20_000);
+}
+
+#[test]
+fn a_plan_it_cannot_run_is_refused() {
+    let parquet = "CREATE STREAM p (ts TIMESTAMP, n BIGINT) WITH (format = 'parquet', time = 'ts');
+        CREATE SUMMARY a AS SELECT count(*) FROM p;";
+    let plan = Arc::new(Plan::compile(parquet).expect("compiles"));
+    let error = Continuous::start(plan, &ContinuousOptions::new(1, 1 << 30)).expect_err("parquet");
+    assert!(format!("{error:#}").contains("Parquet"), "{error:#}");
+}
