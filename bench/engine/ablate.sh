@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What each aggregate family costs in W1/W3: the impressions schema, and
 # copies of it with one family swapped for a plain count or sum, timed
-# alternately on one input with one worker. See bench/README.md, "Where
+# alternately on one input with one worker. See bench/JOURNAL.md, "Where
 # W3's time goes".
 #
 #   bench/engine/ablate.sh INPUT [ROUNDS] [CARDINAL]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The rollup engine (`cardinal run`) against DuckDB and chDB (embedded
 # ClickHouse), on the same generated files, interleaved in one run.
-# See bench/README.md, "Engine against DuckDB and chDB".
+# Current results in bench/README.md; the rounds in bench/JOURNAL.md,
+# "Engine against DuckDB and chDB".
 #
 #   bench/engine/run.sh                          # defaults below, 3 rounds
 #   bench/engine/run.sh --events 2000000 --rows 2000000 --rounds 1

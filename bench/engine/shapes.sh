@@ -3,7 +3,7 @@
 # three: plain, cut (substr), two-column and evaluated keys, filters, and
 # the exact and Theta aggregates, over the engine benchmark's 20M-row
 # files, one worker, timed alternately. A shape far above its neighbours
-# is a path the engine takes badly. See bench/README.md, "Keys memoized
+# is a path the engine takes badly. See bench/JOURNAL.md, "Keys memoized
 # by their texts".
 #
 #   bench/engine/shapes.sh [ROUNDS] [CARDINAL] [DATA]

@@ -3,7 +3,7 @@
 //!
 //! At 200M users every append touches three or four random lines of a
 //! 16 GB heap, and on a VM each TLB miss is a two-dimensional page walk: it
-//! was the store's largest cost (bench/README.md, "Expiry by the clock").
+//! was the store's largest cost (bench/JOURNAL.md, "Expiry by the clock").
 //! Backing the arena with 2 MiB huge pages makes one TLB entry cover 512
 //! times the bytes. The price is the first touch: the kernel zeroes 2 MiB
 //! at once, and when memory is fragmented compacts it first (~5 ms here,
@@ -65,7 +65,7 @@ static HUGE_PAGES: AtomicBool = AtomicBool::new(true);
 /// Whether the chunks faulted in ahead from now on are advised for
 /// transparent huge pages (the default) or stay on 4 KiB pages (still
 /// faulted in off the appending thread). Huge pages take most TLB misses
-/// out of a large store (bench/README.md, "Journeys": ~15% more appends
+/// out of a large store (bench/JOURNAL.md, "Journeys": ~15% more appends
 /// per CPU-second at 200M users), but on some machines memory on huge
 /// pages has a longer tail of millisecond stalls whatever runs on it (the
 /// benchmark's control loop shows it); a server that puts the tail first

@@ -78,7 +78,7 @@ pub const SHARD_SLOTS_INITIAL_MIN: u32 = 4;
 /// many keys rehashes them in well under the 1 ms goal. At 200M keys a
 /// growth costs ~30-90 ns per key (a cold table in, a fresh one out), so
 /// one operation at a time, shards of 8K keys passed 1 ms in 84 of 884K
-/// growths and shards of 4K keys in 1 of 1.57M (bench/README.md,
+/// growths and shards of 4K keys in 1 of 1.57M (bench/JOURNAL.md,
 /// "Journeys"), for 40 bytes of bookkeeping per shard and no change in
 /// throughput.
 pub const SHARD_KEYS_TARGET: u64 = 4 * 1024;
@@ -119,7 +119,7 @@ const _: () = assert!(TAG_GAP_UNITS_MAX + TAG_UNITS_PER_LOOKBACK + 2 < 256 - TAG
 /// appends. Each pair in flight holds an index line and a chain line on
 /// their way from memory; 32 covers the memory latency (~100 ns) at the
 /// ~10 ns a cached append costs, and keeps the window's lines (2 per pair,
-/// 4 KiB) in L1. Measured in bench/README.md ("Journeys").
+/// 4 KiB) in L1. Measured in bench/JOURNAL.md ("Journeys").
 pub const APPEND_BATCH_WINDOW: usize = 32;
 
 /// A user id: the key of a chain.

@@ -4,7 +4,7 @@
 //! sketches, with one fused loop per record in place of the engine's
 //! general fold. What the engine spends over this is the price of being
 //! general; what this spends is a floor no fold over these parts goes
-//! under (bench/README.md, "W1's floor").
+//! under (bench/JOURNAL.md, "W1's floor").
 //!
 //! ```sh
 //! cargo run --release -p cardinal --example w1_floor -- FILE [STAGE]

@@ -12,6 +12,15 @@
 //!   read from raw bytes by [`Value::parse`] with a [`ValueError`] reason;
 //! - [`Record`]: raw field access, implemented by each input format.
 //!
+//! [`Value::parse`] has fast paths, each tested and fuzzed against
+//! [`Value::parse_without_fast_path`]: 8-digit integers by SWAR, Clinger's exact
+//! float case with a plain digit loop for decimals of at most 19 digits,
+//! and the fixed ISO-8601 layouts. A [`DateMemo`] (which
+//! [`Value::parse_memo`] and [`Record::value_memo`] take) converts a
+//! timestamp's date only when its first 10 bytes change and its `HH:MM:SS`
+//! only when those 8 bytes change, so a day of events converts its date
+//! once; a [`BucketMemo`] keeps the last bucket.
+//!
 //! ```
 //! use cardinal_event::{ColumnType, Timestamp, TimeUnit, Value};
 //! let ts = Timestamp::parse(b"2026-11-04T13:45:59Z").unwrap();

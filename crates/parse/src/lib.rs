@@ -44,6 +44,14 @@
 //! # Ok::<(), cardinal_parse::Error>(())
 //! ```
 
+// Why the batch lives here and not in `cardinal-event`: a `Batch` holds a
+// `cardinal_source::Chunk`, and `event` needs only the `Record` trait that
+// batches' records implement. Parquet is a module of this crate, not a crate
+// of its own: its reader shares `Reject`s and the `Record` contract, and the
+// engine is its only user; it fills its own `ParquetBatch` of Arrow arrays
+// instead of spans over a text chunk. Change `Record` and both batch kinds,
+// the engine's column paths and the fuzz targets change with it.
+
 #![deny(missing_docs)]
 
 pub mod amplab;

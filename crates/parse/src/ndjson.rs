@@ -33,7 +33,7 @@
 //! Why not `serde_json`: with borrowed `&RawValue` maps it allocates a map
 //! per object and walks every value twice (once to find its end, once to
 //! read it). Measured on 2026-11-21 on the 2-vCPU VM (the "Parsing"
-//! section of `bench/README.md`), on the impressions stream: about 1 GB/s
+//! section of `bench/JOURNAL.md`), on the impressions stream: about 1 GB/s
 //! per core for the scanner, 0.16 GB/s for `serde_json`. `serde_json` stays as the oracle the scanner is
 //! tested against (`tests/ndjson.rs`).
 //!

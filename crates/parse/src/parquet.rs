@@ -45,6 +45,17 @@
 //! [`Error::ParquetBatchBytesMax`]. A corrupt file is an [`Error::Parquet`]
 //! for the whole input, never a panic (the `parse_parquet` fuzz target
 //! feeds arbitrary bytes to [`ParquetFile::from_bytes`]).
+//!
+//! The `parquet` crate is not trusted with raw bytes. It asserts on a
+//! negative column-chunk offset in a footer, so [`ParquetFile`] checks every
+//! chunk's range against the file length first; and its page decoders
+//! panic on some corrupt pages ("Decoder for dict should have been set",
+//! found by flipping one byte), which cannot be checked from outside, so
+//! every call into it runs under `catch_unwind` and a panic becomes
+//! [`Error::ParquetPanic`] for that input (the reader is dropped). It is
+//! built without default features (zstd, lz4, snappy, pure-Rust gzip,
+//! simdutf8), with `arrow-array`, `arrow-schema`, `arrow-buffer` and
+//! `bytes`.
 
 // Maintainer note: the value mapping is written twice on purpose: once as
 // the type check in `check_type` (what a file may hold for a declared type)

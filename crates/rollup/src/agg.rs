@@ -32,6 +32,16 @@
 //! there too, so a sum answers as PostgreSQL and DuckDB do (an infinity, or
 //! NaN), in any order; a finite sum beyond the largest double answers as an
 //! infinity of its sign. `avg(x)` divides the rounded sum by the count.
+//!
+//! Every state is 48 bytes, whatever the aggregate, and a group's states
+//! sit side by side: an [`AggState`] is as large as its largest variant,
+//! so KLL, Theta and top-k states are boxed, and an HLL stays inline in 40
+//! bytes because `sketch::hll` packs its settings in 8. Boxing the HLL
+//! instead cost an allocation and a cache miss per group (494 MB and 1.29 s
+//! against 362 MB and 0.89 s for 1.5M groups, `rollup_memory`, 2026-11-21);
+//! states of 80 bytes (top-k's two maps inline) cost 341 bytes a group
+//! against 241. Quantile aggregates over the same argument and `k` share
+//! one KLL sketch ([`AggKind::QuantilesOf`]).
 
 use std::collections::HashMap;
 

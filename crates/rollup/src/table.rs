@@ -36,6 +36,25 @@
 //! previous fold's skips the hash and the probe. A merge probes with the
 //! other side's stored hashes and key bytes.
 //!
+//! A large table makes each fold a chain of cache misses (index slot, group
+//! record, states), so the engine overlaps them instead of waiting: it
+//! hashes a key and prefetches its slot when a route enters its ring
+//! ([`Rollup::prefetch`]), the group record and states halfway
+//! ([`Rollup::prefetch_group`]), a long key's bytes at three quarters
+//! ([`Rollup::prefetch_key`]), and folds by the hash when it leaves
+//! ([`Rollup::fold_hashed`]), in arrival order. Past the split it holds
+//! routes per part and folds a part at a time ([`Rollup::fold_held`],
+//! without the last-fold comparison); a part about to fold at least half
+//! as many records as it has groups, within [`PART_PREFETCH_BYTES_MAX`], is
+//! loaded whole first in address order ([`Rollup::prefetch_part`]), and a
+//! few of its lines per record while the part before it folds
+//! ([`Rollup::part_lines`], [`Rollup::prefetch_part_lines`]). A new group
+//! is opened out of line of the probe. The batch fold finds groups in
+//! arrival order ([`Rollup::locate`], [`Rollup::locate_at`]) and reuses the
+//! last one ([`Rollup::last_folded`]). Query 2A's 512K groups at 2M rows
+//! took half the time with the ring; its 1.45M groups at 20M rows another
+//! tenth with parts loaded whole (bench/JOURNAL.md, 2026-11-21).
+//!
 //! Limits: at most `groups_max` groups (a record that would open a group past
 //! it is dropped and counted: a memory guard against a runaway dimension);
 //! with a retention window, records older than `newest bucket - window` are

@@ -51,6 +51,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+// Dependencies: `cardinal-event`, `cardinal-sketch` (its limits validate
+// aggregate parameters, its hashes are applied once per argument),
+// `sqlparser` without default features, and `thiserror`. sqlparser's
+// `recursive-protection` feature pulls a C build; instead `EXPR_DEPTH_MAX`,
+// checked on the tokens and on the parsed tree before any recursive walk,
+// bounds nesting (chains such as `a + b + ...` included), with
+// `EXPR_OPERATORS_MAX` and `DECLARATION_BYTES_MAX` beside it. A change to
+// sqlparser's tree shapes must keep those checks ahead of every walk.
+
 #![deny(missing_docs)]
 
 mod cache;

@@ -5,6 +5,12 @@
 //! same bits); `as i64` gives the SQL value. The seed is a 32-bit value: a
 //! negative SQL seed is taken as `seed as u32`, as postgresql-hll does.
 //!
+//! The engine hashes each user id once ([`user_id`]: h1 with seed 0, as
+//! `hll_hash_bigint`) and hands the 64-bit hash to every sketch that reads
+//! it. The 8-byte case has its own specialised MurmurHash3; text
+//! ([`bytes`], `hll_hash_text`) has a general one that reads a tail as two
+//! words. Both are tested against the `mur3` crate, a dev-dependency only.
+//!
 //! Bytes hashed per SQL type: boolean 1 byte, smallint 2, integer 4, bigint 8
 //! (little-endian), text and bytea their raw bytes. Checked values (from a
 //! live postgresql-hll 2.20, see `specs/hll-storage.md`):

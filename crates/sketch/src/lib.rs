@@ -21,6 +21,16 @@
 //!
 //! Approximate answers come as [`Estimate`]: a value and its 95% interval.
 //!
+//! Decoders never trust their bytes: each checks the body length a header
+//! implies before allocating, so a forged header cannot make it allocate
+//! memory the bytes do not back. Third-party decoders are not handed raw
+//! bytes either: [`exact`] walks the Roaring layout and [`theta`] checks
+//! the entry count before calling `roaring` or `datasketches`, because
+//! both were measured allocating far more than their input (roaring 256
+//! KiB from 23 bytes, DataSketches Theta v4 64 times the input) and
+//! accepting duplicate or unsorted entries. The inputs that did are kept
+//! under `crates/sketch/tests/fuzz/` and replayed by the tests.
+//!
 //! ```
 //! use cardinal_sketch::{hash, hll::Hll, Sketch};
 //!
@@ -34,6 +44,13 @@
 //! let bytes = users.encode();
 //! assert_eq!(Hll::decode(&bytes).unwrap().encode(), bytes);
 //! ```
+
+// Dependencies: `datasketches` (Apache's Rust port) for KLL and Theta
+// images that Java and C++ DataSketches read (KLL inserts and merges run in
+// `quantiles` itself; the port answers queries and validates decoding),
+// `roaring` for exact sets in the portable format, `thiserror`. No other
+// cardinal crate: this one can be published on its own, as csv-core stands
+// apart from csv.
 
 #![deny(missing_docs)]
 

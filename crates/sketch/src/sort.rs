@@ -37,7 +37,8 @@ pub(crate) fn sort_values(values: &mut [f64]) {
 
 /// The standard library's sort, for every length and CPU (and the
 /// reference the network is tested against). Faster than `total_cmp`'s,
-/// or one of the values' bits as integers (bench/README.md).
+/// or one of the values' bits as integers (bench/JOURNAL.md, "KLL's
+/// level sort on AVX-512").
 fn sort_by_comparison(values: &mut [f64]) {
     values.sort_unstable_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
 }
@@ -306,7 +307,7 @@ mod tests {
     }
 
     /// Times both sorts on runs of the lengths a large sketch's level 0
-    /// has (bench/README.md, "KLL's level sort on AVX-512"):
+    /// has (bench/JOURNAL.md, "KLL's level sort on AVX-512"):
     /// `cargo test --release -p cardinal-sketch sort_speed -- --ignored --nocapture`.
     #[test]
     #[ignore = "a measurement, not a check"]

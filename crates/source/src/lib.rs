@@ -73,7 +73,7 @@ pub const LINE_BYTES_MAX: usize = 1 << 20;
 /// noise, small enough that a chunk and its parsed spans stay in L2 on the
 /// machines we measure. 512 KiB took 3-4% more CPU time for W1 and Query
 /// 2A text with one worker; 128 and 64 KiB no less than 256
-/// (bench/README.md, 2026-11-22).
+/// (bench/JOURNAL.md, 2026-11-22).
 pub const CHUNK_BYTES_DEFAULT: usize = 256 << 10;
 
 /// The smallest chunk size a reader accepts (tests use tiny chunks to hit
