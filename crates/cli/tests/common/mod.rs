@@ -14,6 +14,10 @@ pub fn scratch_dir(suite: &str, name: &str) -> PathBuf {
 }
 
 /// Runs the binary with `args` in `dir`.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
 pub fn cardinal(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cardinal"))
         .args(args)
