@@ -36,7 +36,12 @@ fn cpu_secs() -> f64 {
     // stime the 13th, in clock ticks (100 per second on Linux).
     let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     (ticks(11) + ticks(12)) / 100.0
 }
 
@@ -89,7 +94,10 @@ fn run() -> anyhow::Result<()> {
         }
         let (_, counts, _) = engine.finish()?;
         let continuous_cpu = cpu_secs() - cpu;
-        anyhow::ensure!(counts.records + counts.rejects == records, "record counts differ");
+        anyhow::ensure!(
+            counts.records + counts.rejects == records,
+            "record counts differ"
+        );
         println!(
             "round {round}: execute {:.2} M events/CPU-s ({execute_cpu:.2} CPU-s), continuous {:.2} M events/CPU-s ({continuous_cpu:.2} CPU-s): {:.3}x",
             records as f64 / execute_cpu / 1e6,
@@ -143,7 +151,10 @@ fn run() -> anyhow::Result<()> {
 
 /// The index of the first newline at or after `from`.
 fn memchr(bytes: &[u8], from: usize) -> Option<usize> {
-    bytes[from..].iter().position(|&b| b == b'\n').map(|i| from + i)
+    bytes[from..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|i| from + i)
 }
 
 /// `body` cut into pieces of about `size` bytes, each ending at a line end.
