@@ -51,10 +51,11 @@
 //! HyperLogLogs are also the same for any thread count.
 //!
 //! The engine owns its threads (one worker per core by default, at most
-//! [`THREADS_MAX`]); in the workspace only the server and the chains'
-//! prefault thread own others. With glibc, the binary's `main` keeps
-//! freed memory for reuse rather than handing it back to the kernel to
-//! zero and fault in again (`keep_freed_memory` in `crates/cli`).
+//! [`THREADS_MAX`]); besides it, only the server, the binary (its signal
+//! and progress-line threads) and the chains' prefault thread start any.
+//! With glibc, the binary's `main` keeps freed memory for reuse rather
+//! than handing it back to the kernel to zero and fault in again
+//! (`keep_freed_memory` in `crates/cli`).
 //!
 //! Where to start reading: `batch.rs` for a run from end to end, then
 //! `worker.rs` and `fold.rs` for the hot path. Each module's doc says how
