@@ -1,12 +1,14 @@
 //! `--memory-max`: the bytes a run's rollups may hold, read from the flag
-//! or derived from the machine, and the error that stops a run at it.
+//! or derived from the machine.
 //!
 //! The engine counts what the rollups hold (groups, keys, states and each
-//! sketch's own heap, `cardinal_rollup::MemoryBudget`) and stops with
-//! [`budget_error`] before the allocator fails: the process never dies of
-//! an allocation failure because a summary grew without bound. The default
-//! leaves room for what the count does not hold (chunk buffers, held-back
-//! records, the merge's copy of the partials, the allocator's slack).
+//! sketch's own heap, `cardinal_rollup::MemoryBudget`) and stops the run
+//! with an error naming the summary that holds the most (`budget_error` in
+//! `crates/engine/src/batch.rs`) before the allocator fails: the process
+//! never dies of an allocation failure because a summary grew without
+//! bound. The default leaves room for what the count does not hold (chunk
+//! buffers, held-back records, the merge's copy of the partials, the
+//! allocator's slack).
 
 use std::path::Path;
 

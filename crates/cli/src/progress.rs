@@ -1,9 +1,7 @@
-//! A one-line progress display on stderr for long runs.
-//!
-//! Workers add to three shared counters once per chunk (never per record):
-//! bytes read, records folded, records rejected (see [`Counts`]). A
-//! ticker thread reads them [`TICKS_PER_SEC`] times a second and redraws
-//! one line:
+//! A one-line progress display on stderr for long runs, drawn from the
+//! engine's progress counters ([`cardinal_engine::progress`], which says
+//! how the workers add to them) by a ticker thread [`TICKS_PER_SEC`] times
+//! a second:
 //!
 //! ```text
 //!   412 MB of 873 MB (47%)  98.1 MB/s  1.12 M events/s  0 rejected  ETA 5 s

@@ -231,8 +231,8 @@ pub fn run(args: &Args) -> Result<i32> {
 /// `inputs` with each directory replaced by the files under it, in name
 /// order, subdirectories included (not through symbolic links to
 /// directories, so a link cannot loop). Named pipes (FIFOs) count as
-/// files and are read as streams (see [`is_streamed`]). Names starting
-/// with `.` are skipped, as editors' and file managers' leftovers are. A
+/// files and are read as streams ([`is_fifo`]). Names starting with `.`
+/// are skipped, as editors' and file managers' leftovers are. A
 /// directory with no file under it is an error: it is most likely the
 /// wrong one.
 fn expand_directories(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
@@ -403,7 +403,8 @@ fn report(
 }
 
 /// `N records, X MB in S s: R M records/s, T MB/s on K thread(s); J rejected`:
-/// `N` and the rate count the records folded ([`Counts::records`]), `J`
+/// `N` and the rate count the records folded
+/// ([`Counts::records`](cardinal_engine::Counts::records)), `J`
 /// the rejected ones apart.
 pub fn summary_line(executed: &Executed<'_>) -> String {
     let counts = &executed.counts;

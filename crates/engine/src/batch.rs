@@ -149,10 +149,10 @@ pub const THREADS_MAX: usize = 256;
 ///
 /// The answers are the same in every run with the same inputs and thread
 /// count, sketches included: the jobs are dealt out the same way
-/// ([`assign_jobs`]), shared inputs are read in a fixed rotation
-/// ([`SharedInput`]), each worker's sketches (and this thread's, made by
-/// the merge) flip coins of a stream named by the worker, and the
-/// partials merge in worker order. Another thread count splits the work
+/// (`jobs.rs`), shared inputs are read in a fixed rotation (`shared.rs`),
+/// each worker's sketches (and this thread's, made by the merge) flip
+/// coins of a stream named by the worker, and the partials merge in worker
+/// order. Another thread count splits the work
 /// otherwise, and approximate answers then differ within their bounds.
 pub fn execute<'p>(
     plan: &'p Plan,

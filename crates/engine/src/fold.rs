@@ -1,5 +1,49 @@
 //! The record fold path: routes each record through every summary of its
-//! stream and folds it into the worker's partial rollups.
+//! stream and folds it into the worker's partial rollups, one [`Lane`] per
+//! summary (its summary, feeds, filter and bucket owners, route, rollup).
+//! [`Fold::record`] takes every record of every format; the faster paths
+//! over a batch's columns ([`columns`], [`by_aggregate`]) fold the same
+//! way and fall back to it for any row they cannot route.
+//!
+//! Routing follows paths chosen when the summary compiles
+//! (`cardinal_route::Paths`: a text column or a constant `substr` of one is
+//! cut from the field's bytes, a typed column is read straight from the
+//! record, the rest goes to the evaluator). Summaries with equal filters or
+//! equal time buckets share one evaluation (`filter_owner`,
+//! `bucket_owner`); the column cache is used only when some typed column is
+//! read twice. Folding goes through per-aggregate [`Feed`]s decided once
+//! (count, number, key, top-k): `Rollup::fold_with` finds the group and the
+//! worker calls the state's `fold_count` / `fold_number` / `fold_key` /
+//! `fold_topk` directly. Quantile aggregates over the same argument and `k`
+//! share one KLL sketch (`AggKind::QuantilesOf`). Routing keeps one
+//! `DateMemo` in its `Scratch`, so a day of timestamps converts its date
+//! once and a second of them its time of day once.
+//!
+//! Large rollups make each fold a chain of cache misses. Once a lane's
+//! rollup has [`PREFETCH_GROUPS_MIN`] groups, its routes wait in a ring of
+//! [`PREFETCH_DEPTH`] ([`Deferred`]): `Rollup::prefetch` hashes the key and
+//! prefetches its index slot when a route enters, `prefetch_group` its
+//! group record and states halfway, `prefetch_key` a long key's bytes at
+//! three quarters, and `fold_hashed` folds it when it leaves, in arrival
+//! order (rings are flushed at the end of every batch). The ring adds
+//! instructions and removes waiting: measure it in time, not in
+//! instructions (bench/JOURNAL.md, "Routing, folding and output:
+//! instructions per record"). Past the rollup's split into parts, a lane
+//! holds its routes per part instead and folds a part at a time
+//! ([`pending`](crate::pending)).
+//!
+//! Per record the hot path makes no libc call for short byte strings: keys
+//! and text filters are hashed and compared with word loads
+//! (`cardinal_event::bytes`). The `bcmp` calls they replaced took 32% of
+//! W1's time by `perf` and 0.6% by callgrind, so check wall time with
+//! `perf record -e cpu-clock` as well as instruction counts; `perf
+//! annotate` also shows store-forwarding stalls, which is why routed
+//! arguments are converted where they are read and folded by reference
+//! (bench/JOURNAL.md, "W1 and W3 per-record glue").
+//!
+//! Results are unchanged by any of this: the property test
+//! `deferred_folds_equal_direct_folds` below folds through the ring, at
+//! once and held per part, with the group limit hit, and compares.
 
 use std::io::{BufWriter, Write};
 use std::sync::Mutex;

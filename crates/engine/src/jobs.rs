@@ -1,4 +1,19 @@
 //! Inputs planned into jobs, and jobs dealt out to workers.
+//!
+//! A job is a whole file, a newline-aligned (or, for CSV, record-aligned:
+//! `cardinal_source::Framing::Csv`, never inside a quoted field) byte range
+//! of a plain file of at least [`SPLIT_BYTES_MIN`] (64 MiB), or a range of
+//! a Parquet file's row groups (about [`PARQUET_JOBS_PER_THREAD`] jobs a
+//! thread, so that workers finishing early find more work). Pipes and FIFOs are never
+//! opened to plan a run: the worker opens them once. An input that cannot
+//! be split (a compressed file, stdin, a pipe) becomes one job per worker,
+//! all sharing one [`SharedInput`] (`shared.rs`).
+//!
+//! The jobs are dealt out before the workers start, the same way in every
+//! run ([`assign_jobs`] says how): each worker's partial rollups, and so
+//! the merged answers, are then the same in every run, sketches included
+//! (a KLL sketch's compactions depend on the order of its values). Work
+//! stolen at run time would make them depend on scheduling.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,23 @@
-//! Execution: worker threads fold parsed records into rollups.
+//! Execution: the batch [`execute`] and the [`Continuous`] engine
+//! ([`continuous`]), the worker threads they run on and the bounded queues
+//! that feed them. A plan and its inputs go in; merged rollups, counts and
+//! time come out ([`Executed`], [`EngineOptions`], [`Counts`]). `cardinal
+//! run` prints and writes what [`execute`] returns, `cardinal demo` runs the
+//! very same code over generated events and compares, and the server will
+//! feed [`Continuous`] the same way.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `batch` | [`execute`]: jobs planned, workers started, partials merged in worker order |
+//! | [`continuous`] | a long-running engine fed through bounded queues, read at batch boundaries |
+//! | `jobs` | inputs planned into jobs, dealt out to the workers before they start |
+//! | `shared` | inputs that cannot be split (compressed, stdin), read by workers in turns |
+//! | `worker` | one worker: its jobs in order, a chunk at a time, parsed and folded |
+//! | `fold` | the fold path: a lane per summary, the prefetch ring, batches folded by column |
+//! | `feed` | how a routed record becomes aggregate updates |
+//! | `pending` | a large summary's routes held per rollup part, folded a part at a time |
+//! | [`attribute`] | `CREATE ATTRIBUTION`: per-user chains, conversions credited by model |
+//! | [`progress`] | counters the workers add to once per chunk, for a progress line or metrics |
 //!
 //! ```text
 //!  inputs --split--> jobs (a file, a byte range of a large plain file, a
@@ -13,10 +32,35 @@
 //! ```
 //!
 //! Workers share nothing but the turns at a compressed input or stdin,
-//! which they decode in a fixed rotation. Rejected records (malformed
-//! lines, fields that are not their declared type) are counted by reason,
-//! reported with input, line and column, and written to the rejects file;
-//! the rest of their batch goes on.
+//! which they decode in a fixed rotation, and three counters they add to
+//! once per chunk ([`progress`]). Rejected records (malformed lines, fields
+//! that are not their declared type) are counted by reason, reported with
+//! input, line and column, and written to the rejects file; the rest of
+//! their batch goes on.
+//!
+//! A record is routed through every summary before it is folded into any:
+//! if one summary rejects it (a field that is not its type, an overflow),
+//! no summary counts it, so all summaries of a run describe the same
+//! records.
+//!
+//! A run's answers are the same in every run with the same inputs and
+//! thread count, sketches included: the jobs are dealt out before the
+//! workers start (`jobs.rs`), each worker's KLL sketches flip coins of a
+//! stream named by the worker, KLL merges flip the merged-into sketch's,
+//! and the partials merge in worker order. Exact aggregates and
+//! HyperLogLogs are also the same for any thread count.
+//!
+//! The engine owns its threads (one worker per core by default, at most
+//! [`THREADS_MAX`]); besides it, only the server, the binary (its signal
+//! and progress-line threads) and the chains' prefault thread start any.
+//! With glibc, the binary's `main` keeps freed memory for reuse rather
+//! than handing it back to the kernel to zero and fault in again
+//! (`keep_freed_memory` in `crates/cli`).
+//!
+//! Where to start reading: `batch.rs` for a run from end to end, then
+//! `worker.rs` and `fold.rs` for the hot path. Each module's doc says how
+//! it works and why; the measurements behind its thresholds are told in
+//! bench/JOURNAL.md, under the section names it gives.
 
 pub mod attribute;
 mod batch;

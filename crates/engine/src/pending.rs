@@ -4,22 +4,32 @@
 //! A summary with 1.5M groups (AMPLab Query 2A's IP prefixes) has ~170 MB
 //! of index, group records and states. Folded in arrival order, every
 //! record misses the cache, and the TLB, three times: the prefetch ring
-//! ([`crate::run`]'s `Deferred`) overlaps the misses but cannot remove
-//! them. Once such a rollup splits into parts ([`Rollup::parts`], by the
-//! top bits of the key hash), a lane instead appends each routed record to
-//! the buffer of its part here, and folds them part by part when the
-//! worker's lanes together hold [`PENDING_BYTES_MAX`] (the lane holding
-//! the most folds) or the worker ends: each part's tables (under 1 MB) are
-//! loaded once and stay in the core's cache while thousands of records
-//! fold into them. A part about to fold about as many records as it has
-//! groups is loaded whole first, in address order
-//! ([`Rollup::prefetch_part`]), which streams instead of missing record
-//! by record; it is also asked for a few lines per record while the part
-//! before it folds ([`Rollup::prefetch_part_lines`]), so that its lines
-//! come from memory during those folds, not behind its own first probes
-//! (Query 2A from Parquet: -10% of engine time). The buffers are written
-//! in order, a line at a time. (The radix-partitioned aggregation of
-//! DuckDB and ClickHouse's two-level tables, kept streaming and bounded.)
+//! ([`Deferred`](crate::fold::Deferred)) overlaps the misses but cannot
+//! remove them. Once such a rollup splits into parts ([`Rollup::parts`],
+//! by the top bits of the key hash), a lane instead appends each routed
+//! record to the buffer of its part here, and folds them part by part when
+//! the worker's lanes together hold [`PENDING_BYTES_MAX`] (the lane holding
+//! the most folds, `Fold::bound_pending`) or the worker ends
+//! (`Fold::finish`): each part's tables (under 1 MB) are loaded once and
+//! stay in the core's cache while thousands of records fold into them. A
+//! part about to fold about as many records as it has groups is loaded
+//! whole first, in address order ([`Rollup::prefetch_part`]), which
+//! streams instead of missing record by record; it is also asked for a few
+//! lines per record while the part before it folds
+//! ([`Rollup::prefetch_part_lines`]), so that its lines come from memory
+//! during those folds, not behind its own first probes (Query 2A from
+//! Parquet: -10% of engine time, bench/JOURNAL.md, "Query 2A's held path
+//! slimmed: Parquet at DuckDB's speed with one worker"). A held record
+//! folds by `Rollup::fold_held`, without the last-fold comparison. (The
+//! radix-partitioned aggregation of DuckDB and ClickHouse's two-level
+//! tables, kept streaming and bounded; bench/JOURNAL.md, "Folding a part
+//! at a time".)
+//!
+//! The buffers are written in order, in place: a record whose key is at
+//! most 16 bytes in fixed-size stores (`PartBuffer::push_short`), a longer
+//! one out of line. Each append loads the line its part's next record will
+//! start in, since x86 stores leave the core in order and one store waiting
+//! for its line held every later one.
 //!
 //! What is folded does not change: one group's records are in one part's
 //! buffer in arrival order, so each group folds exactly its records in
@@ -53,7 +63,7 @@ use crate::fold::AGGREGATES_MAX;
 
 /// Bytes of records one worker holds back, all lanes together, before the
 /// lane holding the most folds them (about 1.5M records of Query 2A).
-/// Query 2A ran as fast with 32 MiB as with 256 MiB (bench/README.md,
+/// Query 2A ran as fast with 32 MiB as with 256 MiB (bench/JOURNAL.md,
 /// "Shorter output and held-record paths"): what counts is that one
 /// part's records fold together, while its tables are in the cache and
 /// the TLB's reach, not how many. 64 MiB holds 126 MB less per worker than

@@ -1,8 +1,15 @@
 //! Counters the workers share with whoever watches a run: bytes read,
-//! records folded, records rejected. Workers add to them once per chunk
-//! (never per record) through a [`Tap`]; a reader takes a [`Snapshot`] at
-//! any time (the `cli` draws its progress line from it, a server its
-//! metrics).
+//! records folded, records rejected ([`Progress`]).
+//!
+//! Workers add to the three shared atomics once per chunk, never per
+//! record, so that watching a run costs the fold nothing: each worker
+//! keeps its own [`Counts`] and holds a [`Tap`] that adds only what is new
+//! since its last chunk. A reader takes a [`Snapshot`] at any time, as
+//! often as it likes, without stopping anyone: `cardinal run` redraws its
+//! progress line four times a second from it (`TICKS_PER_SEC` in
+//! `crates/cli/src/progress.rs`, which draws the line), and a server will
+//! read its metrics from it. A snapshot lags the workers by at most a
+//! chunk each; the run's exact totals are the [`Counts`] it returns.
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,4 +1,13 @@
 //! Inputs that several workers read in turns: compressed files and stdin.
+//!
+//! An input that cannot be split into byte ranges (a compressed file,
+//! stdin, a pipe) is read by every worker, in turns of
+//! [`SHARED_CHUNKS_PER_TURN`] chunks (4 MiB) taken in a fixed rotation
+//! ([`SharedInput`]): a worker decodes its turn under the lock, then parses
+//! and folds it while the next one decodes. Decompression overlaps the
+//! fold instead of adding to it, and each worker reads the same chunks in
+//! every run. Shorter turns moved the decoder between cores too often
+//! ([`SHARED_CHUNKS_PER_TURN`] says what that cost).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -30,7 +39,8 @@ pub(crate) struct SharedInput {
     /// The input's header line, published (under the lock) by the worker
     /// that decodes the first chunk, before any later chunk is handed out.
     pub(crate) header: std::sync::OnceLock<Vec<u8>>,
-    /// Where its records end ([`framing_of`] the stream).
+    /// Where its records end ([`framing_of`](crate::jobs::framing_of) the
+    /// stream).
     pub(crate) framing: Framing,
     /// Set by the first worker that finds the header does not fit the
     /// stream: the input is one reject, whichever workers find it.
@@ -68,7 +78,9 @@ impl SharedState {
 /// two workers, then spent 29% more CPU time in zstd than one worker did
 /// and took about as long (5.1-5.6 s against 5.7). Turns of 4, 8, 16, 32
 /// and 64 chunks: 16 was fastest for zstd and lz4, 5.07-5.56 -> 3.62-3.91
-/// s and 3.79-3.97 -> 2.99-3.64 s (bench/README.md, 2026-11-22).
+/// s and 3.79-3.97 -> 2.99-3.64 s (bench/JOURNAL.md,
+/// "Smaller chunks, a faster line count, compressed inputs decoded in
+/// turns; what KLL costs", 2026-11-22).
 pub(crate) const SHARED_CHUNKS_PER_TURN: usize = 16;
 
 #[derive(Debug)]

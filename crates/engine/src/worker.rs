@@ -1,4 +1,21 @@
-//! The worker loop: read chunks, parse them, fold their records.
+//! One worker: its jobs in order, each read a chunk at a time, parsed into
+//! a reused batch and folded ([`fold_chunk`]) into the worker's own partial
+//! rollups, one per summary.
+//!
+//! A chunk of text goes one of three ways, chosen per batch: folded an
+//! aggregate at a time from its parsed columns when every summary takes
+//! plain columns ([`Fold::fold_by_aggregate`], `fold/by_aggregate.rs`),
+//! routed from typed columns when some typed column is read twice
+//! ([`columns`]), or record by record through [`Fold::record`]. A Parquet batch ([`read_parquet`]) is routed from its
+//! typed slices when they hold no NULLs, record by record otherwise. Every
+//! way gives the same states, sketches included, the same drops and the
+//! same reject lines (property-tested against the record path). A shared
+//! input is read in its turns ([`read_shared`]).
+//!
+//! An attribution's collector sees a batch's records before they fold (a
+//! Parquet batch routed from its columns: each row just before its fold).
+//! After each chunk the worker adds what is new to the run's counters (a
+//! per-worker [`Tap`](crate::progress::Tap)), never per record.
 
 use std::io::BufWriter;
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,8 @@
 //! through the summary's [`Feed`]s, matching on each argument's kind and
 //! the state's kind per record and aggregate. Impressions from CSV (W1)
 //! spent about 1,900 of its 3,500 instructions a record there, on three
-//! small summaries whose groups all sit in the caches (bench/README.md).
+//! small summaries whose groups all sit in the caches (bench/JOURNAL.md,
+//! "W1 folded an aggregate at a time").
 //!
 //! When every summary of a batch's stream takes its arguments from plain
 //! columns (typed or text: [`ColumnPlan`]; any filter and dimensions),
@@ -17,47 +18,58 @@
 //! 1. each filter once, into the rows that pass it (a `text = 'literal'`
 //!    filter on the field's bytes, any other evaluated on the record for
 //!    the whole batch first: one that reads only text columns once per
-//!    recent value of its fields, [`FilterMemo`]; `kind =
-//!    'impression' AND state <> 'TX'` over W1's 200K-row sample: 204.2M
-//!    -> 165.3M instructions), and each bucket once per row; dimensions
-//!    that are not plain columns are evaluated for the whole batch too,
-//!    on the rows that pass the summary's filter (a row an evaluation
-//!    fails on goes through [`Fold::record`], which rejects it as row by
-//!    row does), once per recent value when they all read one field
-//!    ([`KeyMemo`]: `lower(state)` over W1's file, 1.51-1.57 ->
-//!    1.20-1.23 user CPU-s);
+//!    recent value of its fields, [`FilterMemo`]), and each bucket once
+//!    per row (a memo of the last one, `cardinal_event::BucketMemo`);
+//!    dimensions that are not plain columns are evaluated for the whole
+//!    batch too, on the rows that pass the summary's filter (a row an
+//!    evaluation fails on goes through [`Fold::record`], which rejects it
+//!    as row by row does), once per recent value when they all read one
+//!    field ([`KeyMemo`]; both memos: bench/JOURNAL.md, "Keys memoized by
+//!    their texts, exact sets in a hash set while sparse");
 //! 2. per summary, each passing row's group, found or opened in arrival
 //!    order ([`Rollup::locate`]), so drops, the retention window and the
 //!    group limit see the records as the row path does; a summary whose
 //!    key is short text fields (or none; one of up to 16 bytes, or
 //!    several whose texts and lengths fit 16), or whose evaluated key
 //!    encodes in 16 bytes, first asks its memory of recent (bucket, texts
-//!    or key) pairs ([`Recent`]);
-//! 3. per aggregate, one loop over those rows and groups, its argument's
-//!    column read straight from the parsed slice; an integer column's
-//!    hashes are worked out once per run, whichever summaries count it,
-//!    and a text column's once per recent text ([`text_hash`]:
-//!    `topk(site, 10)` over W1).
+//!    or key) pairs ([`Recent`], then `Rollup::locate_at`); a summary keyed
+//!    by its bucket alone reuses the previous row's group;
+//! 3. per aggregate, one loop over those rows and groups
+//!    (`Rollup::aggregate_states`, which checks the aggregate once), its
+//!    argument's column read straight from the parsed slice; an integer
+//!    column's hashes are worked out once per run, whichever summaries
+//!    count it, and a text column's once per recent text ([`text_hash`]).
 //!
 //! A summary whose rollup is large routes the run's rows one at a time
 //! from the same columns and folds them as row by row does (held back per
 //! part, or prefetched: [`Fold::route_run`]), so a large summary does not
-//! send its small neighbours row by row (W1 with a 1.5M-group summary of
-//! site by state by day beside it: 6.76 to 5.46 CPU-s at 20M rows), and
-//! a batch whose summaries are all large is routed from its columns too
-//! (Query 2A from text: 2.69 to 2.41 user-s, one worker, 20M rows). No
-//! summary can reject a row that every typed column gave a value for, so
-//! the summaries need not see a row together.
+//! send its small neighbours row by row, and a batch whose summaries are
+//! all large is routed from its columns too. No summary can reject a row
+//! that every typed column gave a value for, so the summaries need not see
+//! a row together.
+//!
+//! A lane that holds every row of a run holds them a lane at a time
+//! ([`Fold::hold_run`]). A lane keyed by one text dimension of at most 11
+//! bytes (Query 2A's IP prefix) builds the key as two words
+//! (`KeyColumn::short_key`), hashes them (`KeyHash::of_words`, equal to
+//! `KeyHash::of` of the bytes) and holds them (`Lane::hold_words`,
+//! `Pending::push_words`) without writing the key into a buffer first
+//! (bench/JOURNAL.md, "Query 2A from text routed and held from its parsed
+//! columns").
 //!
 //! Each group's states see their records in arrival order, so every
 //! state, sketches included, ends up as the row path leaves it. A row that
 //! a typed column could not give a value for ([`ParsedColumns::bad`]) goes
 //! through [`Fold::record`] between the runs, in its place. An attribution
-//! sees the batch's records before ([`super::fold_chunk`]), and its rejects
-//! are written in row order among the fold's.
+//! sees the batch's records before they fold
+//! ([`fold_chunk`](crate::worker::fold_chunk)), and its rejects are
+//! written in row order among the fold's.
 //!
-//! W1 went from 3.88 to 2.59 CPU-s at 20M rows, one worker (bench/README.md,
-//! "W1 folded an aggregate at a time").
+//! W1 went from 3.88 to 2.59 CPU-s at 20M rows on one worker
+//! (bench/JOURNAL.md, "W1 folded an aggregate at a time"), and other
+//! summaries gain too (a day-by-state `count(*)` over W1's file: 1.31 to
+//! 0.73 user-s, "Summaries other than W1's: the batch fold for all of
+//! them, and filters read as truth values").
 //!
 //! [`Routed`]: cardinal_route::Routed
 //! [`Feed`]: super::Feed

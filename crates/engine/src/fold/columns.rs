@@ -3,28 +3,43 @@
 //!
 //! A record-at-a-time route asks each record for each value through
 //! [`Record::value`]: a match on the column's storage, a NULL check, a
-//! `Value` and then an [`Arg`] per field and summary (W3 spent ~1,000
-//! instructions a record there, bench/README.md "The Parquet gap taken
-//! apart"). When every summary's bucket and arguments are plain columns
-//! ([`ColumnPlan`]) and a batch holds them as typed slices without NULLs
+//! `Value` and then an [`Arg`] per field and summary, ~1,000 instructions
+//! a record of W3 (bench/JOURNAL.md, "The Parquet gap taken apart"). When
+//! every summary's bucket and arguments are plain columns ([`ColumnPlan`])
+//! and a batch holds them as typed slices without NULLs
 //! ([`ParquetBatch::column`]), each lane reads them straight from the
-//! slices; a `text = 'literal'` filter is a byte comparison on its slice,
-//! any other filter is evaluated on the record as before; the key still
-//! comes from [`Summary::route_dims`] and the fold is the same
-//! ([`Fold::fold_lanes`]). A row the slices cannot route
-//! as [`Fold::record`] would (a time out of range, a key the evaluator
+//! slices instead; a `text = 'literal'` filter is a byte comparison on its
+//! slice, any other filter is evaluated on the record as before; the key
+//! still comes from [`Summary::route_dims`] and the fold is the same
+//! ([`Fold::fold_lanes`]). A row the slices cannot route as
+//! [`Fold::record`] would (a time out of range, a key the evaluator
 //! rejects) goes through [`Fold::record`], which rejects it the same way;
 //! a batch with a NULL in a read column goes record by record.
+//!
+//! CSV and NDJSON batches have their typed columns parsed a batch at a
+//! time into reused vectors ([`ParsedColumns::fill`]; a row with a NULL or
+//! an unparsable value goes through [`Fold::record`]) when they are folded
+//! from their columns ([`super::by_aggregate`]), or when some typed column
+//! is read twice (W1: 7% less CPU, bench/JOURNAL.md, "CSV batches routed
+//! from typed columns, landed; where W3's KLL time goes"); otherwise they
+//! keep the record path.
 //!
 //! A Parquet text column read as a dictionary ([`TextColumn::dictionary`])
 //! is worked out once per distinct value, not per row ([`Dictionaries`]):
 //! its values' hashes for text arguments, and for each `text = 'literal'`
 //! filter on it whether each value equals the literal. A row then reads
-//! both by its key (W3 from Parquet: 3.05 to 2.89 CPU-s, bench/README.md).
-//! A summary whose dimensions are all such columns keeps its recent groups
-//! by (bucket, keys) ([`GroupCache`]): a record it knows is folded into
-//! its group without building, hashing and looking up its key (W3: 2.89
-//! to 2.28 CPU-s).
+//! both by its key. A summary whose dimensions are all such columns keeps
+//! its recent groups by (bucket, keys) ([`GroupCache`], over
+//! `Rollup::last_folded`, `fold_at` and `holds`): a record it knows is
+//! folded into its group without building, hashing and looking up its key
+//! (together W3 from Parquet went from 3.05 to 2.28 CPU-s,
+//! bench/JOURNAL.md, "Parquet dictionaries read as keys").
+//!
+//! When every lane of a worker holds its records back and reads its key
+//! from text columns (`ColumnPlan::key`, `KeyColumn`), a Parquet batch is
+//! held a lane at a time straight from its columns ([`Fold::hold_columns`]),
+//! without a `Routed` per row; a row some lane cannot route goes through
+//! [`Fold::record`] after the others.
 //!
 //! [`Record::value`]: cardinal_event::Record::value
 //! [`Summary::route_dims`]: cardinal_route::Summary::route_dims
@@ -605,9 +620,11 @@ impl<'a> Fold<'a> {
     /// [`cardinal_route::Routed`] per row and lane: each lane's rows go
     /// from the columns straight into its part buffers (Query 2A from
     /// Parquet spent ~650 instructions a row routing and holding through
-    /// the general path, `Pending::push` 228 of them; bench/README.md). A row that some lane cannot route (a time out
-    /// of range) is routed after the others through [`Fold::record`],
-    /// which rejects it as it would have; a key too long is folded at once
+    /// the general path, `Pending::push` 228 of them; bench/JOURNAL.md,
+    /// "Query 2A's held path slimmed: Parquet at DuckDB's speed with one
+    /// worker"). A row that some lane cannot route (a time out of range)
+    /// is routed after the others through [`Fold::record`], which rejects
+    /// it as it would have; a key too long is folded at once
     /// to be rejected, as [`Fold::fold_lanes`] does. What the lanes hold is
     /// bounded as there, checked after each lane's rows: by one batch more.
     pub(crate) fn hold_columns(
