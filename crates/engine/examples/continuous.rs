@@ -128,9 +128,10 @@ fn run() -> anyhow::Result<()> {
                     taken += 1;
                     let groups: usize = view.rollups().iter().map(|r| r.group_count()).sum();
                     println!(
-                        "  snapshot {taken}: {:.1} ms, covers {} batches, {groups} groups",
+                        "  snapshot {taken}: {:.1} ms, covers {} batches, {groups} groups, ingest paused {:.2} ms",
                         secs * 1e3,
-                        view.covers()
+                        view.covers(),
+                        view.paused().as_secs_f64() * 1e3
                     );
                 }
             }

@@ -40,6 +40,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use cardinal_parse::Batch;
@@ -116,6 +117,8 @@ enum Message {
 struct HandOver {
     rollups: Vec<Rollup>,
     counts: Counts,
+    /// How long the worker stopped folding to hand them over.
+    paused: Duration,
 }
 
 /// The submitting side, under one lock: numbering and queue order agree.
@@ -132,6 +135,11 @@ struct Base {
     rollups: Vec<Rollup>,
     counts: Counts,
     covers: u64,
+    /// The longest a worker stopped folding at the last snapshot.
+    paused: Duration,
+    /// Whether any hand-over has been merged (else the rollups are as
+    /// started: empty).
+    merged: bool,
 }
 
 /// What the workers share.
@@ -180,6 +188,12 @@ impl View<'_> {
     /// no other.
     pub fn covers(&self) -> u64 {
         self.base.covers
+    }
+
+    /// The longest any worker stopped folding to hand its groups over for
+    /// this view: all that ingest waited for it.
+    pub fn paused(&self) -> Duration {
+        self.base.paused
     }
 
     /// Records, bytes and rejects over the covered batches.
@@ -277,6 +291,8 @@ impl Continuous {
                 rollups,
                 counts: Counts::default(),
                 covers: 0,
+                paused: Duration::ZERO,
+                merged: false,
             }),
             workers,
         })
@@ -364,16 +380,26 @@ impl Continuous {
             }
             (submit.next_seq, replies)
         };
+        base.paused = Duration::ZERO;
         for (index, reply) in replies.into_iter().enumerate() {
             let part = reply.recv().map_err(|_| self.stopped())?;
+            base.paused = base.paused.max(part.paused);
             base.counts.add(&part.counts);
+            let empty = !base.merged;
+            base.merged = true;
             for ((into, from), name) in base
                 .rollups
                 .iter_mut()
-                .zip(&part.rollups)
+                .zip(part.rollups)
                 .zip(&self.summaries)
             {
-                match into.merge(from) {
+                // The first hand-over of all becomes the base as it is:
+                // merging into an empty rollup would copy every group.
+                if empty {
+                    *into = from;
+                    continue;
+                }
+                match into.merge(&from) {
                     Err(cardinal_rollup::Error::Limit {
                         name: "groups_max",
                         value,
@@ -483,13 +509,19 @@ fn work(shared: &Shared, index: usize, inbox: &Receiver<Message>) -> Result<()> 
                 )?;
             }
             Message::HandOver(reply) => {
+                let started = Instant::now();
                 let (rollups, counts) = fold.hand_over();
+                let paused = started.elapsed();
                 // The counters published so far stay; the tap starts over
                 // with the fold's counts.
                 tap = shared.progress.tap();
                 // A snapshot stops listening only when it has failed, and
                 // the engine with it: say what goes.
-                if let Err(back) = reply.send(HandOver { rollups, counts }) {
+                if let Err(back) = reply.send(HandOver {
+                    rollups,
+                    counts,
+                    paused,
+                }) {
                     bail!(
                         "a snapshot stopped listening; {} groups of worker {index} would be lost",
                         back.0
