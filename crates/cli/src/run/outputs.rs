@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail, ensure};
 use cardinal_export::AtomicFile;
 use cardinal_route::Plan;
 
-use super::Args;
+use super::args::Args;
 
 /// Checks before the run that every file and folder the run writes at its
 /// end can be written, so that a mistyped path fails in a moment, not
