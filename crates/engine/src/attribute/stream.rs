@@ -24,8 +24,8 @@
 //! Trim slices run every [`TRIM_EVERY_EVENTS`] applied events, counted
 //! over the group's whole life rather than per release: the chains then
 //! see the same appends, takes and trims at the same events whichever
-//! frontiers split the stream, which is what makes the credit rows of many
-//! releases those of one release at the end.
+//! frontiers split the stream, and the releases add up to one release at
+//! the end, the chains' counts of dropped and expired touches included.
 
 use anyhow::Result;
 use cardinal_chains::attribution::{self, Conversion};
