@@ -1,26 +1,52 @@
-//! `CREATE ATTRIBUTION` in `cardinal run`: per-user chains, conversions
-//! credited by model, credit rows into summaries and JSON lines.
+//! `CREATE ATTRIBUTION`: per-user chains, conversions credited by model,
+//! credit rows into summaries and JSON lines; all at the end of a run, or
+//! as an event-time frontier advances in a long-running engine.
 //!
 //! ```text
 //!  workers (parallel, any split): parse -> touch / conversion conditions
 //!      -> Event { time, input position, user, campaign, site | value }
-//!      pushed to the list of the user's shard group (Router::group_of)
-//!  owners (one thread per shard group, its single writer): the group's
-//!      events from every worker, sorted by (event time, input position),
-//!      applied in that order: a touch is appended to the user's chain, a
-//!      conversion takes the chain (emit and free) and credits it by model;
-//!      trim slices run as event time advances
-//!  main: credit rows sorted by (conversion time, position, touch order)
-//!      -> summaries over the credit stream, JSON lines, snapshot
+//!      pushed to the Collector's list of the user's shard group
+//!      (Router::group_of)
+//!  Setup::absorb(collectors): the lists move into the attribution's held
+//!      events, per shard group; campaign and site codes become the
+//!      attribution's own
+//!  Setup::release(frontier_ms), one owner thread per shard group (its
+//!      single writer): the group's held events with time <= frontier,
+//!      in (event time, input position) order, applied: a touch is
+//!      appended to the user's chain, a conversion takes the chain (emit
+//!      and free) and credits it by model; trim slices run as event time
+//!      advances. The rest stay held for a later frontier.
+//!  caller: credit rows of the release, sorted by (conversion time,
+//!      position, touch order) -> fold_credits into the summaries over the
+//!      credit stream, JSON lines, snapshot
 //! ```
 //!
-//! Sorting by (event time, input index, byte offset) makes the result a
-//! function of the inputs alone: not of `--threads`, nor of how inputs are
-//! split into byte ranges or jobs, nor of which worker saw which record.
-//! The price is that every touch and conversion is held (48 bytes each)
-//! until the input ends, and no credit row leaves before it does; a
-//! long-running server needs a watermark instead (ARCHITECTURE.md,
-//! "Attribution in `cardinal run`").
+//! **`cardinal run`** absorbs every worker's events when the input ends
+//! and releases them once, at `u64::MAX`. Each group's events are then
+//! all held at once and applied in (event time, input index, byte offset)
+//! order, so the credit rows are a function of the inputs alone: not of
+//! `--threads`, nor of how inputs are split into byte ranges or jobs, nor
+//! of which worker saw which record. The price is that every touch and
+//! conversion is held ([`EVENT_BYTES`], 48 bytes each) until the input
+//! ends, and no credit row leaves before it does.
+//!
+//! **A long-running engine** absorbs its workers' collectors as batches
+//! arrive and releases at a frontier that trails its watermark (say, the
+//! watermark minus an allowed lateness). Within a release, events are
+//! applied in the same (time, position) order, and a release only applies
+//! events at or before its frontier, so as long as no event arrives at or
+//! before a frontier already released, the credit rows of all releases,
+//! concatenated, are exactly those of one release at the end, whatever
+//! the batches and frontiers were. Credit rows leave as the frontier
+//! passes their conversions, and only the events past the frontier stay
+//! held ([`Setup::held_bytes`] counts them, so a caller can bound them by
+//! releasing further). An event that arrives at or before a released
+//! frontier is late: it is applied at the next release, ahead of the
+//! others, in arrival order, and counted in [`Stats::late`], never
+//! dropped. Nothing else touches the chains between two releases, so
+//! that is as if it were applied the moment it arrived. A late touch can
+//! no longer credit the conversions already released, and a late
+//! conversion credits the chain as it then is.
 //!
 //! Campaigns and sites are interned to the chains' 32-bit codes per
 //! attribution (code 0 is NULL), at most [`NAMES_MAX`] distinct values of
@@ -30,56 +56,36 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, bail, ensure};
-use cardinal_chains::attribution::{self, Conversion};
-use cardinal_chains::{CampaignId, Config, Kind, ShardGroup, SiteId, Store, TIME_MS_MAX, UserId};
+use cardinal_chains::attribution;
+use cardinal_chains::{Config, Store, TIME_MS_MAX, UserId};
 use cardinal_event::{ColumnType, Record, Timestamp, Value, ValueError};
 use cardinal_rollup::{Limits, Rollup, Shape};
 use cardinal_route::{Attribution, EvalError, Expr, Model, Plan, Routed, Scratch, Summary};
 
 use crate::feed::{HashMemo, feeds_of, fold_routed};
 
+mod stream;
+#[cfg(test)]
+mod tests;
+
+pub use stream::EVENT_BYTES;
+use stream::{Event, Held, What};
+
 /// Most distinct campaigns, and most distinct sites, one attribution keeps
 /// (codes `1..=NAMES_MAX`). A touch point with a new value past the limit
 /// keeps NULL instead, and the run warns with the count.
 pub const NAMES_MAX: u32 = 1 << 20;
 
-/// Events an owner applies between two trim slices.
-const TRIM_EVERY_EVENTS: usize = 4096;
-/// Index slots one trim slice visits: bounded work, never a sweep.
-const TRIM_SLOTS_BUDGET: u64 = 4096;
 /// Users a store is laid out for (more still fit: shards grow).
 const KEYS_EXPECTED: u64 = 1 << 20;
 /// Most shard groups (owner threads) per attribution: 2^4.
 const GROUP_BITS_MAX: u8 = 4;
 const DAY_MS: u64 = 86_400_000;
 const MICROS: f64 = 1e6;
-/// Chains hold touch points only; the kind is written, never read back.
-const TOUCH_KIND: Kind = Kind::CLICK;
 const NAMES_MAGIC: &str = "cardinal-names 1";
-
-/// One touch point or conversion, as the owner applies it.
-#[derive(Debug, Clone, Copy)]
-struct Event {
-    time_ms: u64,
-    input: u32,
-    offset: u64,
-    user: u64,
-    what: What,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum What {
-    Touch { campaign: u32, site: u32 },
-    Conversion { value_micros: Option<i64> },
-}
-
-impl Event {
-    fn order(&self) -> (u64, u32, u64) {
-        (self.time_ms, self.input, self.offset)
-    }
-}
 
 /// Distinct byte strings and their codes (`index + 1`; 0 is NULL).
 #[derive(Debug, Default, Clone)]
@@ -123,8 +129,9 @@ impl Names {
     }
 }
 
-/// Counts a run reports.
-#[derive(Debug, Default, Clone, Copy)]
+/// Counts a run reports; a release reports those since the previous one
+/// (add them up with [`Stats::add`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Stats {
     /// Touch points applied to chains.
     pub touches: u64,
@@ -147,10 +154,15 @@ pub struct Stats {
     /// order by more than a lookback. No conversion at or after the clock
     /// could credit them.
     pub touches_expired: u64,
+    /// Touch points and conversions absorbed at or before a frontier
+    /// already released, applied out of time order (never in a run, which
+    /// releases once).
+    pub late: u64,
 }
 
 impl Stats {
-    fn add(&mut self, other: &Stats) {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Stats) {
         self.touches += other.touches;
         self.conversions += other.conversions;
         self.conversions_uncredited += other.conversions_uncredited;
@@ -158,18 +170,29 @@ impl Stats {
         self.values_out_of_range += other.values_out_of_range;
         self.touches_dropped += other.touches_dropped;
         self.touches_expired += other.touches_expired;
+        self.late += other.late;
     }
 }
 
-/// The attributions over one input stream, their stores and dictionaries,
-/// from the start of a run to its end.
+/// The attributions over one input stream: their chains, dictionaries and
+/// held events, from the start of a run (or of a long-running engine) to
+/// its end.
 #[derive(Debug)]
 pub(crate) struct Setup<'p> {
     attributions: Vec<&'p Attribution>,
     /// The type of each attribution's user column.
     user_types: Vec<ColumnType>,
     stores: Vec<Store>,
-    names: Vec<[Names; 2]>,
+    /// Per attribution, per shard group: the events not yet applied.
+    held: Vec<Vec<Held>>,
+    /// Shared with the [`Credits`] released, copied only when a new name
+    /// arrives while a caller still holds them.
+    names: Vec<Arc<[Names; 2]>>,
+    /// Per attribution: counts of the events absorbed (skipped records,
+    /// values out of range, late events) not yet reported by a release.
+    absorbed: Vec<Stats>,
+    /// The highest frontier released: an event at or before it is late.
+    released_ms: Option<u64>,
     snapshot_dir: Option<PathBuf>,
 }
 
@@ -212,7 +235,7 @@ impl<'p> Setup<'p> {
                         a.lookback_days
                     );
                     stores.push(store);
-                    names.push(dictionaries);
+                    names.push(Arc::new(dictionaries));
                 }
                 None => {
                     stores.push(Store::new(Config::for_keys(
@@ -220,7 +243,7 @@ impl<'p> Setup<'p> {
                         group_bits,
                         lookback_ms,
                     ))?);
-                    names.push([Names::default(), Names::default()]);
+                    names.push(Arc::new([Names::default(), Names::default()]));
                 }
             }
         }
@@ -228,11 +251,18 @@ impl<'p> Setup<'p> {
             .iter()
             .map(|a| plan.streams[a.stream].schema.columns[a.user].ty)
             .collect();
+        let held = stores
+            .iter()
+            .map(|s| s.groups().iter().map(|_| Held::default()).collect())
+            .collect();
         Ok(Some(Setup {
+            absorbed: vec![Stats::default(); attributions.len()],
             attributions,
             user_types,
             stores,
+            held,
             names,
+            released_ms: None,
             snapshot_dir: snapshot_dir.map(Path::to_path_buf),
         }))
     }
@@ -265,83 +295,111 @@ impl<'p> Setup<'p> {
         }
     }
 
-    /// Applies every worker's events in (time, position) order, one
-    /// thread per shard group, and returns each attribution's credit rows
-    /// in (conversion time, position, touch order) order. With a snapshot
-    /// directory, writes the chains and dictionaries back.
-    pub(crate) fn apply(&mut self, collectors: Vec<Collector<'p>>) -> Result<Vec<Credits<'p>>> {
-        let mut collectors = collectors;
-        let mut all = Vec::new();
-        for (i, &attribution) in self.attributions.iter().enumerate() {
-            let mut stats = Stats::default();
-            let groups = self.stores[i].groups().len();
-            let mut events: Vec<Vec<Event>> = vec![Vec::new(); groups];
-            for collector in &mut collectors {
-                let compiled = &mut collector.attributions[i];
-                stats.add(&compiled.stats);
-                let [campaigns, sites] = &mut self.names[i];
-                let campaign_map = campaigns.absorb(&compiled.names[0]);
-                let site_map = sites.absorb(&compiled.names[1]);
-                for (into, from) in events.iter_mut().zip(&mut compiled.events) {
-                    into.extend(from.drain(..).map(|mut e| {
+    /// Takes every event the collectors hold and holds it until a
+    /// [`Setup::release`] reaches its time, leaving the collectors empty to
+    /// observe more. An event at or before a frontier already released is
+    /// late (see the module doc): it goes to the next release, counted.
+    pub(crate) fn absorb(&mut self, collectors: &mut [Collector<'p>]) {
+        for collector in collectors {
+            for (i, compiled) in collector.attributions.iter_mut().enumerate() {
+                let absorbed = &mut self.absorbed[i];
+                absorbed.add(&compiled.stats);
+                compiled.stats = Stats::default();
+                let local = std::mem::take(&mut compiled.names);
+                // Copies the dictionaries only if released credits still
+                // share them and a name is new.
+                let names = &mut self.names[i];
+                let new = local.iter().any(|l| !l.names.is_empty() || l.overflow > 0);
+                let (campaign_map, site_map) = if new {
+                    let [campaigns, sites] = Arc::make_mut(names);
+                    (campaigns.absorb(&local[0]), sites.absorb(&local[1]))
+                } else {
+                    (vec![0], vec![0])
+                };
+                for (held, from) in self.held[i].iter_mut().zip(&mut compiled.events) {
+                    let mut events = std::mem::take(from);
+                    for e in &mut events {
                         if let What::Touch { campaign, site } = &mut e.what {
                             *campaign = campaign_map[*campaign as usize];
                             *site = site_map[*site as usize];
                         }
-                        e
-                    }));
+                    }
+                    absorbed.late += held.absorb(events, self.released_ms);
                 }
             }
+        }
+    }
+
+    /// Applies, per shard group on its owner thread, every held event with
+    /// time <= `frontier_ms` (the late ones first, in arrival order; then
+    /// in (time, position) order), and returns each attribution's new
+    /// credit rows in (conversion time, position, touch order) order, with
+    /// the counts since the previous release. Later events stay held. A
+    /// frontier below one already released releases only late events. A
+    /// run releases once, at `u64::MAX`.
+    ///
+    /// After an error the attribution's chains may hold part of the
+    /// release: the caller stops.
+    pub(crate) fn release(&mut self, frontier_ms: u64) -> Result<Vec<Credits<'p>>> {
+        let frontier_ms = self.released_ms.map_or(frontier_ms, |r| r.max(frontier_ms));
+        let mut all = Vec::new();
+        for (i, &attribution) in self.attributions.iter().enumerate() {
+            let mut stats = std::mem::take(&mut self.absorbed[i]);
             let model = chains_model(attribution.model);
             let lookback_ms = u64::from(attribution.lookback_days) * DAY_MS;
-            let config = *self.stores[i].config();
-            let store = std::mem::replace(&mut self.stores[i], Store::new(config)?);
-            let results: Vec<Result<(ShardGroup, Vec<CreditRow>, Stats)>> =
-                std::thread::scope(|scope| {
-                    let handles: Vec<_> = store
-                        .into_groups()
-                        .into_iter()
-                        .zip(events)
-                        .map(|(group, mut events)| {
-                            scope.spawn(move || {
-                                events.sort_unstable_by_key(Event::order);
-                                apply_group(group, &events, model, lookback_ms)
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .unwrap_or_else(|_| Err(anyhow::anyhow!("a chains owner panicked")))
-                        })
-                        .collect()
-                });
-            let mut groups = Vec::new();
+            let results: Vec<Result<(Vec<CreditRow>, Stats)>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = self.stores[i]
+                    .groups_mut()
+                    .iter_mut()
+                    .zip(&mut self.held[i])
+                    .filter(|(_, held)| held.has_work(frontier_ms))
+                    .map(|(group, held)| {
+                        scope.spawn(move || held.release(group, frontier_ms, model, lookback_ms))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join()
+                            .unwrap_or_else(|_| Err(anyhow::anyhow!("a chains owner panicked")))
+                    })
+                    .collect()
+            });
             let mut rows = Vec::new();
             for result in results {
-                let (group, group_rows, group_stats) = result?;
-                groups.push(group);
+                let (group_rows, group_stats) = result?;
                 rows.extend(group_rows);
                 stats.add(&group_stats);
             }
-            self.stores[i] = Store::from_groups(config, groups)?;
             rows.sort_unstable_by_key(CreditRow::order);
             all.push(Credits {
                 attribution,
                 rows,
-                names: self.names[i].clone(),
+                names: Arc::clone(&self.names[i]),
                 stats,
             });
         }
+        self.released_ms = Some(frontier_ms);
         Ok(all)
+    }
+
+    /// Events held for a later release, over every attribution.
+    pub(crate) fn held_events(&self) -> usize {
+        self.held.iter().flatten().map(Held::len).sum()
+    }
+
+    /// Bytes the held events take ([`EVENT_BYTES`] per event of the
+    /// vectors' capacity): what a caller bounds by releasing further.
+    pub(crate) fn held_bytes(&self) -> usize {
+        self.held.iter().flatten().map(Held::bytes).sum()
     }
 
     /// Writes each attribution's chains and dictionaries to the snapshot
     /// directory, if the run has one (`DIR/<name>.chains`,
     /// `DIR/<name>.names`), each through a temp file renamed into place.
     /// Callers that clean up after an interrupt hold their lock meanwhile,
-    /// so that an interrupt never leaves the temp files behind.
+    /// so that an interrupt never leaves the temp files behind. Events
+    /// still held are not in the snapshot: a caller releases first.
     pub(crate) fn save(&self) -> Result<()> {
         let Some(dir) = &self.snapshot_dir else {
             return Ok(());
@@ -374,117 +432,6 @@ fn chains_model(model: Model) -> attribution::Model {
                 .expect("the compiler refuses a zero half-life"),
         },
     }
-}
-
-/// One owner's work: its group's events, in order.
-fn apply_group(
-    mut group: ShardGroup,
-    events: &[Event],
-    model: attribution::Model,
-    lookback_ms: u64,
-) -> Result<(ShardGroup, Vec<CreditRow>, Stats)> {
-    let mut stats = Stats::default();
-    let mut rows = Vec::new();
-    let mut chain = Vec::new();
-    let mut credits = Vec::new();
-    // Touches wait here and go to the group in batches (`append_batch`
-    // overlaps their memory accesses), always before the next trim slice or
-    // conversion, so the group sees the events in their order.
-    let mut touches = Vec::with_capacity(TOUCH_BATCH);
-    let mut outcomes = Vec::with_capacity(TOUCH_BATCH);
-    for (n, e) in events.iter().enumerate() {
-        if n % TRIM_EVERY_EVENTS == 0 {
-            append_touches(&mut group, &mut touches, &mut outcomes, &mut stats)?;
-            group.trim_slice(e.time_ms, TRIM_SLOTS_BUDGET);
-        }
-        let user = UserId(e.user);
-        match e.what {
-            What::Touch { campaign, site } => {
-                let record = cardinal_chains::Record::new(
-                    e.time_ms,
-                    TOUCH_KIND,
-                    CampaignId(campaign),
-                    SiteId(site),
-                )?;
-                touches.push((user, record));
-                if touches.len() == TOUCH_BATCH {
-                    append_touches(&mut group, &mut touches, &mut outcomes, &mut stats)?;
-                }
-            }
-            What::Conversion { value_micros } => {
-                append_touches(&mut group, &mut touches, &mut outcomes, &mut stats)?;
-                chain.clear();
-                credits.clear();
-                group.take(user, &mut chain)?;
-                let conversion = Conversion {
-                    user,
-                    time_ms: e.time_ms,
-                    revenue_micros: value_micros.unwrap_or(0),
-                };
-                let n = attribution::attribute(
-                    &conversion,
-                    &chain,
-                    lookback_ms,
-                    model,
-                    |_| true,
-                    &mut credits,
-                );
-                if n == 0 {
-                    stats.conversions_uncredited += 1;
-                }
-                for (rank, c) in credits.iter().enumerate() {
-                    rows.push(CreditRow {
-                        conversion_ms: e.time_ms,
-                        input: e.input,
-                        offset: e.offset,
-                        rank: u32::try_from(rank).expect("a chain holds under 2^32 records"),
-                        touch_ms: c.touch.time_ms(),
-                        user: e.user,
-                        campaign: c.touch.campaign.0,
-                        site: c.touch.site.0,
-                        credit: c.credit,
-                        revenue: value_micros.map(|_| c.revenue_micros / MICROS),
-                    });
-                }
-            }
-        }
-    }
-    append_touches(&mut group, &mut touches, &mut outcomes, &mut stats)?;
-    Ok((group, rows, stats))
-}
-
-/// Touches [`apply_group`] hands to the chains at once.
-const TOUCH_BATCH: usize = 4 * cardinal_chains::APPEND_BATCH_WINDOW;
-
-/// Appends the waiting touches in order and empties the list. A touch that
-/// finds its group's arena or shard full is dropped and counted, as are
-/// the records a full chain evicts; the touches after it still go in.
-fn append_touches(
-    group: &mut ShardGroup,
-    touches: &mut Vec<(UserId, cardinal_chains::Record)>,
-    outcomes: &mut Vec<cardinal_chains::AppendOutcome>,
-    stats: &mut Stats,
-) -> Result<()> {
-    let mut rest = &touches[..];
-    while !rest.is_empty() {
-        outcomes.clear();
-        let result = group.append_batch(rest, outcomes);
-        stats.touches_dropped += outcomes
-            .iter()
-            .map(|o| u64::from(o.records_evicted))
-            .sum::<u64>();
-        stats.touches_expired += outcomes.iter().filter(|o| o.expired).count() as u64;
-        match result {
-            Ok(()) => break,
-            Err(cardinal_chains::Error::LimitExceeded { .. }) => {
-                stats.touches_dropped += 1;
-                rest = &rest[outcomes.len() + 1..];
-            }
-            Err(other) => return Err(other.into()),
-        }
-    }
-    touches.clear();
-    Ok(())
 }
 
 /// A worker's side of the attributions: evaluates the touch and conversion
@@ -538,7 +485,6 @@ impl Collector<'_> {
                 continue;
             };
             let what = if conversion {
-                c.stats.conversions += 1;
                 // A NULL value, or one that is not a finite number of
                 // micro-units (counted), credits with a NULL revenue, as no
                 // VALUE does.
@@ -569,7 +515,6 @@ impl Collector<'_> {
                 };
                 What::Conversion { value_micros }
             } else {
-                c.stats.touches += 1;
                 let mut codes = [0u32; 2];
                 for (i, e) in [&a.campaign, &a.site].into_iter().enumerate() {
                     let Some(e) = e else { continue };
@@ -628,7 +573,8 @@ pub struct Credits<'p> {
     /// One row per touch point credited, in (conversion time, position,
     /// touch order).
     pub rows: Vec<CreditRow>,
-    names: [Names; 2],
+    /// The attribution's dictionaries as of the release.
+    names: Arc<[Names; 2]>,
     /// What the attribution counted.
     pub stats: Stats,
 }
@@ -645,7 +591,8 @@ impl Credits<'_> {
         }
     }
 
-    /// Campaign and site values dropped at [`NAMES_MAX`].
+    /// Campaign and site values dropped at [`NAMES_MAX`], since the
+    /// attribution started.
     pub fn names_overflow(&self) -> u64 {
         self.names[0].overflow + self.names[1].overflow
     }
@@ -721,20 +668,33 @@ impl Record for CreditRecord<'_> {
     }
 }
 
-/// Folds every credit row of `credits` into the summaries that read its
-/// credit stream; one rollup per summary, in order.
+/// Empty rollups for `shapes` (the summaries over credit streams), to
+/// fold releases into with [`fold_credits`].
+pub(crate) fn credit_rollups(shapes: &[Shape], limits: Limits) -> Result<Vec<Rollup>> {
+    Ok(shapes
+        .iter()
+        .map(|shape| Rollup::new(shape.clone(), limits))
+        .collect::<Result<_, _>>()?)
+}
+
+/// Folds every credit row of `credits` (one release) into `rollups`, one
+/// per summary that reads a credit stream, in order. Folding each release
+/// as it comes into the same rollups gives the rollups of folding the
+/// releases' rows all at once, in the same order.
 pub(crate) fn fold_credits(
     credits: &[Credits<'_>],
     summaries: &[&Summary],
     shapes: &[Shape],
-    limits: Limits,
-) -> Result<Vec<Rollup>> {
-    let mut rollups = Vec::new();
+    rollups: &mut [Rollup],
+) -> Result<()> {
+    assert!(
+        summaries.len() == shapes.len() && shapes.len() == rollups.len(),
+        "a shape and a rollup per summary"
+    );
     let mut scratch = Scratch::default();
     let mut hashed = HashMemo::default();
     let mut routed = Routed::default();
-    for (summary, shape) in summaries.iter().zip(shapes) {
-        let mut rollup = Rollup::new(shape.clone(), limits)?;
+    for ((summary, shape), rollup) in summaries.iter().zip(shapes).zip(rollups) {
         let feeds = feeds_of(summary, shape);
         let of = credits
             .iter()
@@ -748,11 +708,10 @@ pub(crate) fn fold_credits(
             {
                 continue;
             }
-            fold_routed(&feeds, &mut rollup, &routed, &mut hashed, None);
+            fold_routed(&feeds, rollup, &routed, &mut hashed, None);
         }
-        rollups.push(rollup);
     }
-    Ok(rollups)
+    Ok(())
 }
 
 /// Restores `DIR/<name>.chains` and `DIR/<name>.names`; `None` if the
@@ -815,45 +774,4 @@ fn read_names(text: &str) -> Result<[Names; 2]> {
         bail!("truncated");
     }
     Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn names_absorb_and_round_trip() {
-        let mut local = Names::default();
-        assert_eq!(local.code(b"b"), 1);
-        assert_eq!(local.code(b"a"), 2);
-        assert_eq!(local.code(b"b"), 1);
-        let mut global = Names::default();
-        global.code(b"a");
-        assert_eq!(global.absorb(&local), vec![0, 2, 1]);
-        assert_eq!(global.name(2), Some(&b"b"[..]));
-        assert_eq!(global.name(0), None);
-        let dir = std::env::temp_dir().join(format!("cardinal-names-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let path = dir.join("x.names");
-        let pair = [global, local];
-        write_names(&path, &pair).expect("write");
-        let text = std::fs::read_to_string(&path).expect("read");
-        let back = read_names(&text).expect("parse");
-        assert_eq!(back[0].names, pair[0].names);
-        assert_eq!(back[1].names, pair[1].names);
-        assert!(read_names(&text.replace("end\n", "")).is_err());
-        assert!(read_names("cardinal-names 1\n1\n6\n0\nend\n").is_err());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn names_stop_at_the_limit() {
-        let mut names = Names::default();
-        for i in 0..NAMES_MAX {
-            names.code(&i.to_le_bytes());
-        }
-        assert_eq!(names.code(b"one more"), 0);
-        assert_eq!(names.overflow, 1);
-        assert_eq!(names.code(&0u32.to_le_bytes()), 1);
-    }
 }

@@ -296,8 +296,22 @@ pub fn execute<'p>(
     }
     let merged = merged.map(|(rollups, _)| rollups);
     let mut rollups = merged.expect("at least one worker");
+    // A run holds every event to the end and releases them at once: the
+    // credit rows are then independent of how the work was split.
     let credits = match &mut attribution {
-        Some(setup) => setup.apply(collectors)?,
+        Some(setup) => {
+            setup.absorb(&mut collectors);
+            drop(collectors);
+            let credits = setup.release(u64::MAX)?;
+            // The setup lives on (to save the chains): it must not keep
+            // the events' memory.
+            assert_eq!(
+                (setup.held_events(), setup.held_bytes()),
+                (0, 0),
+                "a release at u64::MAX applies every held event"
+            );
+            credits
+        }
         None => Vec::new(),
     };
     let credit_summaries: Vec<&Summary> = plan
@@ -313,12 +327,14 @@ pub fn execute<'p>(
         .iter()
         .map(|s| shape_of(s))
         .collect::<Result<_>>()?;
-    rollups.extend(attribute::fold_credits(
+    let mut credit_rollups = attribute::credit_rollups(&credit_shapes, limits)?;
+    attribute::fold_credits(
         &credits,
         &credit_summaries,
         &credit_shapes,
-        limits,
-    )?);
+        &mut credit_rollups,
+    )?;
+    rollups.extend(credit_rollups);
     summaries.extend(credit_summaries);
     let elapsed_secs = started.elapsed().as_secs_f64();
     if let Some(file) = rejects_file {
