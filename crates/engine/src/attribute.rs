@@ -269,30 +269,17 @@ impl<'p> Setup<'p> {
 
     /// A worker's collector.
     pub(crate) fn collector(&self) -> Collector<'p> {
-        Collector {
-            attributions: self
-                .attributions
-                .iter()
-                .zip(&self.stores)
-                .zip(&self.user_types)
-                .map(|((a, store), &user_type)| Compiled {
-                    attribution: a,
-                    time: Expr::Column {
-                        index: a.time,
-                        ty: ColumnType::Timestamp,
-                    },
-                    user: Expr::Column {
-                        index: a.user,
-                        ty: user_type,
-                    },
-                    router: store.router(),
-                    events: vec![Vec::new(); store.groups().len()],
-                    names: [Names::default(), Names::default()],
-                    stats: Stats::default(),
-                })
-                .collect(),
-            scratch: Scratch::default(),
-        }
+        Collector::with_routing(&self.attributions, &self.user_types, &self.routing())
+    }
+
+    /// How each attribution's store routes users: its router and its
+    /// number of shard groups. A collector made elsewhere with the same
+    /// routing ([`Collector::new`]) hands this setup events it can apply.
+    pub(crate) fn routing(&self) -> Vec<(cardinal_chains::Router, usize)> {
+        self.stores
+            .iter()
+            .map(|store| (store.router(), store.groups().len()))
+            .collect()
     }
 
     /// Takes every event the collectors hold and holds it until a
@@ -300,12 +287,17 @@ impl<'p> Setup<'p> {
     /// observe more. An event at or before a frontier already released is
     /// late (see the module doc): it goes to the next release, counted.
     pub(crate) fn absorb(&mut self, collectors: &mut [Collector<'p>]) {
-        for collector in collectors {
-            for (i, compiled) in collector.attributions.iter_mut().enumerate() {
+        let collected: Vec<Collected> = collectors.iter_mut().map(Collector::take).collect();
+        self.absorb_collected(collected);
+    }
+
+    /// [`Setup::absorb`] of what collectors handed over ([`Collector::take`]),
+    /// in the order given.
+    pub(crate) fn absorb_collected(&mut self, collected: Vec<Collected>) {
+        for collected in collected {
+            for (i, (stats, local, mut events)) in collected.attributions.into_iter().enumerate() {
                 let absorbed = &mut self.absorbed[i];
-                absorbed.add(&compiled.stats);
-                compiled.stats = Stats::default();
-                let local = std::mem::take(&mut compiled.names);
+                absorbed.add(&stats);
                 // Copies the dictionaries only if released credits still
                 // share them and a name is new.
                 let names = &mut self.names[i];
@@ -316,7 +308,7 @@ impl<'p> Setup<'p> {
                 } else {
                     (vec![0], vec![0])
                 };
-                for (held, from) in self.held[i].iter_mut().zip(&mut compiled.events) {
+                for (held, from) in self.held[i].iter_mut().zip(&mut events) {
                     let mut events = std::mem::take(from);
                     for e in &mut events {
                         if let What::Touch { campaign, site } = &mut e.what {
@@ -453,6 +445,106 @@ struct Compiled<'p> {
     /// This worker's campaign and site codes.
     names: [Names; 2],
     stats: Stats,
+}
+
+/// What a collector gathered, owned (no borrow of the plan): how a
+/// continuous engine's worker hands its events to the thread that owns the
+/// chains ([`Setup::absorb_collected`]). Per attribution: the counts, the
+/// worker's campaign and site codes, and the events per shard group.
+#[derive(Debug, Default)]
+pub(crate) struct Collected {
+    attributions: Vec<(Stats, [Names; 2], Vec<Vec<Event>>)>,
+}
+
+impl Collected {
+    /// The latest event time gathered, if any.
+    pub(crate) fn newest_ms(&self) -> Option<u64> {
+        self.attributions
+            .iter()
+            .flat_map(|(_, _, groups)| groups)
+            .flatten()
+            .map(|e| e.time_ms)
+            .max()
+    }
+}
+
+impl<'p> Collector<'p> {
+    /// A collector for `plan`'s attributions over `stream`, routing users
+    /// as `routing` says ([`Setup::routing`] of a setup of the same plan
+    /// and stream); `None` if no attribution reads the stream.
+    pub(crate) fn new(
+        plan: &'p Plan,
+        stream: usize,
+        routing: &[(cardinal_chains::Router, usize)],
+    ) -> Option<Self> {
+        let attributions: Vec<&Attribution> = plan
+            .attributions
+            .iter()
+            .filter(|a| a.stream == stream)
+            .collect();
+        if attributions.is_empty() {
+            return None;
+        }
+        let user_types: Vec<ColumnType> = attributions
+            .iter()
+            .map(|a| plan.streams[a.stream].schema.columns[a.user].ty)
+            .collect();
+        Some(Self::with_routing(&attributions, &user_types, routing))
+    }
+
+    fn with_routing(
+        attributions: &[&'p Attribution],
+        user_types: &[ColumnType],
+        routing: &[(cardinal_chains::Router, usize)],
+    ) -> Self {
+        assert_eq!(
+            attributions.len(),
+            routing.len(),
+            "a routing per attribution"
+        );
+        Collector {
+            attributions: attributions
+                .iter()
+                .zip(routing)
+                .zip(user_types)
+                .map(|((a, &(router, groups)), &user_type)| Compiled {
+                    attribution: a,
+                    time: Expr::Column {
+                        index: a.time,
+                        ty: ColumnType::Timestamp,
+                    },
+                    user: Expr::Column {
+                        index: a.user,
+                        ty: user_type,
+                    },
+                    router,
+                    events: vec![Vec::new(); groups],
+                    names: [Names::default(), Names::default()],
+                    stats: Stats::default(),
+                })
+                .collect(),
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// Hands over everything gathered so far, leaving the collector empty
+    /// to observe more.
+    pub(crate) fn take(&mut self) -> Collected {
+        Collected {
+            attributions: self
+                .attributions
+                .iter_mut()
+                .map(|c| {
+                    let groups = c.events.len();
+                    (
+                        std::mem::take(&mut c.stats),
+                        std::mem::take(&mut c.names),
+                        std::mem::replace(&mut c.events, vec![Vec::new(); groups]),
+                    )
+                })
+                .collect(),
+        }
+    }
 }
 
 impl Collector<'_> {

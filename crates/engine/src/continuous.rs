@@ -47,6 +47,9 @@ use cardinal_parse::Batch;
 use cardinal_rollup::{Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{Format, Plan, Summary};
 
+use cardinal_chains::Router;
+
+use crate::attribute::{self, Collected, Collector, Setup, Stats};
 use crate::batch::{Counts, group_limit_error, pick_stream, shape_of};
 use crate::fold::{Fold, REJECTS_SHOWN_MAX};
 use crate::progress::Progress;
@@ -75,7 +78,15 @@ pub struct ContinuousOptions {
     pub memory_max: u64,
     /// Counters the workers publish to.
     pub progress: Option<Arc<Progress>>,
+    /// How far behind the newest event time seen an attribution releases
+    /// its held events at a snapshot ([`ATTRIBUTION_LATENESS_MS_DEFAULT`]).
+    pub attribution_lateness_ms: u64,
 }
+
+/// The default [`ContinuousOptions::attribution_lateness_ms`]: an hour.
+/// Touch points and conversions that arrive later than this behind the
+/// newest are applied out of time order, and counted as late.
+pub const ATTRIBUTION_LATENESS_MS_DEFAULT: u64 = 3_600_000;
 
 impl ContinuousOptions {
     /// `threads` workers, default queues, no limits, a memory budget of
@@ -89,6 +100,7 @@ impl ContinuousOptions {
             header: None,
             memory_max,
             progress: None,
+            attribution_lateness_ms: ATTRIBUTION_LATENESS_MS_DEFAULT,
         }
     }
 }
@@ -117,8 +129,32 @@ enum Message {
 struct HandOver {
     rollups: Vec<Rollup>,
     counts: Counts,
+    /// The attributions' touch points and conversions it gathered.
+    collected: Option<Collected>,
     /// How long the worker stopped folding to hand them over.
     paused: Duration,
+}
+
+/// What the attribution thread is asked: absorb the workers' events (in
+/// worker order) and release those the frontier has passed (every one,
+/// when `last`), then hand over the credit summaries' groups.
+struct Release {
+    collected: Vec<Collected>,
+    last: bool,
+    reply: SyncSender<Result<CreditHandOver>>,
+}
+
+/// The credit summaries' groups since the last hand-over, and the counts
+/// of the attributions.
+struct CreditHandOver {
+    rollups: Vec<Rollup>,
+    stats: Vec<Stats>,
+}
+
+/// The thread that owns the attributions' chains (their single writer).
+struct Attributor {
+    inbox: SyncSender<Release>,
+    thread: JoinHandle<()>,
 }
 
 /// The submitting side, under one lock: numbering and queue order agree.
@@ -140,6 +176,8 @@ struct Base {
     /// Whether any hand-over has been merged (else the rollups are as
     /// started: empty).
     merged: bool,
+    /// Per attribution over the stream, its counts so far.
+    attribution_stats: Vec<Stats>,
 }
 
 /// What the workers share.
@@ -154,6 +192,11 @@ struct Shared {
     progress: Arc<Progress>,
     /// The first failure of a worker, for the callers that find it gone.
     failed: Mutex<Option<String>>,
+    /// How each attribution routes users to its chains' shard groups
+    /// (empty when none reads the stream).
+    routing: Vec<(Router, usize)>,
+    threads: usize,
+    attribution_lateness_ms: u64,
 }
 
 /// A running engine over one stream of a plan.
@@ -164,6 +207,13 @@ pub struct Continuous {
     submit: Mutex<Submit>,
     base: Mutex<Base>,
     workers: Vec<JoinHandle<()>>,
+    attributor: Option<Attributor>,
+}
+
+impl std::fmt::Debug for Attributor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Attributor").finish_non_exhaustive()
+    }
 }
 
 impl std::fmt::Debug for Submit {
@@ -212,9 +262,17 @@ impl View<'_> {
         self.base.rollups.get(index)
     }
 
-    /// The names of the summaries, in the order of [`View::rollups`].
+    /// The names of the summaries, in the order of [`View::rollups`]: the
+    /// stream's, then those over its attributions' credit streams.
     pub fn summaries(&self) -> &[String] {
         self.summaries
+    }
+
+    /// Per CREATE ATTRIBUTION over the stream, in declaration order, its
+    /// counts over the covered batches (touch points and conversions
+    /// applied so far: events newer than the release frontier are held).
+    pub fn attribution_stats(&self) -> &[Stats] {
+        &self.base.attribution_stats
     }
 }
 
@@ -223,10 +281,6 @@ impl Continuous {
     pub fn start(plan: Arc<Plan>, options: &ContinuousOptions) -> Result<Self> {
         let stream = pick_stream(&plan, options.stream.as_deref())?;
         ensure!(
-            !plan.attributions.iter().any(|a| a.stream == stream),
-            "the continuous engine does not run CREATE ATTRIBUTION yet"
-        );
-        ensure!(
             !matches!(plan.streams[stream].format, Format::Parquet),
             "a Parquet stream is read from files, not fed as batches"
         );
@@ -234,16 +288,30 @@ impl Continuous {
             (1..=QUEUE_BATCHES_MAX).contains(&options.queue_batches),
             "queue_batches must be 1 to {QUEUE_BATCHES_MAX}"
         );
-        let summaries: Vec<&Summary> = plan
+        let threads = options.threads.max(1);
+        let mut summaries: Vec<&Summary> = plan
             .summaries
             .iter()
             .filter(|s| s.stream == stream)
             .collect();
+        let credit = credit_summaries(&plan, stream);
+        let attributions = plan
+            .attributions
+            .iter()
+            .filter(|a| a.stream == stream)
+            .count();
         ensure!(
-            !summaries.is_empty(),
-            "no CREATE SUMMARY reads stream {}",
+            !summaries.is_empty() || attributions > 0,
+            "no CREATE SUMMARY or CREATE ATTRIBUTION reads stream {}",
             plan.streams[stream].name
         );
+        // The routing of the chains the attribution thread will make, for
+        // the workers' collectors.
+        let routing = match Setup::new(&plan, stream, threads, None)? {
+            Some(setup) => setup.routing(),
+            None => Vec::new(),
+        };
+        summaries.extend(credit);
         let rollups = summaries
             .iter()
             .map(|s| Ok(Rollup::new(shape_of(s)?, options.limits)?))
@@ -258,9 +326,11 @@ impl Continuous {
             budget: MemoryBudget::new(options.memory_max),
             progress: options.progress.clone().unwrap_or_default(),
             failed: Mutex::new(None),
+            routing,
+            threads,
+            attribution_lateness_ms: options.attribution_lateness_ms,
             plan,
         });
-        let threads = options.threads.max(1);
         let mut queues = Vec::with_capacity(threads);
         let mut workers = Vec::with_capacity(threads);
         for index in 0..threads {
@@ -279,6 +349,23 @@ impl Continuous {
             queues.push(queue);
             workers.push(worker);
         }
+        let attributor = if attributions > 0 {
+            let (inbox, requests) = sync_channel(1);
+            let shared = Arc::clone(&shared);
+            let thread = std::thread::Builder::new()
+                .name("cardinal-attribution".to_string())
+                .spawn(move || {
+                    if let Err(e) = attribute(&shared, &requests) {
+                        let mut failed =
+                            shared.failed.lock().unwrap_or_else(PoisonError::into_inner);
+                        failed.get_or_insert_with(|| format!("attribution: {e:#}"));
+                    }
+                })
+                .context("starting the attribution thread")?;
+            Some(Attributor { inbox, thread })
+        } else {
+            None
+        };
         Ok(Self {
             shared,
             summaries: names,
@@ -293,8 +380,10 @@ impl Continuous {
                 covers: 0,
                 paused: Duration::ZERO,
                 merged: false,
+                attribution_stats: vec![Stats::default(); attributions],
             }),
             workers,
+            attributor,
         })
     }
 
@@ -367,6 +456,12 @@ impl Continuous {
     /// queued behind those batches, and they are merged into the base.
     /// Ingest pauses only while each worker moves its groups out.
     pub fn snapshot(&self) -> Result<View<'_>> {
+        self.take_snapshot(false)
+    }
+
+    /// [`Continuous::snapshot`]; with `last`, the attributions release
+    /// every event they hold (the end of the stream).
+    fn take_snapshot(&self, last: bool) -> Result<View<'_>> {
         let mut base = self.base.lock().unwrap_or_else(PoisonError::into_inner);
         let (covers, replies) = {
             let submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
@@ -381,35 +476,38 @@ impl Continuous {
             (submit.next_seq, replies)
         };
         base.paused = Duration::ZERO;
+        let mut collected = Vec::new();
         for (index, reply) in replies.into_iter().enumerate() {
             let part = reply.recv().map_err(|_| self.stopped())?;
             base.paused = base.paused.max(part.paused);
             base.counts.add(&part.counts);
+            collected.extend(part.collected);
+            // The first hand-over of all becomes the base as it is:
+            // merging into an empty rollup would copy every group.
             let empty = !base.merged;
             base.merged = true;
-            for ((into, from), name) in base
-                .rollups
-                .iter_mut()
-                .zip(part.rollups)
-                .zip(&self.summaries)
-            {
-                // The first hand-over of all becomes the base as it is:
-                // merging into an empty rollup would copy every group.
-                if empty {
-                    *into = from;
-                    continue;
-                }
-                match into.merge(&from) {
-                    Err(cardinal_rollup::Error::Limit {
-                        name: "groups_max",
-                        value,
-                        ..
-                    }) => {
-                        return Err(group_limit_error(name, value));
-                    }
-                    merged => merged.with_context(|| format!("merging worker {index}'s {name}"))?,
-                }
+            let from = part.rollups.into_iter().map(|rollup| (rollup, empty));
+            merge_into(&mut base.rollups, from, &self.summaries)
+                .with_context(|| format!("merging worker {index}'s partials"))?;
+        }
+        if let Some(attributor) = &self.attributor {
+            let (reply, credits) = sync_channel(1);
+            attributor
+                .inbox
+                .send(Release {
+                    collected,
+                    last,
+                    reply,
+                })
+                .map_err(|_| self.stopped())?;
+            let credits = credits.recv().map_err(|_| self.stopped())??;
+            for (into, stats) in base.attribution_stats.iter_mut().zip(&credits.stats) {
+                into.add(stats);
             }
+            let first = base.rollups.len() - credits.rollups.len();
+            let from = credits.rollups.into_iter().map(|rollup| (rollup, false));
+            merge_into(&mut base.rollups[first..], from, &self.summaries[first..])
+                .context("merging the credit summaries")?;
         }
         for rollup in &mut base.rollups {
             rollup.evict_expired();
@@ -425,7 +523,7 @@ impl Continuous {
     /// final merged rollups and counts, with the number of batches.
     pub fn finish(self) -> Result<(Vec<Rollup>, Counts, u64)> {
         let covers = {
-            let view = self.snapshot()?;
+            let view = self.take_snapshot(true)?;
             view.covers()
         };
         let Continuous {
@@ -433,12 +531,19 @@ impl Continuous {
             base,
             workers,
             shared,
+            attributor,
             ..
         } = self;
         drop(submit);
         for worker in workers {
             if worker.join().is_err() {
                 bail!("a worker panicked");
+            }
+        }
+        if let Some(Attributor { inbox, thread }) = attributor {
+            drop(inbox);
+            if thread.join().is_err() {
+                bail!("the attribution thread panicked");
             }
         }
         if let Some(why) = shared
@@ -475,7 +580,10 @@ fn work(shared: &Shared, index: usize, inbox: &Receiver<Message>) -> Result<()> 
     reads.dedup();
     let mut fold = Fold::new(&summaries, &shapes, shared.limits, &shared.shown, stream)?;
     fold.budget = Some(&shared.budget);
-    let mut parser = Parser::new(stream, Some(&reads))?;
+    let mut collector = Collector::new(plan, shared.stream, &shared.routing);
+    // An attribution reads columns of its own: then every column is split.
+    let projection = collector.is_none().then_some(reads.as_slice());
+    let mut parser = Parser::new(stream, projection)?;
     let name: Arc<str> = Arc::from(format!("stream {}", stream.name));
     if let Parser::Csv(csv) = &mut parser
         && stream.header
@@ -489,7 +597,6 @@ fn work(shared: &Shared, index: usize, inbox: &Receiver<Message>) -> Result<()> 
     }
     let mut batch = Batch::new();
     let mut tap = shared.progress.tap();
-    let mut collector = None;
     for message in inbox {
         match message {
             Message::Batch { seq, bytes } => {
@@ -511,6 +618,7 @@ fn work(shared: &Shared, index: usize, inbox: &Receiver<Message>) -> Result<()> 
             Message::HandOver(reply) => {
                 let started = Instant::now();
                 let (rollups, counts) = fold.hand_over();
+                let collected = collector.as_mut().map(Collector::take);
                 let paused = started.elapsed();
                 // The counters published so far stay; the tap starts over
                 // with the fold's counts.
@@ -520,6 +628,7 @@ fn work(shared: &Shared, index: usize, inbox: &Receiver<Message>) -> Result<()> 
                 if let Err(back) = reply.send(HandOver {
                     rollups,
                     counts,
+                    collected,
                     paused,
                 }) {
                     bail!(
@@ -548,4 +657,94 @@ fn declared_header(stream: &cardinal_route::Stream) -> Vec<u8> {
         .collect::<Vec<_>>()
         .join(&delimiter.to_string())
         .into_bytes()
+}
+
+/// Merges each rollup of `from` into its place in `into` (or moves it
+/// there, when its flag says `into` is still empty), naming the summary
+/// whose group limit a merge passes.
+fn merge_into(
+    into: &mut [Rollup],
+    from: impl Iterator<Item = (Rollup, bool)>,
+    names: &[String],
+) -> Result<()> {
+    for ((into, (from, empty)), name) in into.iter_mut().zip(from).zip(names) {
+        if empty {
+            *into = from;
+            continue;
+        }
+        match into.merge(&from) {
+            Err(cardinal_rollup::Error::Limit {
+                name: "groups_max",
+                value,
+                ..
+            }) => return Err(group_limit_error(name, value)),
+            merged => merged.with_context(|| format!("merging {name}"))?,
+        }
+    }
+    Ok(())
+}
+
+/// The summaries over the credit streams of the attributions that read
+/// `stream`, in declaration order.
+fn credit_summaries(plan: &Plan, stream: usize) -> Vec<&Summary> {
+    plan.summaries
+        .iter()
+        .filter(|s| {
+            plan.attributions
+                .iter()
+                .any(|a| a.stream == stream && a.credit_stream == s.stream)
+        })
+        .collect()
+}
+
+/// The attribution thread: the single writer of the attributions' chains.
+/// At each snapshot it absorbs the workers' events, releases those at or
+/// before the newest event time absorbed less the allowed lateness (all
+/// of them at the end), folds the credit rows into the credit summaries'
+/// partials and hands those over.
+fn attribute(shared: &Shared, requests: &Receiver<Release>) -> Result<()> {
+    let plan = &*shared.plan;
+    let mut setup = Setup::new(plan, shared.stream, shared.threads, None)?
+        .context("an attribution reads the stream")?;
+    ensure!(
+        setup.routing() == shared.routing,
+        "the attribution thread's chains route users as the workers' collectors do"
+    );
+    let summaries = credit_summaries(plan, shared.stream);
+    let shapes: Vec<Shape> = summaries
+        .iter()
+        .map(|s| shape_of(s))
+        .collect::<Result<_>>()?;
+    let mut rollups = attribute::credit_rollups(&shapes, shared.limits)?;
+    let mut newest_ms: Option<u64> = None;
+    for request in requests {
+        let release = || -> Result<CreditHandOver> {
+            for collected in &request.collected {
+                newest_ms = newest_ms.max(collected.newest_ms());
+            }
+            setup.absorb_collected(request.collected);
+            let frontier = if request.last {
+                u64::MAX
+            } else {
+                match newest_ms {
+                    Some(newest) => newest.saturating_sub(shared.attribution_lateness_ms),
+                    None => 0,
+                }
+            };
+            let credits = setup.release(frontier)?;
+            attribute::fold_credits(&credits, &summaries, &shapes, &mut rollups)?;
+            Ok(CreditHandOver {
+                rollups: rollups.iter_mut().map(Rollup::take_groups).collect(),
+                stats: credits.iter().map(|c| c.stats).collect(),
+            })
+        };
+        let answer = release();
+        let failed = answer.is_err();
+        // The snapshot waiting on the answer stops the engine if it failed.
+        let _ = request.reply.send(answer);
+        if failed {
+            bail!("a release failed");
+        }
+    }
+    Ok(())
 }
