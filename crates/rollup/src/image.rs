@@ -109,7 +109,9 @@
 //! settle to), ranks [`crate::RANKS_MAX`], a top-k state's exact keys
 //! [`crate::TOPK_EXACT_KEYS_MAX`] and its sketch's candidates its
 //! capacity (four per reported item, at least 16) with names for at
-//! most twice that. Past any of them the image is refused
+//! most twice that, and every count of records [`RECORDS_MAX`] (2^62, so
+//! that folding on cannot overflow one). Past any of them the image is
+//! refused
 //! ([`Error::ImageMalformed`]); nothing is dropped or truncated.
 
 // Maintainer notes.
@@ -152,6 +154,14 @@ const CHECKSUM_BYTES: usize = 4;
 /// key, states of no bytes): forged group counts are checked against the
 /// bytes left at this rate.
 pub const GROUP_BYTES_MIN: u64 = 8 + 4;
+
+/// Most records any count of an image may say were seen (a group's
+/// count, a sum's values, a top-k key's count, a drop count, the
+/// watermark's records): 2^62, 146 years of 10^9 records a second, so
+/// that no count a rollup folds on from can overflow (and an integer
+/// sum, at most 2^63 in magnitude per value, stays within its i128). An
+/// image with a larger one is refused.
+pub const RECORDS_MAX: u64 = 1 << 62;
 
 /// Bytes of one watermark entry.
 const WATERMARK_ENTRY_BYTES: u64 = 16;
@@ -373,6 +383,17 @@ impl<'a> Reader<'a> {
         Ok(i128::from_le_bytes(self.array(part)?))
     }
 
+    /// A count of records, at most [`RECORDS_MAX`].
+    fn records(&mut self, part: &'static str) -> Result<u64> {
+        let records = self.u64(part)?;
+        if records > RECORDS_MAX {
+            return Err(malformed(format!(
+                "{records} records in the {part}, more than RECORDS_MAX"
+            )));
+        }
+        Ok(records)
+    }
+
     /// `len` reserved bytes, which must be zero.
     fn zeros(&mut self, len: u64, part: &'static str) -> Result<()> {
         if self.take(len, part)?.iter().any(|&b| b != 0) {
@@ -557,10 +578,10 @@ fn read_progress(r: &mut Reader<'_>) -> Result<Progress> {
     let parts_after = r.u64("progress")?;
     let newest_bucket = r.i64("progress")?;
     let evicted_at = r.i64("progress")?;
-    let group_limit = r.u64("progress")?;
-    let expired = r.u64("progress")?;
-    let key_too_long = r.u64("progress")?;
-    let future = r.u64("progress")?;
+    let group_limit = r.records("progress")?;
+    let expired = r.records("progress")?;
+    let key_too_long = r.records("progress")?;
+    let future = r.records("progress")?;
     let [evicted, evicted_future] = r.array::<2>("progress")?;
     r.zeros(6, "progress")?;
     let flag = |byte: u8| match byte {
@@ -576,7 +597,7 @@ fn read_progress(r: &mut Reader<'_>) -> Result<Progress> {
         evicted: flag(evicted)?,
         evicted_future: flag(evicted_future)?,
     };
-    let seen = r.u64("watermark")?;
+    let seen = r.records("watermark")?;
     let kept = r.u64("watermark")?;
     let at = r.i64("watermark")?;
     let entries = r.u32("watermark")?;
@@ -729,11 +750,11 @@ fn read_state(r: &mut Reader<'_>, kind: &AggKind) -> Result<AggState> {
         byte => Err(malformed(format!("a presence byte of {byte}"))),
     };
     Ok(match *kind {
-        AggKind::CountAll | AggKind::Count => AggState::Count(r.u64("state")?),
+        AggKind::CountAll | AggKind::Count => AggState::Count(r.records("state")?),
         AggKind::Sum | AggKind::Avg => {
             let has_exact = some(r)?;
             let fixed = r.i128("state")?;
-            let count = r.u64("state")?;
+            let count = r.records("state")?;
             let exact = if has_exact {
                 let bytes = r.array::<EXACT_SUM_IMAGE_BYTES>("state")?;
                 let sum = ExactSum::from_image(&bytes)
@@ -748,10 +769,15 @@ fn read_state(r: &mut Reader<'_>, kind: &AggKind) -> Result<AggState> {
                 count,
             }
         }
-        AggKind::SumInt => AggState::SumInt {
-            sum: r.i128("state")?,
-            count: r.u64("state")?,
-        },
+        AggKind::SumInt => {
+            let sum = r.i128("state")?;
+            let count = r.records("state")?;
+            // Each value is below 2^63 in magnitude.
+            if sum.unsigned_abs() > u128::from(count) << 63 {
+                return Err(malformed(format!("a sum of {count} integers of {sum}")));
+            }
+            AggState::SumInt { sum, count }
+        }
         AggKind::Min | AggKind::Max => {
             let value = if some(r)? {
                 Some(f64::from_bits(r.u64("state")?))
@@ -879,7 +905,7 @@ fn read_topk(r: &mut Reader<'_>, k: u32) -> Result<TopState> {
         exact.reserve(count);
         let mut previous = None;
         for _ in 0..count {
-            let (key, n) = (r.u64("topk")?, r.u64("topk")?);
+            let (key, n) = (r.u64("topk")?, r.records("topk")?);
             if previous.is_some_and(|p| key <= p) || n == 0 {
                 return Err(malformed(
                     "topk counts not ascending by key, or zero".to_string(),

@@ -415,6 +415,20 @@ impl Rollup {
                 reason: "must be in 1..=2^32-1",
             });
         }
+        // A negative window would keep nothing, and a negative tolerance
+        // would put the newest bucket kept behind the watermark.
+        for (name, window) in [
+            ("retention_ms", limits.retention_ms),
+            ("future_ms", limits.future_ms),
+        ] {
+            if let Some(ms) = window.filter(|&ms| ms < 0) {
+                return Err(Error::Limit {
+                    name,
+                    value: ms.unsigned_abs(),
+                    reason: "must not be negative",
+                });
+            }
+        }
         for (index, kind) in shape.aggs.iter().enumerate() {
             kind.state()?; // validate parameters once, up front
             if let AggKind::QuantilesOf { of, .. } = *kind
