@@ -95,7 +95,7 @@
 //! record (32 B), states (48 B each), index slots and fresh sketch
 //! boxes, all for at least 12 bytes of image, and a sketch state at most
 //! 8 times its bytes (a FULL HLL's registers, a Roaring bitmap) plus
-//! KLL's [`SLACK_SLOTS`] slots.
+//! the 64 free slots of a KLL sketch's slack.
 
 //! # Limits
 //!
@@ -168,11 +168,6 @@ const WATERMARK_ENTRY_BYTES: u64 = 16;
 
 /// Fewest bytes an aggregate's kind takes (no ranks).
 const KIND_BYTES_MIN: u64 = 8;
-
-/// Free slots a KLL sketch read back may allocate beyond its values
-/// (its slack for values waiting to compact); for the allocation bound
-/// in the module doc.
-pub const SLACK_SLOTS: usize = 64;
 
 /// Bytes of a `topk` state's exact count or candidate entry.
 const TOPK_ENTRY_BYTES: u64 = 16;
