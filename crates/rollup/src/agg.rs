@@ -79,6 +79,13 @@ pub const TOPK_K_MAX: u32 = 1_000;
 /// sketch (each key with its count as weight) and the state stays a sketch.
 pub const TOPK_EXACT_KEYS_MAX: usize = 1_024;
 
+/// Names a `topk` state keeps per candidate of its sketch, at most: new
+/// candidates' names are added as they come and pruned to the current
+/// candidates' when they reach this many times the capacity, so names of
+/// evicted candidates cost a bounded amount. A state image with more is
+/// refused.
+pub(crate) const TOPK_NAMES_PER_CANDIDATE_MAX: usize = 2;
+
 /// Most ranks one `approx_quantile` may ask for.
 pub const RANKS_MAX: usize = 8;
 
@@ -282,7 +289,7 @@ impl TopCounts {
     /// Candidates a sketch keeps for `topk(x, k)`: four per reported item
     /// keep the reported top k stable under merges (the candidate list is
     /// what merges).
-    fn capacity(k: u32) -> u32 {
+    pub(crate) fn capacity(k: u32) -> u32 {
         (k * 4).max(16)
     }
 
@@ -554,7 +561,8 @@ impl AggState {
                 TopCounts::Sketch(sketch) => {
                     sketch.insert(hash, 1);
                     if !names.contains_key(&hash) && sketch.is_candidate(hash) {
-                        if names.len() >= 2 * sketch.capacity() as usize {
+                        if names.len() >= TOPK_NAMES_PER_CANDIDATE_MAX * sketch.capacity() as usize
+                        {
                             names.retain(|key, _| sketch.is_candidate(*key));
                         }
                         names.insert(hash, name());

@@ -23,6 +23,40 @@ pub enum Error {
         /// The supported range.
         reason: &'static str,
     },
+    /// A rollup image's checksum does not match its bytes: the image is
+    /// damaged (nothing of it was decoded).
+    #[error("rollup image checksum {stored:#010x} does not match its bytes ({computed:#010x})")]
+    ImageChecksum {
+        /// The checksum the image carries.
+        stored: u32,
+        /// The checksum of its bytes.
+        computed: u32,
+    },
+    /// A rollup image of a format version this build does not read.
+    #[error("rollup image format version {found}, this build reads {expected}")]
+    ImageVersion {
+        /// The version this build writes and reads.
+        expected: u32,
+        /// The version in the image.
+        found: u32,
+    },
+    /// A rollup image ends before what it describes.
+    #[error("rollup image truncated in {part}: need {needed} bytes, {remaining} remain")]
+    ImageTruncated {
+        /// What was being read.
+        part: &'static str,
+        /// Bytes it needs.
+        needed: u64,
+        /// Bytes left in the image.
+        remaining: u64,
+    },
+    /// A rollup image breaks a rule of its format (its checksum matched:
+    /// it was written wrong, or forged).
+    #[error("malformed rollup image: {reason}")]
+    ImageMalformed {
+        /// Which rule, and where.
+        reason: String,
+    },
 }
 
 /// The result type of this crate.

@@ -8,6 +8,13 @@
 //! for that reason), so the merged answer does not depend on how the input
 //! was split across workers or files.
 //!
+//! A rollup is written to disk and read back whole as an [`image`]
+//! ([`Rollup::encode_image`], [`Rollup::decode_image`]): a versioned,
+//! checksummed run of bytes holding its shape, limits, clocks and every
+//! group's states, read back into a rollup that folds on exactly as the
+//! one written; the decoder checks every length against the bytes and
+//! never panics.
+//!
 //! ```
 //! use cardinal_event::Timestamp;
 //! use cardinal_rollup::{AggKind, Input, Limits, Output, Rollup, Shape};
@@ -21,6 +28,11 @@
 //! a.merge(&b).unwrap();
 //! let rows = a.rows();
 //! assert_eq!(rows[0].outputs, vec![Output::Count(2), Output::Number(Some(4.0))]);
+//!
+//! let mut image = Vec::new();
+//! a.encode_image(&mut image);
+//! let read = Rollup::decode_image(&image, a.shape()).unwrap();
+//! assert_eq!(read.rows(), rows);
 //! ```
 
 #![deny(missing_docs)]
@@ -28,6 +40,7 @@
 mod agg;
 mod budget;
 mod error;
+pub mod image;
 mod rows;
 mod sum;
 mod table;

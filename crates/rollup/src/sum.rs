@@ -29,6 +29,9 @@ const LIMB_COUNT: usize = 35;
 
 const _: () = assert!(LIMB_COUNT * 64 > 1024 + ONE_BIT as usize + 64 + 1);
 
+/// Bytes of an [`ExactSum`]'s image: its limbs and a byte of flags.
+pub(crate) const EXACT_SUM_IMAGE_BYTES: usize = LIMB_COUNT * 8 + 1;
+
 /// The exact sum of doubles. See the module doc.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExactSum {
@@ -83,6 +86,37 @@ impl ExactSum {
     /// Adds `units * 2^-64`, exactly (the rollup's fixed point).
     pub fn add_fixed(&mut self, units: i128) {
         self.add_magnitude(units.unsigned_abs(), ONE_BIT - 64, units < 0);
+    }
+
+    /// Appends the sum's image, [`EXACT_SUM_IMAGE_BYTES`] long: the limbs,
+    /// least significant first, little-endian, then a byte of flags (bit
+    /// 0 +infinity, bit 1 -infinity, bit 2 NaN).
+    pub(crate) fn write_image(&self, out: &mut Vec<u8>) {
+        for limb in &self.limbs {
+            out.extend_from_slice(&limb.to_le_bytes());
+        }
+        out.push(
+            u8::from(self.positive_infinity)
+                | u8::from(self.negative_infinity) << 1
+                | u8::from(self.nan) << 2,
+        );
+    }
+
+    /// Reads [`ExactSum::write_image`]: any limbs are a sum; `None` for
+    /// unknown flag bits.
+    pub(crate) fn from_image(bytes: &[u8; EXACT_SUM_IMAGE_BYTES]) -> Option<Self> {
+        let (limbs, flags) = bytes.split_at(LIMB_COUNT * 8);
+        if flags[0] & !0b111 != 0 {
+            return None;
+        }
+        let mut sum = Self::default();
+        for (limb, word) in sum.limbs.iter_mut().zip(limbs.chunks_exact(8)) {
+            *limb = u64::from_le_bytes(word.try_into().expect("8 bytes"));
+        }
+        sum.positive_infinity = flags[0] & 1 != 0;
+        sum.negative_infinity = flags[0] & 2 != 0;
+        sum.nan = flags[0] & 4 != 0;
+        Some(sum)
     }
 
     /// Adds another sum, exactly.

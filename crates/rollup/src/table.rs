@@ -291,17 +291,30 @@ pub const PART_PREFETCH_BYTES_MAX: usize = 1 << 20;
 const PART_BITS: u32 = PARTS.trailing_zeros();
 
 /// Records a rollup dropped, by reason.
-#[derive(Debug, Clone, Copy, Default)]
-struct Drops {
-    group_limit: u64,
-    expired: u64,
-    key_too_long: u64,
-    future: u64,
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Drops {
+    pub(crate) group_limit: u64,
+    pub(crate) expired: u64,
+    pub(crate) key_too_long: u64,
+    pub(crate) future: u64,
     /// Whether [`Rollup::evict_expired`] has dropped any group.
-    evicted: bool,
+    pub(crate) evicted: bool,
     /// Whether [`Rollup::evict_expired`] has dropped a group of a bucket
     /// past the future tolerance.
-    evicted_future: bool,
+    pub(crate) evicted_future: bool,
+}
+
+/// What a rollup keeps beside its groups that decides how it folds on:
+/// what a state image ([`crate::image`]) writes before the groups.
+#[derive(Debug, Clone)]
+pub(crate) struct Progress {
+    /// 1, or [`PARTS`].
+    pub(crate) parts: usize,
+    pub(crate) parts_after: usize,
+    pub(crate) newest_bucket: i64,
+    pub(crate) evicted_at: i64,
+    pub(crate) drops: Drops,
+    pub(crate) watermark: Watermark,
 }
 
 /// `last` when no fold has found a row yet (never a row: `groups_max` is
@@ -420,6 +433,20 @@ impl Rollup {
                 value: limits.groups_max,
                 reason: "must be in 1..=2^32-1",
             });
+        }
+        // A negative window would keep nothing, and a negative tolerance
+        // would put the newest bucket kept behind the watermark.
+        for (name, window) in [
+            ("retention_ms", limits.retention_ms),
+            ("future_ms", limits.future_ms),
+        ] {
+            if let Some(ms) = window.filter(|&ms| ms < 0) {
+                return Err(Error::Limit {
+                    name,
+                    value: ms.unsigned_abs(),
+                    reason: "must not be negative",
+                });
+            }
         }
         for (index, kind) in shape.aggs.iter().enumerate() {
             kind.state()?; // validate parameters once, up front
@@ -1290,6 +1317,89 @@ impl Rollup {
         });
         self.parts = parts;
         self.moved();
+    }
+
+    /// The rollup's [`Progress`], for its image.
+    pub(crate) fn progress(&self) -> Progress {
+        Progress {
+            parts: self.parts.len(),
+            parts_after: self.parts_after,
+            newest_bucket: self.newest_bucket,
+            evicted_at: self.evicted_at,
+            drops: self.drops,
+            watermark: self.watermark.clone(),
+        }
+    }
+
+    /// An empty rollup at `progress` (checked against the shape and
+    /// limits), to take its groups back with [`Rollup::restore_group`].
+    pub(crate) fn resumed(shape: Shape, limits: Limits, progress: Progress) -> Result<Self> {
+        let mut rollup = Self::new(shape, limits)?;
+        match progress.parts {
+            1 => {}
+            PARTS => rollup.split(),
+            parts => {
+                return Err(Error::ImageMalformed {
+                    reason: format!("{parts} parts: a rollup has 1 or {PARTS}"),
+                });
+            }
+        }
+        if limits.future_ms.is_none() && progress.watermark.get().is_some() {
+            return Err(Error::ImageMalformed {
+                reason: "a watermark without a future tolerance".to_string(),
+            });
+        }
+        rollup.parts_after = progress.parts_after;
+        rollup.newest_bucket = progress.newest_bucket;
+        rollup.evicted_at = progress.evicted_at;
+        rollup.drops = progress.drops;
+        rollup.watermark = progress.watermark;
+        rollup.moved();
+        Ok(rollup)
+    }
+
+    /// Opens the group of (bucket, key) with `states`, at the next row of
+    /// its part, for a rollup read back from its image: groups come back
+    /// in the order [`Rollup::groups`] gave them, so each part's rows are
+    /// in their old order. Refuses (why, for the image's error) a group
+    /// the rollup could not have held: a key past [`KEY_BYTES_MAX`], a
+    /// group twice, past `groups_max`, or one part holding as many groups
+    /// as split it.
+    pub(crate) fn restore_group(
+        &mut self,
+        bucket: i64,
+        key: &[u8],
+        states: Vec<AggState>,
+    ) -> Result<(), &'static str> {
+        assert_eq!(states.len(), self.shape.aggs.len(), "a state per aggregate");
+        if key.len() > KEY_BYTES_MAX {
+            return Err("a key longer than KEY_BYTES_MAX");
+        }
+        if self.group_count as u64 >= self.limits.groups_max {
+            return Err("more groups than groups_max");
+        }
+        if self.parts.len() == 1 && self.group_count + 1 >= self.parts_after {
+            return Err("one part with as many groups as split it");
+        }
+        let hash = key_hash(bucket, key);
+        let at = part_index(hash, self.parts.len());
+        let part = &mut self.parts[at];
+        if part.table.is_full() {
+            part.table.grow(&part.groups, &part.arena);
+        }
+        let found = part.table.find(hash, |row| {
+            let group = &part.groups.row(row as usize)[0];
+            group.bucket == bucket && bytes_eq(group.key(&part.arena), key)
+        });
+        let Err(slot) = found else {
+            return Err("a group twice");
+        };
+        let row = u32::try_from(part.groups.len()).expect("groups_max < 2^32");
+        part.table.insert_at(slot, hash, row);
+        part.states.push(states);
+        part.groups.push([Group::new(bucket, key, &mut part.arena)]);
+        self.group_count += 1;
+        Ok(())
     }
 
     /// Heap bytes this rollup holds, counted from what it allocated: the

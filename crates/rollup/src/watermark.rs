@@ -29,6 +29,15 @@
 /// watermark within a batch of records.
 pub const WATERMARK_RECORDS: u64 = 128;
 
+/// Most entries a watermark's `top` holds: every entry but the last holds
+/// a record and together they hold fewer than [`WATERMARK_RECORDS`]
+/// (`settle` drops the last while the others hold that many), so at most
+/// `WATERMARK_RECORDS` entries, plus the last. An image with more is
+/// refused.
+pub(crate) const WATERMARK_ENTRIES_MAX: usize = 129;
+
+const _: () = assert!(WATERMARK_ENTRIES_MAX as u64 == WATERMARK_RECORDS + 1);
+
 /// A robust high watermark over buckets; see the module doc.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Watermark {
@@ -99,6 +108,71 @@ impl Watermark {
             .take_while(|&&(b, _)| b > bucket)
             .map(|&(_, n)| n)
             .sum()
+    }
+
+    /// Appends the watermark's image: `| seen u64 | kept u64 | at i64 |
+    /// entries u32 | 0 u32 |` then each entry of `top`, newest first, as
+    /// `| bucket i64 | records u64 |` (little-endian).
+    pub(crate) fn write_image(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.seen.to_le_bytes());
+        out.extend_from_slice(&self.kept.to_le_bytes());
+        out.extend_from_slice(&self.at.to_le_bytes());
+        let entries = u32::try_from(self.top.len()).expect("at most WATERMARK_ENTRIES_MAX");
+        assert!(self.top.len() <= WATERMARK_ENTRIES_MAX);
+        out.extend_from_slice(&entries.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        for &(bucket, records) in &self.top {
+            out.extend_from_slice(&bucket.to_le_bytes());
+            out.extend_from_slice(&records.to_le_bytes());
+        }
+    }
+
+    /// The watermark of an image's fields (`top` read already, at most
+    /// [`WATERMARK_ENTRIES_MAX`] entries), if they are one that observing
+    /// and merging can make: buckets strictly descending, each with
+    /// records, `kept` their sum, at least `min(seen, WATERMARK_RECORDS)`
+    /// and at most `seen`, and nothing for [`Watermark::settle`] to drop or
+    /// move. Why not, otherwise.
+    pub(crate) fn from_image(
+        seen: u64,
+        kept: u64,
+        at: i64,
+        top: Vec<(i64, u64)>,
+    ) -> Result<Self, &'static str> {
+        if top.len() > WATERMARK_ENTRIES_MAX {
+            return Err("more watermark entries than WATERMARK_ENTRIES_MAX");
+        }
+        if top.windows(2).any(|pair| pair[0].0 <= pair[1].0) {
+            return Err("watermark buckets not strictly descending");
+        }
+        if top.iter().any(|&(_, records)| records == 0) {
+            return Err("a watermark entry without records");
+        }
+        let sum = top
+            .iter()
+            .try_fold(0u64, |sum, &(_, records)| sum.checked_add(records));
+        if sum != Some(kept) || kept > seen || kept < seen.min(WATERMARK_RECORDS) {
+            return Err("watermark counts that do not add up");
+        }
+        if seen == 0 {
+            return if at == 0 {
+                Ok(Self::default())
+            } else {
+                Err("a watermark of no records at a bucket")
+            };
+        }
+        let mut watermark = Self {
+            top,
+            kept,
+            seen,
+            at,
+        };
+        let before = (watermark.top.len(), watermark.at);
+        watermark.settle();
+        if (watermark.top.len(), watermark.at) != before {
+            return Err("a watermark that is not settled");
+        }
+        Ok(watermark)
     }
 
     /// Adds `records` records of `bucket` to `top`.

@@ -260,6 +260,12 @@ impl Quantiles {
     ///
     /// [`Error::InvalidParameter`] if `k` is outside [`K_MIN`]..=[`K_MAX`].
     pub fn new(k: u16) -> Result<Self> {
+        Self::with_coins(k, next_seed())
+    }
+
+    /// An empty sketch with accuracy parameter `k` whose compactions flip
+    /// the coins of the stream `coins` (a state, not a thread's seed).
+    fn with_coins(k: u16, coins: u64) -> Result<Self> {
         if !(K_MIN..=K_MAX).contains(&k) {
             return Err(Error::InvalidParameter {
                 sketch: SKETCH,
@@ -280,7 +286,7 @@ impl Quantiles {
             capacities_of: 0,
             full: 0,
             bottom: 0,
-            coins: next_seed(),
+            coins,
         })
     }
 
@@ -512,8 +518,22 @@ impl Quantiles {
     /// [`Sketch::encode`] of a sketch that holds no more than its capacity
     /// ([`Self::settled`]).
     fn encode_settled(&self) -> Vec<u8> {
+        self.encode_without_newest(0)
+    }
+
+    /// The image of this sketch less the `pending` newest values of level
+    /// 0 (0 for the sketch itself), which must leave it within its
+    /// capacity: [`Self::encode_settled`], and the image part of
+    /// [`Self::encode_state`].
+    fn encode_without_newest(&self, pending: usize) -> Vec<u8> {
+        let start = self.levels[0] as usize + pending;
+        assert!(
+            start <= self.levels[1] as usize,
+            "pending values are level 0's"
+        );
         debug_assert!(
-            self.n == 0 || self.retained() <= total_capacity(self.k, self.num_levels()) as usize
+            self.n == 0
+                || self.retained() - pending <= total_capacity(self.k, self.num_levels()) as usize
         );
         let sorted = if self.level_zero_sorted {
             FLAG_LEVEL_ZERO_SORTED
@@ -524,11 +544,12 @@ impl Quantiles {
         let header = |pre_ints: u8, ser_ver: u8, flags: u8| {
             [pre_ints, ser_ver, FAMILY_KLL, flags | sorted, k0, k1, M, 0]
         };
-        if self.n == 0 {
+        let n = self.n - pending as u64;
+        if n == 0 {
             return header(2, 1, FLAG_EMPTY).to_vec();
         }
-        let retained = &self.items[self.levels[0] as usize..];
-        if self.n == 1 {
+        let retained = &self.items[start..];
+        if n == 1 {
             let mut bytes = header(2, 2, FLAG_SINGLE_ITEM).to_vec();
             bytes.extend_from_slice(&retained[0].to_le_bytes());
             return bytes;
@@ -537,15 +558,16 @@ impl Quantiles {
         let mut bytes =
             Vec::with_capacity(FULL_DATA_START + 4 * num_levels + 16 + 8 * retained.len());
         bytes.extend_from_slice(&header(5, 1, 0));
-        bytes.extend_from_slice(&self.n.to_le_bytes());
+        bytes.extend_from_slice(&n.to_le_bytes());
         bytes.extend_from_slice(&self.min_k.to_le_bytes());
         bytes.push(u8::try_from(num_levels).expect("at most LEVELS_MAX levels"));
         bytes.push(0);
         // Offsets as in a buffer of full capacity: free space first.
         let free =
             total_capacity(self.k, num_levels) - u32::try_from(retained.len()).expect("fits");
+        let start32 = offset_of(start);
         for &offset in &self.levels[..num_levels] {
-            bytes.extend_from_slice(&(offset - self.levels[0] + free).to_le_bytes());
+            bytes.extend_from_slice(&(offset.max(start32) - start32 + free).to_le_bytes());
         }
         bytes.extend_from_slice(&self.min.to_le_bytes());
         bytes.extend_from_slice(&self.max.to_le_bytes());
@@ -560,8 +582,127 @@ impl Quantiles {
         KllSketch::deserialize(&self.encode()).expect("our image is a valid KLL image")
     }
 
-    /// Reads an image DataSketches has validated (or written).
-    fn from_valid_image(bytes: &[u8]) -> Result<Self> {
+    /// The sketch's whole state, to resume it later exactly where it is
+    /// ([`Quantiles::decode_state`]): its coins, and the values the
+    /// compact image cannot hold yet.
+    ///
+    /// ```text
+    ///  | coins u64 | pending u16 | 0 u16 | pending x value f64, oldest first | KLL image |
+    /// ```
+    ///
+    /// [`Sketch::encode`] settles a copy of a sketch past its capacity
+    /// (up to [`SLACK`] values of level 0 wait for a compaction): an image
+    /// of the settled copy answers the same, but a sketch read back from
+    /// it would compact at other counts than this one, and with other
+    /// coins. Here the image is of the sketch less its `pending` newest
+    /// values, which is within its capacity and a valid KLL image (weights
+    /// summing to `n - pending`), and the pending values follow it, to be
+    /// inserted again. All integers little-endian.
+    pub fn encode_state(&self, out: &mut Vec<u8>) {
+        let capacity = total_capacity(self.k, self.num_levels()) as usize;
+        let pending = if self.n == 0 {
+            0
+        } else {
+            self.retained().saturating_sub(capacity)
+        };
+        assert!(
+            pending <= SLACK,
+            "a sketch past its capacity by at most SLACK"
+        );
+        out.extend_from_slice(&self.coins.to_le_bytes());
+        out.extend_from_slice(&u16::try_from(pending).expect("<= SLACK").to_le_bytes());
+        out.extend_from_slice(&0u16.to_le_bytes());
+        // Level 0 keeps its newest value first: the pending ones, in the
+        // order they were inserted, are the first `pending`, backwards.
+        let level_zero = self.levels[0] as usize;
+        for &value in self.items[level_zero..level_zero + pending].iter().rev() {
+            out.extend_from_slice(&value.to_le_bytes());
+        }
+        out.extend_from_slice(&self.encode_without_newest(pending));
+    }
+
+    /// Reads [`Quantiles::encode_state`]: a sketch that folds, merges and
+    /// answers from here on exactly as the one written would have (same
+    /// values at the same levels, same coins; its buffer may be smaller,
+    /// which changes when it grows, not what it holds). Never panics;
+    /// allocates about what [`Sketch::decode`] does, plus [`SLACK`] slots.
+    ///
+    /// # Errors
+    ///
+    /// As [`Sketch::decode`] for the image; [`Error::Truncated`] and
+    /// [`Error::Malformed`] for a state prefix that is cut short, names
+    /// more than [`SLACK`] pending values or a NaN, or pending values
+    /// that the image has room for (a state [`Quantiles::encode_state`]
+    /// never writes).
+    pub fn decode_state(bytes: &[u8]) -> Result<Self> {
+        const PREFIX_BYTES: usize = 12;
+        let malformed = |reason: &str| Error::Malformed {
+            sketch: SKETCH,
+            reason: reason.to_string(),
+        };
+        let Some((prefix, rest)) = bytes.split_first_chunk::<PREFIX_BYTES>() else {
+            return Err(Error::Truncated {
+                sketch: SKETCH,
+                expected: PREFIX_BYTES as u64,
+                found: bytes.len() as u64,
+            });
+        };
+        let coins = u64::from_le_bytes(prefix[..8].try_into().expect("8 bytes"));
+        let pending = usize::from(u16::from_le_bytes([prefix[8], prefix[9]]));
+        if prefix[10..] != [0, 0] {
+            return Err(malformed("reserved state bytes are not zero"));
+        }
+        if pending > SLACK {
+            return Err(malformed("more pending values than SLACK"));
+        }
+        if rest.len() < 8 * pending {
+            return Err(Error::Truncated {
+                sketch: SKETCH,
+                expected: (PREFIX_BYTES + 8 * pending) as u64,
+                found: bytes.len() as u64,
+            });
+        }
+        let (values, image) = rest.split_at(8 * pending);
+        check_count(image)?;
+        KllSketch::<KllFloat<f64>>::deserialize(image).map_err(|error| Error::Malformed {
+            sketch: SKETCH,
+            reason: error.to_string(),
+        })?;
+        let mut q = Self::from_valid_image(image, coins)?;
+        if pending > 0 {
+            // Only a sketch at its capacity has values waiting.
+            let full = total_capacity(q.k, q.num_levels()) as usize;
+            if q.n < 2 || q.retained() != full || q.level_zero_sorted {
+                return Err(malformed(
+                    "pending values behind an image with room for them",
+                ));
+            }
+            if q.n + pending as u64 > COUNT_MAX {
+                return Err(Error::LimitExceeded {
+                    sketch: SKETCH,
+                    limit: "COUNT_MAX",
+                    max: COUNT_MAX,
+                    found: q.n + pending as u64,
+                });
+            }
+        }
+        let retained = q.retained();
+        for word in values.chunks_exact(8) {
+            let value = f64::from_le_bytes(word.try_into().expect("8 bytes"));
+            if value.is_nan() {
+                return Err(malformed("a pending value is NaN"));
+            }
+            q.insert(value);
+        }
+        // Pair with `encode_state`: the values went back to level 0
+        // without a compaction (the buffer had SLACK slots to give).
+        assert_eq!(q.retained(), retained + pending);
+        Ok(q)
+    }
+
+    /// Reads an image DataSketches has validated (or written), into a
+    /// sketch that flips `coins`.
+    fn from_valid_image(bytes: &[u8], coins: u64) -> Result<Self> {
         let malformed = |reason: &str| Error::Malformed {
             sketch: SKETCH,
             reason: reason.to_string(),
@@ -569,7 +710,7 @@ impl Quantiles {
         let header = bytes.get(..8).ok_or_else(|| malformed("short header"))?;
         let flags = header[3];
         let k = u16::from_le_bytes([header[4], header[5]]);
-        let mut q = Self::new(k)?;
+        let mut q = Self::with_coins(k, coins)?;
         q.level_zero_sorted = flags & FLAG_LEVEL_ZERO_SORTED != 0;
         let f64_at = |at: usize| -> Result<f64> {
             let word = bytes
@@ -792,7 +933,7 @@ impl Sketch for Quantiles {
         // Pair with `check_count` and `new`: what we accepted is in range.
         assert!(kll.n() <= COUNT_MAX);
         assert!((K_MIN..=K_MAX).contains(&kll.k()));
-        let q = Self::from_valid_image(bytes)?;
+        let q = Self::from_valid_image(bytes, next_seed())?;
         debug_assert_eq!(q.n, kll.n());
         Ok(q)
     }

@@ -354,3 +354,73 @@ fn fuzz_inputs_replay() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A sketch resumed from `encode_state` is the sketch it was written
+    /// from: the same values folded into both afterwards, and the same
+    /// sketch merged into both, give the same images, the coins of every
+    /// compaction included. Cuts land anywhere, often while values wait
+    /// for a compaction (a sketch past its capacity).
+    #[test]
+    fn a_resumed_state_folds_on_as_the_original(
+        seed in any::<u64>(),
+        k in prop_oneof![Just(8u16), Just(16), 8u16..64],
+        before in 0usize..3_000,
+        after in 0usize..3_000,
+        merge_in in any::<bool>(),
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let values: Vec<f64> = (0..before + after).map(|_| rng.random_range(-1e6..1e6)).collect();
+        let mut original = sketch_of(k, &values[..before]);
+        let mut state = Vec::new();
+        original.encode_state(&mut state);
+        let mut resumed = Quantiles::decode_state(&state).expect("a state we wrote");
+        let mut again = Vec::new();
+        resumed.encode_state(&mut again);
+        prop_assert_eq!(&again, &state, "encode -> decode -> encode");
+        prop_assert_eq!(resumed.encode(), original.encode());
+        let other = sketch_of(k, &values[..after / 2]);
+        for (i, &v) in values[before..].iter().enumerate() {
+            original.insert(v);
+            resumed.insert(v);
+            if merge_in && i == after / 3 {
+                original.merge(&other).expect("same k");
+                resumed.merge(&other).expect("same k");
+            }
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        original.encode_state(&mut a);
+        resumed.encode_state(&mut b);
+        prop_assert_eq!(a, b);
+        prop_assert_eq!(original.encode(), resumed.encode());
+    }
+}
+
+#[test]
+fn decode_state_refuses_what_encode_state_never_writes() {
+    let q = sketch_of(8, &(0..10_000).map(f64::from).collect::<Vec<_>>());
+    let mut state = Vec::new();
+    q.encode_state(&mut state);
+    // Cut anywhere.
+    for len in 0..state.len() {
+        assert!(
+            Quantiles::decode_state(&state[..len]).is_err(),
+            "cut at {len}"
+        );
+    }
+    // Pending values behind an image with room for them.
+    let small = sketch_of(200, &[1.0, 2.0, 3.0]);
+    let mut forged = Vec::new();
+    small.encode_state(&mut forged);
+    forged[8] = 1;
+    forged.splice(12..12, 4.0f64.to_le_bytes());
+    assert!(Quantiles::decode_state(&forged).is_err());
+    // More pending values than SLACK, a NaN, reserved bytes.
+    for (at, byte) in [(8, 200u8), (10, 1)] {
+        let mut forged = state.clone();
+        forged[at] = byte;
+        assert!(Quantiles::decode_state(&forged).is_err(), "byte {at}");
+    }
+}

@@ -162,6 +162,56 @@ impl HeavyHitters {
         debug_assert!(self.candidates.len() <= self.capacity as usize);
     }
 
+    /// The candidates as the sketch keeps them: `(key, stored estimate)`
+    /// in the order it holds them. The encoding keeps only the keys, which
+    /// is all [`HeavyHitters::top`] and a merge need; the stored estimates
+    /// (each key's count at its last insert) and the order decide which
+    /// candidate a later insert evicts, so a sketch resumed with
+    /// [`HeavyHitters::from_candidates`] needs them to evict the same.
+    pub fn candidates(&self) -> &[(u64, u64)] {
+        &self.candidates
+    }
+
+    /// The sketch of table `sketch` with `candidates` as
+    /// [`HeavyHitters::candidates`] gave them, in that order: one that
+    /// inserts and merges on exactly as the one they came from.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidParameter`] for a capacity outside
+    /// `1..=CAPACITY_MAX`; [`Error::Malformed`] for more candidates than
+    /// the capacity, a key twice, or a stored estimate above the key's
+    /// count in the table (counts never decrease, so no sketch stores one).
+    pub fn from_candidates(
+        sketch: CountMin,
+        capacity: u32,
+        candidates: &[(u64, u64)],
+    ) -> Result<Self> {
+        Self::check_capacity(capacity)?;
+        if candidates.len() > capacity as usize {
+            return Err(wire::malformed(format!(
+                "{} candidates exceed the capacity {capacity}",
+                candidates.len()
+            )));
+        }
+        let mut heavy = Self::with_parts(sketch, capacity);
+        for &(key, stored) in candidates {
+            if stored > heavy.sketch.count(key) {
+                return Err(wire::malformed(format!(
+                    "candidate {key:#x} stores {stored}, above its count {}",
+                    heavy.sketch.count(key)
+                )));
+            }
+            if heavy.slots.insert(key, heavy.candidates.len()).is_some() {
+                return Err(wire::malformed(format!("candidate {key:#x} appears twice")));
+            }
+            heavy.candidates.push((key, stored));
+        }
+        heavy.floor_index = floor_index(&heavy.candidates);
+        debug_assert_eq!(heavy.slots.len(), heavy.candidates.len());
+        Ok(heavy)
+    }
+
     /// Whether `key` is currently one of the candidates `top` chooses from.
     pub fn is_candidate(&self, key: u64) -> bool {
         self.slots.contains_key(&key)
