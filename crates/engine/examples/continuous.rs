@@ -127,11 +127,20 @@ fn run() -> anyhow::Result<()> {
                 if view.covers() >= (quarter * (taken + 1)) as u64 || producer.is_finished() {
                     taken += 1;
                     let groups: usize = view.rollups().iter().map(|r| r.group_count()).sum();
+                    // The image a store would write, while ingest goes on.
+                    let started = Instant::now();
+                    let mut image = Vec::new();
+                    for rollup in view.rollups() {
+                        rollup.encode_image(&mut image);
+                    }
+                    let image_secs = started.elapsed().as_secs_f64();
                     println!(
-                        "  snapshot {taken}: {:.1} ms, covers {} batches, {groups} groups, ingest paused {:.2} ms",
+                        "  snapshot {taken}: merge {:.1} ms, covers {} batches, {groups} groups, ingest paused {:.2} ms; image {:.1} MB in {:.1} ms",
                         secs * 1e3,
                         view.covers(),
-                        view.paused().as_secs_f64() * 1e3
+                        view.paused().as_secs_f64() * 1e3,
+                        image.len() as f64 / 1e6,
+                        image_secs * 1e3
                     );
                 }
             }
