@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --profile release-lto -p cardinal-engine --example continuous -- \
-//!     SCHEMA.sql FILE.csv [--threads N] [--batch-kib K] [--rounds R]
+//!     SCHEMA.sql FILE.csv [--threads N] [--batch-kib K] [--rounds R] [--queue Q]
 //! ```
 //!
 //! Per round, in this order: `execute` over the file; then the continuous
@@ -50,6 +50,7 @@ fn run() -> anyhow::Result<()> {
     let schema = PathBuf::from(args.next().ok_or_else(|| anyhow::anyhow!("SCHEMA.sql"))?);
     let file = PathBuf::from(args.next().ok_or_else(|| anyhow::anyhow!("FILE.csv"))?);
     let (mut threads, mut batch_kib, mut rounds) = (1usize, 64usize, 3usize);
+    let mut queue = cardinal_engine::continuous::QUEUE_BATCHES_DEFAULT;
     while let Some(flag) = args.next() {
         let value: usize = args
             .next()
@@ -59,6 +60,7 @@ fn run() -> anyhow::Result<()> {
             "--threads" => threads = value,
             "--batch-kib" => batch_kib = value,
             "--rounds" => rounds = value,
+            "--queue" => queue = value,
             _ => anyhow::bail!("unknown flag {flag}"),
         }
     }
@@ -84,6 +86,7 @@ fn run() -> anyhow::Result<()> {
 
         let mut options = ContinuousOptions::new(threads, 8 << 30);
         options.header = Some(header.clone());
+        options.queue_batches = queue;
         // Copied before the clock starts: the producer hands its buffers
         // over, as a socket reader would.
         let feed = batches.clone();

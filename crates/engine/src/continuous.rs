@@ -37,7 +37,7 @@
 //! quantiles' compactions) agree within their error bounds.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -53,6 +53,7 @@ use crate::attribute::{self, Collected, Collector, Setup, Stats};
 use crate::batch::{Counts, group_limit_error, pick_stream, shape_of};
 use crate::fold::{Fold, REJECTS_SHOWN_MAX};
 use crate::progress::Progress;
+use crate::queue::{PushError, Queue};
 use crate::worker::{Parser, fold_chunk};
 
 /// Batches one worker's queue holds by default before `submit` waits.
@@ -162,7 +163,7 @@ struct Submit {
     next_seq: u64,
     /// The queue the next batch tries first (round robin).
     next_queue: usize,
-    queues: Vec<SyncSender<Message>>,
+    queues: Vec<Arc<Queue<Message>>>,
 }
 
 /// The merged state: everything handed over so far.
@@ -334,12 +335,16 @@ impl Continuous {
         let mut queues = Vec::with_capacity(threads);
         let mut workers = Vec::with_capacity(threads);
         for index in 0..threads {
-            let (queue, inbox) = sync_channel(options.queue_batches);
+            let queue = Arc::new(Queue::new(options.queue_batches));
+            let inbox = Arc::clone(&queue);
             let shared = Arc::clone(&shared);
             let worker = std::thread::Builder::new()
                 .name(format!("cardinal-worker-{index}"))
                 .spawn(move || {
-                    if let Err(e) = work(&shared, index, &inbox) {
+                    let worked = work(&shared, index, &inbox);
+                    // Producers waiting on a worker that stopped fail.
+                    inbox.leave();
+                    if let Err(e) = worked {
                         let mut failed =
                             shared.failed.lock().unwrap_or_else(PoisonError::into_inner);
                         failed.get_or_insert_with(|| format!("worker {index}: {e:#}"));
@@ -413,14 +418,14 @@ impl Continuous {
         let mut message = Message::Batch { seq, bytes };
         for turn in 0..n {
             let q = (submit.next_queue + turn) % n;
-            match submit.queues[q].try_send(message) {
+            match submit.queues[q].push(message, false) {
                 Ok(()) => {
                     submit.next_queue = (q + 1) % n;
                     submit.next_seq += 1;
                     return Ok(seq);
                 }
-                Err(TrySendError::Full(back)) => message = back,
-                Err(TrySendError::Disconnected(_)) => return Err(Ok(self.stopped())),
+                Err(PushError::Full(back)) => message = back,
+                Err(PushError::Gone(_)) => return Err(Ok(self.stopped())),
             }
         }
         if !wait {
@@ -430,7 +435,7 @@ impl Continuous {
             return Err(Err(Full(bytes)));
         }
         let q = submit.next_queue;
-        if submit.queues[q].send(message).is_err() {
+        if submit.queues[q].push(message, true).is_err() {
             return Err(Ok(self.stopped()));
         }
         submit.next_queue = (q + 1) % n;
@@ -469,7 +474,7 @@ impl Continuous {
             for queue in &submit.queues {
                 let (reply, hand_over) = sync_channel(1);
                 queue
-                    .send(Message::HandOver(reply))
+                    .push(Message::HandOver(reply), true)
                     .map_err(|_| self.stopped())?;
                 replies.push(hand_over);
             }
@@ -534,7 +539,13 @@ impl Continuous {
             attributor,
             ..
         } = self;
-        drop(submit);
+        for queue in &submit
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+            .queues
+        {
+            queue.close();
+        }
         for worker in workers {
             if worker.join().is_err() {
                 bail!("a worker panicked");
@@ -561,7 +572,7 @@ impl Continuous {
 
 /// One worker: folds the batches of its queue until the queue closes,
 /// handing its partials over at each marker.
-fn work(shared: &Shared, index: usize, inbox: &Receiver<Message>) -> Result<()> {
+fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
     // Each worker's sketches flip coins of their own stream.
     cardinal_sketch::quantiles::seed_thread(index as u64 + 1);
     let plan = &*shared.plan;
@@ -597,7 +608,7 @@ fn work(shared: &Shared, index: usize, inbox: &Receiver<Message>) -> Result<()> 
     }
     let mut batch = Batch::new();
     let mut tap = shared.progress.tap();
-    for message in inbox {
+    while let Some(message) = inbox.pop() {
         match message {
             Message::Batch { seq, bytes } => {
                 batch.chunk_mut().set(&name, None, 0, &bytes);

@@ -10,13 +10,14 @@
 //! |---|---|
 //! | `batch` | [`execute`]: jobs planned, workers started, partials merged in worker order |
 //! | [`continuous`] | a long-running engine fed through bounded queues, read at batch boundaries |
+//! | `queue` | the bounded queue that feeds a continuous engine's worker, waking its producer at half |
 //! | `jobs` | inputs planned into jobs, dealt out to the workers before they start |
 //! | `shared` | inputs that cannot be split (compressed, stdin), read by workers in turns |
 //! | `worker` | one worker: its jobs in order, a chunk at a time, parsed and folded |
 //! | `fold` | the fold path: a lane per summary, the prefetch ring, batches folded by column |
 //! | `feed` | how a routed record becomes aggregate updates |
 //! | `pending` | a large summary's routes held per rollup part, folded a part at a time |
-//! | [`attribute`] | `CREATE ATTRIBUTION`: per-user chains, conversions credited by model |
+//! | [`attribute`] | `CREATE ATTRIBUTION`: per-user chains, events released by an event-time frontier, conversions credited by model |
 //! | [`progress`] | counters the workers add to once per chunk, for a progress line or metrics |
 //!
 //! ```text
@@ -70,6 +71,7 @@ mod fold;
 mod jobs;
 mod pending;
 pub mod progress;
+mod queue;
 mod shared;
 mod worker;
 
