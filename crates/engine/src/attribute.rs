@@ -39,7 +39,7 @@
 //! concatenated, are exactly those of one release at the end, whatever
 //! the batches and frontiers were. Credit rows leave as the frontier
 //! passes their conversions, and only the events past the frontier stay
-//! held ([`Setup::held_bytes`] counts them, so a caller can bound them by
+//! held (`Setup::held_bytes` counts them, so a caller can bound them by
 //! releasing further). An event that arrives at or before a released
 //! frontier is late: it is applied at the next release, ahead of the
 //! others, in arrival order, and counted in [`Stats::late`], never

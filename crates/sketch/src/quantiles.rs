@@ -320,7 +320,7 @@ impl Quantiles {
     }
 
     /// Frees a slot below level 0: grows the buffer while it is below the
-    /// full capacity of its level count, then once by [`SLACK`] slots,
+    /// full capacity of its level count, then once by `SLACK` slots,
     /// else compacts until the sketch is within its capacity again
     /// ([`Self::settle`]; see the module docs).
     #[cold]
@@ -344,7 +344,7 @@ impl Quantiles {
 
     /// Compacts the lowest level at its capacity until the sketch holds
     /// no more than its capacity (DataSketches' bound, which its image
-    /// needs): at least [`SLACK`] slots free again. More values than the
+    /// needs): at least `SLACK` slots free again. More values than the
     /// capacities sum to means some level holds at least its own. Each
     /// compaction flips the sketch's next coin.
     fn settle(&mut self) {
@@ -591,7 +591,7 @@ impl Quantiles {
     /// ```
     ///
     /// [`Sketch::encode`] settles a copy of a sketch past its capacity
-    /// (up to [`SLACK`] values of level 0 wait for a compaction): an image
+    /// (up to `SLACK` values of level 0 wait for a compaction): an image
     /// of the settled copy answers the same, but a sketch read back from
     /// it would compact at other counts than this one, and with other
     /// coins. Here the image is of the sketch less its `pending` newest
@@ -625,13 +625,13 @@ impl Quantiles {
     /// answers from here on exactly as the one written would have (same
     /// values at the same levels, same coins; its buffer may be smaller,
     /// which changes when it grows, not what it holds). Never panics;
-    /// allocates about what [`Sketch::decode`] does, plus [`SLACK`] slots.
+    /// allocates about what [`Sketch::decode`] does, plus `SLACK` slots.
     ///
     /// # Errors
     ///
     /// As [`Sketch::decode`] for the image; [`Error::Truncated`] and
     /// [`Error::Malformed`] for a state prefix that is cut short, names
-    /// more than [`SLACK`] pending values or a NaN, or pending values
+    /// more than `SLACK` pending values or a NaN, or pending values
     /// that the image has room for (a state [`Quantiles::encode_state`]
     /// never writes).
     pub fn decode_state(bytes: &[u8]) -> Result<Self> {
