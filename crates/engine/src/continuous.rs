@@ -269,6 +269,21 @@ impl View<'_> {
         self.summaries
     }
 
+    /// Each summary's rollup as an image ([`Rollup::encode_image`]), by
+    /// name, in the order of [`View::summaries`]: what a snapshot saves and
+    /// [`Continuous::start_from`] starts from.
+    pub fn images(&self) -> Vec<(String, Vec<u8>)> {
+        self.summaries
+            .iter()
+            .zip(&self.base.rollups)
+            .map(|(name, rollup)| {
+                let mut image = Vec::new();
+                rollup.encode_image(&mut image);
+                (name.clone(), image)
+            })
+            .collect()
+    }
+
     /// Per CREATE ATTRIBUTION over the stream, in declaration order, its
     /// counts over the covered batches (touch points and conversions
     /// applied so far: events newer than the release frontier are held).
@@ -280,6 +295,23 @@ impl View<'_> {
 impl Continuous {
     /// Starts the workers of an engine over `plan`'s stream.
     pub fn start(plan: Arc<Plan>, options: &ContinuousOptions) -> Result<Self> {
+        Self::start_from(plan, options, &[])
+    }
+
+    /// Starts an engine whose state begins as `images` say: one rollup
+    /// image per summary ([`View::images`], what a snapshot saved), by
+    /// summary name, every summary of the stream present and of the shape
+    /// the plan now gives it (an image of another schema is refused).
+    /// No images: an empty state, as [`Continuous::start`]. Batches are
+    /// numbered from 0 again: the caller keeps its own positions.
+    ///
+    /// The attributions' chains and held events are not in images yet, so
+    /// an engine whose stream has a `CREATE ATTRIBUTION` starts only empty.
+    pub fn start_from(
+        plan: Arc<Plan>,
+        options: &ContinuousOptions,
+        images: &[(String, Vec<u8>)],
+    ) -> Result<Self> {
         let stream = pick_stream(&plan, options.stream.as_deref())?;
         ensure!(
             !matches!(plan.streams[stream].format, Format::Parquet),
@@ -313,10 +345,19 @@ impl Continuous {
             None => Vec::new(),
         };
         summaries.extend(credit);
-        let rollups = summaries
-            .iter()
-            .map(|s| Ok(Rollup::new(shape_of(s)?, options.limits)?))
-            .collect::<Result<Vec<_>>>()?;
+        let rollups = if images.is_empty() {
+            summaries
+                .iter()
+                .map(|s| Ok(Rollup::new(shape_of(s)?, options.limits)?))
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            ensure!(
+                attributions == 0,
+                "an engine with CREATE ATTRIBUTION on its stream cannot start from images yet: its chains are not in them"
+            );
+            restore(&summaries, images)?
+        };
+        let restored = !images.is_empty();
         let names = summaries.iter().map(|s| s.name.clone()).collect();
         let shared = Arc::new(Shared {
             stream,
@@ -384,7 +425,7 @@ impl Continuous {
                 counts: Counts::default(),
                 covers: 0,
                 paused: Duration::ZERO,
-                merged: false,
+                merged: restored,
                 attribution_stats: vec![Stats::default(); attributions],
             }),
             workers,
@@ -758,4 +799,31 @@ fn attribute(shared: &Shared, requests: &Receiver<Release>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The rollups `images` hold for `summaries`, in their order: every
+/// summary exactly once, of the shape the plan gives it.
+fn restore(summaries: &[&Summary], images: &[(String, Vec<u8>)]) -> Result<Vec<Rollup>> {
+    for (name, _) in images {
+        ensure!(
+            summaries.iter().any(|s| &s.name == name),
+            "the images hold summary {name}, which the schema does not declare over this stream"
+        );
+    }
+    summaries
+        .iter()
+        .map(|summary| {
+            let mut found = images.iter().filter(|(name, _)| *name == summary.name);
+            let (_, image) = found
+                .next()
+                .with_context(|| format!("the images hold no summary {}", summary.name))?;
+            ensure!(
+                found.next().is_none(),
+                "the images hold summary {} twice",
+                summary.name
+            );
+            Rollup::decode_image(image, &shape_of(summary)?)
+                .with_context(|| format!("the image of summary {}", summary.name))
+        })
+        .collect()
 }

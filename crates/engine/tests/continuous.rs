@@ -385,3 +385,75 @@ fn credits_reach_the_summaries_before_the_end() {
     }
     engine.finish().expect("finish");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 16,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x5afe_5afe),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// What a server does across a restart: the images of a snapshot,
+    /// then the batches after it, end where `execute` over all of them
+    /// ends.
+    #[test]
+    fn an_engine_started_from_a_snapshots_images_goes_on_exactly(
+        seed in any::<u64>(),
+        n in 1u64..2_000,
+        sizes in prop::collection::vec(1usize..300, 1..5),
+        threads in 1usize..4,
+        cut in 0usize..=100,
+    ) {
+        let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+        let all = batches(seed, n, &sizes);
+        let k = all.len() * cut / 100;
+        let first = start(&plan, threads, 2);
+        for batch in &all[..k] {
+            first.submit(batch.clone()).expect("submit");
+        }
+        let images = first.snapshot().expect("snapshot").images();
+        drop(first);
+        let mut options = ContinuousOptions::new(threads, 1 << 30);
+        options.queue_batches = 2;
+        let second = Continuous::start_from(Arc::clone(&plan), &options, &images).expect("restart");
+        for batch in &all[k..] {
+            second.submit(batch.clone()).expect("submit");
+        }
+        let (rollups, _, _) = second.finish().expect("finish");
+        let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
+        prop_assert_eq!(got, executed(&plan, &all, threads, "restart"));
+    }
+}
+
+#[test]
+fn images_of_another_schema_are_refused() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let engine = start(&plan, 1, 2);
+    engine
+        .submit(batches(3, 100, &[100]).remove(0))
+        .expect("submit");
+    let mut images = engine.snapshot().expect("snapshot").images();
+    engine.finish().expect("finish");
+    let options = ContinuousOptions::new(1, 1 << 30);
+    // One summary missing.
+    let error =
+        Continuous::start_from(Arc::clone(&plan), &options, &images[..1]).expect_err("missing");
+    assert!(
+        format!("{error:#}").contains("no summary wide"),
+        "{error:#}"
+    );
+    // The two images swapped: each summary gets the other's shape.
+    images.swap(0, 1);
+    images[0].0 = "by_day".to_string();
+    images[1].0 = "wide".to_string();
+    let error = Continuous::start_from(Arc::clone(&plan), &options, &images).expect_err("shape");
+    assert!(format!("{error:#}").contains("by_day"), "{error:#}");
+    // A flipped byte.
+    images.swap(0, 1);
+    images[0].0 = "by_day".to_string();
+    images[1].0 = "wide".to_string();
+    let last = images[0].1.len() - 1;
+    images[0].1[last / 2] ^= 0x10;
+    assert!(Continuous::start_from(plan, &options, &images).is_err());
+}
