@@ -143,11 +143,7 @@ fn transcript_of_run(dir: &Path, tag: &str, run: &Run<'_>, attributions: bool) -
     let mut transcript = Transcript::new(&args, run.split, false, &output);
     transcript.folder(dir, &out);
     transcript.file(dir, &json);
-    if run.threads == 1 {
-        transcript.file(dir, &rejects);
-    } else {
-        transcript.file_sorted(dir, &rejects);
-    }
+    transcript.file(dir, &rejects);
     if attributions {
         transcript.file(dir, &credit);
     }
@@ -200,22 +196,6 @@ impl Transcript {
             }
             Err(e) => panic!("{name}: {e}"),
         }
-    }
-
-    /// File `name` under `dir` with its lines sorted, for the `--rejects`
-    /// file of a run on several workers: each worker appends its pending
-    /// reject lines under one lock after each chunk (`run.rs`,
-    /// `Fold::flush_rejects`), so lines of different workers interleave
-    /// in the order the workers got there, which changes from run to run.
-    /// Which lines are written does not.
-    fn file_sorted(&mut self, dir: &Path, name: &str) {
-        let bytes = std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let mut lines: Vec<&str> = utf8(name, &bytes).split_inclusive('\n').collect();
-        lines.sort_unstable();
-        self.section(
-            &format!("{name} (lines sorted: workers append in arrival order)"),
-            &lines.concat(),
-        );
     }
 
     /// Every file under folder `name` of `dir`, in path order.

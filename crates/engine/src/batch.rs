@@ -83,6 +83,41 @@ impl EngineOptions {
     }
 }
 
+/// Worker `index`'s part of the rejects file: a file beside the rejects
+/// file's temp file, removed from the directory at once (it lives while
+/// it is open), so that no end of the run, interrupted or not, leaves it
+/// behind.
+fn rejects_part(temp: &AtomicFile, index: usize) -> Result<std::fs::File> {
+    let mut name = temp.temp_path().as_os_str().to_owned();
+    name.push(format!(".part-{index}"));
+    let path = PathBuf::from(name);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
+    Ok(file)
+}
+
+/// Appends the workers' parts of the rejects file to it, in worker order.
+fn join_rejects(temp: &AtomicFile, parts: Vec<Mutex<BufWriter<std::fs::File>>>) -> Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let mut out = BufWriter::new(temp.file());
+    for part in parts {
+        let mut part = part
+            .into_inner()
+            .expect("workers are done")
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .context("writing rejects")?;
+        part.seek(SeekFrom::Start(0)).context("reading rejects")?;
+        std::io::copy(&mut part, &mut out).context("writing rejects")?;
+    }
+    out.flush().context("writing rejects")
+}
+
 /// Starts writing `path` whole or not at all (see [`AtomicFile`]).
 fn create_file(path: &Path) -> Result<AtomicFile> {
     AtomicFile::create(path).with_context(|| format!("creating {}", path.display()))
@@ -204,14 +239,14 @@ pub fn execute<'p>(
         .as_deref()
         .map(options.create_file)
         .transpose()?;
-    let rejects_file = match &rejects_temp {
-        // Workers write through a second handle of the temp file.
-        Some(temp) => Some(Mutex::new(BufWriter::new(
-            temp.file()
-                .try_clone()
-                .with_context(|| format!("creating {}", temp.target().display()))?,
-        ))),
-        None => None,
+    // Each worker writes its rejects to a part of its own, joined in
+    // worker order at the end: the file is then the same in every run
+    // with the same inputs and thread count, as the answers are.
+    let rejects_parts: Vec<Mutex<BufWriter<std::fs::File>>> = match &rejects_temp {
+        Some(temp) => (0..threads)
+            .map(|index| Ok(Mutex::new(BufWriter::new(rejects_part(temp, index)?))))
+            .collect::<Result<_>>()?,
+        None => Vec::new(),
     };
     let shown = std::sync::atomic::AtomicU64::new(0);
     let progress = options.progress.clone().unwrap_or_default();
@@ -222,7 +257,8 @@ pub fn execute<'p>(
         let handles: Vec<_> = (0..threads)
             .map(|index| {
                 let jobs = lists.next().expect("a list per worker");
-                let (summaries, shapes, rejects_file) = (&summaries, &shapes, &rejects_file);
+                let (summaries, shapes) = (&summaries, &shapes);
+                let rejects_file = rejects_parts.get(index);
                 let (shown, attribution, progress) = (&shown, &attribution, &*progress);
                 let budget = &budget;
                 let projection = projection.as_deref();
@@ -237,7 +273,7 @@ pub fn execute<'p>(
                         shapes,
                         limits,
                         jobs,
-                        rejects_file.as_ref(),
+                        rejects_file,
                         shown,
                         attribution.as_ref(),
                         projection,
@@ -337,11 +373,8 @@ pub fn execute<'p>(
     rollups.extend(credit_rollups);
     summaries.extend(credit_summaries);
     let elapsed_secs = started.elapsed().as_secs_f64();
-    if let Some(file) = rejects_file {
-        file.into_inner()
-            .expect("workers are done")
-            .flush()
-            .context("writing rejects")?;
+    if let Some(temp) = &rejects_temp {
+        join_rejects(temp, rejects_parts)?;
     }
     for rollup in &mut rollups {
         // Each worker dropped by the newest bucket it saw; the answer keeps
