@@ -35,6 +35,23 @@
 //! every exact aggregate and every HyperLogLog, whatever the interleaving
 //! (a union does not depend on order); order-dependent sketches (KLL
 //! quantiles' compactions) agree within their error bounds.
+//!
+//! Attribution: the workers gather touch points and conversions as they
+//! fold and hand them over with their groups; one attribution thread, the
+//! chains' single writer, absorbs them in worker order at each snapshot
+//! and releases those at or before the newest event time absorbed less
+//! [`ContinuousOptions::attribution_lateness_ms`] (module
+//! [`crate::attribute`]): credit rows go into the credit summaries at
+//! once, and an event behind a released frontier is applied late and
+//! counted. [`Continuous::finish`] releases everything, so input in time
+//! order ends exactly where `execute` ends.
+//!
+//! A snapshot's state is saved as one rollup image per summary
+//! ([`View::images`]) and an engine starts from it again with
+//! [`Continuous::start_from`]; batches are numbered from 0 in each life
+//! of an engine, and the caller (a server's log) keeps the positions.
+//! The workers' queues are `queue.rs`'s: a producer that finds them
+//! full is woken once a queue has drained to half, not at every batch.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
