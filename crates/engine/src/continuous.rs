@@ -123,6 +123,34 @@ impl ContinuousOptions {
     }
 }
 
+/// What became of one batch: records folded and rejected, and the first
+/// rejects' lines (at most 10; the rest are counted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The batch's number.
+    pub seq: u64,
+    /// Records folded.
+    pub records: u64,
+    /// Records rejected.
+    pub rejects: u64,
+    /// The first rejects: reason, position and the line.
+    pub first_rejects: Vec<String>,
+}
+
+/// The promise of a batch's [`Outcome`], kept once a worker has folded it.
+#[derive(Debug)]
+pub struct Receipt(Receiver<Outcome>);
+
+impl Receipt {
+    /// Waits until the batch is folded; an error if the engine stopped
+    /// first.
+    pub fn wait(self) -> Result<Outcome> {
+        self.0
+            .recv()
+            .map_err(|_| anyhow!("the engine stopped before the batch was folded"))
+    }
+}
+
 /// A batch refused because every queue was full; the bytes come back.
 #[derive(Debug)]
 pub struct Full(pub Vec<u8>);
@@ -137,8 +165,13 @@ impl std::error::Error for Full {}
 
 /// What a worker's queue carries.
 enum Message {
-    /// Records to fold, numbered by submission.
-    Batch { seq: u64, bytes: Vec<u8> },
+    /// Records to fold, numbered by submission; what became of them goes
+    /// to `receipt`, if any.
+    Batch {
+        seq: u64,
+        bytes: Vec<u8>,
+        receipt: Option<SyncSender<Outcome>>,
+    },
     /// Hand the partials over on this channel.
     HandOver(SyncSender<HandOver>),
 }
@@ -452,8 +485,29 @@ impl Continuous {
 
     /// Queues a batch, waiting while every queue is full; its number.
     pub fn submit(&self, bytes: Vec<u8>) -> Result<u64> {
-        self.send(bytes, true)
+        self.send(bytes, true, None)
             .map_err(|e| e.unwrap_or_else(|full| anyhow!("{full}")))
+    }
+
+    /// [`Continuous::submit`], with a receipt that tells what became of the
+    /// batch's records once a worker has folded it.
+    pub fn submit_with_receipt(&self, bytes: Vec<u8>) -> Result<(u64, Receipt)> {
+        let (receipt, outcome) = sync_channel(1);
+        let seq = self
+            .send(bytes, true, Some(receipt))
+            .map_err(|e| e.unwrap_or_else(|full| anyhow!("{full}")))?;
+        Ok((seq, Receipt(outcome)))
+    }
+
+    /// [`Continuous::try_submit`], with a receipt (see
+    /// [`Continuous::submit_with_receipt`]).
+    pub fn try_submit_with_receipt(
+        &self,
+        bytes: Vec<u8>,
+    ) -> Result<(u64, Receipt), std::result::Result<anyhow::Error, Full>> {
+        let (receipt, outcome) = sync_channel(1);
+        let seq = self.send(bytes, false, Some(receipt))?;
+        Ok((seq, Receipt(outcome)))
     }
 
     /// Queues a batch if some queue has room; its number, or [`Full`] with
@@ -462,18 +516,23 @@ impl Continuous {
         &self,
         bytes: Vec<u8>,
     ) -> Result<u64, std::result::Result<anyhow::Error, Full>> {
-        self.send(bytes, false)
+        self.send(bytes, false, None)
     }
 
     fn send(
         &self,
         bytes: Vec<u8>,
         wait: bool,
+        receipt: Option<SyncSender<Outcome>>,
     ) -> Result<u64, std::result::Result<anyhow::Error, Full>> {
         let mut submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
         let seq = submit.next_seq;
         let n = submit.queues.len();
-        let mut message = Message::Batch { seq, bytes };
+        let mut message = Message::Batch {
+            seq,
+            bytes,
+            receipt,
+        };
         for turn in 0..n {
             let q = (submit.next_queue + turn) % n;
             match submit.queues[q].push(message, false) {
@@ -668,7 +727,17 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
     let mut tap = shared.progress.tap();
     while let Some(message) = inbox.pop() {
         match message {
-            Message::Batch { seq, bytes } => {
+            Message::Batch {
+                seq,
+                bytes,
+                receipt,
+            } => {
+                let before = (fold.counts.records, fold.counts.rejects);
+                if receipt.is_some() {
+                    fold.kept_rejects = Some(Vec::new());
+                }
+                // Rejects name the batch: "stream s batch 17:byte 498: ...".
+                let name: Arc<str> = Arc::from(format!("{name} batch {seq}"));
                 batch.chunk_mut().set(&name, None, 0, &bytes);
                 // The batch number orders equal times (as an input's
                 // index does in a run); it wraps, harmlessly.
@@ -683,6 +752,15 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                     None,
                     &mut tap,
                 )?;
+                if let Some(receipt) = receipt {
+                    // A caller that stopped waiting lost nothing it needs.
+                    let _ = receipt.send(Outcome {
+                        seq,
+                        records: fold.counts.records - before.0,
+                        rejects: fold.counts.rejects - before.1,
+                        first_rejects: fold.kept_rejects.take().unwrap_or_default(),
+                    });
+                }
             }
             Message::HandOver(reply) => {
                 let started = Instant::now();

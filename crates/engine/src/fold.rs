@@ -68,8 +68,13 @@ use lane::*;
 /// fixed array on the stack, so routing allocates nothing.
 pub const AGGREGATES_MAX: usize = 16;
 
+/// Reject lines a batch's receipt keeps ([`Fold::kept_rejects`]); the
+/// rest are counted.
+pub(crate) const REJECTS_KEPT_MAX: usize = 10;
+
 /// Reject lines printed to stderr before only counting.
 pub(crate) const REJECTS_SHOWN_MAX: u64 = 10;
+
 /// A worker's partial rollups and the buffers routing reuses: every
 /// record of every format goes through [`Fold::record`].
 pub(crate) struct Fold<'a> {
@@ -106,6 +111,9 @@ pub(crate) struct Fold<'a> {
     by_aggregate_on: bool,
     /// Reject lines not yet written to the rejects file.
     reject_lines: String,
+    /// The first reject lines of the batch being folded, kept for its
+    /// caller (a continuous engine's batch receipt), when `Some`.
+    pub(crate) kept_rejects: Option<Vec<String>>,
     /// Lanes whose rollup has at least this many groups hold routes back
     /// and prefetch ([`PREFETCH_GROUPS_MIN`]; tests vary it).
     prefetch_groups_min: usize,
@@ -240,6 +248,7 @@ impl<'a> Fold<'a> {
             by_aggregate: by_aggregate::ByAggregate::default(),
             by_aggregate_on: true,
             reject_lines: String::new(),
+            kept_rejects: None,
             prefetch_groups_min: PREFETCH_GROUPS_MIN,
             pending_bytes_max: PENDING_BYTES_MAX,
             budget: None,
@@ -495,6 +504,10 @@ impl<'a> Fold<'a> {
         rejects_file: Option<&Mutex<BufWriter<std::fs::File>>>,
     ) -> Result<()> {
         if !self.reject_lines.is_empty() {
+            if let Some(kept) = &mut self.kept_rejects {
+                let room = REJECTS_KEPT_MAX.saturating_sub(kept.len());
+                kept.extend(self.reject_lines.lines().take(room).map(str::to_owned));
+            }
             if let Some(file) = rejects_file {
                 file.lock()
                     .expect("rejects lock")

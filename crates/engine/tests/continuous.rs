@@ -457,3 +457,37 @@ fn images_of_another_schema_are_refused() {
     images[0].1[last / 2] ^= 0x10;
     assert!(Continuous::start_from(plan, &options, &images).is_err());
 }
+
+#[test]
+fn a_receipt_says_what_became_of_its_batch() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let engine = start(&plan, 2, 2);
+    let mut receipts = Vec::new();
+    for (k, batch) in batches(5, 3_000, &[250]).into_iter().enumerate() {
+        let lines = batch.iter().filter(|&&c| c == b'\n').count() as u64;
+        let bad = batch
+            .split(|&c| c == b'\n')
+            .filter(|line| line.windows(12).any(|w| w == b"not a number"))
+            .count() as u64;
+        let (seq, receipt) = engine.submit_with_receipt(batch).expect("submit");
+        assert_eq!(seq, k as u64);
+        receipts.push((seq, lines, bad, receipt));
+    }
+    for (seq, lines, bad, receipt) in receipts {
+        let outcome = receipt.wait().expect("folded");
+        assert_eq!(outcome.seq, seq);
+        assert_eq!(outcome.records + outcome.rejects, lines);
+        assert_eq!(outcome.rejects, bad, "batch {seq}");
+        assert_eq!(outcome.first_rejects.len() as u64, bad.min(10));
+        assert!(
+            outcome
+                .first_rejects
+                .iter()
+                .all(|line| line.starts_with(&format!("stream s batch {seq}:"))
+                    && line.contains("not a BIGINT")),
+            "{:?}",
+            outcome.first_rejects
+        );
+    }
+    engine.finish().expect("finish");
+}
