@@ -67,6 +67,7 @@ use cardinal_route::{Attribution, EvalError, Expr, Model, Plan, Routed, Scratch,
 
 use crate::feed::{HashMemo, feeds_of, fold_routed};
 
+mod image;
 mod stream;
 #[cfg(test)]
 mod tests;

@@ -101,6 +101,10 @@ pub struct ContinuousOptions {
     pub attribution_lateness_ms: u64,
 }
 
+/// The name under which [`View::images`] gives the attributions' state:
+/// not a summary name (those never start with a dot).
+pub const ATTRIBUTION_IMAGE: &str = ".attribution";
+
 /// The default [`ContinuousOptions::attribution_lateness_ms`]: an hour.
 /// Touch points and conversions that arrive later than this behind the
 /// newest are applied out of time order, and counted as late.
@@ -192,6 +196,8 @@ struct HandOver {
 struct Release {
     collected: Vec<Collected>,
     last: bool,
+    /// Whether to hand over an image of the attributions' state too.
+    image: bool,
     reply: SyncSender<Result<CreditHandOver>>,
 }
 
@@ -200,6 +206,7 @@ struct Release {
 struct CreditHandOver {
     rollups: Vec<Rollup>,
     stats: Vec<Stats>,
+    image: Option<Vec<u8>>,
 }
 
 /// The thread that owns the attributions' chains (their single writer).
@@ -229,6 +236,11 @@ struct Base {
     merged: bool,
     /// Per attribution over the stream, its counts so far.
     attribution_stats: Vec<Stats>,
+    /// The attributions' state as of the last snapshot taken to be saved
+    /// ([`Continuous::snapshot_to_save`]); `None` after any other.
+    attribution_image: Option<Vec<u8>>,
+    /// Whether an attribution reads the stream.
+    attributes: bool,
 }
 
 /// What the workers share.
@@ -322,8 +334,14 @@ impl View<'_> {
     /// Each summary's rollup as an image ([`Rollup::encode_image`]), by
     /// name, in the order of [`View::summaries`]: what a snapshot saves and
     /// [`Continuous::start_from`] starts from.
-    pub fn images(&self) -> Vec<(String, Vec<u8>)> {
-        self.summaries
+    ///
+    /// With a `CREATE ATTRIBUTION` on the stream, the attributions' state
+    /// (chains, dictionaries, held events) comes last, named
+    /// [`ATTRIBUTION_IMAGE`]; the view must then come from
+    /// [`Continuous::snapshot_to_save`].
+    pub fn images(&self) -> Result<Vec<(String, Vec<u8>)>> {
+        let mut images: Vec<(String, Vec<u8>)> = self
+            .summaries
             .iter()
             .zip(&self.base.rollups)
             .map(|(name, rollup)| {
@@ -331,7 +349,14 @@ impl View<'_> {
                 rollup.encode_image(&mut image);
                 (name.clone(), image)
             })
-            .collect()
+            .collect();
+        if self.base.attributes {
+            let image = self.base.attribution_image.clone().context(
+                "the attributions' state is imaged only by a view from snapshot_to_save",
+            )?;
+            images.push((ATTRIBUTION_IMAGE.to_string(), image));
+        }
+        Ok(images)
     }
 
     /// Per CREATE ATTRIBUTION over the stream, in declaration order, its
@@ -355,8 +380,10 @@ impl Continuous {
     /// No images: an empty state, as [`Continuous::start`]. Batches are
     /// numbered from 0 again: the caller keeps its own positions.
     ///
-    /// The attributions' chains and held events are not in images yet, so
-    /// an engine whose stream has a `CREATE ATTRIBUTION` starts only empty.
+    /// With a `CREATE ATTRIBUTION` on the stream, the images must hold the
+    /// attributions' state ([`ATTRIBUTION_IMAGE`], from a view of
+    /// [`Continuous::snapshot_to_save`]), and a restored engine goes on
+    /// with its chains, dictionaries and held events.
     pub fn start_from(
         plan: Arc<Plan>,
         options: &ContinuousOptions,
@@ -401,12 +428,24 @@ impl Continuous {
                 .map(|s| Ok(Rollup::new(shape_of(s)?, options.limits)?))
                 .collect::<Result<Vec<_>>>()?
         } else {
-            ensure!(
-                attributions == 0,
-                "an engine with CREATE ATTRIBUTION on its stream cannot start from images yet: its chains are not in them"
-            );
             restore(&summaries, images)?
         };
+        let attribution_image: Option<Vec<u8>> = images
+            .iter()
+            .find(|(name, _)| name == ATTRIBUTION_IMAGE)
+            .map(|(_, image)| image.clone());
+        if !images.is_empty() {
+            ensure!(
+                attribution_image.is_some() == (attributions > 0),
+                "the images {} the attributions' state, and the schema has {} CREATE ATTRIBUTION on the stream",
+                if attribution_image.is_some() {
+                    "hold"
+                } else {
+                    "lack"
+                },
+                attributions
+            );
+        }
         let restored = !images.is_empty();
         let names = summaries.iter().map(|s| s.name.clone()).collect();
         let shared = Arc::new(Shared {
@@ -423,6 +462,36 @@ impl Continuous {
             attribution_lateness_ms: options.attribution_lateness_ms,
             plan,
         });
+        let attributor = if attributions > 0 {
+            let (inbox, requests) = sync_channel(1);
+            let (started, ready) = sync_channel(1);
+            let shared = Arc::clone(&shared);
+            let thread = std::thread::Builder::new()
+                .name("cardinal-attribution".to_string())
+                .spawn(move || {
+                    let attributed =
+                        attribute(&shared, &requests, attribution_image.as_deref(), &started);
+                    if let Err(e) = attributed {
+                        let mut failed =
+                            shared.failed.lock().unwrap_or_else(PoisonError::into_inner);
+                        failed.get_or_insert_with(|| format!("attribution: {e:#}"));
+                    }
+                })
+                .context("starting the attribution thread")?;
+            // Its chains made (or restored from the images) before any
+            // worker starts: a damaged image fails the start.
+            if let Ok(Err(e)) | Err(e) = ready
+                .recv()
+                .map_err(|_| anyhow!("the attribution thread stopped"))
+            {
+                drop(inbox);
+                let _ = thread.join();
+                return Err(e.context("starting the attributions"));
+            }
+            Some(Attributor { inbox, thread })
+        } else {
+            None
+        };
         let mut queues = Vec::with_capacity(threads);
         let mut workers = Vec::with_capacity(threads);
         for index in 0..threads {
@@ -445,23 +514,6 @@ impl Continuous {
             queues.push(queue);
             workers.push(worker);
         }
-        let attributor = if attributions > 0 {
-            let (inbox, requests) = sync_channel(1);
-            let shared = Arc::clone(&shared);
-            let thread = std::thread::Builder::new()
-                .name("cardinal-attribution".to_string())
-                .spawn(move || {
-                    if let Err(e) = attribute(&shared, &requests) {
-                        let mut failed =
-                            shared.failed.lock().unwrap_or_else(PoisonError::into_inner);
-                        failed.get_or_insert_with(|| format!("attribution: {e:#}"));
-                    }
-                })
-                .context("starting the attribution thread")?;
-            Some(Attributor { inbox, thread })
-        } else {
-            None
-        };
         Ok(Self {
             shared,
             summaries: names,
@@ -477,6 +529,8 @@ impl Continuous {
                 paused: Duration::ZERO,
                 merged: restored,
                 attribution_stats: vec![Stats::default(); attributions],
+                attribution_image: None,
+                attributes: attributions > 0,
             }),
             workers,
             attributor,
@@ -578,12 +632,21 @@ impl Continuous {
     /// queued behind those batches, and they are merged into the base.
     /// Ingest pauses only while each worker moves its groups out.
     pub fn snapshot(&self) -> Result<View<'_>> {
-        self.take_snapshot(false)
+        self.take_snapshot(false, false)
+    }
+
+    /// [`Continuous::snapshot`], and with it an image of the attributions'
+    /// state as of the same batch boundary, so that [`View::images`] holds
+    /// everything [`Continuous::start_from`] needs. The image of the
+    /// chains is written on the attribution thread meanwhile.
+    pub fn snapshot_to_save(&self) -> Result<View<'_>> {
+        self.take_snapshot(false, true)
     }
 
     /// [`Continuous::snapshot`]; with `last`, the attributions release
-    /// every event they hold (the end of the stream).
-    fn take_snapshot(&self, last: bool) -> Result<View<'_>> {
+    /// every event they hold (the end of the stream); with `image`, they
+    /// hand over an image of their state.
+    fn take_snapshot(&self, last: bool, image: bool) -> Result<View<'_>> {
         let mut base = self.base.lock().unwrap_or_else(PoisonError::into_inner);
         let (covers, replies) = {
             let submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
@@ -619,6 +682,7 @@ impl Continuous {
                 .send(Release {
                     collected,
                     last,
+                    image,
                     reply,
                 })
                 .map_err(|_| self.stopped())?;
@@ -626,6 +690,7 @@ impl Continuous {
             for (into, stats) in base.attribution_stats.iter_mut().zip(&credits.stats) {
                 into.add(stats);
             }
+            base.attribution_image = credits.image;
             let first = base.rollups.len() - credits.rollups.len();
             let from = credits.rollups.into_iter().map(|rollup| (rollup, false));
             merge_into(&mut base.rollups[first..], from, &self.summaries[first..])
@@ -645,7 +710,7 @@ impl Continuous {
     /// final merged rollups and counts, with the number of batches.
     pub fn finish(self) -> Result<(Vec<Rollup>, Counts, u64)> {
         let covers = {
-            let view = self.take_snapshot(true)?;
+            let view = self.take_snapshot(true, false)?;
             view.covers()
         };
         let Continuous {
@@ -849,14 +914,35 @@ fn credit_summaries(plan: &Plan, stream: usize) -> Vec<&Summary> {
 /// before the newest event time absorbed less the allowed lateness (all
 /// of them at the end), folds the credit rows into the credit summaries'
 /// partials and hands those over.
-fn attribute(shared: &Shared, requests: &Receiver<Release>) -> Result<()> {
+fn attribute(
+    shared: &Shared,
+    requests: &Receiver<Release>,
+    restored: Option<&[u8]>,
+    started: &SyncSender<Result<()>>,
+) -> Result<()> {
     let plan = &*shared.plan;
-    let mut setup = Setup::new(plan, shared.stream, shared.threads, None)?
-        .context("an attribution reads the stream")?;
-    ensure!(
-        setup.routing() == shared.routing,
-        "the attribution thread's chains route users as the workers' collectors do"
-    );
+    let made = || -> Result<Setup<'_>> {
+        let mut setup = Setup::new(plan, shared.stream, shared.threads, None)?
+            .context("an attribution reads the stream")?;
+        if let Some(image) = restored {
+            setup.restore_state(image)?;
+        }
+        ensure!(
+            setup.routing() == shared.routing,
+            "the attribution thread's chains route users as the workers' collectors do"
+        );
+        Ok(setup)
+    };
+    let mut setup = match made() {
+        Ok(setup) => {
+            let _ = started.send(Ok(()));
+            setup
+        }
+        Err(e) => {
+            let _ = started.send(Err(e));
+            return Ok(());
+        }
+    };
     let summaries = credit_summaries(plan, shared.stream);
     let shapes: Vec<Shape> = summaries
         .iter()
@@ -880,9 +966,17 @@ fn attribute(shared: &Shared, requests: &Receiver<Release>) -> Result<()> {
             };
             let credits = setup.release(frontier)?;
             attribute::fold_credits(&credits, &summaries, &shapes, &mut rollups)?;
+            let image = if request.image {
+                let mut image = Vec::new();
+                setup.encode_state(&mut image)?;
+                Some(image)
+            } else {
+                None
+            };
             Ok(CreditHandOver {
                 rollups: rollups.iter_mut().map(Rollup::take_groups).collect(),
                 stats: credits.iter().map(|c| c.stats).collect(),
+                image,
             })
         };
         let answer = release();
@@ -899,7 +993,7 @@ fn attribute(shared: &Shared, requests: &Receiver<Release>) -> Result<()> {
 /// The rollups `images` hold for `summaries`, in their order: every
 /// summary exactly once, of the shape the plan gives it.
 fn restore(summaries: &[&Summary], images: &[(String, Vec<u8>)]) -> Result<Vec<Rollup>> {
-    for (name, _) in images {
+    for (name, _) in images.iter().filter(|(name, _)| name != ATTRIBUTION_IMAGE) {
         ensure!(
             summaries.iter().any(|s| &s.name == name),
             "the images hold summary {name}, which the schema does not declare over this stream"

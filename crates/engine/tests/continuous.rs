@@ -412,7 +412,7 @@ proptest! {
         for batch in &all[..k] {
             first.submit(batch.clone()).expect("submit");
         }
-        let images = first.snapshot().expect("snapshot").images();
+        let images = first.snapshot().expect("snapshot").images().expect("images");
         drop(first);
         let mut options = ContinuousOptions::new(threads, 1 << 30);
         options.queue_batches = 2;
@@ -433,7 +433,11 @@ fn images_of_another_schema_are_refused() {
     engine
         .submit(batches(3, 100, &[100]).remove(0))
         .expect("submit");
-    let mut images = engine.snapshot().expect("snapshot").images();
+    let mut images = engine
+        .snapshot()
+        .expect("snapshot")
+        .images()
+        .expect("images");
     engine.finish().expect("finish");
     let options = ContinuousOptions::new(1, 1 << 30);
     // One summary missing.
@@ -490,4 +494,77 @@ fn a_receipt_says_what_became_of_its_batch() {
         );
     }
     engine.finish().expect("finish");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 12,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x0a77_5afe),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// A restart with attribution: the chains, dictionaries and held
+    /// events go through the images, and the end equals `execute`.
+    #[test]
+    fn attribution_state_survives_a_restart_through_the_images(
+        seed in any::<u64>(),
+        n in 1u64..2_500,
+        sizes in prop::collection::vec(1usize..300, 1..4),
+        threads in 1usize..3,
+        cut in 0usize..=100,
+        lateness_hours in 0u64..30,
+    ) {
+        let plan = Arc::new(Plan::compile(ATTRIBUTION_SQL).expect("compiles"));
+        let all = journeys(seed, n, &sizes);
+        let k = all.len() * cut / 100;
+        let mut options = ContinuousOptions::new(threads, 1 << 30);
+        options.attribution_lateness_ms = lateness_hours * 3_600_000;
+        let first = Continuous::start(Arc::clone(&plan), &options).expect("start");
+        for batch in &all[..k] {
+            first.submit(batch.clone()).expect("submit");
+        }
+        // A plain snapshot has no attribution state to image.
+        prop_assert!(first.snapshot().expect("snapshot").images().is_err());
+        let images = first.snapshot_to_save().expect("snapshot").images().expect("images");
+        prop_assert_eq!(&images.last().expect("images").0, cardinal_engine::continuous::ATTRIBUTION_IMAGE);
+        drop(first);
+        let second = Continuous::start_from(Arc::clone(&plan), &options, &images).expect("restart");
+        for batch in &all[k..] {
+            second.submit(batch.clone()).expect("submit");
+        }
+        let (rollups, _, _) = second.finish().expect("finish");
+        let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
+        prop_assert_eq!(got, executed_with_header(&plan, &all, ATTRIBUTION_HEADER, "attribution-restart"));
+    }
+}
+
+#[test]
+fn a_damaged_attribution_image_is_refused() {
+    let plan = Arc::new(Plan::compile(ATTRIBUTION_SQL).expect("compiles"));
+    let options = ContinuousOptions::new(1, 1 << 30);
+    let engine = Continuous::start(Arc::clone(&plan), &options).expect("start");
+    for batch in journeys(9, 500, &[100]) {
+        engine.submit(batch).expect("submit");
+    }
+    let images = engine
+        .snapshot_to_save()
+        .expect("snapshot")
+        .images()
+        .expect("images");
+    engine.finish().expect("finish");
+    let last = images.len() - 1;
+    let image = &images[last].1;
+    for at in (0..image.len()).step_by(image.len() / 97 + 1) {
+        let mut damaged = images.clone();
+        damaged[last].1[at] ^= 0x04;
+        let error = Continuous::start_from(Arc::clone(&plan), &options, &damaged)
+            .expect_err("a damaged image");
+        let error = format!("{error:#}");
+        assert!(error.contains("checksum"), "byte {at}: {error}");
+    }
+    // Without it, the engine refuses to start.
+    let error = Continuous::start_from(Arc::clone(&plan), &options, &images[..last])
+        .expect_err("no attribution state");
+    assert!(format!("{error:#}").contains("lack"), "{error:#}");
 }

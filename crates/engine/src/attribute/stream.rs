@@ -63,7 +63,7 @@ pub const EVENT_BYTES: usize = std::mem::size_of::<Event>();
 const _: () = assert!(EVENT_BYTES == 48, "the docs and ARCHITECTURE.md say 48");
 
 impl Event {
-    fn order(&self) -> (u64, u32, u64) {
+    pub(super) fn order(&self) -> (u64, u32, u64) {
         (self.time_ms, self.input, self.offset)
     }
 }
@@ -106,6 +106,29 @@ impl Held {
             }
         }
         late
+    }
+
+    /// The held events (absorbed since the last release, waiting past the
+    /// frontier in order, late in arrival order) and the events applied
+    /// over the group's life: what an image of the group holds.
+    pub(super) fn parts(&self) -> ([&[Event]; 3], u64) {
+        ([&self.fresh, &self.waiting, &self.late], self.applied)
+    }
+
+    /// A group from its [`Held::parts`]; `waiting` is put back in order.
+    pub(super) fn from_parts(
+        fresh: Vec<Event>,
+        mut waiting: Vec<Event>,
+        late: Vec<Event>,
+        applied: u64,
+    ) -> Self {
+        waiting.sort_unstable_by_key(Event::order);
+        Self {
+            fresh,
+            waiting,
+            late,
+            applied,
+        }
     }
 
     /// Held events.
