@@ -61,13 +61,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use cardinal_parse::Batch;
-use cardinal_rollup::{Limits, MemoryBudget, Rollup, Shape};
+use cardinal_rollup::{BytesGauge, Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{Format, Plan, Summary};
 
 use cardinal_chains::Router;
 
 use crate::attribute::{self, Collected, Collector, Setup, Stats};
-use crate::batch::{Counts, group_limit_error, pick_stream, shape_of};
+use crate::batch::{Counts, budget_error, group_limit_error, pick_stream, shape_of};
 use crate::fold::{Fold, REJECTS_SHOWN_MAX};
 use crate::progress::Progress;
 use crate::queue::{PushError, Queue};
@@ -92,7 +92,9 @@ pub struct ContinuousOptions {
     /// The header a CSV stream's batches are read under, without its
     /// newline; `None`: the declared column names in order.
     pub header: Option<Vec<u8>>,
-    /// Bytes the workers' partial rollups may hold together.
+    /// Bytes the workers' partial rollups and the merged state may hold
+    /// together: a worker past it stops the engine, and so does a
+    /// snapshot whose merge passes it, naming the summary that holds most.
     pub memory_max: u64,
     /// Counters the workers publish to.
     pub progress: Option<Arc<Progress>>,
@@ -241,6 +243,8 @@ struct Base {
     attribution_image: Option<Vec<u8>>,
     /// Whether an attribution reads the stream.
     attributes: bool,
+    /// The bytes of each merged rollup, as reported to the memory budget.
+    gauges: Vec<BytesGauge>,
 }
 
 /// What the workers share.
@@ -447,6 +451,7 @@ impl Continuous {
             );
         }
         let restored = !images.is_empty();
+        let summary_count = rollups.len();
         let names = summaries.iter().map(|s| s.name.clone()).collect();
         let shared = Arc::new(Shared {
             stream,
@@ -531,6 +536,7 @@ impl Continuous {
                 attribution_stats: vec![Stats::default(); attributions],
                 attribution_image: None,
                 attributes: attributions > 0,
+                gauges: vec![BytesGauge::default(); summary_count],
             }),
             workers,
             attributor,
@@ -698,6 +704,30 @@ impl Continuous {
         }
         for rollup in &mut base.rollups {
             rollup.evict_expired();
+        }
+        // The merged state counts against the memory budget with the
+        // workers' partials: together they may not pass it.
+        let budget = &self.shared.budget;
+        let Base {
+            rollups, gauges, ..
+        } = &mut *base;
+        for (rollup, gauge) in rollups.iter().zip(gauges.iter_mut()) {
+            gauge.rescan(rollup);
+            gauge.update(rollup, 0, budget);
+        }
+        if !budget.holds()
+            && let Some(((rollup, gauge), name)) = rollups
+                .iter()
+                .zip(gauges.iter())
+                .zip(&self.summaries)
+                .max_by_key(|((_, gauge), _)| gauge.reported())
+        {
+            return Err(budget_error(
+                name,
+                gauge.reported(),
+                rollup.group_count(),
+                budget.bytes_max(),
+            ));
         }
         base.covers = covers;
         Ok(View {

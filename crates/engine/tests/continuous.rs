@@ -568,3 +568,31 @@ fn a_damaged_attribution_image_is_refused() {
         .expect_err("no attribution state");
     assert!(format!("{error:#}").contains("lack"), "{error:#}");
 }
+
+#[test]
+fn the_merged_state_counts_against_the_memory_budget() {
+    // One group per user and hour: some thousands of groups with an
+    // HyperLogLog each, far past a 256 KiB budget once merged.
+    let sql = "CREATE STREAM s (ts TIMESTAMP, n BIGINT, x DOUBLE, t TEXT) WITH (time = 'ts');
+        CREATE SUMMARY per_user AS SELECT date_trunc('hour', ts) AS hour, n, count(*), hll(t)
+          FROM s GROUP BY hour, n;";
+    let plan = Arc::new(Plan::compile(sql).expect("compiles"));
+    let mut options = ContinuousOptions::new(1, 256 << 10);
+    options.queue_batches = 1;
+    let engine = Continuous::start(plan, &options).expect("start");
+    let mut failed = None;
+    for batch in batches(13, 40_000, &[500]) {
+        if let Err(e) = engine.submit(batch) {
+            failed = Some(e);
+            break;
+        }
+        // Each snapshot moves the worker's groups into the merged state.
+        if let Err(e) = engine.snapshot() {
+            failed = Some(e);
+            break;
+        }
+    }
+    let error = format!("{:#}", failed.expect("the budget is reached"));
+    assert!(error.contains("per_user"), "{error}");
+    assert!(error.contains("memory"), "{error}");
+}
