@@ -458,14 +458,13 @@ pub(crate) struct Collected {
 }
 
 impl Collected {
-    /// The latest event time gathered, if any.
-    pub(crate) fn newest_ms(&self) -> Option<u64> {
+    /// The event times gathered.
+    pub(crate) fn times_ms(&self) -> impl Iterator<Item = u64> + '_ {
         self.attributions
             .iter()
             .flat_map(|(_, _, groups)| groups)
             .flatten()
             .map(|e| e.time_ms)
-            .max()
     }
 }
 

@@ -39,8 +39,8 @@
 //! Attribution: the workers gather touch points and conversions as they
 //! fold and hand them over with their groups; one attribution thread, the
 //! chains' single writer, absorbs them in worker order at each snapshot
-//! and releases those at or before the newest event time absorbed less
-//! [`ContinuousOptions::attribution_lateness_ms`] (module
+//! and releases those at or before the [`FRONTIER_EVENTS`]-th newest event
+//! time absorbed less [`ContinuousOptions::attribution_lateness_ms`] (module
 //! [`crate::attribute`]): credit rows go into the credit summaries at
 //! once, and an event behind a released frontier is applied late and
 //! counted. [`Continuous::finish`] releases everything, so input in time
@@ -53,6 +53,8 @@
 //! The workers' queues are `queue.rs`'s: a producer that finds them
 //! full is woken once a queue has drained to half, not at every batch.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -98,10 +100,18 @@ pub struct ContinuousOptions {
     pub memory_max: u64,
     /// Counters the workers publish to.
     pub progress: Option<Arc<Progress>>,
-    /// How far behind the newest event time seen an attribution releases
-    /// its held events at a snapshot ([`ATTRIBUTION_LATENESS_MS_DEFAULT`]).
+    /// How far behind where the stream is (the [`FRONTIER_EVENTS`]-th
+    /// newest event time seen) an attribution releases its held events at
+    /// a snapshot ([`ATTRIBUTION_LATENESS_MS_DEFAULT`]).
     pub attribution_lateness_ms: u64,
 }
+
+/// The attribution frontier trails the FRONTIER_EVENTS-th newest event
+/// time absorbed (less the lateness), not the newest: a few events far
+/// ahead of the stream (a clock set wrong) cannot make the rest late.
+/// Until that many events have arrived, nothing is released before the
+/// end.
+pub const FRONTIER_EVENTS: usize = 128;
 
 /// The name under which [`View::images`] gives the attributions' state:
 /// not a summary name (those never start with a dot).
@@ -941,8 +951,8 @@ fn credit_summaries(plan: &Plan, stream: usize) -> Vec<&Summary> {
 
 /// The attribution thread: the single writer of the attributions' chains.
 /// At each snapshot it absorbs the workers' events, releases those at or
-/// before the newest event time absorbed less the allowed lateness (all
-/// of them at the end), folds the credit rows into the credit summaries'
+/// before the [`FRONTIER_EVENTS`]-th newest event time absorbed less the
+/// allowed lateness (all of them at the end), folds the credit rows into the credit summaries'
 /// partials and hands those over.
 fn attribute(
     shared: &Shared,
@@ -979,20 +989,28 @@ fn attribute(
         .map(|s| shape_of(s))
         .collect::<Result<_>>()?;
     let mut rollups = attribute::credit_rollups(&shapes, shared.limits)?;
-    let mut newest_ms: Option<u64> = None;
+    // The newest FRONTIER_EVENTS event times absorbed, the oldest of them
+    // on top.
+    let mut newest: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(FRONTIER_EVENTS + 1);
     for request in requests {
         let release = || -> Result<CreditHandOver> {
-            for collected in &request.collected {
-                newest_ms = newest_ms.max(collected.newest_ms());
+            for time in request.collected.iter().flat_map(Collected::times_ms) {
+                if newest.len() < FRONTIER_EVENTS {
+                    newest.push(Reverse(time));
+                } else if newest.peek().is_some_and(|&Reverse(oldest)| time > oldest) {
+                    newest.pop();
+                    newest.push(Reverse(time));
+                }
             }
             setup.absorb_collected(request.collected);
             let frontier = if request.last {
                 u64::MAX
+            } else if newest.len() < FRONTIER_EVENTS {
+                // Too few events yet to tell where the stream is.
+                0
             } else {
-                match newest_ms {
-                    Some(newest) => newest.saturating_sub(shared.attribution_lateness_ms),
-                    None => 0,
-                }
+                let Reverse(oldest) = *newest.peek().expect("FRONTIER_EVENTS of them");
+                oldest.saturating_sub(shared.attribution_lateness_ms)
             };
             let credits = setup.release(frontier)?;
             attribute::fold_credits(&credits, &summaries, &shapes, &mut rollups)?;

@@ -596,3 +596,21 @@ fn the_merged_state_counts_against_the_memory_budget() {
     assert!(error.contains("per_user"), "{error}");
     assert!(error.contains("memory"), "{error}");
 }
+
+#[test]
+fn a_few_events_far_ahead_do_not_make_the_stream_late() {
+    let plan = Arc::new(Plan::compile(ATTRIBUTION_SQL).expect("compiles"));
+    let mut all = journeys(21, 3_000, &[100]);
+    // A click from the year 2099 amid the stream.
+    all[3].extend_from_slice(b"2099-01-01T00:00:00Z,5,click,c1,s1,1.5\n");
+    let engine =
+        Continuous::start(Arc::clone(&plan), &ContinuousOptions::new(2, 1 << 30)).expect("start");
+    for batch in &all {
+        engine.submit(batch.clone()).expect("submit");
+        let view = engine.snapshot().expect("snapshot");
+        for stats in view.attribution_stats() {
+            assert_eq!(stats.late, 0, "the stream became late");
+        }
+    }
+    engine.finish().expect("finish");
+}
