@@ -1038,6 +1038,38 @@ fn attribute(
     Ok(())
 }
 
+/// Checks `images` as [`Continuous::start_from`] would take them, without
+/// starting an engine: every summary's image present, of its shape and
+/// whole, and the attributions' state whole and of their layout. What a
+/// server runs on a snapshot before it trusts it (and falls back to an
+/// older one when it fails).
+pub fn check_images(
+    plan: &Plan,
+    options: &ContinuousOptions,
+    images: &[(String, Vec<u8>)],
+) -> Result<()> {
+    let stream = pick_stream(plan, options.stream.as_deref())?;
+    let mut summaries: Vec<&Summary> = plan
+        .summaries
+        .iter()
+        .filter(|s| s.stream == stream)
+        .collect();
+    summaries.extend(credit_summaries(plan, stream));
+    restore(&summaries, images)?;
+    let attribution = images.iter().find(|(name, _)| name == ATTRIBUTION_IMAGE);
+    match (
+        Setup::new(plan, stream, options.threads.max(1), None)?,
+        attribution,
+    ) {
+        (Some(mut setup), Some((_, image))) => setup.restore_state(image),
+        (None, None) => Ok(()),
+        (Some(_), None) => bail!("the images lack the attributions' state"),
+        (None, Some(_)) => {
+            bail!("the images hold an attributions' state the schema has no use for")
+        }
+    }
+}
+
 /// The rollups `images` hold for `summaries`, in their order: every
 /// summary exactly once, of the shape the plan gives it.
 fn restore(summaries: &[&Summary], images: &[(String, Vec<u8>)]) -> Result<Vec<Rollup>> {

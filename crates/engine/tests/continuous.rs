@@ -614,3 +614,27 @@ fn a_few_events_far_ahead_do_not_make_the_stream_late() {
     }
     engine.finish().expect("finish");
 }
+
+#[test]
+fn check_images_says_what_start_from_would() {
+    let plan = Arc::new(Plan::compile(ATTRIBUTION_SQL).expect("compiles"));
+    let options = ContinuousOptions::new(1, 1 << 30);
+    let engine = Continuous::start(Arc::clone(&plan), &options).expect("start");
+    for batch in journeys(4, 600, &[200]) {
+        engine.submit(batch).expect("submit");
+    }
+    let images = engine
+        .snapshot_to_save()
+        .expect("snapshot")
+        .images()
+        .expect("images");
+    engine.finish().expect("finish");
+    cardinal_engine::check_images(&plan, &options, &images).expect("whole images");
+    for at in 0..images.len() {
+        let mut damaged = images.clone();
+        let middle = damaged[at].1.len() / 2;
+        damaged[at].1[middle] ^= 1;
+        assert!(cardinal_engine::check_images(&plan, &options, &damaged).is_err());
+        assert!(Continuous::start_from(Arc::clone(&plan), &options, &damaged).is_err());
+    }
+}
