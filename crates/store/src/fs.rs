@@ -54,7 +54,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::{File as StdFile, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -158,10 +158,9 @@ impl Dir for OsDir {
         Ok(Box::new(OsFile(file)))
     }
     fn read(&self, name: &str) -> io::Result<Vec<u8>> {
-        let mut file = StdFile::open(self.join(name)?)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        Ok(bytes)
+        // `fs::read` sizes the buffer from the file's length: one
+        // allocation, no copies as it grows.
+        std::fs::read(self.join(name)?)
     }
     fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
         let file = OpenOptions::new().write(true).open(self.join(name)?)?;
@@ -353,7 +352,7 @@ fn crash_bytes(inode: &Inode, choose: &mut Choices) -> Vec<u8> {
                 .unwrap_or(0)
                 .min(inode.data.len())
                 .min(inode.durable.len());
-            if choose.next() % 2 == 0 {
+            if choose.next().is_multiple_of(2) {
                 return inode.durable.clone();
             }
             (&inode.data[..cut], &inode.data[cut..])

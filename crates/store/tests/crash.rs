@@ -8,6 +8,9 @@
 //! An acknowledgement counts only if the crash had not yet happened when
 //! `wait` returned: the sync it reports then came before the crash point.
 
+// Test bytes are made by wrapping numbers into a byte on purpose.
+#![allow(clippy::cast_possible_truncation)]
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -2,6 +2,9 @@
 //! WAL middle and the newest snapshot give the documented behaviour"), and
 //! failed writes and syncs that poison the log.
 
+// Test bytes are made by wrapping numbers into a byte on purpose.
+#![allow(clippy::cast_possible_truncation)]
+
 use std::sync::Arc;
 
 use cardinal_store::wal::{RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, segment_name};
