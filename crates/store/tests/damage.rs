@@ -1,0 +1,316 @@
+//! Byte flips and lost files (issue 38, "Byte flips in the WAL tail, the
+//! WAL middle and the newest snapshot give the documented behaviour"), and
+//! failed writes and syncs that poison the log.
+
+// Test bytes are made by wrapping numbers into a byte on purpose.
+#![allow(clippy::cast_possible_truncation)]
+
+use std::sync::Arc;
+
+use cardinal_store::wal::{RECORD_HEADER_BYTES, SEGMENT_HEADER_BYTES, segment_name};
+use cardinal_store::{
+    BatchId, Dir, Error, Fault, OsDir, SimDir, Snapshot, Snapshots, SourceId, Wal, WalOptions,
+};
+
+const PAYLOAD_BYTES: usize = 40;
+const RECORD_BYTES: usize = RECORD_HEADER_BYTES + PAYLOAD_BYTES;
+
+fn options(segment_bytes: u64, repair: bool) -> WalOptions {
+    WalOptions {
+        segment_bytes,
+        repair,
+    }
+}
+
+/// A log of `count` records of `PAYLOAD_BYTES` each (record k has
+/// sequence k + 1 and batch id k).
+fn log_of(count: u64, segment_bytes: u64) -> SimDir {
+    let disk = SimDir::new();
+    let (wal, _) = Wal::open(Arc::new(disk.clone()), options(segment_bytes, false)).expect("open");
+    for k in 0..count {
+        wal.append(SourceId(1), BatchId(k), vec![k as u8; PAYLOAD_BYTES])
+            .expect("append")
+            .wait()
+            .expect("durable");
+    }
+    wal.close().expect("close");
+    disk
+}
+
+/// Offset of the i-th record (from 0) in a segment.
+fn record_at(i: usize) -> usize {
+    SEGMENT_HEADER_BYTES + i * RECORD_BYTES
+}
+
+fn batches(wal: &Wal, after: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    wal.replay(after, |record| out.push(record.batch.0))
+        .expect("replay");
+    out
+}
+
+#[test]
+fn a_flip_in_the_last_record_is_a_torn_tail_cut_and_reported() {
+    let disk = log_of(5, 1 << 20);
+    let name = segment_name(1);
+    disk.poke(&name, record_at(4) + RECORD_HEADER_BYTES + 3, 0xee);
+    let (wal, recovery) =
+        Wal::open(Arc::new(disk.clone()), options(1 << 20, false)).expect("opens");
+    let cut = recovery.cut.expect("cut");
+    assert_eq!(cut.segment, name);
+    assert_eq!(cut.offset, record_at(4) as u64);
+    assert_eq!(cut.bytes, RECORD_BYTES as u64);
+    assert!(cut.reason.contains("checksum"), "{}", cut.reason);
+    assert_eq!(recovery.next_sequence, 5);
+    assert_eq!(batches(&wal, 0), vec![0, 1, 2, 3]);
+    assert_eq!(disk.len_of(&name), Some(record_at(4)));
+    // The log goes on from the cut.
+    let sequence = wal
+        .append(SourceId(1), BatchId(99), vec![1; 3])
+        .expect("append")
+        .wait()
+        .expect("durable");
+    assert_eq!(sequence, 5);
+}
+
+#[test]
+fn a_record_cut_short_is_a_torn_tail() {
+    let disk = log_of(3, 1 << 20);
+    let name = segment_name(1);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    dir.truncate(&name, (record_at(2) + 7) as u64)
+        .expect("truncate");
+    let (wal, recovery) = Wal::open(dir, options(1 << 20, false)).expect("opens");
+    let cut = recovery.cut.expect("cut");
+    assert_eq!((cut.offset, cut.bytes), (record_at(2) as u64, 7));
+    assert!(cut.reason.contains("cut short"), "{}", cut.reason);
+    assert_eq!(batches(&wal, 0), vec![0, 1]);
+}
+
+#[test]
+fn a_flip_in_the_middle_refuses_to_open_then_repair_keeps_a_copy() {
+    let disk = log_of(5, 1 << 20);
+    let name = segment_name(1);
+    disk.poke(&name, record_at(2) + 20, 0x01);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    match Wal::open(Arc::clone(&dir), options(1 << 20, false)) {
+        Err(Error::Corrupt {
+            segment,
+            offset,
+            reason,
+            after,
+        }) => {
+            assert_eq!(segment, name);
+            assert_eq!(offset, record_at(2) as u64);
+            assert!(reason.contains("checksum"), "{reason}");
+            assert!(
+                after.contains(&format!("offset {}", record_at(3))),
+                "{after}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Refusing changed nothing.
+    assert_eq!(disk.len_of(&name), Some(record_at(5)));
+
+    let (wal, recovery) = Wal::open(Arc::clone(&dir), options(1 << 20, true)).expect("repairs");
+    let repair = recovery.repaired.expect("repaired");
+    assert_eq!(repair.segment, name);
+    assert_eq!(repair.offset, record_at(2) as u64);
+    let copy = repair.copy.expect("a copy");
+    assert_eq!(disk.len_of(&copy), Some(record_at(5)));
+    assert_eq!(batches(&wal, 0), vec![0, 1]);
+    assert_eq!(recovery.next_sequence, 3);
+    drop(wal);
+    // The copy is not taken for a segment.
+    let (wal, recovery) = Wal::open(dir, options(1 << 20, false)).expect("opens clean");
+    assert_eq!((recovery.cut, recovery.repaired), (None, None));
+    assert_eq!(batches(&wal, 0), vec![0, 1]);
+}
+
+/// Five records of 72 bytes in segments of at most 200 bytes: two records
+/// a segment, bases 1, 3, 5.
+const SMALL_SEGMENT: u64 = 200;
+
+#[test]
+fn damage_in_an_older_segment_refuses_even_at_its_end() {
+    let disk = log_of(5, SMALL_SEGMENT);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    assert_eq!(
+        dir.list().expect("list"),
+        vec![segment_name(1), segment_name(3), segment_name(5)]
+    );
+    // The last record of the middle segment: a tear would be cut in the
+    // newest segment, but this one was synced whole before the next began.
+    disk.poke(&segment_name(3), record_at(1) + 40, 0x80);
+    match Wal::open(Arc::clone(&dir), options(SMALL_SEGMENT, false)) {
+        Err(Error::Corrupt {
+            segment,
+            offset,
+            after,
+            ..
+        }) => {
+            assert_eq!(segment, segment_name(3));
+            assert_eq!(offset, record_at(1) as u64);
+            assert!(after.contains("not the newest"), "{after}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (wal, recovery) =
+        Wal::open(Arc::clone(&dir), options(SMALL_SEGMENT, true)).expect("repairs");
+    let repair = recovery.repaired.expect("repaired");
+    assert_eq!(
+        repair.set_aside,
+        vec![format!("{}.set-aside", segment_name(5))]
+    );
+    assert_eq!(batches(&wal, 0), vec![0, 1, 2]);
+    assert_eq!(recovery.next_sequence, 4);
+}
+
+#[test]
+fn a_missing_segment_is_a_gap() {
+    let disk = log_of(5, SMALL_SEGMENT);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    dir.remove(&segment_name(3)).expect("remove");
+    match Wal::open(Arc::clone(&dir), options(SMALL_SEGMENT, false)) {
+        Err(Error::Gap {
+            segment,
+            offset,
+            expected,
+            found,
+        }) => {
+            assert_eq!(segment, segment_name(5));
+            assert_eq!((offset, expected, found), (0, 3, 5));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_bad_header_refuses() {
+    let disk = log_of(5, SMALL_SEGMENT);
+    disk.poke(&segment_name(5), 17, 0x33);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    match Wal::open(Arc::clone(&dir), options(SMALL_SEGMENT, false)) {
+        Err(Error::BadHeader { segment, reason }) => {
+            assert_eq!(segment, segment_name(5));
+            assert!(reason.contains("checksum"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let (wal, recovery) = Wal::open(dir, options(SMALL_SEGMENT, true)).expect("repairs");
+    assert_eq!(batches(&wal, 0), vec![0, 1, 2, 3]);
+    assert_eq!(recovery.next_sequence, 5);
+}
+
+#[test]
+fn a_flipped_newest_snapshot_falls_back_and_the_log_still_covers_it() {
+    let disk = SimDir::new();
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    let (wal, _) = Wal::open(Arc::clone(&dir), options(SMALL_SEGMENT, false)).expect("open");
+    let snapshots = Snapshots::new(Arc::clone(&dir));
+    for k in 0..12u64 {
+        let sequence = wal
+            .append(SourceId(1), BatchId(k), vec![k as u8; PAYLOAD_BYTES])
+            .expect("append")
+            .wait()
+            .expect("durable");
+        if sequence % 4 == 0 {
+            let mut snapshot = Snapshot {
+                sequence,
+                ..Snapshot::default()
+            };
+            snapshot.positions.insert("wal".into(), sequence);
+            snapshot
+                .sections
+                .insert("count".into(), sequence.to_le_bytes().to_vec());
+            snapshots.write(&snapshot).expect("write");
+            let oldest = snapshots.oldest_kept().expect("list").expect("one");
+            wal.remove_through(oldest).expect("trim");
+        }
+    }
+    drop(wal);
+    // Snapshots at 4, 8, 12; the log trimmed through 4.
+    let newest = cardinal_store::snapshot::snapshot_name(12);
+    disk.poke(&newest, 9, 0x42);
+    let loaded = snapshots.load_newest().expect("load").expect("one");
+    assert_eq!(loaded.snapshot.sequence, 8);
+    assert_eq!(loaded.skipped.len(), 1);
+    assert!(loaded.skipped[0].contains(&newest), "{:?}", loaded.skipped);
+    let (wal, _) = Wal::open(dir, options(SMALL_SEGMENT, false)).expect("open");
+    assert_eq!(batches(&wal, 8), vec![8, 9, 10, 11]);
+    // Replay from before what the log still holds is refused, not skipped.
+    assert!(matches!(
+        wal.replay(0, |_| {}),
+        Err(Error::ReplayGap { after: 0, .. })
+    ));
+}
+
+#[test]
+fn a_failed_sync_poisons_the_log_for_good() {
+    let disk = SimDir::new();
+    let (wal, _) = Wal::open(Arc::new(disk.clone()), options(1 << 20, false)).expect("open");
+    wal.append(SourceId(1), BatchId(0), vec![0; 8])
+        .expect("append")
+        .wait()
+        .expect("durable");
+    disk.fail_next(Fault::SyncData);
+    let err = wal
+        .append(SourceId(1), BatchId(1), vec![1; 8])
+        .expect("append")
+        .wait()
+        .expect_err("the sync failed");
+    assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    assert!(err.to_string().contains("injected"), "{err}");
+    // Never retried: every later call fails, though the disk works again.
+    let again = wal.append(SourceId(1), BatchId(2), vec![2; 8]);
+    assert!(matches!(again, Err(Error::Poisoned { .. })), "{again:?}");
+    assert!(matches!(wal.close(), Err(Error::Poisoned { .. })));
+    // Recovery from what is on disk: the first record, and the unacknowledged
+    // one may or may not be there.
+    let (wal, _) = Wal::open(Arc::new(disk.crash(3)), options(1 << 20, false)).expect("recovers");
+    let got = batches(&wal, 0);
+    assert!(got == vec![0] || got == vec![0, 1], "{got:?}");
+}
+
+#[test]
+fn a_failed_write_poisons_every_queued_ticket() {
+    let disk = SimDir::new();
+    let (wal, _) = Wal::open(Arc::new(disk.clone()), options(1 << 20, false)).expect("open");
+    disk.fail_next(Fault::Append);
+    let tickets: Vec<_> = (0..50)
+        .map(|k| wal.append(SourceId(1), BatchId(k), vec![0; 8]))
+        .collect();
+    let mut failed = 0;
+    for ticket in tickets {
+        match ticket.and_then(|t| t.wait()) {
+            Err(Error::Poisoned { .. }) => failed += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(failed, 50);
+}
+
+#[test]
+fn os_dir_round_trip() {
+    let root = std::env::temp_dir().join(format!("cardinal-store-damage-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    {
+        let dir: Arc<dyn Dir> = Arc::new(OsDir::open(&root).expect("dir"));
+        let (wal, _) = Wal::open(dir, options(SMALL_SEGMENT, false)).expect("open");
+        for k in 0..7 {
+            wal.append(SourceId(2), BatchId(k), vec![k as u8; PAYLOAD_BYTES])
+                .expect("append")
+                .wait()
+                .expect("durable");
+        }
+        wal.close().expect("close");
+    }
+    let dir: Arc<dyn Dir> = Arc::new(OsDir::open(&root).expect("dir"));
+    let (wal, recovery) = Wal::open(dir, options(SMALL_SEGMENT, false)).expect("reopen");
+    assert_eq!(recovery.next_sequence, 8);
+    assert_eq!(recovery.segments, 4);
+    assert_eq!(batches(&wal, 3), vec![3, 4, 5, 6]);
+    drop(wal);
+    std::fs::remove_dir_all(&root).expect("cleanup");
+}
