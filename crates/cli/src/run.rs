@@ -12,9 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
 use cardinal_engine::progress::Progress;
-use cardinal_engine::{
-    EngineOptions, Executed, is_fifo, plain_bytes, results_of, threads_default,
-};
+use cardinal_engine::{EngineOptions, Executed, is_fifo, plain_bytes, results_of, threads_default};
 use cardinal_export::{AtomicFile, Options, OutDir};
 use cardinal_rollup::Limits;
 use cardinal_route::Plan;

@@ -93,7 +93,9 @@ pub enum Error {
         known: String,
     },
     /// An overlap was asked of an aggregate that is not a HyperLogLog.
-    #[error("aggregate {name} of summary {summary} is not hll(...): overlaps are estimated from HyperLogLogs")]
+    #[error(
+        "aggregate {name} of summary {summary} is not hll(...): overlaps are estimated from HyperLogLogs"
+    )]
     NotHll {
         /// The aggregate.
         name: String,

@@ -84,6 +84,6 @@ pub use batch::{
 };
 pub use continuous::{Continuous, ContinuousOptions, Full, View};
 pub use error::Error;
-pub use query::{Answer, Buckets, Query, Selector, answer, overlap, results_of};
 pub use fold::AGGREGATES_MAX;
 pub use jobs::is_fifo;
+pub use query::{Answer, Buckets, Query, Selector, answer, overlap, results_of};

@@ -53,9 +53,9 @@ use cardinal_event::{ColumnType, Record, Timestamp, Value, ValueError};
 use cardinal_export::{Columns, Results, Rows};
 use cardinal_rollup::{AggKind, AggState, Folded, Limits, Rollup};
 use cardinal_route::{Expr, OutputSource, Plan, Scratch, Summary, encode_key_value, key_values};
-use cardinal_sketch::{Estimate, Sketch as _};
 use cardinal_sketch::hll::Hll;
 use cardinal_sketch::hll::joint::Overlap;
+use cardinal_sketch::{Estimate, Sketch as _};
 
 use crate::error::Error;
 
@@ -206,7 +206,11 @@ pub fn answer(summary: &Summary, rollup: &Rollup, query: &Query) -> Result<Answe
             Buckets::All => NO_BUCKET,
         };
         let at = out.locate(bucket, &key).map_err(|dropped| {
-            assert_eq!(dropped, Folded::DroppedGroupLimit, "no retention, no key too long");
+            assert_eq!(
+                dropped,
+                Folded::DroppedGroupLimit,
+                "no retention, no key too long"
+            );
             Error::GroupLimit {
                 groups_max: rollup.limits().groups_max,
             }
@@ -246,11 +250,7 @@ pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'
 }
 
 /// The rows of `rollup` under `columns`, with its keys decoded.
-fn results_with(
-    columns: Columns,
-    times: Vec<bool>,
-    rollup: &Rollup,
-) -> Result<Results<'_>, Error> {
+fn results_with(columns: Columns, times: Vec<bool>, rollup: &Rollup) -> Result<Results<'_>, Error> {
     let mut rows = Rows::with_capacity(rollup.group_count(), columns.dims.len());
     for (bucket, key, states) in rollup.groups() {
         rows.push(bucket, states);
