@@ -110,17 +110,8 @@ pub fn run(command: Command) -> Result<()> {
         Command::Overlap { a, b } => {
             let (a, b) = (parse(&a)?, parse(&b)?);
             let overlap = a.intersection(&b).context("intersection")?;
-            writeln!(out, "|A|       {}", a.estimate())?;
-            writeln!(out, "|B|       {}", b.estimate())?;
-            writeln!(out, "|A ∩ B|   {}", overlap.intersection)?;
-            writeln!(out, "|A \\ B|   {}", overlap.a_only)?;
-            writeln!(out, "|B \\ A|   {}", overlap.b_only)?;
-            writeln!(out, "|A ∪ B|   {}", overlap.union)?;
-            writeln!(
-                out,
-                "inclusion-exclusion |A ∩ B| = {:.0} (no interval)",
-                overlap.inclusion_exclusion
-            )?;
+            let text = cardinal_engine::query::overlap_text(&a.estimate(), &b.estimate(), &overlap);
+            write!(out, "{text}")?;
         }
     }
     Ok(())

@@ -12,11 +12,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, ensure};
 use cardinal_engine::progress::Progress;
-use cardinal_engine::{EngineOptions, Executed, is_fifo, plain_bytes, threads_default};
-use cardinal_event::Value;
-use cardinal_export::{AtomicFile, Columns, Options, OutDir, Results, Rows};
-use cardinal_rollup::{Limits, Rollup};
-use cardinal_route::{OutputSource, Plan, Summary};
+use cardinal_engine::{EngineOptions, Executed, is_fifo, plain_bytes, results_of, threads_default};
+use cardinal_export::{AtomicFile, Options, OutDir};
+use cardinal_rollup::Limits;
+use cardinal_route::Plan;
 
 mod args;
 mod outputs;
@@ -411,53 +410,4 @@ pub fn write_files(
     }
     out.finish()?;
     Ok(written)
-}
-
-/// Decodes each group's key into display values and names the columns.
-pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'a>> {
-    let name_of = |source: OutputSource| {
-        summary
-            .outputs
-            .iter()
-            .find(|o| o.source == source)
-            .map(|o| o.name.clone())
-    };
-    let columns = Columns {
-        bucket: summary
-            .bucket
-            .as_ref()
-            .map(|_| name_of(OutputSource::Bucket).unwrap_or_else(|| "bucket".into())),
-        dims: (0..summary.dimensions.len())
-            .map(|i| name_of(OutputSource::Dimension(i)).unwrap_or_else(|| format!("dim{i}")))
-            .collect(),
-        aggs: (0..summary.aggregates.len())
-            .map(|i| name_of(OutputSource::Aggregate(i)).unwrap_or_else(|| format!("agg{i}")))
-            .collect(),
-    };
-    let mut rows = Rows::with_capacity(rollup.group_count(), summary.dimensions.len());
-    for (bucket, key, states) in rollup.groups() {
-        rows.push(bucket, states);
-        for value in cardinal_route::key_values(key) {
-            match value {
-                Value::Null => rows.push_null(),
-                Value::Text(t) => rows.push_bytes(t),
-                Value::Int(i) => rows.push_with(|text| {
-                    let _ = write!(text, "{i}");
-                }),
-                Value::Float(f) => rows.push_with(|text| {
-                    let _ = write!(text, "{f}");
-                }),
-                Value::Bool(b) => rows.push_with(|text| {
-                    let _ = write!(text, "{b}");
-                }),
-                Value::Time(t) => rows.push_with(|text| {
-                    let _ = write!(text, "{t}");
-                }),
-            }
-        }
-    }
-    let times = (0..summary.aggregates.len())
-        .map(|i| summary.aggregate_is_time(i))
-        .collect();
-    Ok(Results::new(columns, &rollup.shape().aggs, rows)?.with_times(times))
 }

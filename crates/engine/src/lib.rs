@@ -19,6 +19,7 @@
 //! | `pending` | a large summary's routes held per rollup part, folded a part at a time |
 //! | [`attribute`] | `CREATE ATTRIBUTION`: per-user chains, events released by an event-time frontier, conversions credited by model |
 //! | [`progress`] | counters the workers add to once per chunk, for a progress line or metrics |
+//! | [`query`] | live answers: a rollup narrowed to a time range, filtered and rolled up on its dimensions, printed as `run` prints; two groups' overlap |
 //!
 //! ```text
 //!  inputs --split--> jobs (a file, a byte range of a large plain file, a
@@ -66,11 +67,13 @@
 pub mod attribute;
 mod batch;
 pub mod continuous;
+mod error;
 mod feed;
 mod fold;
 mod jobs;
 mod pending;
 pub mod progress;
+pub mod query;
 mod queue;
 mod shared;
 mod worker;
@@ -80,5 +83,7 @@ pub use batch::{
     threads_default,
 };
 pub use continuous::{Continuous, ContinuousOptions, Full, Outcome, Receipt, View, check_images};
+pub use error::Error;
 pub use fold::AGGREGATES_MAX;
 pub use jobs::is_fifo;
+pub use query::{Answer, Buckets, Query, Selector, answer, overlap, results_of};

@@ -805,6 +805,39 @@ pub fn write_daily_csv(
     Ok(written)
 }
 
+/// Writes every row as CSV to `out`: the header, then one line per row,
+/// with the columns and spelling of [`write_daily_csv`]'s files (a stream
+/// rather than one file per day, for answers sent over a connection).
+pub fn write_csv(out: &mut impl Write, results: &Results<'_>, options: Options) -> Result<()> {
+    let mut body = String::with_capacity(4096);
+    body.push_str(&csv_header(results, options));
+    for row in &results.rows {
+        push_csv_line(
+            &mut body,
+            row,
+            results.dims(row),
+            results.columns.bucket.is_some(),
+            results.kinds,
+            &results.times,
+            options,
+        );
+        if body.len() >= CSV_CHUNK_BYTES {
+            out.write_all(body.as_bytes())
+                .map_err(|source| io(Path::new("-"), source))?;
+            body.clear();
+        }
+    }
+    out.write_all(body.as_bytes())
+        .map_err(|source| io(Path::new("-"), source))
+}
+
+/// An estimate as the JSON object rows carry
+/// (`{"value":..,"lower":..,"upper":..,"confidence":..}`), for answers
+/// that are not rows (an overlap).
+pub fn estimate_json(e: &Estimate) -> String {
+    json_output(&Output::Estimate(*e))
+}
+
 /// Writes one JSON object per row to `out`.
 pub fn write_json_lines(
     out: &mut impl Write,

@@ -286,6 +286,7 @@ impl Compiler<'_> {
         let scope = Scope {
             compiler: self,
             stream,
+            owner: format!("stream {}", stream.name),
         };
         let filter = match &decl.filter {
             None => None,
@@ -419,6 +420,7 @@ impl Compiler<'_> {
         let time = stream.time;
         let mut bucket = None;
         let mut dimensions = Vec::new();
+        let mut dimension_types = Vec::new();
         let mut aggregates = Vec::new();
         let mut outputs = Vec::new();
         for (i, (name, _, _, item)) in items.into_iter().enumerate() {
@@ -457,6 +459,7 @@ impl Compiler<'_> {
                         }
                         _ => {
                             dimensions.push(typed.expr);
+                            dimension_types.push(typed.ty);
                             OutputSource::Dimension(dimensions.len() - 1)
                         }
                     }
@@ -498,6 +501,7 @@ impl Compiler<'_> {
                 .all(|a| a.argument.is_none_or(|i| i < arguments.len()))
         );
         assert_eq!(outputs.len(), decl.items.len());
+        assert_eq!(dimension_types.len(), dimensions.len());
         let paths = crate::route::Paths::of(&dimensions, &arguments);
         let summary = Summary {
             paths,
@@ -508,6 +512,7 @@ impl Compiler<'_> {
             filter,
             bucket,
             dimensions,
+            dimension_types,
             arguments,
             aggregates: aggregates_compiled,
             outputs,
@@ -574,6 +579,7 @@ impl Compiler<'_> {
         let scope = Scope {
             compiler: self,
             stream,
+            owner: format!("stream {}", stream.name),
         };
         let user = scope.expr(&ast::Expr::Identifier(decl.user.clone()), Context::Where)?;
         let user = match (user.expr, user.ty) {
@@ -863,12 +869,110 @@ enum Context {
     Where,
     Select,
     Group,
+    /// A query's condition over a summary's dimensions
+    /// ([`Summary::compile_condition`]).
+    Query,
 }
 
 /// Names resolve against one stream.
 struct Scope<'a> {
     compiler: &'a Compiler<'a>,
     stream: &'a Stream,
+    /// What the columns are, for messages: `stream impressions`, or for a
+    /// query `the dimensions of summary reach`.
+    owner: String,
+}
+
+impl Summary {
+    /// The name of dimension `i` as the summary's results call it: its
+    /// output name (the `AS` name or the expression's text), or `dim{i}`.
+    pub fn dimension_name(&self, i: usize) -> String {
+        self.outputs
+            .iter()
+            .find(|o| o.source == OutputSource::Dimension(i))
+            .map_or_else(|| format!("dim{i}"), |o| o.name.clone())
+    }
+
+    /// The summary's dimensions as a schema: column `i` is dimension `i`,
+    /// named as [`Summary::dimension_name`] and typed as the dimension's
+    /// values are (a dimension that is always NULL reads as TEXT).
+    pub fn dimension_schema(&self) -> Schema {
+        let columns = self
+            .dimension_types
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| {
+                let name = self.dimension_name(i);
+                Column {
+                    path: vec![name.clone()],
+                    name,
+                    ty: match ty {
+                        Type::Bool => ColumnType::Bool,
+                        Type::Int => ColumnType::BigInt,
+                        Type::Float => ColumnType::Double,
+                        Type::Time => ColumnType::Timestamp,
+                        Type::Text | Type::Null => ColumnType::Text,
+                    },
+                }
+            })
+            .collect();
+        Schema { columns }
+    }
+
+    /// Compiles `text`, a condition over the summary's dimensions
+    /// (`state = 'CA' AND site <> 'x'`), with the compiler that compiles
+    /// `CREATE SUMMARY ... WHERE`: the same expressions, types and
+    /// three-valued logic, against [`Summary::dimension_schema`]. The
+    /// condition reads column `i` as dimension `i`, so it evaluates over
+    /// a record of a group's decoded key ([`crate::key_values`]).
+    ///
+    /// Errors are placed in `text` (line 1, the column of the mistake,
+    /// with a caret), as a declaration's are.
+    ///
+    /// ```
+    /// use cardinal_route::Plan;
+    /// let plan = Plan::compile(
+    ///     "CREATE STREAM s (ts TIMESTAMP, state TEXT, n BIGINT) WITH (time = 'ts');
+    ///      CREATE SUMMARY t AS SELECT date_trunc('day', ts) AS day, state, n % 10 AS tail,
+    ///        count(*) FROM s GROUP BY day, state, tail;",
+    /// )?;
+    /// let summary = &plan.summaries[0];
+    /// assert!(summary.compile_condition("state = 'CA' AND tail > 3").is_ok());
+    /// let error = summary.compile_condition("sate = 'CA'").unwrap_err();
+    /// assert!(error.to_string().starts_with("line 1, column 1: unknown column sate"));
+    /// # Ok::<(), cardinal_route::Error>(())
+    /// ```
+    pub fn compile_condition(&self, text: &str) -> Result<Expr> {
+        const FORM: &str = "a condition over the summary's dimensions, as in WHERE";
+        let parsed = crate::parse::parse_condition(text, FORM)?;
+        let compiler = Compiler {
+            source: text,
+            plan: Plan::default(),
+        };
+        let stream = Stream {
+            name: self.name.clone(),
+            schema: self.dimension_schema(),
+            format: Format::Csv,
+            header: false,
+            time: None,
+            delimiter: b',',
+            credit_of: None,
+        };
+        let scope = Scope {
+            compiler: &compiler,
+            stream: &stream,
+            owner: format!("the dimensions of summary {}", self.name),
+        };
+        let typed = scope.expr(&parsed, Context::Query)?;
+        if !matches!(typed.ty, Type::Bool | Type::Null) {
+            return compiler.fail(
+                typed.span,
+                format!("a condition is needed, and this is {}", typed.ty.name()),
+            );
+        }
+        assert_depth(&typed.expr);
+        Ok(typed.expr)
+    }
 }
 
 fn is_aggregate_name(name: &str) -> bool {
@@ -916,9 +1020,13 @@ impl Scope<'_> {
                 self.fail(
                     span,
                     format!(
-                        "unknown column {name} in stream {} (it has {})",
-                        self.stream.name,
-                        names.join(", ")
+                        "unknown column {name} in {} (it has {})",
+                        self.owner,
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
                     ),
                 )
             }
@@ -1523,6 +1631,7 @@ impl Scope<'_> {
                     Context::Where => format!("aggregate {name} is not allowed in WHERE, which filters records before they are summarized"),
                     Context::Select => format!("aggregate {name} must be a whole select item, not part of an expression"),
                     Context::Group => format!("cannot group by the aggregate {name}"),
+                    Context::Query => format!("aggregate {name} is not allowed in a query's condition, which keeps groups by their dimensions"),
                 },
             );
         }

@@ -77,7 +77,8 @@ pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Scratch, Type};
 pub use name::{NAME_CHARS_MAX, check_name, is_name_char};
 pub use parse::Declarations;
 pub use route::{
-    Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, key_values,
+    Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, encode_key_value,
+    key_values,
 };
 
 /// The longest declaration script accepted. Declarations are written by
@@ -323,6 +324,9 @@ pub struct Summary {
     pub bucket: Option<Bucket>,
     /// The other group keys.
     pub dimensions: Vec<Expr>,
+    /// The static type of each of [`Summary::dimensions`], as the
+    /// compiler checked it ([`Summary::dimension_schema`]).
+    pub dimension_types: Vec<Type>,
     /// The distinct aggregate argument expressions.
     pub arguments: Vec<Expr>,
     /// The aggregates.

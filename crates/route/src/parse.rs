@@ -125,6 +125,47 @@ impl Declarations {
     }
 }
 
+/// One condition on its own, as a query writes it (`state = 'CA' AND
+/// n > 3`): tokenized, its nesting bounded and parsed as one expression
+/// exactly as a `WHERE` inside a declaration is, with errors placed in
+/// `text` itself. `form` tells what is expected, for the messages.
+pub(crate) fn parse_condition(text: &str, form: &str) -> Result<ast::Expr> {
+    if text.len() > DECLARATION_BYTES_MAX {
+        return Err(Error::TooLong {
+            bytes: text.len(),
+            max: DECLARATION_BYTES_MAX,
+        });
+    }
+    let dialect = GenericDialect {};
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(|e| at(text, e.location, 1, e.message.to_lowercase()))?;
+    check_nesting(text, &tokens)?;
+    let mut reader = Reader {
+        source: text,
+        parser: Parser::new(&dialect)
+            .with_recursion_limit(EXPR_DEPTH_MAX + 2)
+            .with_tokens_with_locations(tokens.clone()),
+        tokens: &tokens,
+    };
+    if reader.peek().token == Token::EOF {
+        let end = reader.peek();
+        return reader.fail(&end, format!("expected a condition; {form}"));
+    }
+    let e = reader.expr(form)?;
+    let next = reader.peek();
+    if next.token != Token::EOF {
+        return reader.fail(
+            &next,
+            format!(
+                "unexpected {} after the condition; {form}",
+                Reader::quote(&next.token)
+            ),
+        );
+    }
+    Ok(e)
+}
+
 /// The message of every refusal for depth, wherever it is found.
 fn too_deep() -> String {
     format!("expression nested more than {EXPR_DEPTH_MAX} levels deep")

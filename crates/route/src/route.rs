@@ -681,6 +681,14 @@ fn encode(value: Value<'_>, key: &mut Vec<u8>) {
     }
 }
 
+/// Appends `value` to a group key as routing encodes a dimension's value
+/// (see the module doc): a key of values read with [`key_values`], some
+/// left out, encoded back with this is the key a summary grouping by the
+/// rest would have made.
+pub fn encode_key_value(value: Value<'_>, key: &mut Vec<u8>) {
+    encode(value, key);
+}
+
 /// Reads the values of an encoded group key (see the module doc).
 pub fn key_values(key: &[u8]) -> KeyValues<'_> {
     KeyValues { rest: key }

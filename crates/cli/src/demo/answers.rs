@@ -30,7 +30,7 @@ impl<'a> Answer<'a> {
         Ok(Self {
             summary,
             kinds: &rollup.shape().aggs,
-            results: run::results_of(summary, rollup)?,
+            results: cardinal_engine::results_of(summary, rollup)?,
         })
     }
 
