@@ -316,6 +316,14 @@ fn unknown_types_and_versions_are_refused_clearly() {
             "the server answers malformed and closes"
         );
     }
+    // From the header alone, before any of a body the limit allows.
+    for tag in [0u8, 8, 255] {
+        let mut header = 1000u32.to_le_bytes().to_vec();
+        header.extend_from_slice(&[tag, 0, 0, 0, 0]);
+        let (allocated, result) = allocated_by(|| Decoder::default().decode(&header));
+        assert_eq!(result, Err(Error::UnknownFrameType { tag }));
+        assert_eq!(allocated, 0);
+    }
     // A hello of version 2, whatever follows the version.
     for body in [
         &[2u8, 0][..],
