@@ -9,7 +9,7 @@
 //! - [`Verdict::Duplicate`]: admitted before: acknowledge it again, once
 //!   what was admitted so far is durable, and do not count it;
 //! - [`Verdict::TooOld`]: older than the window: it cannot be told apart
-//!   from a batch already counted, so it is refused ([`ErrorCode::TooOld`]).
+//!   from a batch already counted, so it is refused ([`crate::ErrorCode::TooOld`]).
 //!
 //! It keeps the highest id admitted and a bitmap of the [`DEDUP_WINDOW`]
 //! ids at and below it (128 bytes): id `i` is in the window when

@@ -70,11 +70,12 @@
 //
 // Maintainer notes.
 //
-// Adding a frame type: a tag in `FrameType` (and the count in
-// `Error::UnknownFrameType`'s message), the layout line above, `encode_body`,
-// `parse_body`, the proptest strategy in tests/frames.rs, the fuzz target's
-// comment, and the table in docs/protocol.md. A change to an existing
-// layout is a new protocol version.
+// Adding a frame type: its tag in `Frame::tag`, `type_name`, the range
+// `Decoder::header` accepts and `Error::UnknownFrameType`'s message; the
+// layout line above, `encode_body`, `parse_body`, the proptest strategy in
+// tests/frames.rs, and the section in docs/protocol.md. Any change to an
+// existing layout is a new protocol version, except to the header and the
+// hello's version field, which never change.
 
 use bytes::{Bytes, BytesMut};
 
