@@ -1,88 +1,13 @@
 #![no_main]
-//! Any bytes as a stream of protocol frames (the checksum is not enforced
-//! under `--cfg fuzzing`, so mutations reach the bodies' rules): the
-//! decoder returns frames, "need more" or an error, never a panic, never
-//! more memory than the input backs (libFuzzer's -rss_limit_mb and
-//! -malloc_limit_mb catch that). A frame it accepts is exactly the bytes
-//! it took, checksum aside. Every frame is also handed to the server's
-//! connection state machine and to a client's, which must refuse or act,
-//! never panic. The same bytes go to the deduplication table's image
-//! decoder, whose accepted tables write the image back byte for byte
-//! (checksum aside).
-use bytes::{Bytes, BytesMut};
-use cardinal_server::{
-    Ack, Action, Client, ClientConfig, ClientId, Connection, Decoder, DedupTable, ErrorCode, Format,
-    Outgoing, ServerConfig, StreamName, encode,
-};
+//! Any bytes into the protocol's decoders and state machines: the checks
+//! are in `crates/server/tests/fuzz/protocol_frames.rs` (shared with the
+//! crate's replay test). The checksums are not enforced under `--cfg
+//! fuzzing`, so mutations reach the bodies' rules; libFuzzer's
+//! -rss_limit_mb and -malloc_limit_mb catch a decoder allocating more
+//! than the input backs. Inputs worth keeping, crashes included, go to
+//! `crates/server/tests/fuzz/protocol_frames/`.
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    let decoder = Decoder::default();
-    let mut buf = BytesMut::from(data);
-    let mut server = Connection::new(&ServerConfig::default());
-    let mut dedup = DedupTable::new();
-    let mut client = Client::new(ClientConfig::new(ClientId::new("fuzz").expect("valid")));
-    for n in 0..4u8 {
-        client
-            .push(Outgoing {
-                stream: StreamName::new("s").expect("valid"),
-                format: Format::Csv,
-                payload: Bytes::from(vec![n, b'\n']),
-            })
-            .expect("room");
-    }
-    let _hello = client.connected();
-    let mut client_alive = true;
-    let mut offset = 0;
-    loop {
-        let before = buf.len();
-        let frame = match decoder.decode_buf(&mut buf) {
-            Ok(Some(frame)) => frame,
-            Ok(None) | Err(_) => break,
-        };
-        let taken = &data[offset..offset + (before - buf.len())];
-        offset += taken.len();
-        let mut again = Vec::new();
-        encode(&frame, &mut again);
-        assert_eq!(again.len(), taken.len());
-        assert_eq!(again[..5], taken[..5]);
-        assert_eq!(again[9..], taken[9..]);
+include!("../../crates/server/tests/fuzz/protocol_frames.rs");
 
-        if !server.is_closed() {
-            let streams = |stream: &StreamName, format: Format| {
-                if stream.as_str() == "s" && format == Format::Csv {
-                    Ok(())
-                } else {
-                    Err((ErrorCode::UnknownStream, "no".to_owned()))
-                }
-            };
-            match server.receive(frame.clone(), &mut dedup, streams) {
-                Action::Admit(batch) => {
-                    let _ack = server.durable(Ack {
-                        id: batch.id,
-                        accepted: 1,
-                        rejected: 0,
-                        duplicate: false,
-                    });
-                }
-                Action::AckWhenDurable(ack) => {
-                    let _ack = server.durable(ack);
-                }
-                Action::Send(_) | Action::Close(_) | Action::Nothing => {}
-            }
-        }
-        if client_alive {
-            match client.receive(frame) {
-                Ok(_) => while client.poll_send().is_some() {},
-                Err(_) => client_alive = false,
-            }
-        }
-    }
-
-    if let Ok(table) = DedupTable::decode(data) {
-        let mut image = Vec::new();
-        table.encode(&mut image);
-        assert_eq!(image.len(), data.len());
-        assert_eq!(image[..image.len() - 4], data[..data.len() - 4]);
-    }
-});
+fuzz_target!(|data: &[u8]| check_protocol_frames(data));

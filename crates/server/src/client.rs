@@ -57,6 +57,12 @@ pub const HELD_BATCHES_DEFAULT: usize = 64;
 /// counted in [`Ledger::failed`]).
 pub const FAILURES_KEPT_MAX: usize = 64;
 
+/// The highest batch id a client sends: `u64::MAX - 1`, so that the id
+/// after it is always representable. A server holding this id from a
+/// client id leaves that client id no new ids: its hello ok is refused
+/// ([`Error::Protocol`]).
+pub const BATCH_ID_MAX: u64 = u64::MAX - 1;
+
 /// How a client behaves.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -290,10 +296,12 @@ impl Client {
     /// # Panics
     ///
     /// If `config.in_flight_batches_max` is outside
-    /// `1..=`[`IN_FLIGHT_BATCHES_MAX`] or `config.held_batches_max` is 0.
+    /// `1..=`[`IN_FLIGHT_BATCHES_MAX`], `config.held_batches_max` is 0 or
+    /// `config.first_batch_id` is over [`BATCH_ID_MAX`].
     pub fn new(config: ClientConfig) -> Client {
         assert!((1..=IN_FLIGHT_BATCHES_MAX).contains(&config.in_flight_batches_max));
         assert!(config.held_batches_max >= 1);
+        assert!(config.first_batch_id.0 <= BATCH_ID_MAX);
         Client {
             next_id: config.first_batch_id.0,
             config,
@@ -410,6 +418,10 @@ impl Client {
             .get(self.cursor)?
             .id
             .map_or(self.next_id, |id| id.0);
+        if candidate > BATCH_ID_MAX {
+            // The id space is spent (2^64 - 1 batches): nothing new is sent.
+            return None;
+        }
         let lowest = self.held.front()?.id.map_or(candidate, |id| id.0);
         debug_assert!(lowest <= candidate);
         let window = u64::from(
@@ -475,7 +487,15 @@ impl Client {
             return Err(Error::Protocol { reason });
         }
         if let Some(highest) = ok.highest {
-            self.next_id = self.next_id.max(highest.0.saturating_add(1));
+            if highest.0 >= BATCH_ID_MAX {
+                return Err(Error::Protocol {
+                    reason: format!(
+                        "the server holds batch {highest} from this client id: no id is left \
+                         above it (use another client id)"
+                    ),
+                });
+            }
+            self.next_id = self.next_id.max(highest.0 + 1);
         }
         self.link = Link::Ready(ok.limits);
         // Batches the server's frame limit cannot take fail now, whether
@@ -487,8 +507,9 @@ impl Client {
                 continue;
             }
             let id = held.id.unwrap_or_else(|| {
+                // Never sent, so its id only names it in the ledger.
                 let id = BatchId(self.next_id);
-                self.next_id += 1;
+                self.next_id = self.next_id.saturating_add(1);
                 id
             });
             held.id = Some(id);
@@ -645,6 +666,32 @@ mod tests {
         ready(&mut client, 8, Some(BatchId(42)));
         assert_eq!(sent_ids(&mut client), [41, 43, 44]);
         assert!(client.ledger().is_acked(BatchId(42)));
+    }
+
+    /// Found by fuzz/fuzz_targets/protocol_frames.rs: a hello ok with the
+    /// highest id u64::MAX made the next id overflow.
+    #[test]
+    fn a_server_holding_the_last_id_is_refused() {
+        for highest in [u64::MAX, BATCH_ID_MAX] {
+            let mut client = Client::new(ClientConfig::new(ClientId::new("c").expect("valid")));
+            client.push(outgoing(0)).expect("room");
+            client.connected();
+            let ok = HelloOk {
+                server: DEFAULT_SERVER.into(),
+                limits: Limits::default_limits(),
+                highest: Some(BatchId(highest)),
+            };
+            assert!(matches!(
+                client.receive(Frame::HelloOk(ok)),
+                Err(Error::Protocol { .. })
+            ));
+            assert_eq!(client.poll_send(), None);
+        }
+        let mut client = Client::new(ClientConfig::new(ClientId::new("c").expect("valid")));
+        client.push(outgoing(0)).expect("room");
+        client.push(outgoing(1)).expect("room");
+        ready(&mut client, 8, Some(BatchId(BATCH_ID_MAX - 1)));
+        assert_eq!(sent_ids(&mut client), [BATCH_ID_MAX]);
     }
 
     #[test]

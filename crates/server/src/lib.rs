@@ -85,8 +85,8 @@ mod error;
 pub mod frame;
 
 pub use client::{
-    Client, ClientConfig, FAILURES_KEPT_MAX, Failure, HELD_BATCHES_DEFAULT, Ledger, Outgoing,
-    Received,
+    BATCH_ID_MAX, Client, ClientConfig, FAILURES_KEPT_MAX, Failure, HELD_BATCHES_DEFAULT, Ledger,
+    Outgoing, Received,
 };
 pub use connection::{Action, Connection, SERVER_NAME, ServerConfig};
 pub use dedup::{CLIENTS_MAX, DEDUP_WINDOW, Dedup, DedupTable, Verdict};
