@@ -166,8 +166,9 @@ impl Ledger {
         debug_assert!(self.acked.windows(2).all(|w| w[0].1 + 1 < w[1].0));
         self.batches_acked += 1;
         self.duplicates += u64::from(ack.duplicate);
-        self.accepted += ack.accepted;
-        self.rejected += ack.rejected;
+        // Counts come from the peer: a forged one saturates, never wraps.
+        self.accepted = self.accepted.saturating_add(ack.accepted);
+        self.rejected = self.rejected.saturating_add(ack.rejected);
         Ok(())
     }
 
@@ -692,6 +693,28 @@ mod tests {
         client.push(outgoing(1)).expect("room");
         ready(&mut client, 8, Some(BatchId(BATCH_ID_MAX - 1)));
         assert_eq!(sent_ids(&mut client), [BATCH_ID_MAX]);
+    }
+
+    /// Found by fuzz/fuzz_targets/protocol_frames.rs: two acks whose
+    /// counts add past u64::MAX.
+    #[test]
+    fn forged_counts_saturate() {
+        let mut client = Client::new(ClientConfig::new(ClientId::new("c").expect("valid")));
+        client.push(outgoing(0)).expect("room");
+        client.push(outgoing(1)).expect("room");
+        ready(&mut client, 8, None);
+        assert_eq!(sent_ids(&mut client), [1, 2]);
+        for id in [1, 2] {
+            let ack = Ack {
+                id: BatchId(id),
+                accepted: u64::MAX - 1,
+                rejected: u64::MAX,
+                duplicate: false,
+            };
+            client.receive(Frame::Ack(ack)).expect("in flight");
+        }
+        assert_eq!(client.ledger().accepted(), u64::MAX);
+        assert_eq!(client.ledger().rejected(), u64::MAX);
     }
 
     #[test]
