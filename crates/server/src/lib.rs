@@ -28,8 +28,8 @@
 //! own, at least [`FRAME_BYTES_MIN`]), [`IN_FLIGHT_BATCHES_MAX`],
 //! [`CLIENT_ID_BYTES_MAX`], [`TOKEN_BYTES_MAX`], [`MESSAGE_BYTES_MAX`],
 //! [`SERVER_NAME_BYTES_MAX`], stream names by the dialect's rule,
-//! [`DEDUP_WINDOW`], [`CLIENTS_MAX`], [`HELD_BATCHES_DEFAULT`] and
-//! [`FAILURES_KEPT_MAX`].
+//! [`DEDUP_WINDOW`], [`CLIENTS_MAX`], [`HELD_BATCHES_DEFAULT`],
+//! [`FAILURES_KEPT_MAX`] and [`BATCH_ID_MAX`].
 //!
 //! A client and a server, with the bytes between them:
 //!
