@@ -78,6 +78,13 @@ pub trait Dir: Send + Sync + fmt::Debug {
     fn open_append(&self, name: &str) -> io::Result<Box<dyn DirFile>>;
     /// Reads the whole of `name`.
     fn read(&self, name: &str) -> io::Result<Vec<u8>>;
+    /// Reads the whole of `name` into `buf` (emptied first), reusing its
+    /// memory: a replay of many segments touches fresh pages once, not
+    /// once per segment.
+    fn read_into(&self, name: &str, buf: &mut Vec<u8>) -> io::Result<()> {
+        *buf = self.read(name)?;
+        Ok(())
+    }
     /// Cuts `name` to `len` bytes (durable after a `sync_data` of it).
     fn truncate(&self, name: &str, len: u64) -> io::Result<()>;
     /// Renames `from` to `to`, replacing `to` (durable after `sync_dir`).
@@ -161,6 +168,15 @@ impl Dir for OsDir {
         // `fs::read` sizes the buffer from the file's length: one
         // allocation, no copies as it grows.
         std::fs::read(self.join(name)?)
+    }
+    fn read_into(&self, name: &str, buf: &mut Vec<u8>) -> io::Result<()> {
+        use std::io::Read;
+        let mut file = std::fs::File::open(self.join(name)?)?;
+        let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+        buf.clear();
+        buf.try_reserve(len)?;
+        file.read_to_end(buf)?;
+        Ok(())
     }
     fn truncate(&self, name: &str, len: u64) -> io::Result<()> {
         let file = OpenOptions::new().write(true).open(self.join(name)?)?;

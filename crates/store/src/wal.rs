@@ -755,14 +755,15 @@ impl Wal {
         }
         let mut count = 0;
         let mut expected = after.saturating_add(1).max(first);
+        // One buffer for every segment: fresh pages are touched once.
+        let mut bytes = Vec::new();
         for (i, segment) in segments.iter().enumerate() {
             let end = segments.get(i + 1).map_or(self.recovered_next, |s| s.base);
             if end <= expected || segment.base >= self.recovered_next {
                 continue;
             }
-            let bytes = self
-                .dir
-                .read(&segment.name)
+            self.dir
+                .read_into(&segment.name, &mut bytes)
                 .map_err(|e| Error::io("read", &segment.name, e))?;
             let mut at = SEGMENT_HEADER_BYTES;
             let mut sequence = segment.base;
@@ -888,6 +889,8 @@ fn recover(dir: &dyn Dir, options: WalOptions) -> Result<Recovered, Error> {
     let mut cut = None;
     let mut repaired = None;
     let count = found.len();
+    // One buffer for every segment: fresh pages are touched once.
+    let mut bytes = Vec::new();
     for (i, segment) in found.iter().enumerate() {
         let newest = i + 1 == count;
         if let Some(expected) = next
@@ -904,8 +907,7 @@ fn recover(dir: &dyn Dir, options: WalOptions) -> Result<Recovered, Error> {
             repaired = Some(set_aside(dir, &found[i..], None, damage)?);
             break;
         }
-        let bytes = dir
-            .read(&segment.name)
+        dir.read_into(&segment.name, &mut bytes)
             .map_err(|e| Error::io("read", &segment.name, e))?;
         if newest
             && bytes.len() <= SEGMENT_HEADER_BYTES
