@@ -176,9 +176,29 @@ record_bytes="$(stat -c %s "$records")"
     echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)"
     echo "disk: $(df -h "$work" | awk 'NR == 2 { print $1, $2 }')"
     echo "events: $EVENTS ($record_bytes bytes of CSV records)"
-    [[ $run_kafka == 1 ]] && echo "java: $(java -version 2>&1 | head -1)" && echo "kafka: $(ls "$kafka_lib" | grep -o '^kafka_2.13-.*\.jar')"
+    if [[ $run_kafka == 1 ]]; then
+        echo "java: $(java -version 2>&1 | head -1)"
+        jars=("$kafka_lib"/kafka_2.13-*.jar)
+        echo "kafka: ${jars[0]##*/}"
+    fi
     [[ $run_redis == 1 ]] && echo "redis: $(redis-server --version)"
-    echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+    # What one fsync costs on the disk the servers write to, right now.
+    python3 - "$scratch/fsync-probe" <<'EOF'
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+for size in (4096, 1 << 20):
+    times = []
+    for _ in range(21):
+        t = time.perf_counter()
+        os.write(fd, b"x" * size)
+        os.fdatasync(fd)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    print(f"append + fdatasync of {size >> 10} KiB: median {times[10] * 1e3:.1f} ms, max {times[-1] * 1e3:.1f} ms")
+os.close(fd)
+os.unlink(sys.argv[1])
+EOF
 } >"$out/machine.txt"
 results="$out/results.jsonl"
 : >"$results"
@@ -278,7 +298,7 @@ kafka_round() { # kafka_round ROUND BATCH_SIZE LINGER_MS
     local f0 b0 t0 t1 b1 f1
     f0="$(flushes)"; b0="$(cpu_ticks "$broker_pid")"; t0="$(now)"
     /usr/bin/time -f 'client_cpu %U %S' -o "$raw.time" \
-        timeout "$TIMEOUT" java "-Xmx${heap_mb}m" "${jvm_gc[@]}" -cp "$kafka_lib/*" \
+        timeout --foreground "$TIMEOUT" java "-Xmx${heap_mb}m" "${jvm_gc[@]}" -cp "$kafka_lib/*" \
         org.apache.kafka.tools.ProducerPerformance --bootstrap-server "127.0.0.1:$broker_port" \
         --topic "$topic" --num-records "$EVENTS" --throughput -1 --payload-file "$records" \
         --command-property acks=all "batch.size=$batch" "linger.ms=$linger" \
@@ -324,13 +344,14 @@ EOF
 if [[ $run_redis == 1 ]]; then
     mapfile -t ports < <(free_ports 2)
     volatile_port="${ports[0]}" durable_port="${ports[1]}"
+    declare -A redis_pid
     start_redis() { # start_redis NAME PORT ARGS...: a server in its own directory
         local name="$1" port="$2"; shift 2
         mkdir -p "$scratch/redis-$name"
         redis-server --bind 127.0.0.1 --port "$port" --dir "$scratch/redis-$name" --save '' \
             --daemonize no --logfile "$scratch/redis-$name/redis.log" "$@" &
         pids+=("$!")
-        eval "redis_${name}_pid=$!"
+        redis_pid[$name]=$!
         for _ in $(seq 100); do   # at most 10 s
             redis-cli -p "$port" ping >/dev/null 2>&1 && return 0
             sleep 0.1
@@ -357,7 +378,7 @@ redis_round() { # redis_round ROUND NAME PORT PID
     local s0 t0 t1 s1
     s0="$(cpu_ticks "$pid")"; t0="$(now)"
     /usr/bin/time -f 'client_cpu %U %S' -o "$raw.time" \
-        timeout "$TIMEOUT" redis-cli -p "$port" --pipe <"$resp" >"$raw" 2>&1 \
+        timeout --foreground "$TIMEOUT" redis-cli -p "$port" --pipe <"$resp" >"$raw" 2>&1 \
         || { say "redis-cli --pipe failed:"; tail -5 "$raw" >&2; exit 1; }
     t1="$(now)"; s1="$(cpu_ticks "$pid")"
     local keys
@@ -403,10 +424,12 @@ for round in $(seq "$ROUNDS"); do
         done
     fi
     if [[ $run_redis == 1 ]]; then
-        redis_round "$round" volatile "$volatile_port" "$redis_volatile_pid"
-        redis_round "$round" durable "$durable_port" "$redis_durable_pid"
+        redis_round "$round" volatile "$volatile_port" "${redis_pid[volatile]}"
+        redis_round "$round" durable "$durable_port" "${redis_pid[durable]}"
     fi
 done
+
+echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$out/machine.txt"
 
 # ---- table: the best round of each setting, and the best setting of Kafka -----------
 python3 - "$results" "$out/machine.txt" <<'EOF' | tee "$out/table.md"
@@ -421,7 +444,12 @@ for r in rows:
 kafka = [r for (s, _), r in best.items() if s == "kafka"]
 top = max(kafka, key=lambda r: r["events_per_s"]) if kafka else None
 print(f"Ingest anchors, {machine.get('date')} at {machine.get('commit')}: {machine.get('events')}, "
-      f"best of {max(r['round'] for r in rows)} round(s)\n")
+      f"best of {max(r['round'] for r in rows)} round(s); load {machine.get('load at start')} "
+      f"at start, {machine.get('load at end')} at end; the disk before the run:")
+for k, v in machine.items():
+    if k.startswith("append + fdatasync"):
+        print(f"{k}: {v}")
+print()
 print("| system | setting | events/s | MB/s | p50 / p99 ms | wall s | server CPU-s | events / server CPU-s | client CPU-s | fsyncs / requests |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 def per_cpu(r):
