@@ -375,17 +375,20 @@ redis_round() { # redis_round ROUND NAME PORT PID
             sleep 0.1
         done
     fi
-    local s0 t0 t1 s1
-    s0="$(cpu_ticks "$pid")"; t0="$(now)"
+    local s0 t0 t1 s1 r0 r1
+    reads() { # socket reads the server has done so far: one per event-loop pass here
+        redis-cli -p "$port" info stats | tr -d '\r' | awk -F: '$1 == "total_reads_processed" { print $2 }'
+    }
+    r0="$(reads)"; s0="$(cpu_ticks "$pid")"; t0="$(now)"
     /usr/bin/time -f 'client_cpu %U %S' -o "$raw.time" \
         timeout --foreground "$TIMEOUT" redis-cli -p "$port" --pipe <"$resp" >"$raw" 2>&1 \
         || { say "redis-cli --pipe failed:"; tail -5 "$raw" >&2; exit 1; }
-    t1="$(now)"; s1="$(cpu_ticks "$pid")"
+    t1="$(now)"; s1="$(cpu_ticks "$pid")"; r1="$(reads)"
     local keys
     keys="$(redis-cli -p "$port" dbsize)"
-    python3 - "$raw" "$round" "$name" "$EVENTS" "$t0" "$t1" "$s0" "$s1" "$tick" "$keys" >>"$results" <<'EOF'
+    python3 - "$raw" "$round" "$name" "$EVENTS" "$t0" "$t1" "$s0" "$s1" "$tick" "$keys" "$r0" "$r1" >>"$results" <<'EOF'
 import json, re, sys
-raw, rnd, name, events, t0, t1, s0, s1, tick, keys = sys.argv[1:]
+raw, rnd, name, events, t0, t1, s0, s1, tick, keys, r0, r1 = sys.argv[1:]
 text = open(raw).read()
 m = re.search(r"errors: (\d+), replies: (\d+)", text)
 if not m or int(m.group(1)) != 0 or int(m.group(2)) != int(events):
@@ -397,7 +400,7 @@ print(json.dumps({
     "setting": "PFADD, no persistence" if name == "volatile" else "PFADD, appendfsync always",
     "events": int(events), "events_per_s": int(events) / wall, "wall_s": wall,
     "server_cpu_s": (int(s1) - int(s0)) / int(tick), "client_cpu_s": float(cu) + float(cs),
-    "keys": int(keys),
+    "keys": int(keys), "socket_reads": int(r1) - int(r0) - 1,  # less the INFO call's own
 }))
 EOF
     tail -1 "$results" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("   redis %-34s %9.0f adds/s    server %.2f CPU-s" % (r["setting"], r["events_per_s"], r["server_cpu_s"]))' >&2
@@ -450,7 +453,7 @@ for k, v in machine.items():
     if k.startswith("append + fdatasync"):
         print(f"{k}: {v}")
 print()
-print("| system | setting | events/s | MB/s | p50 / p99 ms | wall s | server CPU-s | events / server CPU-s | client CPU-s | fsyncs / requests |")
+print("| system | setting | events/s | MB/s | p50 / p99 ms | wall s | server CPU-s | events / server CPU-s | client CPU-s | fsyncs / requests; reads |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 def per_cpu(r):
     return f"{r['events'] / r['server_cpu_s']:,.0f}" if r["server_cpu_s"] > 0 else ""
@@ -463,7 +466,7 @@ for (system, setting), r in best.items():
               f"{r['client_cpu_s']:.2f} | {r['log_flushes']:,} / {int(req or 0):,} |")
     else:
         print(f"| Redis | {setting} | {r['events_per_s']:,.0f} | | | {r['wall_s']:.1f} | "
-              f"{r['server_cpu_s']:.2f} | {per_cpu(r)} | {r['client_cpu_s']:.2f} | |")
+              f"{r['server_cpu_s']:.2f} | {per_cpu(r)} | {r['client_cpu_s']:.2f} | {r['socket_reads']:,} reads |")
 print("\ncardinal serve: not measured yet (it does not exist); its rate over each anchor goes here.")
 EOF
 say "results in ${out#"$root"/}"
