@@ -302,6 +302,20 @@ impl std::fmt::Debug for Submit {
     }
 }
 
+/// One summary's size in a [`View`] ([`View::summary_stats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryStats {
+    /// The summary's name.
+    pub name: String,
+    /// Groups held.
+    pub groups: usize,
+    /// Bytes of its groups, keys and sketch states (as the memory budget
+    /// counts them).
+    pub bytes: usize,
+    /// The newest bucket start folded, if any.
+    pub newest_bucket: Option<cardinal_event::Timestamp>,
+}
+
 /// The merged view as of a batch boundary (see [`Continuous::snapshot`]),
 /// borrowed: the next snapshot waits until it is dropped.
 #[derive(Debug)]
@@ -343,6 +357,22 @@ impl View<'_> {
     /// stream's, then those over its attributions' credit streams.
     pub fn summaries(&self) -> &[String] {
         self.summaries
+    }
+
+    /// Per summary, in the order of [`View::summaries`]: its groups, the
+    /// bytes its state holds and its newest bucket (what a server lists
+    /// and exports as metrics).
+    pub fn summary_stats(&self) -> Vec<SummaryStats> {
+        self.summaries
+            .iter()
+            .zip(&self.base.rollups)
+            .map(|(name, rollup)| SummaryStats {
+                name: name.clone(),
+                groups: rollup.group_count(),
+                bytes: rollup.heap_bytes(),
+                newest_bucket: rollup.newest_bucket(),
+            })
+            .collect()
     }
 
     /// Each summary's rollup as an image ([`Rollup::encode_image`]), by

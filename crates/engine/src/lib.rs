@@ -82,7 +82,9 @@ pub use batch::{
     Counts, EngineOptions, Executed, THREADS_MAX, execute, pick_stream, plain_bytes, shape_of,
     threads_default,
 };
-pub use continuous::{Continuous, ContinuousOptions, Full, Outcome, Receipt, View, check_images};
+pub use continuous::{
+    Continuous, ContinuousOptions, Full, Outcome, Receipt, SummaryStats, View, check_images,
+};
 pub use error::Error;
 pub use fold::AGGREGATES_MAX;
 pub use jobs::is_fifo;

@@ -638,3 +638,37 @@ fn check_images_says_what_start_from_would() {
         assert!(Continuous::start_from(Arc::clone(&plan), &options, &damaged).is_err());
     }
 }
+
+#[test]
+fn a_view_lists_each_summarys_groups_bytes_and_newest_bucket() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let engine = start(&plan, 2, 2);
+    let empty = engine.snapshot().expect("snapshot").summary_stats();
+    assert!(
+        empty
+            .iter()
+            .all(|s| s.groups == 0 && s.newest_bucket.is_none())
+    );
+    let all = batches(17, 2_000, &[300]);
+    for batch in &all {
+        engine.submit(batch.clone()).expect("submit");
+    }
+    let view = engine.snapshot().expect("snapshot");
+    let stats = view.summary_stats();
+    assert_eq!(
+        stats.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+        ["by_day", "wide"]
+    );
+    for (s, rollup) in stats.iter().zip(view.rollups()) {
+        assert_eq!(s.groups, rollup.group_count());
+        assert!(s.groups > 0 && s.bytes > 0);
+    }
+    // The records span 2026-11-01..05: the newest day bucket is the 5th,
+    // the newest hour bucket within it.
+    let day = |d: i64| (20_758 + d) * 86_400_000;
+    assert_eq!(stats[0].newest_bucket.map(|t| t.0), Some(day(4)));
+    let hour = stats[1].newest_bucket.expect("an hour").0;
+    assert!((day(4)..day(5)).contains(&hour), "{hour}");
+    drop(view);
+    engine.finish().expect("finish");
+}

@@ -1197,6 +1197,12 @@ impl Rollup {
         self.drops.expired
     }
 
+    /// The newest bucket start any record folded here (or into a merged
+    /// partial) had, whatever was evicted since; `None` before the first.
+    pub fn newest_bucket(&self) -> Option<Timestamp> {
+        (self.newest_bucket != i64::MIN).then_some(Timestamp(self.newest_bucket))
+    }
+
     /// When [`Rollup::evict_expired`] (here or in a merged partial) has
     /// dropped groups: the oldest bucket start the retention window keeps,
     /// every group of an older bucket gone.
