@@ -760,6 +760,19 @@ impl Record for CreditRecord<'_> {
     }
 }
 
+/// The summaries over the credit streams of the attributions that read
+/// `stream`, in declaration order.
+pub(crate) fn credit_summaries(plan: &Plan, stream: usize) -> Vec<&Summary> {
+    plan.summaries
+        .iter()
+        .filter(|s| {
+            plan.attributions
+                .iter()
+                .any(|a| a.stream == stream && a.credit_stream == s.stream)
+        })
+        .collect()
+}
+
 /// Empty rollups for `shapes` (the summaries over credit streams), to
 /// fold releases into with [`fold_credits`].
 pub(crate) fn credit_rollups(shapes: &[Shape], limits: Limits) -> Result<Vec<Rollup>> {

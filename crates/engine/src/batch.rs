@@ -350,15 +350,7 @@ pub fn execute<'p>(
         }
         None => Vec::new(),
     };
-    let credit_summaries: Vec<&Summary> = plan
-        .summaries
-        .iter()
-        .filter(|s| {
-            credits
-                .iter()
-                .any(|c| c.attribution.credit_stream == s.stream)
-        })
-        .collect();
+    let credit_summaries = attribute::credit_summaries(plan, stream);
     let credit_shapes: Vec<Shape> = credit_summaries
         .iter()
         .map(|s| shape_of(s))

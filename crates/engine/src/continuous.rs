@@ -276,6 +276,15 @@ struct Shared {
     attribution_lateness_ms: u64,
 }
 
+impl Shared {
+    /// Records why a thread of the engine stopped, unless one already has:
+    /// the first failure is the one callers are told.
+    fn fail(&self, why: impl FnOnce() -> String) {
+        let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
+        failed.get_or_insert_with(why);
+    }
+}
+
 /// A running engine over one stream of a plan.
 #[derive(Debug)]
 pub struct Continuous {
@@ -443,12 +452,7 @@ impl Continuous {
             "queue_batches must be 1 to {QUEUE_BATCHES_MAX}"
         );
         let threads = options.threads.max(1);
-        let mut summaries: Vec<&Summary> = plan
-            .summaries
-            .iter()
-            .filter(|s| s.stream == stream)
-            .collect();
-        let credit = credit_summaries(&plan, stream);
+        let summaries = view_summaries(&plan, stream);
         let attributions = plan
             .attributions
             .iter()
@@ -465,7 +469,6 @@ impl Continuous {
             Some(setup) => setup.routing(),
             None => Vec::new(),
         };
-        summaries.extend(credit);
         let rollups = if images.is_empty() {
             summaries
                 .iter()
@@ -517,9 +520,7 @@ impl Continuous {
                     let attributed =
                         attribute(&shared, &requests, attribution_image.as_deref(), &started);
                     if let Err(e) = attributed {
-                        let mut failed =
-                            shared.failed.lock().unwrap_or_else(PoisonError::into_inner);
-                        failed.get_or_insert_with(|| format!("attribution: {e:#}"));
+                        shared.fail(|| format!("attribution: {e:#}"));
                     }
                 })
                 .context("starting the attribution thread")?;
@@ -550,9 +551,7 @@ impl Continuous {
                     // Producers waiting on a worker that stopped fail.
                     inbox.leave();
                     if let Err(e) = worked {
-                        let mut failed =
-                            shared.failed.lock().unwrap_or_else(PoisonError::into_inner);
-                        failed.get_or_insert_with(|| format!("worker {index}: {e:#}"));
+                        shared.fail(|| format!("worker {index}: {e:#}"));
                     }
                 })
                 .context("starting a worker")?;
@@ -966,24 +965,24 @@ fn merge_into(
     Ok(())
 }
 
-/// The summaries over the credit streams of the attributions that read
-/// `stream`, in declaration order.
-fn credit_summaries(plan: &Plan, stream: usize) -> Vec<&Summary> {
-    plan.summaries
+/// The summaries a continuous engine over `stream` answers for: the
+/// stream's own, then those over its attributions' credit streams, in
+/// declaration order ([`View::summaries`]).
+fn view_summaries(plan: &Plan, stream: usize) -> Vec<&Summary> {
+    let mut summaries: Vec<&Summary> = plan
+        .summaries
         .iter()
-        .filter(|s| {
-            plan.attributions
-                .iter()
-                .any(|a| a.stream == stream && a.credit_stream == s.stream)
-        })
-        .collect()
+        .filter(|s| s.stream == stream)
+        .collect();
+    summaries.extend(attribute::credit_summaries(plan, stream));
+    summaries
 }
 
 /// The attribution thread: the single writer of the attributions' chains.
 /// At each snapshot it absorbs the workers' events, releases those at or
 /// before the [`FRONTIER_EVENTS`]-th newest event time absorbed less the
-/// allowed lateness (all of them at the end), folds the credit rows into the credit summaries'
-/// partials and hands those over.
+/// allowed lateness (all of them at the end), folds the credit rows into
+/// the credit summaries' partials and hands those over.
 fn attribute(
     shared: &Shared,
     requests: &Receiver<Release>,
@@ -1013,7 +1012,7 @@ fn attribute(
             return Ok(());
         }
     };
-    let summaries = credit_summaries(plan, shared.stream);
+    let summaries = attribute::credit_summaries(plan, shared.stream);
     let shapes: Vec<Shape> = summaries
         .iter()
         .map(|s| shape_of(s))
@@ -1079,13 +1078,7 @@ pub fn check_images(
     images: &[(String, Vec<u8>)],
 ) -> Result<()> {
     let stream = pick_stream(plan, options.stream.as_deref())?;
-    let mut summaries: Vec<&Summary> = plan
-        .summaries
-        .iter()
-        .filter(|s| s.stream == stream)
-        .collect();
-    summaries.extend(credit_summaries(plan, stream));
-    restore(&summaries, images)?;
+    restore(&view_summaries(plan, stream), images)?;
     let attribution = images.iter().find(|(name, _)| name == ATTRIBUTION_IMAGE);
     match (
         Setup::new(plan, stream, options.threads.max(1), None)?,

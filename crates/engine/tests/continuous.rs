@@ -89,13 +89,19 @@ fn canonical(rollup: &Rollup) -> Vec<String> {
     rows
 }
 
-/// `execute` over the given batches, as one file with a header.
-fn executed(plan: &Plan, batches: &[Vec<u8>], threads: usize, name: &str) -> Vec<Vec<String>> {
+/// `execute` over the given batches, as one file under `header`.
+fn executed(
+    plan: &Plan,
+    header: &str,
+    batches: &[Vec<u8>],
+    threads: usize,
+    name: &str,
+) -> Vec<Vec<String>> {
     let path: PathBuf = std::env::temp_dir().join(format!(
         "cardinal-continuous-{}-{name}.csv",
         std::process::id()
     ));
-    let mut bytes = format!("{HEADER}\n").into_bytes();
+    let mut bytes = format!("{header}\n").into_bytes();
     for batch in batches {
         bytes.extend_from_slice(batch);
     }
@@ -151,7 +157,7 @@ proptest! {
         let (rollups, counts, covers) = engine.finish().expect("finish");
         prop_assert_eq!(covers, all.len() as u64);
         let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
-        let want = executed(&plan, &all, 1 + (seed % 3) as usize, "all");
+        let want = executed(&plan, HEADER, &all, 1 + (seed % 3) as usize, "all");
         prop_assert_eq!(got, want);
         let lines: u64 = all.iter().map(|b| b.iter().filter(|&&c| c == b'\n').count() as u64).sum();
         prop_assert_eq!(counts.records + counts.rejects, lines);
@@ -176,7 +182,7 @@ proptest! {
             let view = engine.snapshot().expect("snapshot");
             prop_assert_eq!(view.covers(), k as u64);
             let got: Vec<Vec<String>> = view.rollups().iter().map(canonical).collect();
-            prop_assert_eq!(got, executed(&plan, &all[..k], threads, "first"));
+            prop_assert_eq!(got, executed(&plan, HEADER, &all[..k], threads, "first"));
         }
         // A second snapshot with nothing new is the same view.
         {
@@ -189,7 +195,7 @@ proptest! {
         let (rollups, _, covers) = engine.finish().expect("finish");
         prop_assert_eq!(covers, all.len() as u64);
         let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
-        prop_assert_eq!(got, executed(&plan, &all, threads, "rest"));
+        prop_assert_eq!(got, executed(&plan, HEADER, &all, threads, "rest"));
     }
 }
 
@@ -286,31 +292,6 @@ fn journeys(seed: u64, n: u64, sizes: &[usize]) -> Vec<Vec<u8>> {
     out
 }
 
-fn executed_with_header(
-    plan: &Plan,
-    batches: &[Vec<u8>],
-    header: &str,
-    name: &str,
-) -> Vec<Vec<String>> {
-    let path: PathBuf = std::env::temp_dir().join(format!(
-        "cardinal-continuous-{}-{name}.csv",
-        std::process::id()
-    ));
-    let mut bytes = format!("{header}\n").into_bytes();
-    for batch in batches {
-        bytes.extend_from_slice(batch);
-    }
-    std::fs::write(&path, bytes).expect("temp file");
-    let executed = execute(
-        plan,
-        std::slice::from_ref(&path),
-        &EngineOptions::new(2, 1 << 30),
-    )
-    .expect("execute");
-    std::fs::remove_file(&path).expect("remove temp file");
-    executed.rollups.iter().map(canonical).collect()
-}
-
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 16,
@@ -351,7 +332,7 @@ proptest! {
         }
         let (rollups, _, _) = engine.finish().expect("finish");
         let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
-        prop_assert_eq!(got, executed_with_header(&plan, &all, ATTRIBUTION_HEADER, "attribution"));
+        prop_assert_eq!(got, executed(&plan, ATTRIBUTION_HEADER, &all, 2, "attribution"));
         // Four days of journeys at a lateness under 30 hours: some credit
         // reaches a summary before the end once a snapshot is a day in.
         if n > 2_000 && lateness_hours < 24 && snapshot_every == 1 {
@@ -422,7 +403,7 @@ proptest! {
         }
         let (rollups, _, _) = second.finish().expect("finish");
         let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
-        prop_assert_eq!(got, executed(&plan, &all, threads, "restart"));
+        prop_assert_eq!(got, executed(&plan, HEADER, &all, threads, "restart"));
     }
 }
 
@@ -535,7 +516,7 @@ proptest! {
         }
         let (rollups, _, _) = second.finish().expect("finish");
         let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
-        prop_assert_eq!(got, executed_with_header(&plan, &all, ATTRIBUTION_HEADER, "attribution-restart"));
+        prop_assert_eq!(got, executed(&plan, ATTRIBUTION_HEADER, &all, 2, "attribution-restart"));
     }
 }
 
