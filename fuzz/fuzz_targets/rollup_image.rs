@@ -6,44 +6,14 @@
 //! rollup it accepts writes an image that reads back to the same bytes,
 //! answers, and folds and merges on without panicking.
 //!
-//! The shape is `every_kind()` of `crates/rollup/tests/image.rs`, whose
-//! seed images (`crates/rollup/tests/fuzz/rollup_image/seed-*`) start the
-//! corpus; keep the two equal.
+//! The shape is `every_kind()` of `crates/rollup/tests/shapes/`, shared
+//! with the image tests, whose seed images
+//! (`crates/rollup/tests/fuzz/rollup_image/seed-*`) start the corpus.
 use cardinal_event::Timestamp;
 use cardinal_rollup::{AggKind, Input, Ranks, Rollup, Shape};
 use libfuzzer_sys::fuzz_target;
 
-fn every_kind() -> Shape {
-    let ranks = |r: &[f64]| Ranks::new(r).expect("valid ranks");
-    Shape {
-        aggs: vec![
-            AggKind::CountAll,
-            AggKind::Count,
-            AggKind::Sum,
-            AggKind::SumInt,
-            AggKind::Avg,
-            AggKind::Min,
-            AggKind::MinInt,
-            AggKind::Max,
-            AggKind::MaxInt,
-            AggKind::Hll {
-                log2m: 6,
-                regwidth: 5,
-            },
-            AggKind::ExactDistinct,
-            AggKind::Quantiles {
-                k: 8,
-                ranks: ranks(&[0.5]),
-            },
-            AggKind::QuantilesOf {
-                of: 11,
-                ranks: ranks(&[0.1, 0.9]),
-            },
-            AggKind::TopK { k: 2 },
-            AggKind::Theta { lg_k: 5 },
-        ],
-    }
-}
+include!("../../crates/rollup/tests/shapes/every_kind.rs");
 
 fuzz_target!(|data: &[u8]| {
     let shape = every_kind();

@@ -81,41 +81,7 @@ impl Rng {
 
 const DAY_MS: i64 = 86_400_000;
 
-/// Every aggregate kind, with settings small enough that a few hundred
-/// records take sketches out of their exact modes (HLL to registers, KLL
-/// compacting, top-k to a Count-Min sketch past 1,024 keys is too many
-/// for a test: k = 2 keeps candidates few and evictions frequent).
-fn every_kind() -> Shape {
-    let ranks = |r: &[f64]| Ranks::new(r).expect("valid ranks");
-    Shape {
-        aggs: vec![
-            AggKind::CountAll,
-            AggKind::Count,
-            AggKind::Sum,
-            AggKind::SumInt,
-            AggKind::Avg,
-            AggKind::Min,
-            AggKind::MinInt,
-            AggKind::Max,
-            AggKind::MaxInt,
-            AggKind::Hll {
-                log2m: 6,
-                regwidth: 5,
-            },
-            AggKind::ExactDistinct,
-            AggKind::Quantiles {
-                k: 8,
-                ranks: ranks(&[0.5]),
-            },
-            AggKind::QuantilesOf {
-                of: 11,
-                ranks: ranks(&[0.1, 0.9]),
-            },
-            AggKind::TopK { k: 2 },
-            AggKind::Theta { lg_k: 5 },
-        ],
-    }
-}
+include!("shapes/every_kind.rs");
 
 /// One record's inputs for `every_kind`, from `rng`; `wide` spreads keys
 /// and values over many distinct values (sketches past exact), else few.
