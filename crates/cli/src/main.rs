@@ -11,6 +11,7 @@ mod interrupt;
 mod memory;
 mod progress;
 mod run;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -111,6 +112,8 @@ enum Command {
   cardinal hll overlap \"$(seq 1 60000 | cardinal hll build)\" \"$(seq 40001 100000 | cardinal hll build)\""
     )]
     Hll(hll::Command),
+    Serve(serve::ServeArgs),
+    Query(serve::QueryArgs),
 }
 
 fn main() {
@@ -120,6 +123,8 @@ fn main() {
         Command::Demo(args) => demo::run(&args),
         Command::Gen(command) => generate::run(command),
         Command::Hll(command) => hll::run(command),
+        Command::Serve(args) => serve::serve(&args),
+        Command::Query(args) => serve::query(&args),
         Command::Run(args) => match run::run(&args) {
             Ok(0) => Ok(()),
             Ok(code) => std::process::exit(code),

@@ -582,6 +582,12 @@ impl Continuous {
         })
     }
 
+    /// The summaries this engine folds (those of its stream, and the
+    /// credit summaries of attributions over it), in plan order.
+    pub fn summaries(&self) -> &[String] {
+        &self.summaries
+    }
+
     /// Queues a batch, waiting while every queue is full; its number.
     pub fn submit(&self, bytes: Vec<u8>) -> Result<u64> {
         self.send(bytes, true, None)

@@ -288,6 +288,15 @@ fn bucket_column(summary: &Summary) -> Option<String> {
 }
 
 /// The aggregates' output names, in aggregate order.
+/// The output names of `summary`'s HyperLogLog aggregates (what
+/// [`overlap`] can compare), in declaration order.
+pub fn hll_aggregates(summary: &Summary, rollup: &Rollup) -> Vec<String> {
+    (0..summary.aggregates.len())
+        .filter(|&i| matches!(rollup.shape().aggs[i], AggKind::Hll { .. }))
+        .map(|i| aggregate_name(summary, i))
+        .collect()
+}
+
 fn aggregate_names(summary: &Summary) -> Vec<String> {
     (0..summary.aggregates.len())
         .map(|i| aggregate_name(summary, i))

@@ -220,6 +220,13 @@ impl Connection {
         self.close(code, message)
     }
 
+    /// Counts a batch the server took itself (checking and admitting it
+    /// with its own deduplication, as the service does under its lock)
+    /// as pending, like an [`Action::Admit`].
+    pub fn taken(&mut self) {
+        self.pending += 1;
+    }
+
     /// The ack to send now that `ack`'s batch (admitted or a duplicate on
     /// this connection) is durable.
     pub fn durable(&mut self, ack: Ack) -> Frame {

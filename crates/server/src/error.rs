@@ -67,6 +67,15 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A saved image (the idempotency keys) is damaged or forged: nothing
+    /// of it was used.
+    #[error("{what} image: {reason}")]
+    BadImage {
+        /// Which image.
+        what: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
     /// The client holds as many unresolved batches as it is configured to
     /// ([`crate::ClientConfig::held_batches_max`]): push again after an
     /// acknowledgement.

@@ -1,0 +1,293 @@
+//! `cardinal serve` and `cardinal query`: flags to a
+//! [`cardinal_server::net::ServeConfig`], and a small HTTP client that
+//! prints a live answer.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use cardinal_route::Plan;
+use cardinal_server::net::{
+    BODY_BYTES_DEFAULT, BODY_BYTES_MAX, CONNECTIONS_DEFAULT, CONNECTIONS_MAX, IDLE_DEFAULT,
+    SNAPSHOT_EVERY_DEFAULT, SNAPSHOT_LOG_BYTES_DEFAULT, ServeConfig,
+};
+use cardinal_server::service::ServiceOptions;
+use cardinal_server::{Limits, Token};
+use clap::Parser;
+
+/// Serve a schema: ingest over TCP and HTTP, durable, queryable live.
+#[derive(Debug, Parser)]
+#[command(after_help = "Examples:
+  cardinal serve schema.sql
+  cardinal serve schema.sql --listen 127.0.0.1:7400 --http 127.0.0.1:7480 --data /var/lib/cardinal
+  cardinal send imp.csv --to 127.0.0.1:7400 --stream impressions
+  curl -s 'http://127.0.0.1:7480/v1/summaries/reach?by=state&buckets=all&format=table'
+
+SIGTERM or SIGINT: stop accepting, finish what was taken, write a snapshot,
+exit 0. After a crash, the next start recovers from the newest snapshot and
+the write-ahead log; `--repair` truncates a damaged log (keeping a copy).")]
+pub struct ServeArgs {
+    /// The schema (CREATE STREAM / SUMMARY / ATTRIBUTION statements).
+    pub schema: PathBuf,
+    /// The native protocol's address (port 0: any free port, printed).
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    pub listen: SocketAddr,
+    /// The HTTP API's address (port 0: any free port, printed).
+    #[arg(long, default_value = "127.0.0.1:7480")]
+    pub http: SocketAddr,
+    /// The data directory: write-ahead log and snapshots.
+    #[arg(long, default_value = "cardinal-data")]
+    pub data: PathBuf,
+    /// A file holding the token clients must present (required when
+    /// listening beyond loopback).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Worker threads per stream, 1 to 256 (default: the number of cores).
+    #[arg(long, value_parser = crate::run::threads_arg)]
+    pub threads: Option<usize>,
+    /// Memory budget per stream's engine (e.g. 512MiB, 8G; default: half
+    /// the machine's memory).
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory::memory_arg)]
+    pub memory_max: Option<u64>,
+    /// Seconds between snapshots.
+    #[arg(long, default_value_t = SNAPSHOT_EVERY_DEFAULT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub snapshot_every: u64,
+    /// Native-protocol connections served at once.
+    #[arg(long, default_value_t = CONNECTIONS_DEFAULT, value_parser = connections_arg)]
+    pub connections: usize,
+    /// The largest HTTP ingest body, in bytes.
+    #[arg(long, default_value_t = BODY_BYTES_DEFAULT, value_parser = body_arg)]
+    pub body_max: usize,
+    /// Seconds a connection may stay silent with nothing pending.
+    #[arg(long, default_value_t = IDLE_DEFAULT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub idle: u64,
+    /// Repair a damaged write-ahead log: keep a copy of the damaged
+    /// segment beside it and truncate at the damage.
+    #[arg(long)]
+    pub repair: bool,
+}
+
+fn connections_arg(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if (1..=CONNECTIONS_MAX).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("1 to {CONNECTIONS_MAX}"))
+    }
+}
+
+fn body_arg(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if (1..=BODY_BYTES_MAX).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("1 to {BODY_BYTES_MAX} bytes"))
+    }
+}
+
+/// Reads a token file: its first line, trimmed.
+pub fn read_token(path: &std::path::Path) -> Result<Token> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the token file {}", path.display()))?;
+    let token = text.lines().next().unwrap_or("").trim();
+    ensure!(
+        !token.is_empty(),
+        "the token file {} is empty",
+        path.display()
+    );
+    Token::new(token.as_bytes()).with_context(|| format!("the token in {}", path.display()))
+}
+
+/// Runs `cardinal serve`.
+pub fn serve(args: &ServeArgs) -> Result<()> {
+    let sql = std::fs::read_to_string(&args.schema)
+        .with_context(|| format!("reading {}", args.schema.display()))?;
+    let plan = Plan::compile(&sql).with_context(|| format!("in {}", args.schema.display()))?;
+    let threads = args
+        .threads
+        .unwrap_or_else(cardinal_engine::threads_default);
+    let memory_max = args
+        .memory_max
+        .unwrap_or_else(crate::memory::memory_max_default);
+    let mut service = ServiceOptions::new(threads, memory_max);
+    service.repair = args.repair;
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    cardinal_server::net::serve(ServeConfig {
+        plan: Arc::new(plan),
+        data: args.data.clone(),
+        listen: args.listen,
+        http: args.http,
+        token,
+        service,
+        limits: Limits::default_limits(),
+        connections_max: args.connections,
+        idle: Duration::from_secs(args.idle),
+        body_bytes_max: args.body_max,
+        snapshot_every: Duration::from_secs(args.snapshot_every),
+        snapshot_log_bytes: SNAPSHOT_LOG_BYTES_DEFAULT,
+    })
+}
+
+/// Ask a running server about one summary.
+#[derive(Debug, Parser)]
+#[command(after_help = "Examples:
+  cardinal query reach --server http://127.0.0.1:7480
+  cardinal query reach --server http://127.0.0.1:7480 --by state --all-buckets --from 2026-11-01 --to 2026-11-08
+  cardinal query reach --server http://127.0.0.1:7480 --where \"state = 'CA'\" --format csv
+
+Times are RFC 3339 instants or dates (UTC); --to is exclusive. --where is a
+condition over the summary's dimensions in the schema's dialect.")]
+pub struct QueryArgs {
+    /// The summary.
+    pub summary: String,
+    /// The server's HTTP address (http://host:port).
+    #[arg(long, default_value = "http://127.0.0.1:7480")]
+    pub server: String,
+    /// Keep buckets starting at or after this time.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Keep buckets starting before this time.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// A condition over the summary's dimensions.
+    #[arg(long = "where")]
+    pub where_: Option<String>,
+    /// Dimensions to roll up to, comma-separated.
+    #[arg(long)]
+    pub by: Option<String>,
+    /// Merge the range's buckets into one row per group.
+    #[arg(long)]
+    pub all_buckets: bool,
+    /// table, csv or json (JSON lines, as `run --json` writes them).
+    #[arg(long, default_value = "table", value_parser = ["table", "csv", "json"])]
+    pub format: String,
+    /// A file holding the server's token.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+/// Percent-encodes a query-string value.
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Runs `cardinal query`.
+pub fn query(args: &QueryArgs) -> Result<()> {
+    let mut params = vec![format!("format={}", args.format)];
+    for (name, value) in [
+        ("from", &args.from),
+        ("to", &args.to),
+        ("where", &args.where_),
+        ("by", &args.by),
+    ] {
+        if let Some(value) = value {
+            params.push(format!("{name}={}", encode(value)));
+        }
+    }
+    if args.all_buckets {
+        params.push("buckets=all".into());
+    }
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let path = format!(
+        "/v1/summaries/{}?{}",
+        encode(&args.summary),
+        params.join("&")
+    );
+    let (status, body) = get(&args.server, &path, token.as_ref())?;
+    if status != 200 {
+        bail!(
+            "the server answered {status}: {}",
+            String::from_utf8_lossy(&body).trim_end()
+        );
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&body)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// The longest answer `cardinal query` reads.
+const ANSWER_BYTES_MAX: u64 = 1 << 30;
+
+/// A blocking HTTP/1.1 GET (`Connection: close`): status and body.
+pub fn get(server: &str, path: &str, token: Option<&Token>) -> Result<(u16, Vec<u8>)> {
+    let host = server
+        .strip_prefix("http://")
+        .with_context(|| format!("--server {server}: http://host:port"))?
+        .trim_end_matches('/');
+    let address = host
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {host}"))?
+        .next()
+        .with_context(|| format!("{host} resolves to no address"))?;
+    let mut socket = TcpStream::connect_timeout(&address, Duration::from_secs(5))
+        .with_context(|| format!("connecting to {server}"))?;
+    socket.set_read_timeout(Some(Duration::from_secs(300)))?;
+    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
+    if let Some(token) = token {
+        request.push_str(&format!(
+            "Authorization: Bearer {}\r\n",
+            String::from_utf8_lossy(token.as_bytes())
+        ));
+    }
+    request.push_str("\r\n");
+    socket.write_all(request.as_bytes())?;
+    let mut response = Vec::new();
+    socket
+        .take(ANSWER_BYTES_MAX)
+        .read_to_end(&mut response)
+        .with_context(|| format!("reading the answer from {server}"))?;
+    let end = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("the server's answer has no header end")?;
+    let head = String::from_utf8_lossy(&response[..end]).into_owned();
+    let status: u16 = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("the server's answer has no status")?;
+    let mut body = response[end + 4..].to_vec();
+    if head
+        .lines()
+        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"))
+    {
+        body = unchunk(&body)?;
+    }
+    Ok((status, body))
+}
+
+fn unchunk(mut bytes: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = bytes
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .context("a chunk size line is cut")?;
+        let size_text = std::str::from_utf8(&bytes[..line_end])?;
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .context("a chunk size is not hex")?;
+        bytes = &bytes[line_end + 2..];
+        if size == 0 {
+            return Ok(out);
+        }
+        ensure!(bytes.len() >= size + 2, "a chunk is cut");
+        out.extend_from_slice(&bytes[..size]);
+        bytes = &bytes[size + 2..];
+    }
+}

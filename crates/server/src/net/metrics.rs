@@ -1,0 +1,324 @@
+//! `/metrics` in the Prometheus text format (version 0.0.4), with
+//! Prometheus naming: base units (`_seconds`, `_bytes`), `_total` for
+//! counters, one `# HELP` and `# TYPE` per family.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::Edge;
+use crate::service::{Histogram, LATENCY_BUCKETS};
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn value(out: &mut String, name: &str, labels: &str, value: impl std::fmt::Display) {
+    if labels.is_empty() {
+        let _ = writeln!(out, "{name} {value}");
+    } else {
+        let _ = writeln!(out, "{name}{{{labels}}} {value}");
+    }
+}
+
+/// A label value escaped as the text format wants (`\\`, `\"`, `\n`).
+pub fn label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn load(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+fn histogram(out: &mut String, name: &str, help: &str, histogram: &Histogram) {
+    family(out, name, "histogram", help);
+    let mut cumulative = 0;
+    for (i, le) in LATENCY_BUCKETS.iter().enumerate() {
+        cumulative += load(&histogram.counts[i]);
+        value(
+            out,
+            &format!("{name}_bucket"),
+            &format!("le=\"{le}\""),
+            cumulative,
+        );
+    }
+    cumulative += load(&histogram.counts[LATENCY_BUCKETS.len()]);
+    value(out, &format!("{name}_bucket"), "le=\"+Inf\"", cumulative);
+    let sum = load(&histogram.sum_micros) as f64 / 1e6;
+    value(out, &format!("{name}_sum"), "", sum);
+    value(out, &format!("{name}_count"), "", cumulative);
+}
+
+/// The whole exposition (takes a live view of each engine for the
+/// summaries' sizes).
+pub fn render(edge: &Edge) -> String {
+    let service = &edge.service;
+    let counters = &service.counters;
+    let mut out = String::with_capacity(4 << 10);
+    let streams = service.streams();
+
+    family(
+        &mut out,
+        "cardinal_events_accepted_total",
+        "counter",
+        "Records folded, by stream.",
+    );
+    for (i, stream) in streams.iter().enumerate() {
+        let labels = format!("stream=\"{}\"", label(stream));
+        value(
+            &mut out,
+            "cardinal_events_accepted_total",
+            &labels,
+            load(&counters.records[i]),
+        );
+    }
+    family(
+        &mut out,
+        "cardinal_events_rejected_total",
+        "counter",
+        "Records rejected, by stream and reason.",
+    );
+    let mut views = Vec::new();
+    for (i, stream) in streams.iter().enumerate() {
+        match service.view(i) {
+            Ok(view) => {
+                for (reason, n) in &view.counts().rejects_by_reason {
+                    let labels =
+                        format!("stream=\"{}\",reason=\"{}\"", label(stream), label(reason));
+                    value(&mut out, "cardinal_events_rejected_total", &labels, n);
+                }
+                views.push(Some(view.summary_stats()));
+            }
+            Err(_) => views.push(None),
+        }
+    }
+    family(
+        &mut out,
+        "cardinal_batches_acknowledged_total",
+        "counter",
+        "Batches acknowledged (duplicates included).",
+    );
+    value(
+        &mut out,
+        "cardinal_batches_acknowledged_total",
+        "",
+        load(&counters.batches_acked),
+    );
+    family(
+        &mut out,
+        "cardinal_batches_deduplicated_total",
+        "counter",
+        "Batches acknowledged again without counting (retries).",
+    );
+    value(
+        &mut out,
+        "cardinal_batches_deduplicated_total",
+        "",
+        load(&counters.batches_duplicate),
+    );
+    family(
+        &mut out,
+        "cardinal_batches_refused_full_total",
+        "counter",
+        "Batches refused because the engines' queues were full (TCP waits, HTTP answers 503).",
+    );
+    value(
+        &mut out,
+        "cardinal_batches_refused_full_total",
+        "",
+        load(&counters.batches_refused_full),
+    );
+    family(
+        &mut out,
+        "cardinal_http_busy_total",
+        "counter",
+        "HTTP ingest requests answered 503.",
+    );
+    value(
+        &mut out,
+        "cardinal_http_busy_total",
+        "",
+        load(&edge.metrics.http_busy),
+    );
+    histogram(
+        &mut out,
+        "cardinal_ack_latency_seconds",
+        "From a batch's admission to its acknowledgement (log sync and fold).",
+        &counters.ack_seconds,
+    );
+
+    let wal = service.wal_stats();
+    family(
+        &mut out,
+        "cardinal_wal_records_total",
+        "counter",
+        "Log records written and synced.",
+    );
+    value(&mut out, "cardinal_wal_records_total", "", wal.records);
+    family(
+        &mut out,
+        "cardinal_wal_bytes_total",
+        "counter",
+        "Log bytes written, framing included.",
+    );
+    value(&mut out, "cardinal_wal_bytes_total", "", wal.bytes);
+    family(
+        &mut out,
+        "cardinal_wal_syncs_total",
+        "counter",
+        "fdatasync calls covering records (group commits).",
+    );
+    value(&mut out, "cardinal_wal_syncs_total", "", wal.syncs);
+    family(
+        &mut out,
+        "cardinal_wal_segments",
+        "gauge",
+        "Log segment files.",
+    );
+    value(
+        &mut out,
+        "cardinal_wal_segments",
+        "",
+        service.wal_segments().len(),
+    );
+    family(
+        &mut out,
+        "cardinal_wal_records_per_sync",
+        "gauge",
+        "Mean records per group commit since start.",
+    );
+    let per_sync = if wal.syncs == 0 {
+        0.0
+    } else {
+        wal.records as f64 / wal.syncs as f64
+    };
+    value(&mut out, "cardinal_wal_records_per_sync", "", per_sync);
+
+    family(
+        &mut out,
+        "cardinal_snapshots_total",
+        "counter",
+        "Snapshots written.",
+    );
+    value(
+        &mut out,
+        "cardinal_snapshots_total",
+        "",
+        load(&counters.snapshots),
+    );
+    family(
+        &mut out,
+        "cardinal_snapshot_duration_seconds",
+        "gauge",
+        "How long the last snapshot took.",
+    );
+    value(
+        &mut out,
+        "cardinal_snapshot_duration_seconds",
+        "",
+        load(&counters.snapshot_micros) as f64 / 1e6,
+    );
+    family(
+        &mut out,
+        "cardinal_snapshot_bytes",
+        "gauge",
+        "Size of the last snapshot.",
+    );
+    value(
+        &mut out,
+        "cardinal_snapshot_bytes",
+        "",
+        load(&counters.snapshot_bytes),
+    );
+    family(
+        &mut out,
+        "cardinal_recovery_seconds",
+        "gauge",
+        "How long the last start took to recover.",
+    );
+    value(
+        &mut out,
+        "cardinal_recovery_seconds",
+        "",
+        service.opened().seconds,
+    );
+    family(
+        &mut out,
+        "cardinal_recovery_replayed_records",
+        "gauge",
+        "Log records replayed at the last start.",
+    );
+    value(
+        &mut out,
+        "cardinal_recovery_replayed_records",
+        "",
+        service.opened().replayed,
+    );
+
+    family(
+        &mut out,
+        "cardinal_summary_groups",
+        "gauge",
+        "Groups held, by summary.",
+    );
+    let mut bytes = String::new();
+    for stats in views.iter().flatten().flatten() {
+        let labels = format!("summary=\"{}\"", label(&stats.name));
+        value(&mut out, "cardinal_summary_groups", &labels, stats.groups);
+        value(&mut bytes, "cardinal_summary_bytes", &labels, stats.bytes);
+    }
+    family(
+        &mut out,
+        "cardinal_summary_bytes",
+        "gauge",
+        "Bytes held, by summary.",
+    );
+    out.push_str(&bytes);
+
+    family(
+        &mut out,
+        "cardinal_tcp_connections",
+        "gauge",
+        "Native-protocol connections open.",
+    );
+    value(
+        &mut out,
+        "cardinal_tcp_connections",
+        "",
+        load(&edge.metrics.tcp_connections),
+    );
+    family(
+        &mut out,
+        "cardinal_tcp_refused_total",
+        "counter",
+        "Connections refused at the limit.",
+    );
+    value(
+        &mut out,
+        "cardinal_tcp_refused_total",
+        "",
+        load(&edge.metrics.tcp_refused),
+    );
+    family(
+        &mut out,
+        "cardinal_up_seconds",
+        "gauge",
+        "Seconds since the service started.",
+    );
+    value(
+        &mut out,
+        "cardinal_up_seconds",
+        "",
+        edge.started.elapsed().as_secs_f64(),
+    );
+    out
+}

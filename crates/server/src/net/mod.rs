@@ -1,0 +1,321 @@
+//! The network edge of `cardinal serve`: the native protocol over TCP
+//! ([`tcp`]), the HTTP API ([`http`]), `/metrics` ([`metrics`]), and
+//! [`serve`], which opens the service, binds, snapshots on a timer and
+//! shuts down cleanly on SIGTERM or SIGINT.
+//!
+//! Threads: a two-thread tokio runtime runs the sockets; each stream's
+//! engine has its own workers; the log has its writer; the completer
+//! answers acknowledgements; snapshots and live views run on tokio's
+//! blocking pool, never on a socket task.
+
+pub mod http;
+pub mod metrics;
+pub mod tcp;
+
+use std::fs::File;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use cardinal_route::Plan;
+use cardinal_store::OsDir;
+use tokio::sync::watch;
+
+use crate::connection::ServerConfig;
+use crate::frame::{Limits, Token};
+use crate::service::{Service, ServiceOptions};
+
+/// Connections the native protocol serves at once by default.
+pub const CONNECTIONS_DEFAULT: usize = 256;
+/// The most connections `--connections` may allow.
+pub const CONNECTIONS_MAX: usize = 4096;
+/// How long a connection may stay silent with nothing pending.
+pub const IDLE_DEFAULT: Duration = Duration::from_secs(300);
+/// The largest HTTP ingest body by default.
+pub const BODY_BYTES_DEFAULT: usize = 16 << 20;
+/// The largest HTTP ingest body `--body-max` may allow.
+pub const BODY_BYTES_MAX: usize = 256 << 20;
+/// How often a snapshot is written by default.
+pub const SNAPSHOT_EVERY_DEFAULT: Duration = Duration::from_secs(60);
+/// Log bytes since the last snapshot that trigger the next one early.
+pub const SNAPSHOT_LOG_BYTES_DEFAULT: u64 = 1 << 30;
+/// How long a clean shutdown waits for connections to drain.
+pub const DRAIN: Duration = Duration::from_secs(10);
+
+/// Counters of the edge itself.
+#[derive(Debug, Default)]
+pub struct EdgeMetrics {
+    /// Native-protocol connections open.
+    pub tcp_connections: AtomicU64,
+    /// Connections refused at the limit.
+    pub tcp_refused: AtomicU64,
+    /// HTTP ingest requests answered 503 because queues were full.
+    pub http_busy: AtomicU64,
+}
+
+/// What every socket task shares.
+#[derive(Debug)]
+pub struct Edge {
+    /// The service.
+    pub service: Arc<Service>,
+    /// The protocol's limits and token.
+    pub protocol: ServerConfig,
+    /// Connections served at once.
+    pub connections_max: usize,
+    /// Idle time before a connection is closed.
+    pub idle: Duration,
+    /// The largest HTTP ingest body.
+    pub body_bytes_max: usize,
+    /// Counters.
+    pub metrics: EdgeMetrics,
+    /// When the service was opened.
+    pub started: Instant,
+}
+
+impl Edge {
+    /// The declared header line of a CSV stream (its column names joined
+    /// by its delimiter).
+    pub fn header_of(&self, stream: &str) -> String {
+        self.service
+            .plan()
+            .streams
+            .iter()
+            .find(|s| s.name.eq_ignore_ascii_case(stream))
+            .map(|s| {
+                let delimiter = char::from(s.delimiter).to_string();
+                s.schema
+                    .columns
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(&delimiter)
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// How `cardinal serve` runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// The compiled schema.
+    pub plan: Arc<Plan>,
+    /// The data directory (log, snapshots, lock).
+    pub data: PathBuf,
+    /// The native protocol's address.
+    pub listen: SocketAddr,
+    /// The HTTP API's address.
+    pub http: SocketAddr,
+    /// The token clients must present (required off loopback).
+    pub token: Option<Token>,
+    /// The engines and the log.
+    pub service: ServiceOptions,
+    /// Protocol limits (frame bytes, in-flight batches).
+    pub limits: Limits,
+    /// Connections at once.
+    pub connections_max: usize,
+    /// Idle time before a connection is closed.
+    pub idle: Duration,
+    /// The largest HTTP body.
+    pub body_bytes_max: usize,
+    /// Snapshot interval.
+    pub snapshot_every: Duration,
+    /// Log bytes that trigger a snapshot early.
+    pub snapshot_log_bytes: u64,
+}
+
+/// Runs the server until SIGTERM or SIGINT (then: stop accepting, drain,
+/// snapshot, return `Ok`) or until the service fails (an error).
+pub fn serve(config: ServeConfig) -> Result<()> {
+    let loopback = config.listen.ip().is_loopback() && config.http.ip().is_loopback();
+    if !loopback && config.token.is_none() {
+        bail!(
+            "listening beyond loopback ({} / {}) requires a token: --token-file FILE",
+            config.listen,
+            config.http
+        );
+    }
+    std::fs::create_dir_all(&config.data)
+        .with_context(|| format!("creating the data directory {}", config.data.display()))?;
+    let lock_path = config.data.join("LOCK");
+    let lock = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .with_context(|| format!("opening {}", lock_path.display()))?;
+    if lock.try_lock().is_err() {
+        bail!(
+            "another cardinal serve is using {} (its LOCK is held)",
+            config.data.display()
+        );
+    }
+    let dir = Arc::new(
+        OsDir::open(&config.data).with_context(|| format!("opening {}", config.data.display()))?,
+    );
+    let started = Instant::now();
+    let service = Service::open(Arc::clone(&config.plan), dir, &config.service)?;
+    log_opened(&service);
+    let service = Arc::new(service);
+    let edge = Arc::new(Edge {
+        service: Arc::clone(&service),
+        protocol: ServerConfig {
+            limits: config.limits,
+            token: config.token.clone(),
+            ..ServerConfig::default()
+        },
+        connections_max: config.connections_max,
+        idle: config.idle,
+        body_bytes_max: config.body_bytes_max,
+        metrics: EdgeMetrics::default(),
+        started,
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("edge")
+        .enable_io()
+        .enable_time()
+        .build()
+        .context("starting the async runtime")?;
+    let outcome = runtime.block_on(run(&config, Arc::clone(&edge)));
+    drop(edge);
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    let service = match Arc::try_unwrap(service) {
+        Ok(service) => service,
+        Err(_) => bail!("the service is still in use at shutdown"),
+    };
+    match outcome {
+        Ok(()) => {
+            let written = service.close()?;
+            if let Some(written) = written {
+                eprintln!(
+                    "cardinal serve: stopped; snapshot {} ({} bytes, {:.2} s)",
+                    written.name, written.bytes, written.seconds
+                );
+            }
+            drop(lock);
+            Ok(())
+        }
+        Err(error) => {
+            // Nothing more is written: the next start recovers from disk.
+            let _ = service.close();
+            Err(error)
+        }
+    }
+}
+
+fn log_opened(service: &Service) {
+    let opened = service.opened();
+    for skipped in &opened.skipped {
+        eprintln!("cardinal serve: skipped a damaged snapshot: {skipped}");
+    }
+    if let Some(cut) = &opened.cut {
+        eprintln!("cardinal serve: write-ahead log: {cut}");
+    }
+    if let Some(repaired) = &opened.repaired {
+        eprintln!("cardinal serve: write-ahead log: {repaired}");
+    }
+    eprintln!(
+        "cardinal serve: recovered from {} and {} log records ({} bytes) in {:.3} s",
+        opened.snapshot.as_deref().unwrap_or("no snapshot"),
+        opened.replayed,
+        opened.replayed_bytes,
+        opened.seconds
+    );
+}
+
+async fn run(config: &ServeConfig, edge: Arc<Edge>) -> Result<()> {
+    let tcp = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("listening on {}", config.listen))?;
+    let http = tokio::net::TcpListener::bind(config.http)
+        .await
+        .with_context(|| format!("listening on {}", config.http))?;
+    println!(
+        "cardinal serve: native protocol on {}, HTTP on http://{}, data in {}",
+        tcp.local_addr()?,
+        http.local_addr()?,
+        config.data.display()
+    );
+    let (stop_to, stop) = watch::channel(false);
+    let accept = tokio::spawn(tcp::accept(tcp, Arc::clone(&edge), stop.clone()));
+    let mut http_stop = stop.clone();
+    let router = http::router(Arc::clone(&edge));
+    let web = tokio::spawn(async move {
+        axum::serve(http, router)
+            .with_graceful_shutdown(async move {
+                let _ = http_stop.changed().await;
+            })
+            .await
+    });
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .context("installing the SIGINT handler")?;
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut last_snapshot = Instant::now();
+    let mut log_bytes_at_snapshot = edge.service.wal_stats().bytes;
+    let mut snapshotting: Option<tokio::task::JoinHandle<Result<crate::service::Written>>> = None;
+    let failure = loop {
+        tokio::select! {
+            _ = terminate.recv() => break None,
+            _ = interrupt.recv() => break None,
+            _ = tick.tick() => {
+                if let Some(why) = edge.service.failed() {
+                    break Some(why);
+                }
+                if let Some(task) = &snapshotting && task.is_finished() {
+                    let task = snapshotting.take().expect("checked");
+                    match task.await {
+                        Ok(Ok(written)) => eprintln!(
+                            "cardinal serve: snapshot {} ({} bytes, {:.3} s, ingest paused {:.1} ms, {} log segments removed)",
+                            written.name, written.bytes, written.seconds,
+                            written.paused.as_secs_f64() * 1e3, written.trimmed
+                        ),
+                        Ok(Err(error)) => break Some(format!("a snapshot failed: {error:#}")),
+                        Err(error) => break Some(format!("a snapshot panicked: {error}")),
+                    }
+                }
+                let log_bytes = edge.service.wal_stats().bytes;
+                let due = last_snapshot.elapsed() >= config.snapshot_every
+                    || log_bytes - log_bytes_at_snapshot >= config.snapshot_log_bytes;
+                if due && snapshotting.is_none() {
+                    last_snapshot = Instant::now();
+                    log_bytes_at_snapshot = log_bytes;
+                    let service = Arc::clone(&edge.service);
+                    snapshotting = Some(tokio::task::spawn_blocking(move || service.snapshot()));
+                }
+            }
+        }
+    };
+    let _ = stop_to.send(true);
+    edge.service.stop_ingest();
+    if let Some(task) = snapshotting.take() {
+        let _ = task.await;
+    }
+    let drained = tokio::time::timeout(DRAIN, async {
+        let _ = accept.await;
+        let _ = web.await;
+        while edge
+            .metrics
+            .tcp_connections
+            .load(std::sync::atomic::Ordering::Acquire)
+            > 0
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    if drained.is_err() {
+        eprintln!("cardinal serve: connections did not drain in {DRAIN:?}; closing anyway");
+    }
+    match failure {
+        None => {
+            eprintln!("cardinal serve: stopping (signal): flushing and writing a snapshot");
+            Ok(())
+        }
+        Some(why) => bail!("stopping: {why}"),
+    }
+}

@@ -1,0 +1,287 @@
+//! The native protocol over TCP: one task per connection, reading frames
+//! while the connection's window has room, handing batches to the
+//! service, and writing each acknowledgement once the service answers.
+//!
+//! Back-pressure: a batch the service refuses as full is held and offered
+//! again after a short wait, and the task reads nothing meanwhile, so a
+//! fast client fills its socket buffers and stops (TCP flow control does
+//! the rest). Limits: [`Edge::connections_max`] (a connection past it
+//! gets an error frame and is closed), the frame limit (refused from the
+//! header), the in-flight window (the task stops reading at it), and
+//! [`Edge::idle`] (a connection silent that long with nothing pending is
+//! closed).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+
+use super::Edge;
+use crate::connection::{Action, Connection};
+use crate::dedup::DedupTable;
+use crate::frame::{Ack, Batch, BatchId, Decoder, ErrorCode, ErrorFrame, Frame, encode};
+use crate::service::{Origin, Refused};
+
+/// How long a batch refused as full waits before it is offered again
+/// (doubling to [`FULL_WAIT_MAX`]).
+const FULL_WAIT_MIN: Duration = Duration::from_millis(1);
+/// The longest wait between offers of a batch refused as full.
+const FULL_WAIT_MAX: Duration = Duration::from_millis(50);
+
+/// Accepts connections until `stop` turns true.
+pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Receiver<bool>) {
+    loop {
+        let (socket, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    eprintln!("cardinal serve: accepting a connection failed: {error}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stop.changed() => return,
+        };
+        let _ = socket.set_nodelay(true);
+        let open = edge.metrics.tcp_connections.fetch_add(1, Ordering::AcqRel);
+        if open >= edge.connections_max as u64 {
+            edge.metrics.tcp_connections.fetch_sub(1, Ordering::AcqRel);
+            edge.metrics.tcp_refused.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut socket = socket;
+                let mut out = Vec::new();
+                let message = "too many connections: retry later";
+                let error = ErrorFrame::new(None, ErrorCode::Unavailable, message);
+                encode(&Frame::Error(error), &mut out);
+                let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(&out)).await;
+            });
+            continue;
+        }
+        let edge = Arc::clone(&edge);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if let Err(error) = connection(socket, &edge, stop).await {
+                eprintln!("cardinal serve: connection from {peer}: {error}");
+            }
+            edge.metrics.tcp_connections.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+}
+
+/// What a batch's acknowledgement task reports back.
+type Done = (BatchId, Result<crate::service::Acked, String>);
+
+async fn connection(
+    mut socket: TcpStream,
+    edge: &Edge,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let service = &edge.service;
+    let mut conn = Connection::new(&edge.protocol);
+    let decoder = Decoder::new(edge.protocol.limits.frame_bytes_max as usize);
+    let mut buf = BytesMut::with_capacity(64 << 10);
+    let mut out = Vec::with_capacity(4 << 10);
+    let (done_to, mut done) = mpsc::unbounded_channel::<Done>();
+    // A batch refused as full, waiting to be offered again.
+    let mut held: Option<Batch> = None;
+    let mut wait = FULL_WAIT_MIN;
+    let mut closing = false;
+    loop {
+        // Decode what is buffered while the window has room.
+        while held.is_none() && !closing && conn.wants_read() {
+            let frame = match decoder.decode_buf(&mut buf) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(error) => {
+                    if let Action::Close(frame) = conn.decode_failed(&error) {
+                        encode(&frame, &mut out);
+                    }
+                    closing = true;
+                    break;
+                }
+            };
+            match frame {
+                Frame::Batch(batch) if conn.client().is_some() => held = Some(batch),
+                Frame::Hello(hello) => {
+                    // The hello reads the highest id through the service's
+                    // table: a throwaway table carries it to the state
+                    // machine.
+                    let highest = service.hello(&hello.client);
+                    let mut table = DedupTable::new();
+                    if let Some(highest) = highest {
+                        table.admit(&hello.client, highest);
+                    }
+                    match conn.receive(Frame::Hello(hello), &mut table, |_, _| Ok(())) {
+                        Action::Send(frame) => encode(&frame, &mut out),
+                        Action::Close(frame) => {
+                            encode(&frame, &mut out);
+                            closing = true;
+                        }
+                        _ => {}
+                    }
+                }
+                other => {
+                    let mut table = DedupTable::new();
+                    match conn.receive(other, &mut table, |_, _| Ok(())) {
+                        Action::Send(frame) => encode(&frame, &mut out),
+                        Action::Close(frame) => {
+                            encode(&frame, &mut out);
+                            closing = true;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if let Some(batch) = held.take() {
+                match offer(edge, &mut conn, batch, &done_to, &mut out) {
+                    Offer::Taken => wait = FULL_WAIT_MIN,
+                    Offer::Full(batch) => held = Some(batch),
+                    Offer::Close => closing = true,
+                }
+            }
+        }
+        if !out.is_empty() {
+            socket.write_all(&out).await?;
+            out.clear();
+        }
+        if closing && conn.pending() == 0 {
+            let _ = socket.shutdown().await;
+            return Ok(());
+        }
+        let reading = held.is_none() && !closing && conn.wants_read();
+        let idle = tokio::time::sleep(edge.idle);
+        tokio::select! {
+            read = socket.read_buf(&mut buf), if reading => {
+                if read? == 0 {
+                    // The client left; acknowledgements still pending are
+                    // made (the service finishes them), nobody reads them.
+                    return Ok(());
+                }
+                if buf.capacity() - buf.len() < 16 << 10 {
+                    buf.reserve(64 << 10);
+                }
+            }
+            Some((id, result)) = done.recv() => {
+                match result {
+                    Ok(acked) => {
+                        let ack = Ack {
+                            id,
+                            accepted: acked.accepted,
+                            rejected: acked.rejected,
+                            duplicate: acked.duplicate,
+                        };
+                        encode(&conn.durable(ack), &mut out);
+                    }
+                    Err(why) => {
+                        let error = ErrorFrame::new(None, ErrorCode::Unavailable, &why);
+                        encode(&Frame::Error(error), &mut out);
+                        socket.write_all(&out).await?;
+                        return Ok(());
+                    }
+                }
+                while let Ok((id, result)) = done.try_recv() {
+                    match result {
+                        Ok(acked) => {
+                            let ack = Ack {
+                                id,
+                                accepted: acked.accepted,
+                                rejected: acked.rejected,
+                                duplicate: acked.duplicate,
+                            };
+                            encode(&conn.durable(ack), &mut out);
+                        }
+                        Err(why) => {
+                            let error = ErrorFrame::new(None, ErrorCode::Unavailable, &why);
+                            encode(&Frame::Error(error), &mut out);
+                            closing = true;
+                        }
+                    }
+                }
+            }
+            _ = tokio::time::sleep(wait), if held.is_some() => {
+                if let Some(batch) = held.take() {
+                    match offer(edge, &mut conn, batch, &done_to, &mut out) {
+                        Offer::Taken => wait = FULL_WAIT_MIN,
+                        Offer::Full(batch) => {
+                            held = Some(batch);
+                            wait = (wait * 2).min(FULL_WAIT_MAX);
+                        }
+                        Offer::Close => closing = true,
+                    }
+                }
+            }
+            _ = idle, if conn.pending() == 0 && held.is_none() => {
+                let error = ErrorFrame::new(None, ErrorCode::Idle, "idle for too long");
+                encode(&Frame::Error(error), &mut out);
+                closing = true;
+            }
+            _ = stop.changed() => {
+                let error = ErrorFrame::new(None, ErrorCode::ServerStopping, "the server is stopping");
+                encode(&Frame::Error(error), &mut out);
+                closing = true;
+                held = None;
+            }
+        }
+    }
+}
+
+enum Offer {
+    Taken,
+    Full(Batch),
+    Close,
+}
+
+/// Hands a batch to the service; an error frame for a refusal that is the
+/// batch's fault, `Full` to wait, `Close` when the service stopped.
+fn offer(
+    edge: &Edge,
+    conn: &mut Connection,
+    batch: Batch,
+    done_to: &mpsc::UnboundedSender<Done>,
+    out: &mut Vec<u8>,
+) -> Offer {
+    let client = conn.client().expect("batches come after the hello").clone();
+    let origin = Origin::Client(client, batch.id);
+    match edge
+        .service
+        .ingest(origin, batch.stream.as_str(), batch.format, &batch.payload)
+    {
+        Ok(reply) => {
+            conn.taken();
+            let id = batch.id;
+            let done_to = done_to.clone();
+            tokio::spawn(async move {
+                let result = reply
+                    .await
+                    .unwrap_or_else(|_| Err("the service stopped".into()));
+                let _ = done_to.send((id, result));
+            });
+            Offer::Taken
+        }
+        Err(Refused::Full) => Offer::Full(batch),
+        Err(refused @ Refused::Stopped(_)) => {
+            let error = ErrorFrame::new(
+                Some(batch.id),
+                ErrorCode::ServerStopping,
+                &refused.to_string(),
+            );
+            encode(&Frame::Error(error), out);
+            Offer::Close
+        }
+        Err(refused) => {
+            let code = match &refused {
+                Refused::UnknownStream { .. } => ErrorCode::UnknownStream,
+                Refused::WrongFormat { .. } => ErrorCode::BadFormat,
+                Refused::TooOld { .. } => ErrorCode::TooOld,
+                Refused::Full | Refused::Stopped(_) => unreachable!("handled above"),
+            };
+            let error = ErrorFrame::new(Some(batch.id), code, &refused.to_string());
+            encode(&Frame::Error(error), out);
+            Offer::Taken
+        }
+    }
+}

@@ -1,0 +1,1062 @@
+//! The durable core of `cardinal serve`, free of sockets: batches in,
+//! acknowledgements out once they are durable and folded, snapshots,
+//! recovery, live views. The network edge (`net`) drives it from async
+//! tasks; tests drive it directly over a simulated disk.
+//!
+//! ```text
+//!  ingest(origin, stream, records)          one lock: the order of the log
+//!    dedup / keys check ── duplicate ─────────────────────┐  is the order
+//!    engine.try_submit ── full: refused (503, stop reading)│  of the engines
+//!    wal.append(envelope) ─> ticket                        │
+//!    dedup / keys admit; note wal seq of engine seq        │
+//!    completer queue  <──(ticket, receipt, reply)──────────┘ (a barrier)
+//!
+//!  completer thread, in log order: ticket.wait (synced) -> receipt.wait
+//!    (folded) -> reply {accepted, rejected}: the acknowledgement
+//!
+//!  snapshot(): per engine snapshot_to_save -> covers S: its position is
+//!    the wal seq before its first batch not covered; then, under the
+//!    lock, the dedup and key tables; wait until the log is synced
+//!    through the last append (a barrier); write; trim the log through
+//!    the oldest kept snapshot's sequence.
+//! ```
+//!
+//! **The promise.** A batch is acknowledged only after the sync that
+//! covers its log record, and every acknowledged batch is in the state
+//! after any crash: either in a snapshot's engine images (its stream's
+//! position is at or past its record) or replayed from the log (after the
+//! position). Deduplication: an admitted id is in the snapshot's table or
+//! in a record replayed after it, so a resend after a restart is answered
+//! as a duplicate, never counted twice. The table saved is taken *after*
+//! the engines' views, so an id whose record is at or below a position is
+//! in it; and the snapshot is written only once the log is synced through
+//! every id the table holds, so it never names a batch that a crash could
+//! still lose (a resend of that batch would be acknowledged and dropped).
+//!
+//! **Order.** The engine is offered a batch before the log gets it: a full
+//! engine refuses with nothing written (the client retries; HTTP answers
+//! 503), and a log that fails after the engine took a batch poisons the
+//! service, which stops and recovers from disk (the in-memory state is
+//! thrown away, so the batch folded but not logged is never served).
+//!
+//! **Positions.** Each input stream has its own engine (batches are one
+//! stream's records) and its own position, saved as `stream/<name>` in
+//! the snapshot: every record of that stream at or below it is in the
+//! images. A stream idle since its last covered batch takes the last
+//! sequence appended, so an idle stream does not hold back trimming.
+//! Replay starts after the lowest position and gives each stream only the
+//! records after its own.
+//!
+//! **Log records.** The payload of each record is an envelope
+//! ([`Envelope`]): version, origin (a client id and its batch id, an
+//! idempotency key, or nothing), the stream's name, then the records as
+//! received.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use cardinal_engine::{Continuous, ContinuousOptions, Receipt, View, check_images};
+use cardinal_rollup::Limits;
+use cardinal_route::{Format as StreamFormat, Plan};
+use cardinal_store::{Dir, Loaded, Snapshot, Snapshots, Ticket, Wal, WalOptions, WalStats};
+
+use crate::dedup::{DedupTable, Verdict};
+use crate::frame::{BatchId, ClientId, Format};
+use crate::keys::{self, KeyTable};
+
+/// Reject lines kept for `GET /v1/rejects` (the newest; older ones are
+/// counted, not kept).
+pub const REJECTS_KEPT: usize = 1_000;
+
+/// How a service runs.
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    /// Worker threads of each stream's engine.
+    pub threads: usize,
+    /// Bytes each engine's rollups may hold.
+    pub memory_max: u64,
+    /// Batches each worker's queue holds before ingest is refused.
+    pub queue_batches: usize,
+    /// Group limits and retention of every summary.
+    pub limits: Limits,
+    /// How far behind the stream attributions release held events.
+    pub attribution_lateness_ms: u64,
+    /// The log's segment size.
+    pub segment_bytes: u64,
+    /// Repair a damaged log instead of refusing to start.
+    pub repair: bool,
+}
+
+impl ServiceOptions {
+    /// Defaults for `threads` workers and a memory budget.
+    pub fn new(threads: usize, memory_max: u64) -> ServiceOptions {
+        let engine = ContinuousOptions::new(threads, memory_max);
+        ServiceOptions {
+            threads,
+            memory_max,
+            queue_batches: engine.queue_batches,
+            limits: engine.limits,
+            attribution_lateness_ms: engine.attribution_lateness_ms,
+            segment_bytes: WalOptions::default().segment_bytes,
+            repair: false,
+        }
+    }
+
+    fn engine(&self, stream: &str) -> ContinuousOptions {
+        let mut options = ContinuousOptions::new(self.threads, self.memory_max);
+        options.stream = Some(stream.to_owned());
+        options.queue_batches = self.queue_batches;
+        options.limits = self.limits;
+        options.attribution_lateness_ms = self.attribution_lateness_ms;
+        options
+    }
+}
+
+/// Who sent a batch, for deduplication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A native-protocol client and its batch id.
+    Client(ClientId, BatchId),
+    /// An HTTP request's `Idempotency-Key`.
+    Key(String),
+    /// An HTTP request without a key (a retry counts again).
+    None,
+}
+
+/// A batch's log record payload (module doc, Log records):
+/// `version u8 = 1 | origin u8 (0 none, 1 client, 2 key) | stream len u8 |
+/// stream | origin len u8 | origin bytes | batch id u64 | records`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Envelope<'a> {
+    /// Who sent it.
+    pub origin: Origin,
+    /// The stream's name as the plan declares it.
+    pub stream: &'a str,
+    /// The records.
+    pub records: &'a [u8],
+}
+
+const ENVELOPE_VERSION: u8 = 1;
+
+impl Envelope<'_> {
+    /// The payload bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let (kind, name, id) = match &self.origin {
+            Origin::None => (0u8, "", 0),
+            Origin::Client(client, id) => (1, client.as_str(), id.0),
+            Origin::Key(key) => (2, key.as_str(), 0),
+        };
+        let mut out = Vec::with_capacity(13 + self.stream.len() + name.len() + self.records.len());
+        out.push(ENVELOPE_VERSION);
+        out.push(kind);
+        out.push(u8::try_from(self.stream.len()).expect("stream names are short"));
+        out.extend_from_slice(self.stream.as_bytes());
+        out.push(u8::try_from(name.len()).expect("ids and keys are short"));
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(self.records);
+        out
+    }
+
+    /// Reads a payload made by [`Envelope::encode`], checking every field.
+    pub fn decode(payload: &[u8]) -> Result<Envelope<'_>> {
+        let bad = |what: &str| anyhow!("a log record's envelope is damaged: {what}");
+        let [version, kind, stream_len, rest @ ..] = payload else {
+            return Err(bad("too short"));
+        };
+        ensure!(
+            *version == ENVELOPE_VERSION,
+            "a log record's envelope has version {version}; this build reads {ENVELOPE_VERSION}"
+        );
+        let stream_len = usize::from(*stream_len);
+        ensure!(rest.len() > stream_len, bad("cut in the stream name"));
+        let stream = std::str::from_utf8(&rest[..stream_len]).map_err(|_| bad("stream name"))?;
+        let rest = &rest[stream_len..];
+        let name_len = usize::from(rest[0]);
+        ensure!(rest.len() > name_len + 8, bad("cut in the origin"));
+        let name = std::str::from_utf8(&rest[1..=name_len]).map_err(|_| bad("origin"))?;
+        let id = u64::from_le_bytes(rest[1 + name_len..9 + name_len].try_into().expect("8"));
+        let records = &rest[9 + name_len..];
+        let origin = match kind {
+            0 => Origin::None,
+            1 => Origin::Client(
+                ClientId::new(name).map_err(|e| bad(&e.to_string()))?,
+                BatchId(id),
+            ),
+            2 => {
+                keys::check_key(name).map_err(|e| bad(&e))?;
+                Origin::Key(name.to_owned())
+            }
+            other => return Err(bad(&format!("origin kind {other}"))),
+        };
+        Ok(Envelope {
+            origin,
+            stream,
+            records,
+        })
+    }
+}
+
+/// Why a batch was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// No input stream by that name.
+    #[error("no stream called {name} (streams: {known})")]
+    UnknownStream {
+        /// The name asked for.
+        name: String,
+        /// The input streams.
+        known: String,
+    },
+    /// The batch's format is not its stream's.
+    #[error("stream {stream} reads {expected}, not {given}")]
+    WrongFormat {
+        /// The stream.
+        stream: String,
+        /// Its declared format.
+        expected: &'static str,
+        /// The batch's.
+        given: &'static str,
+    },
+    /// Every queue of the stream's engine is full: retry later.
+    #[error("the stream's queues are full: retry later")]
+    Full,
+    /// The batch id is older than the deduplication window.
+    #[error("batch {id} is older than the deduplication window: it may have been counted")]
+    TooOld {
+        /// The batch id.
+        id: BatchId,
+    },
+    /// The service stopped (shutting down, or its log failed).
+    #[error("the service is stopping: {0}")]
+    Stopped(String),
+}
+
+/// A batch made durable and folded (or recognised as a duplicate).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acked {
+    /// Records folded (0 for a duplicate, or the first answer's counts for
+    /// an idempotency key when known).
+    pub accepted: u64,
+    /// Records rejected.
+    pub rejected: u64,
+    /// Whether the batch was taken before.
+    pub duplicate: bool,
+    /// The first rejects' lines (reason, position, line).
+    pub first_rejects: Vec<String>,
+    /// The log sequence of the batch's record (0 for a duplicate).
+    pub sequence: u64,
+}
+
+/// The promise of a batch's acknowledgement: a channel the completer
+/// answers once, from its own thread.
+pub type Reply = tokio::sync::oneshot::Receiver<Result<Acked, String>>;
+
+/// What the completer waits on, in log order.
+enum Item {
+    Batch {
+        ticket: Ticket,
+        receipt: Receipt,
+        stream: usize,
+        queued: Instant,
+        reply: tokio::sync::oneshot::Sender<Result<Acked, String>>,
+    },
+    /// Answers once everything queued before it is done.
+    Barrier {
+        acked: Acked,
+        reply: tokio::sync::oneshot::Sender<Result<Acked, String>>,
+    },
+    /// For a snapshot: once everything before it is durable.
+    Sync(std::sync::mpsc::SyncSender<Result<(), String>>),
+}
+
+/// Per input stream: its engine and the log sequences of its batches not
+/// yet covered by a snapshot.
+#[derive(Debug)]
+struct Stream {
+    name: String,
+    format: StreamFormat,
+    engine: Continuous,
+}
+
+/// State under the ingest lock.
+#[derive(Debug)]
+struct Ingest {
+    dedup: DedupTable,
+    keys: KeyTable,
+    /// The sequence the next log append gets.
+    next_sequence: u64,
+    /// Per stream: the engine sequence of the first entry of `pending`,
+    /// and the log sequence of each batch from it on.
+    pending: Vec<(u64, VecDeque<u64>)>,
+    completer: Option<Sender<Item>>,
+}
+
+/// Counters for `/metrics`: monotonic since start.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Batches acknowledged (duplicates included).
+    pub batches_acked: AtomicU64,
+    /// Batches acknowledged as duplicates.
+    pub batches_duplicate: AtomicU64,
+    /// Batches refused because queues were full.
+    pub batches_refused_full: AtomicU64,
+    /// Records folded, per stream (index as in [`Service::streams`]).
+    pub records: Vec<AtomicU64>,
+    /// Records rejected, per stream.
+    pub rejects: Vec<AtomicU64>,
+    /// Acknowledgement latency histogram (seconds, [`LATENCY_BUCKETS`]).
+    pub ack_seconds: Histogram,
+    /// Snapshots written.
+    pub snapshots: AtomicU64,
+    /// Seconds the last snapshot took, in microseconds.
+    pub snapshot_micros: AtomicU64,
+    /// Bytes of the last snapshot.
+    pub snapshot_bytes: AtomicU64,
+}
+
+/// Upper bounds (seconds) of the latency histograms' buckets.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.000_5, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024, 2.048,
+    4.096,
+];
+
+/// A fixed-bucket histogram of seconds (Prometheus' cumulative buckets
+/// are computed when read).
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Per bucket of [`LATENCY_BUCKETS`] and one more for larger values.
+    pub counts: [AtomicU64; 15],
+    /// The sum of the values, in microseconds.
+    pub sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    /// Adds one observation.
+    pub fn observe(&self, value: Duration) {
+        let secs = value.as_secs_f64();
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(value.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
+    }
+}
+
+/// The newest reject lines (bounded) and counts by reason.
+#[derive(Debug, Default)]
+pub struct Rejects {
+    /// The newest lines, `stream: line`.
+    pub lines: VecDeque<String>,
+    /// Lines seen but no longer kept, or never kept (past the first ten of
+    /// a batch).
+    pub dropped: u64,
+}
+
+/// What opening found and did.
+#[derive(Debug, Clone, Default)]
+pub struct Opened {
+    /// The snapshot started from, if any.
+    pub snapshot: Option<String>,
+    /// Newer snapshots skipped as damaged, with why.
+    pub skipped: Vec<String>,
+    /// The log's torn tail that was cut, in words.
+    pub cut: Option<String>,
+    /// The log damage repaired, in words.
+    pub repaired: Option<String>,
+    /// Records replayed from the log, and their bytes.
+    pub replayed: u64,
+    /// Bytes of records replayed.
+    pub replayed_bytes: u64,
+    /// How long opening took.
+    pub seconds: f64,
+}
+
+/// What a snapshot wrote.
+#[derive(Debug, Clone)]
+pub struct Written {
+    /// Its file name.
+    pub name: String,
+    /// Its size.
+    pub bytes: u64,
+    /// How long it took, views to trim.
+    pub seconds: f64,
+    /// Log segments removed after it.
+    pub trimmed: usize,
+    /// The longest a worker paused for it.
+    pub paused: Duration,
+}
+
+/// The service (module doc).
+#[derive(Debug)]
+pub struct Service {
+    plan: Arc<Plan>,
+    streams: Vec<Stream>,
+    wal: Wal,
+    snapshots: Snapshots,
+    ingest: Mutex<Ingest>,
+    /// One snapshot at a time.
+    snapshotting: Mutex<()>,
+    completer: Mutex<Option<JoinHandle<()>>>,
+    failed: Arc<Mutex<Option<String>>>,
+    stopping: Arc<AtomicBool>,
+    /// Counters for metrics.
+    pub counters: Arc<Counters>,
+    /// Rejected records' lines.
+    pub rejects: Arc<Mutex<Rejects>>,
+    opened: Opened,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn position_key(stream: &str) -> String {
+    format!("stream/{stream}")
+}
+
+fn image_key(stream: &str, image: &str) -> String {
+    format!("engine/{stream}/{image}")
+}
+
+const DEDUP_SECTION: &str = "dedup";
+const KEYS_SECTION: &str = "keys";
+
+fn format_name(format: StreamFormat) -> &'static str {
+    match format {
+        StreamFormat::Csv => "csv",
+        StreamFormat::Json => "ndjson",
+        StreamFormat::Amplab => "amplab",
+        StreamFormat::Parquet => "parquet",
+    }
+}
+
+impl Service {
+    /// Opens the store in `dir`: the newest valid snapshot, then the log
+    /// after it; starts one engine per input stream and the completer.
+    pub fn open(plan: Arc<Plan>, dir: Arc<dyn Dir>, options: &ServiceOptions) -> Result<Service> {
+        let started = Instant::now();
+        let mut opened = Opened::default();
+        let inputs: Vec<usize> = (0..plan.streams.len())
+            .filter(|&i| {
+                plan.streams[i].credit_of.is_none()
+                    && !matches!(plan.streams[i].format, StreamFormat::Parquet)
+            })
+            .collect();
+        ensure!(
+            !inputs.is_empty(),
+            "the schema declares no stream that can be fed over the network (CREATE STREAM ... \
+             WITH (format = 'csv' or 'json'))"
+        );
+        let snapshots = Snapshots::new(Arc::clone(&dir));
+        let loaded: Option<Loaded> = snapshots.load_newest().context("reading the snapshots")?;
+        let (snapshot, positions) = match loaded {
+            Some(loaded) => {
+                opened.snapshot = Some(loaded.name.clone());
+                opened.skipped = loaded.skipped.clone();
+                let positions = loaded.snapshot.positions.clone();
+                (Some(loaded.snapshot), positions)
+            }
+            None => (None, BTreeMap::new()),
+        };
+        let (wal, recovery) = Wal::open(
+            Arc::clone(&dir),
+            WalOptions {
+                segment_bytes: options.segment_bytes,
+                repair: options.repair,
+            },
+        )
+        .context("opening the write-ahead log")?;
+        opened.cut = recovery.cut.as_ref().map(|cut| {
+            format!(
+                "cut a torn tail of {} bytes at offset {} of {}: {}",
+                cut.bytes, cut.offset, cut.segment, cut.reason
+            )
+        });
+        opened.repaired = recovery.repaired.as_ref().map(|r| {
+            format!(
+                "repaired {} at offset {} (copy: {}; set aside: {}): {}",
+                r.segment,
+                r.offset,
+                r.copy.as_deref().unwrap_or("none"),
+                if r.set_aside.is_empty() {
+                    "none".to_owned()
+                } else {
+                    r.set_aside.join(", ")
+                },
+                r.reason
+            )
+        });
+
+        // Engines, from the snapshot's images when there is one.
+        let mut streams = Vec::with_capacity(inputs.len());
+        for &i in &inputs {
+            let declared = &plan.streams[i];
+            let engine_options = options.engine(&declared.name);
+            let engine = match &snapshot {
+                None => Continuous::start(Arc::clone(&plan), &engine_options)?,
+                Some(snapshot) => {
+                    let prefix = format!("engine/{}/", declared.name);
+                    let images: Vec<(String, Vec<u8>)> = snapshot
+                        .sections
+                        .iter()
+                        .filter_map(|(key, bytes)| {
+                            key.strip_prefix(&prefix)
+                                .map(|name| (name.to_owned(), bytes.clone()))
+                        })
+                        .collect();
+                    check_images(&plan, &engine_options, &images).with_context(|| {
+                        format!(
+                            "the snapshot does not fit stream {} of this schema (was the schema \
+                             changed? start with the schema it was written under, or a new --data \
+                             directory)",
+                            declared.name
+                        )
+                    })?;
+                    Continuous::start_from(Arc::clone(&plan), &engine_options, &images)?
+                }
+            };
+            streams.push(Stream {
+                name: declared.name.clone(),
+                format: declared.format,
+                engine,
+            });
+        }
+        if let Some(snapshot) = &snapshot {
+            for key in snapshot.positions.keys() {
+                let name = key.strip_prefix("stream/").unwrap_or(key);
+                ensure!(
+                    streams.iter().any(|s| s.name == name),
+                    "the snapshot has a stream {name} this schema does not declare"
+                );
+            }
+        }
+        let mut dedup = match snapshot
+            .as_ref()
+            .and_then(|s| s.sections.get(DEDUP_SECTION))
+        {
+            Some(image) => DedupTable::decode(image).context("the snapshot's dedup table")?,
+            None => DedupTable::new(),
+        };
+        let mut keys = match snapshot.as_ref().and_then(|s| s.sections.get(KEYS_SECTION)) {
+            Some(image) => KeyTable::decode(image).context("the snapshot's idempotency keys")?,
+            None => KeyTable::new(),
+        };
+
+        // Replay: every record after the lowest position; each stream
+        // takes those after its own.
+        let stream_positions: Vec<u64> = streams
+            .iter()
+            .map(|s| positions.get(&position_key(&s.name)).copied().unwrap_or(0))
+            .collect();
+        let after = snapshot.as_ref().map_or(0, |s| s.sequence);
+        let mut pending: Vec<(u64, VecDeque<u64>)> = vec![(0, VecDeque::new()); streams.len()];
+        let mut failure: Option<anyhow::Error> = None;
+        wal.replay(after, |record| {
+            if failure.is_some() {
+                return;
+            }
+            let mut step = || -> Result<()> {
+                let envelope = Envelope::decode(record.payload)
+                    .with_context(|| format!("log record {} (replaying)", record.sequence))?;
+                let index = streams
+                    .iter()
+                    .position(|s| s.name == envelope.stream)
+                    .with_context(|| {
+                        format!(
+                            "log record {} is for stream {}, which this schema does not declare",
+                            record.sequence, envelope.stream
+                        )
+                    })?;
+                match &envelope.origin {
+                    Origin::Client(client, id) => {
+                        dedup.admit(client, *id);
+                    }
+                    Origin::Key(key) => {
+                        keys.insert(key);
+                    }
+                    Origin::None => {}
+                }
+                if record.sequence > stream_positions[index] {
+                    let seq = streams[index].engine.submit(envelope.records.to_vec())?;
+                    let (first, list) = &mut pending[index];
+                    if list.is_empty() {
+                        *first = seq;
+                    }
+                    list.push_back(record.sequence);
+                    opened.replayed += 1;
+                    opened.replayed_bytes += envelope.records.len() as u64;
+                }
+                Ok(())
+            };
+            if let Err(e) = step() {
+                failure = Some(e);
+            }
+        })
+        .context("replaying the write-ahead log")?;
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        let counters = Arc::new(Counters {
+            records: streams.iter().map(|_| AtomicU64::new(0)).collect(),
+            rejects: streams.iter().map(|_| AtomicU64::new(0)).collect(),
+            ..Counters::default()
+        });
+        let rejects = Arc::new(Mutex::new(Rejects::default()));
+        let failed = Arc::new(Mutex::new(None));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let (send, receive) = channel();
+        let completer = {
+            let counters = Arc::clone(&counters);
+            let rejects = Arc::clone(&rejects);
+            let failed = Arc::clone(&failed);
+            let stopping = Arc::clone(&stopping);
+            std::thread::Builder::new()
+                .name("completer".into())
+                .spawn(move || complete(receive, &counters, &rejects, &failed, &stopping))
+                .context("starting the completer thread")?
+        };
+        opened.seconds = started.elapsed().as_secs_f64();
+        let service = Service {
+            plan,
+            streams,
+            wal,
+            snapshots,
+            ingest: Mutex::new(Ingest {
+                dedup,
+                keys,
+                next_sequence: recovery.next_sequence,
+                pending,
+                completer: Some(send),
+            }),
+            snapshotting: Mutex::new(()),
+            completer: Mutex::new(Some(completer)),
+            failed,
+            stopping,
+            counters,
+            rejects,
+            opened,
+        };
+        Ok(service)
+    }
+
+    /// What opening found and did.
+    pub fn opened(&self) -> &Opened {
+        &self.opened
+    }
+
+    /// The compiled schema.
+    pub fn plan(&self) -> &Arc<Plan> {
+        &self.plan
+    }
+
+    /// The input streams' names, in plan order.
+    pub fn streams(&self) -> Vec<&str> {
+        self.streams.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    /// Why the service stopped working, if it did (a failed log write or
+    /// sync, a failed engine): the server must exit and recover.
+    pub fn failed(&self) -> Option<String> {
+        lock(&self.failed).clone()
+    }
+
+    /// The log's counters.
+    pub fn wal_stats(&self) -> WalStats {
+        self.wal.stats()
+    }
+
+    /// The log's segment files.
+    pub fn wal_segments(&self) -> Vec<String> {
+        self.wal.segments()
+    }
+
+    /// Checks a batch's stream and format without taking it.
+    pub fn check_stream(&self, stream: &str, format: Format) -> Result<usize, Refused> {
+        let index = self
+            .streams
+            .iter()
+            .position(|s| s.name.eq_ignore_ascii_case(stream))
+            .ok_or_else(|| Refused::UnknownStream {
+                name: stream.to_owned(),
+                known: self.streams().join(", "),
+            })?;
+        let declared = self.streams[index].format;
+        let fits = matches!(
+            (declared, format),
+            (StreamFormat::Csv | StreamFormat::Amplab, Format::Csv)
+                | (StreamFormat::Json, Format::Ndjson)
+        );
+        if !fits {
+            return Err(Refused::WrongFormat {
+                stream: self.streams[index].name.clone(),
+                expected: format_name(declared),
+                given: match format {
+                    Format::Csv => "csv",
+                    Format::Ndjson => "ndjson",
+                },
+            });
+        }
+        Ok(index)
+    }
+
+    /// Takes a batch (module doc): refused at once, or a reply that comes
+    /// once it is durable and folded.
+    pub fn ingest(
+        &self,
+        origin: Origin,
+        stream: &str,
+        format: Format,
+        records: &[u8],
+    ) -> Result<Reply, Refused> {
+        let index = self.check_stream(stream, format)?;
+        let name = &self.streams[index].name;
+        let (reply_to, reply) = tokio::sync::oneshot::channel();
+        let mut ingest = lock(&self.ingest);
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(Refused::Stopped(
+                self.failed().unwrap_or_else(|| "shutting down".into()),
+            ));
+        }
+        let Some(completer) = ingest.completer.clone() else {
+            return Err(Refused::Stopped("shutting down".into()));
+        };
+        let duplicate = |acked: Acked, reply: tokio::sync::oneshot::Sender<_>| {
+            completer
+                .send(Item::Barrier { acked, reply })
+                .map_err(|_| Refused::Stopped("shutting down".into()))
+        };
+        let mut dup = Acked {
+            accepted: 0,
+            rejected: 0,
+            duplicate: true,
+            first_rejects: Vec::new(),
+            sequence: 0,
+        };
+        match &origin {
+            Origin::Client(client, id) => match ingest.dedup.check(client, *id) {
+                Verdict::New => {}
+                Verdict::Duplicate => {
+                    duplicate(dup, reply_to)?;
+                    return Ok(reply);
+                }
+                Verdict::TooOld => return Err(Refused::TooOld { id: *id }),
+            },
+            Origin::Key(key) => {
+                if let Some(counts) = ingest.keys.get(key) {
+                    if let Some((accepted, rejected)) = counts {
+                        dup.accepted = accepted;
+                        dup.rejected = rejected;
+                    }
+                    duplicate(dup, reply_to)?;
+                    return Ok(reply);
+                }
+            }
+            Origin::None => {}
+        }
+        let engine = &self.streams[index].engine;
+        let (seq, receipt) = match engine.try_submit_with_receipt(records.to_vec()) {
+            Ok(taken) => taken,
+            Err(Err(_full)) => {
+                self.counters
+                    .batches_refused_full
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(Refused::Full);
+            }
+            Err(Ok(error)) => {
+                let why = format!("the engine of stream {name} stopped: {error:#}");
+                self.fail(&why);
+                return Err(Refused::Stopped(why));
+            }
+        };
+        let (source, batch) = match &origin {
+            Origin::Client(_, id) => (index as u64, id.0),
+            _ => (index as u64, 0),
+        };
+        let payload = Envelope {
+            origin: origin.clone(),
+            stream: name,
+            records,
+        }
+        .encode();
+        let ticket = match self.wal.append(
+            cardinal_store::SourceId(source),
+            cardinal_store::BatchId(batch),
+            payload,
+        ) {
+            Ok(ticket) => ticket,
+            Err(error) => {
+                // The engine holds a batch the log does not: stop, and
+                // recover from disk.
+                let why = format!("the write-ahead log failed: {error}");
+                self.fail(&why);
+                return Err(Refused::Stopped(why));
+            }
+        };
+        let sequence = ingest.next_sequence;
+        ingest.next_sequence += 1;
+        let (first, list) = &mut ingest.pending[index];
+        if list.is_empty() {
+            *first = seq;
+        }
+        debug_assert_eq!(
+            *first + list.len() as u64,
+            seq,
+            "engine numbers follow the log"
+        );
+        list.push_back(sequence);
+        match origin {
+            Origin::Client(client, id) => {
+                ingest.dedup.admit(&client, id);
+            }
+            Origin::Key(key) => {
+                ingest.keys.insert(&key);
+            }
+            Origin::None => {}
+        }
+        let item = Item::Batch {
+            ticket,
+            receipt,
+            stream: index,
+            queued: Instant::now(),
+            reply: reply_to,
+        };
+        if completer.send(item).is_err() {
+            return Err(Refused::Stopped("shutting down".into()));
+        }
+        Ok(reply)
+    }
+
+    /// The highest batch id admitted from `client`, and marks it used.
+    pub fn hello(&self, client: &ClientId) -> Option<BatchId> {
+        let mut ingest = lock(&self.ingest);
+        ingest.dedup.touch(client);
+        ingest.dedup.highest(client)
+    }
+
+    /// Records the counts an idempotency key's request was answered.
+    pub fn key_answered(&self, key: &str, accepted: u64, rejected: u64) {
+        lock(&self.ingest).keys.set_counts(key, accepted, rejected);
+    }
+
+    fn fail(&self, why: &str) {
+        lock(&self.failed).get_or_insert_with(|| why.to_owned());
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    /// The engine holding `summary` (index into the input streams).
+    pub fn engine_of(&self, summary: &str) -> Option<usize> {
+        self.streams.iter().position(|s| {
+            s.engine
+                .summaries()
+                .iter()
+                .any(|name| name.eq_ignore_ascii_case(summary))
+        })
+    }
+
+    /// A live view of stream `index`'s engine: every batch folded so far
+    /// merged (blocks while the workers hand over).
+    pub fn view(&self, index: usize) -> Result<View<'_>> {
+        self.streams[index].engine.snapshot()
+    }
+
+    /// Writes a snapshot of everything (module doc) and trims the log.
+    pub fn snapshot(&self) -> Result<Written> {
+        let _one = lock(&self.snapshotting);
+        let started = Instant::now();
+        let mut snapshot = Snapshot::default();
+        let mut paused = Duration::ZERO;
+        for (index, stream) in self.streams.iter().enumerate() {
+            let view = stream.engine.snapshot_to_save()?;
+            paused = paused.max(view.paused());
+            for (name, image) in view.images()? {
+                snapshot
+                    .sections
+                    .insert(image_key(&stream.name, &name), image);
+            }
+            let covers = view.covers();
+            drop(view);
+            let mut ingest = lock(&self.ingest);
+            let last = ingest.next_sequence - 1;
+            let (first, list) = &mut ingest.pending[index];
+            while *first < covers && !list.is_empty() {
+                list.pop_front();
+                *first += 1;
+            }
+            let position = list.front().map_or(last, |&sequence| sequence - 1);
+            snapshot
+                .positions
+                .insert(position_key(&stream.name), position);
+        }
+        let sync = {
+            let ingest = lock(&self.ingest);
+            let mut image = Vec::new();
+            ingest.dedup.encode(&mut image);
+            snapshot.sections.insert(DEDUP_SECTION.into(), image);
+            let mut image = Vec::new();
+            ingest.keys.encode(&mut image);
+            snapshot.sections.insert(KEYS_SECTION.into(), image);
+            let (done, wait) = std::sync::mpsc::sync_channel(1);
+            ingest
+                .completer
+                .as_ref()
+                .context("the service is closed")?
+                .send(Item::Sync(done))
+                .map_err(|_| anyhow!("the completer stopped"))?;
+            wait
+        };
+        sync.recv()
+            .map_err(|_| anyhow!("the completer stopped"))?
+            .map_err(|e| anyhow!("{e}"))?;
+        snapshot.sequence = snapshot.positions.values().copied().min().unwrap_or(0);
+        let bytes = snapshot.encode()?.len() as u64;
+        let name = self
+            .snapshots
+            .write(&snapshot)
+            .context("writing a snapshot")?;
+        let trimmed = match self.snapshots.oldest_kept()? {
+            Some(oldest) => self.wal.remove_through(oldest)?,
+            None => 0,
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        self.counters.snapshots.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .snapshot_micros
+            .store((seconds * 1e6) as u64, Ordering::Relaxed);
+        self.counters.snapshot_bytes.store(bytes, Ordering::Relaxed);
+        Ok(Written {
+            name,
+            bytes,
+            seconds,
+            trimmed,
+            paused,
+        })
+    }
+
+    /// Stops taking batches (every later [`Service::ingest`] is refused
+    /// with [`Refused::Stopped`]); what was taken is still acknowledged.
+    pub fn stop_ingest(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    /// Clean shutdown: stops ingest, waits for every acknowledgement,
+    /// writes a last snapshot (unless the service failed), and closes.
+    pub fn close(self) -> Result<Option<Written>> {
+        self.stop_ingest();
+        let failed = self.failed();
+        let written = match failed {
+            Some(_) => None,
+            None => Some(self.snapshot()?),
+        };
+        let completer = lock(&self.ingest).completer.take();
+        drop(completer);
+        if let Some(thread) = lock(&self.completer).take() {
+            thread
+                .join()
+                .map_err(|_| anyhow!("the completer thread panicked"))?;
+        }
+        let Service { streams, wal, .. } = self;
+        for stream in streams {
+            stream.engine.finish()?;
+        }
+        wal.close()?;
+        if let Some(why) = failed {
+            bail!("the service had failed: {why}");
+        }
+        Ok(written)
+    }
+}
+
+/// The completer thread (module doc): answers items in log order.
+fn complete(
+    items: Receiver<Item>,
+    counters: &Counters,
+    rejects: &Mutex<Rejects>,
+    failed: &Mutex<Option<String>>,
+    stopping: &AtomicBool,
+) {
+    let mut broken: Option<String> = None;
+    for item in items {
+        match item {
+            Item::Batch {
+                ticket,
+                receipt,
+                stream,
+                queued,
+                reply,
+            } => {
+                if let Some(why) = &broken {
+                    let _ = reply.send(Err(why.clone()));
+                    continue;
+                }
+                let sequence = match ticket.wait() {
+                    Ok(sequence) => sequence,
+                    Err(error) => {
+                        let why = format!("the write-ahead log failed: {error}");
+                        lock(failed).get_or_insert_with(|| why.clone());
+                        stopping.store(true, Ordering::Release);
+                        let _ = reply.send(Err(why.clone()));
+                        broken = Some(why);
+                        continue;
+                    }
+                };
+                let outcome = match receipt.wait() {
+                    Ok(outcome) => outcome,
+                    Err(error) => {
+                        let why = format!("an engine stopped: {error:#}");
+                        lock(failed).get_or_insert_with(|| why.clone());
+                        stopping.store(true, Ordering::Release);
+                        let _ = reply.send(Err(why.clone()));
+                        broken = Some(why);
+                        continue;
+                    }
+                };
+                counters.records[stream].fetch_add(outcome.records, Ordering::Relaxed);
+                counters.rejects[stream].fetch_add(outcome.rejects, Ordering::Relaxed);
+                counters.batches_acked.fetch_add(1, Ordering::Relaxed);
+                counters.ack_seconds.observe(queued.elapsed());
+                if !outcome.first_rejects.is_empty() || outcome.rejects > 0 {
+                    let mut kept = lock(rejects);
+                    for line in &outcome.first_rejects {
+                        if kept.lines.len() == REJECTS_KEPT {
+                            kept.lines.pop_front();
+                            kept.dropped += 1;
+                        }
+                        kept.lines.push_back(line.clone());
+                    }
+                    kept.dropped += outcome.rejects - outcome.first_rejects.len() as u64;
+                }
+                let _ = reply.send(Ok(Acked {
+                    accepted: outcome.records,
+                    rejected: outcome.rejects,
+                    duplicate: false,
+                    first_rejects: outcome.first_rejects,
+                    sequence,
+                }));
+            }
+            Item::Barrier { acked, reply } => {
+                let _ = match &broken {
+                    Some(why) => reply.send(Err(why.clone())),
+                    None => {
+                        counters.batches_acked.fetch_add(1, Ordering::Relaxed);
+                        counters.batches_duplicate.fetch_add(1, Ordering::Relaxed);
+                        reply.send(Ok(acked))
+                    }
+                };
+            }
+            Item::Sync(done) => {
+                let _ = done.send(match &broken {
+                    Some(why) => Err(why.clone()),
+                    None => Ok(()),
+                });
+            }
+        }
+    }
+}
