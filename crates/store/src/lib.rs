@@ -59,5 +59,6 @@ pub use error::Error;
 pub use fs::{Dir, DirFile, Fault, OsDir, SimDir};
 pub use snapshot::{Loaded, SNAPSHOTS_KEPT, Snapshot, Snapshots};
 pub use wal::{
-    BatchId, Cut, Record, Recovery, Repair, SourceId, Ticket, Wal, WalOptions, WalStats,
+    BatchId, Cut, Record, Recovery, Repair, SYNC_RECORDS_BUCKETS, SYNC_SECONDS_BUCKETS, SourceId,
+    Ticket, Wal, WalOptions, WalStats,
 };

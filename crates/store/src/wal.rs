@@ -224,6 +224,17 @@ pub struct Recovery {
     pub repaired: Option<Repair>,
 }
 
+/// Upper bounds (seconds) of the buckets of [`WalStats::sync_seconds`]:
+/// 0.25 ms to 4 s, doubling.
+pub const SYNC_SECONDS_BUCKETS: [f64; 15] = [
+    0.000_25, 0.000_5, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512,
+    1.024, 2.048, 4.096,
+];
+
+/// Upper bounds of the buckets of [`WalStats::sync_records`]: records one
+/// group commit covered, 1 to 4,096, doubling.
+pub const SYNC_RECORDS_BUCKETS: [u64; 13] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+
 /// Counters since opening, for metrics and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WalStats {
@@ -235,6 +246,14 @@ pub struct WalStats {
     pub syncs: u64,
     /// Segments created.
     pub rolls: u64,
+    /// Group commits' `sync_data` durations: per bucket of
+    /// [`SYNC_SECONDS_BUCKETS`] (not cumulative), and one more for longer.
+    pub sync_seconds: [u64; 16],
+    /// The sum of those durations, in microseconds.
+    pub sync_micros_sum: u64,
+    /// Records per group commit: per bucket of [`SYNC_RECORDS_BUCKETS`]
+    /// (not cumulative), and one more for more.
+    pub sync_records: [u64; 14],
 }
 
 /// A segment's file name for its base sequence.
@@ -599,6 +618,9 @@ struct Shared {
     bytes: AtomicU64,
     syncs: AtomicU64,
     rolls: AtomicU64,
+    sync_seconds: [AtomicU64; 16],
+    sync_micros_sum: AtomicU64,
+    sync_records: [AtomicU64; 14],
 }
 
 impl Shared {
@@ -665,6 +687,9 @@ impl Wal {
             bytes: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             rolls: AtomicU64::new(0),
+            sync_seconds: Default::default(),
+            sync_micros_sum: AtomicU64::new(0),
+            sync_records: Default::default(),
         });
         let writer = Writer {
             dir: Arc::clone(&dir),
@@ -833,6 +858,13 @@ impl Wal {
             bytes: self.shared.bytes.load(Ordering::Relaxed),
             syncs: self.shared.syncs.load(Ordering::Relaxed),
             rolls: self.shared.rolls.load(Ordering::Relaxed),
+            sync_seconds: std::array::from_fn(|i| {
+                self.shared.sync_seconds[i].load(Ordering::Relaxed)
+            }),
+            sync_micros_sum: self.shared.sync_micros_sum.load(Ordering::Relaxed),
+            sync_records: std::array::from_fn(|i| {
+                self.shared.sync_records[i].load(Ordering::Relaxed)
+            }),
         }
     }
 
@@ -1099,6 +1131,12 @@ impl Writer {
         self.shared
             .records
             .fetch_add(turn.len() as u64, Ordering::Relaxed);
+        let n = turn.len() as u64;
+        let bucket = SYNC_RECORDS_BUCKETS
+            .iter()
+            .position(|&le| n <= le)
+            .unwrap_or(SYNC_RECORDS_BUCKETS.len());
+        self.shared.sync_records[bucket].fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -1111,9 +1149,20 @@ impl Writer {
         self.file
             .append(&self.buf)
             .map_err(|e| Error::io("append", &name, e))?;
+        let started = std::time::Instant::now();
         self.file
             .sync_data()
             .map_err(|e| Error::io("sync_data", &name, e))?;
+        let took = started.elapsed();
+        let bucket = SYNC_SECONDS_BUCKETS
+            .iter()
+            .position(|&le| took.as_secs_f64() <= le)
+            .unwrap_or(SYNC_SECONDS_BUCKETS.len());
+        self.shared.sync_seconds[bucket].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.shared
+            .sync_micros_sum
+            .fetch_add(micros, Ordering::Relaxed);
         let written = self.buf.len() as u64;
         self.segment_len += written;
         self.shared.bytes.fetch_add(written, Ordering::Relaxed);

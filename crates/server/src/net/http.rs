@@ -91,8 +91,15 @@ fn body_format(headers: &HeaderMap) -> Result<Option<(Format, bool)>, String> {
     };
     let value = value
         .to_str()
-        .map_err(|_| "Content-Type is not text".to_owned())?
-        .to_ascii_lowercase();
+        .map_err(|_| "Content-Type is not text".to_owned())?;
+    content_type(value)
+}
+
+/// Reads a `Content-Type` value: the body's format (`None`: the stream's
+/// own), and whether a CSV body starts with a header line
+/// (`header=present`, RFC 4180).
+pub fn content_type(value: &str) -> Result<Option<(Format, bool)>, String> {
+    let value = value.to_ascii_lowercase();
     let mut parts = value.split(';').map(str::trim);
     let mime = parts.next().unwrap_or("");
     let header_present = parts.any(|p| p.replace(' ', "") == "header=present");
