@@ -182,10 +182,7 @@ impl Envelope<'_> {
         let name = std::str::from_utf8(&rest[1..=name_len]).map_err(|_| bad("origin"))?;
         let id = u64::from_le_bytes(rest[1 + name_len..9 + name_len].try_into().expect("8"));
         let records = &rest[9 + name_len..];
-        ensure!(
-            *kind == 1 || id == 0,
-            bad("a batch id without a client")
-        );
+        ensure!(*kind == 1 || id == 0, bad("a batch id without a client"));
         let origin = match kind {
             0 if name.is_empty() => Origin::None,
             1 => Origin::Client(

@@ -227,13 +227,14 @@ pub struct Recovery {
 /// Upper bounds (seconds) of the buckets of [`WalStats::sync_seconds`]:
 /// 0.25 ms to 4 s, doubling.
 pub const SYNC_SECONDS_BUCKETS: [f64; 15] = [
-    0.000_25, 0.000_5, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512,
-    1.024, 2.048, 4.096,
+    0.000_25, 0.000_5, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.024,
+    2.048, 4.096,
 ];
 
 /// Upper bounds of the buckets of [`WalStats::sync_records`]: records one
 /// group commit covered, 1 to 4,096, doubling.
-pub const SYNC_RECORDS_BUCKETS: [u64; 13] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
+pub const SYNC_RECORDS_BUCKETS: [u64; 13] =
+    [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096];
 
 /// Counters since opening, for metrics and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -180,6 +180,60 @@ pub fn render(edge: &Edge) -> String {
     value(&mut out, "cardinal_wal_syncs_total", "", wal.syncs);
     family(
         &mut out,
+        "cardinal_wal_fsync_seconds",
+        "histogram",
+        "Group commits' fdatasync durations.",
+    );
+    let mut cumulative = 0;
+    for (i, le) in cardinal_store::SYNC_SECONDS_BUCKETS.iter().enumerate() {
+        cumulative += wal.sync_seconds[i];
+        let labels = format!("le=\"{le}\"");
+        value(
+            &mut out,
+            "cardinal_wal_fsync_seconds_bucket",
+            &labels,
+            cumulative,
+        );
+    }
+    cumulative += wal.sync_seconds[cardinal_store::SYNC_SECONDS_BUCKETS.len()];
+    value(
+        &mut out,
+        "cardinal_wal_fsync_seconds_bucket",
+        "le=\"+Inf\"",
+        cumulative,
+    );
+    let sum = wal.sync_micros_sum as f64 / 1e6;
+    value(&mut out, "cardinal_wal_fsync_seconds_sum", "", sum);
+    value(&mut out, "cardinal_wal_fsync_seconds_count", "", cumulative);
+    family(
+        &mut out,
+        "cardinal_wal_group_commit_records",
+        "histogram",
+        "Records one group commit (one fdatasync) covered.",
+    );
+    let mut cumulative = 0;
+    for (i, le) in cardinal_store::SYNC_RECORDS_BUCKETS.iter().enumerate() {
+        cumulative += wal.sync_records[i];
+        let labels = format!("le=\"{le}\"");
+        value(
+            &mut out,
+            "cardinal_wal_group_commit_records_bucket",
+            &labels,
+            cumulative,
+        );
+    }
+    cumulative += wal.sync_records[cardinal_store::SYNC_RECORDS_BUCKETS.len()];
+    let name = "cardinal_wal_group_commit_records";
+    value(
+        &mut out,
+        &format!("{name}_bucket"),
+        "le=\"+Inf\"",
+        cumulative,
+    );
+    value(&mut out, &format!("{name}_sum"), "", wal.records);
+    value(&mut out, &format!("{name}_count"), "", cumulative);
+    family(
+        &mut out,
         "cardinal_wal_segments",
         "gauge",
         "Log segment files.",
@@ -190,18 +244,6 @@ pub fn render(edge: &Edge) -> String {
         "",
         service.wal_segments().len(),
     );
-    family(
-        &mut out,
-        "cardinal_wal_records_per_sync",
-        "gauge",
-        "Mean records per group commit since start.",
-    );
-    let per_sync = if wal.syncs == 0 {
-        0.0
-    } else {
-        wal.records as f64 / wal.syncs as f64
-    };
-    value(&mut out, "cardinal_wal_records_per_sync", "", per_sync);
 
     family(
         &mut out,

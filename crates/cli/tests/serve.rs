@@ -1,0 +1,348 @@
+//! `cardinal serve` as a user runs it: real processes, real sockets on
+//! 127.0.0.1, `kill -9` at seeded random moments while batches stream in
+//! with retries; after the last restart every summary equals `cardinal
+//! run` over the same input, byte for byte (counts, sums, min, max and
+//! HyperLogLog estimates from equal sketches): nothing acknowledged lost,
+//! nothing counted twice.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{cardinal, ok, scratch_dir};
+
+const SCHEMA: &str =
+    "CREATE STREAM events (ts TIMESTAMP, user_id BIGINT, state TEXT, amount BIGINT)
+  WITH (format = 'csv', header = true, time = 'ts');
+CREATE SUMMARY by_state AS
+  SELECT date_trunc('day', ts) AS day, state, count(*) AS events, sum(amount) AS amount,
+         min(amount) AS least, max(amount) AS most, hll(user_id) AS users
+  FROM events GROUP BY day, state;
+CREATE SUMMARY reach AS
+  SELECT date_trunc('hour', ts) AS hour, count(*) AS events, hll(user_id) AS users
+  FROM events GROUP BY hour;
+";
+
+const HEADER: &str = "ts,user_id,state,amount";
+
+/// A small deterministic generator (xorshift), so runs repeat.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// `batches` batches of `rows` records each (no header), a bad line now
+/// and then (rejected, and counted once too).
+fn batches(seed: u64, batches: usize, rows: usize) -> Vec<String> {
+    let mut rng = Rng(seed | 1);
+    let states = ["CA", "TX", "NY", "WA", "FL", "OR"];
+    (0..batches)
+        .map(|b| {
+            let mut text = String::new();
+            for r in 0..rows {
+                let second = (b * rows + r) as u64 * 37 % (3 * 86_400);
+                let (d, h, m, s) = (
+                    1 + second / 86_400,
+                    second / 3600 % 24,
+                    second / 60 % 60,
+                    second % 60,
+                );
+                if rng.next() % 997 == 0 {
+                    text.push_str("not a time,1,CA,1\n");
+                    continue;
+                }
+                let user = rng.next() % 50_000;
+                let state = states[(rng.next() % states.len() as u64) as usize];
+                let amount = rng.next() % 1000;
+                text.push_str(&format!(
+                    "2026-11-{d:02}T{h:02}:{m:02}:{s:02}Z,{user},{state},{amount}\n"
+                ));
+            }
+            text
+        })
+        .collect()
+}
+
+struct Server {
+    child: Child,
+    http: SocketAddr,
+}
+
+/// Starts `cardinal serve` on free ports and reads its addresses.
+fn start(dir: &Path, data: &str) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args([
+            "serve",
+            "schema.sql",
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--data",
+            data,
+            "--threads",
+            "2",
+            "--snapshot-every",
+            "1",
+        ])
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("cardinal serve starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the server prints its addresses");
+    // "cardinal serve: native protocol on A, HTTP on http://B, data in D"
+    let http = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("no HTTP address in {line:?}"))
+        .parse()
+        .expect("an address");
+    Server { child, http }
+}
+
+/// One HTTP request; `None` when the connection failed (the server is
+/// down), else the status and body.
+fn request(
+    address: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<(u16, String)> {
+    let mut socket = TcpStream::connect_timeout(&address, Duration::from_secs(2)).ok()?;
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .ok()?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    socket.write_all(head.as_bytes()).ok()?;
+    // A server may answer (413) and close before the body is all sent.
+    let _ = socket.write_all(body);
+    let mut response = Vec::new();
+    socket.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((status, body))
+}
+
+/// Posts batch `i` until it is acknowledged (200), whatever restarts in
+/// between; its key makes every retry count once.
+fn post_until_acked(server: &dyn Fn() -> SocketAddr, i: usize, batch: &str) -> String {
+    let key = format!("batch-{i}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "batch {i} never acknowledged");
+        let answer = request(
+            server(),
+            "POST",
+            "/v1/streams/events",
+            &[("Content-Type", "text/csv"), ("Idempotency-Key", &key)],
+            batch.as_bytes(),
+        );
+        match answer {
+            Some((200, body)) => return body,
+            Some((503, _)) | None => std::thread::sleep(Duration::from_millis(20)),
+            Some((status, body)) => panic!("batch {i}: {status} {body}"),
+        }
+    }
+}
+
+fn json_of(address: SocketAddr, summary: &str) -> String {
+    let (status, body) = request(
+        address,
+        "GET",
+        &format!("/v1/summaries/{summary}?format=json"),
+        &[],
+        b"",
+    )
+    .expect("the server answers");
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// `cardinal run --json -` over the same records: the truth, per summary.
+fn truth(dir: &Path, all: &[String]) -> Vec<(String, String)> {
+    let input = dir.join("all.csv");
+    let mut text = format!("{HEADER}\n");
+    for batch in all {
+        text.push_str(batch);
+    }
+    std::fs::write(&input, text).expect("input");
+    let out = ok(&cardinal(
+        dir,
+        &[
+            "run",
+            "schema.sql",
+            "all.csv",
+            "--json",
+            "-",
+            "--threads",
+            "1",
+        ],
+    ));
+    ["by_state", "reach"]
+        .iter()
+        .map(|summary| {
+            let prefix = format!("{{\"summary\":\"{summary}\"");
+            let lines: String = out
+                .lines()
+                .filter(|l| l.starts_with(&prefix))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            ((*summary).to_owned(), lines)
+        })
+        .collect()
+}
+
+fn kill9(server: &mut Server) {
+    server.child.kill().expect("SIGKILL");
+    server.child.wait().expect("reaped");
+}
+
+#[test]
+fn kill_9_at_random_moments_loses_and_doubles_nothing() {
+    for seed in [3u64, 11, 29] {
+        let dir = scratch_dir("serve", &format!("kill9-{seed}"));
+        std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+        let all = batches(seed, 120, 200);
+        let truth = truth(&dir, &all);
+        let server = std::sync::Arc::new(std::sync::Mutex::new(start(&dir, "data")));
+        let address = {
+            let server = std::sync::Arc::clone(&server);
+            move || server.lock().expect("lock").http
+        };
+        // A killer thread: SIGKILL at seeded random moments, then restart.
+        let killer = {
+            let server = std::sync::Arc::clone(&server);
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let mut rng = Rng(seed * 7919);
+                for _ in 0..3 {
+                    std::thread::sleep(Duration::from_millis(100 + rng.next() % 400));
+                    let mut server = server.lock().expect("lock");
+                    kill9(&mut server);
+                    *server = start(&dir, "data");
+                }
+            })
+        };
+        let mut accepted = 0;
+        for (i, batch) in all.iter().enumerate() {
+            let body = post_until_acked(&address, i, batch);
+            assert!(body.contains("\"accepted\":"), "{body}");
+            accepted += 1;
+        }
+        killer.join().expect("killer");
+        assert_eq!(accepted, all.len());
+        // Resend everything once more: all duplicates now.
+        for (i, batch) in all.iter().enumerate().step_by(7) {
+            let body = post_until_acked(&address, i, batch);
+            assert!(
+                body.contains("\"duplicate\":true"),
+                "batch {i} again: {body}"
+            );
+        }
+        // One more kill and restart: the answer survives it too.
+        {
+            let mut server = server.lock().expect("lock");
+            kill9(&mut server);
+            *server = start(&dir, "data");
+        }
+        for (summary, expected) in &truth {
+            let got = json_of(address(), summary);
+            assert_eq!(&got, expected, "seed {seed}, summary {summary}");
+        }
+        let mut server = server.lock().expect("lock");
+        // A clean stop: SIGTERM, exit 0.
+        let pid = server.child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        let status = server.child.wait().expect("exit");
+        assert!(status.success(), "SIGTERM exit {status:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn http_limits_and_errors_are_clear() {
+    let dir = scratch_dir("serve", "limits");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let mut server = start(&dir, "data");
+    let at = server.http;
+    let post = |path: &str, headers: &[(&str, &str)], body: &[u8]| {
+        request(at, "POST", path, headers, body).expect("answer")
+    };
+    let (status, body) = post("/v1/streams/nope", &[], b"x\n");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("no stream called nope"), "{body}");
+    let (status, body) = post(
+        "/v1/streams/events",
+        &[("Content-Type", "application/x-ndjson")],
+        b"{}\n",
+    );
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = post(
+        "/v1/streams/events",
+        &[("Content-Type", "text/csv; header=present")],
+        b"user_id,ts,state,amount\n",
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("declared columns"), "{body}");
+    let big = vec![b'x'; (16 << 20) + 1];
+    let (status, _) = post("/v1/streams/events", &[], &big);
+    assert_eq!(status, 413);
+    let (status, body) = post(
+        "/v1/streams/events",
+        &[("Content-Type", "text/csv; header=present")],
+        format!("{HEADER}\n2026-11-01T00:00:00Z,1,CA,5\nbad,1,CA,5\n").as_bytes(),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"accepted\":1,\"rejected\":1"), "{body}");
+    let (status, body) = request(at, "GET", "/v1/rejects", &[], b"").expect("answer");
+    assert_eq!(status, 200);
+    assert!(body.contains("not a TIMESTAMP"), "{body}");
+    let (status, body) = request(at, "GET", "/metrics", &[], b"").expect("answer");
+    assert_eq!(status, 200);
+    for family in [
+        "cardinal_events_accepted_total{stream=\"events\"} 1",
+        "cardinal_wal_fsync_seconds_bucket",
+        "cardinal_summary_groups{summary=\"by_state\"} 1",
+    ] {
+        assert!(body.contains(family), "{family} in\n{body}");
+    }
+    let (status, body) = request(
+        at,
+        "GET",
+        "/v1/summaries/by_state?where=nope%20%3D%201",
+        &[],
+        b"",
+    )
+    .expect("answer");
+    assert_eq!(status, 400, "{body}");
+    kill9(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
