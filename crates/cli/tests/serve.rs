@@ -234,14 +234,24 @@ fn kill_9_at_random_moments_loses_and_doubles_nothing() {
             let server = std::sync::Arc::clone(&server);
             move || server.lock().expect("lock").http
         };
-        // A killer thread: SIGKILL at seeded random moments, then restart.
+        // A killer thread: SIGKILL at seeded random moments during the
+        // ingest (after a random batch, a random few milliseconds more),
+        // then restart.
+        let posted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let killer = {
             let server = std::sync::Arc::clone(&server);
+            let posted = std::sync::Arc::clone(&posted);
             let dir = dir.clone();
+            let count = all.len() as u64;
             std::thread::spawn(move || {
                 let mut rng = Rng(seed * 7919);
-                for _ in 0..3 {
-                    std::thread::sleep(Duration::from_millis(100 + rng.next() % 400));
+                let mut at: Vec<u64> = (0..3).map(|_| rng.next() % (count - 10)).collect();
+                at.sort_unstable();
+                for after in at {
+                    while (posted.load(std::sync::atomic::Ordering::Acquire) as u64) < after {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    std::thread::sleep(Duration::from_millis(rng.next() % 20));
                     let mut server = server.lock().expect("lock");
                     kill9(&mut server);
                     *server = start(&dir, "data");
@@ -253,11 +263,12 @@ fn kill_9_at_random_moments_loses_and_doubles_nothing() {
             let body = post_until_acked(&address, i, batch);
             assert!(body.contains("\"accepted\":"), "{body}");
             accepted += 1;
+            posted.store(i + 1, std::sync::atomic::Ordering::Release);
         }
         killer.join().expect("killer");
         assert_eq!(accepted, all.len());
-        // Resend everything once more: all duplicates now.
-        for (i, batch) in all.iter().enumerate().step_by(7) {
+        // Resend a part once more: all duplicates now.
+        for (i, batch) in all.iter().enumerate().skip(seed as usize % 7).step_by(7) {
             let body = post_until_acked(&address, i, batch);
             assert!(
                 body.contains("\"duplicate\":true"),
