@@ -148,58 +148,60 @@ async fn ingest(
         },
     };
     let limit = edge.body_bytes_max;
-    if let Some(length) = headers
+    let length = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = length
         && length > limit as u64
     {
         return too_large(limit);
     }
+    // Memory: the bodies in flight are bounded, whatever the clients.
+    let reserved = length.unwrap_or(limit as u64);
+    let Some(_in_flight) = InFlight::reserve(&edge, reserved) else {
+        return busy(&edge, "too many request bodies in flight: retry later");
+    };
     let body = match to_bytes(request.into_body(), limit).await {
         Ok(body) => body,
         Err(_) => return too_large(limit),
     };
-    let mut records: &[u8] = &body;
-    if header_present && format == Format::Csv {
-        let end = memchr_newline(records);
-        let line = records[..end]
-            .strip_suffix(b"\r")
-            .unwrap_or(&records[..end]);
-        let declared = edge.header_of(&name);
-        if line != declared.as_bytes() {
-            return plain(
-                StatusCode::BAD_REQUEST,
-                format!(
-                    "the header line {:?} is not the stream's declared columns {declared:?} (send \
-                     records in the declared order)",
-                    String::from_utf8_lossy(line)
-                ),
-            );
-        }
-        records = &records[(end + 1).min(records.len())..];
-    }
     let key = match &origin {
         Origin::Key(key) => Some(key.clone()),
         _ => None,
     };
-    let reply = match service.ingest(origin, &name, format, records) {
-        Ok(reply) => reply,
-        Err(Refused::Full) => {
-            edge.metrics.http_busy.fetch_add(1, Ordering::Relaxed);
-            let mut response = plain(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the stream's queues are full: retry later",
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return response;
+    // The service copies what it takes (into the engine's queue and the
+    // log's), so the body is dropped before the wait.
+    let reply = {
+        let mut records: &[u8] = &body;
+        if header_present && format == Format::Csv {
+            let end = memchr_newline(records);
+            let line = records[..end]
+                .strip_suffix(b"\r")
+                .unwrap_or(&records[..end]);
+            let declared = edge.header_of(&name);
+            if line != declared.as_bytes() {
+                return plain(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "the header line {:?} is not the stream's declared columns \
+                         {declared:?} (send records in the declared order)",
+                        String::from_utf8_lossy(line)
+                    ),
+                );
+            }
+            records = &records[(end + 1).min(records.len())..];
         }
-        Err(refused @ Refused::Stopped(_)) => {
-            return plain(StatusCode::SERVICE_UNAVAILABLE, refused.to_string());
-        }
-        Err(refused) => return plain(StatusCode::BAD_REQUEST, refused.to_string()),
+        let reply = match service.ingest(origin, &name, format, records) {
+            Ok(reply) => reply,
+            Err(Refused::Full) => return busy(&edge, "the stream's queues are full: retry later"),
+            Err(refused @ Refused::Stopped(_)) => {
+                return plain(StatusCode::SERVICE_UNAVAILABLE, refused.to_string());
+            }
+            Err(refused) => return plain(StatusCode::BAD_REQUEST, refused.to_string()),
+        };
+        drop(body);
+        reply
     };
     match reply.await {
         Ok(Ok(acked)) => {
@@ -225,6 +227,45 @@ async fn ingest(
         }
         Ok(Err(why)) => plain(StatusCode::SERVICE_UNAVAILABLE, why),
         Err(_) => plain(StatusCode::SERVICE_UNAVAILABLE, "the service stopped"),
+    }
+}
+
+/// A 503 with `Retry-After`, counted.
+fn busy(edge: &Edge, why: &str) -> Response {
+    edge.metrics.http_busy.fetch_add(1, Ordering::Relaxed);
+    let mut response = plain(StatusCode::SERVICE_UNAVAILABLE, why);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    response
+}
+
+/// Bytes of a request body counted against
+/// [`super::HTTP_IN_FLIGHT_BYTES_MAX`] until dropped.
+struct InFlight<'e> {
+    edge: &'e Edge,
+    bytes: u64,
+}
+
+impl<'e> InFlight<'e> {
+    fn reserve(edge: &'e Edge, bytes: u64) -> Option<InFlight<'e>> {
+        let counter = &edge.metrics.http_in_flight_bytes;
+        let before = counter.fetch_add(bytes, Ordering::AcqRel);
+        // One body alone is always let in (it is within the body limit).
+        if before > 0 && before + bytes > super::HTTP_IN_FLIGHT_BYTES_MAX {
+            counter.fetch_sub(bytes, Ordering::AcqRel);
+            return None;
+        }
+        Some(InFlight { edge, bytes })
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.edge
+            .metrics
+            .http_in_flight_bytes
+            .fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 

@@ -352,6 +352,14 @@ pub fn render(edge: &Edge) -> String {
     );
     family(
         &mut out,
+        "cardinal_http_in_flight_bytes",
+        "gauge",
+        "Bytes of HTTP ingest bodies read or waiting for their acknowledgement.",
+    );
+    let in_flight = load(&edge.metrics.http_in_flight_bytes);
+    value(&mut out, "cardinal_http_in_flight_bytes", "", in_flight);
+    family(
+        &mut out,
         "cardinal_up_seconds",
         "gauge",
         "Seconds since the service started.",

@@ -38,6 +38,10 @@ pub const IDLE_DEFAULT: Duration = Duration::from_secs(300);
 pub const BODY_BYTES_DEFAULT: usize = 16 << 20;
 /// The largest HTTP ingest body `--body-max` may allow.
 pub const BODY_BYTES_MAX: usize = 256 << 20;
+/// Bytes of HTTP ingest bodies being read or waiting for their
+/// acknowledgement at once: past it a request is answered 503 before its
+/// body is read, so memory does not grow with the number of clients.
+pub const HTTP_IN_FLIGHT_BYTES_MAX: u64 = 256 << 20;
 /// How often a snapshot is written by default.
 pub const SNAPSHOT_EVERY_DEFAULT: Duration = Duration::from_secs(60);
 /// Log bytes since the last snapshot that trigger the next one early.
@@ -54,6 +58,8 @@ pub struct EdgeMetrics {
     pub tcp_refused: AtomicU64,
     /// HTTP ingest requests answered 503 because queues were full.
     pub http_busy: AtomicU64,
+    /// Bytes of HTTP ingest bodies in flight ([`HTTP_IN_FLIGHT_BYTES_MAX`]).
+    pub http_in_flight_bytes: AtomicU64,
 }
 
 /// What every socket task shares.
