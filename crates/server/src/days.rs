@@ -95,7 +95,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use cardinal_engine::results_of_groups;
+use cardinal_engine::{View, results_of_groups};
 use cardinal_event::{TimeUnit, Timestamp};
 use cardinal_export::{AtomicFile, OutDir, join_under};
 use cardinal_rollup::{AggState, Rollup};
@@ -244,6 +244,8 @@ pub struct DayFiles {
     /// Rendered CSV of the day at hand, reused.
     buffer: Vec<u8>,
     stats: DayStats,
+    /// The batches the last view of [`DayFiles::update_view`] covered.
+    covers: Option<u64>,
 }
 
 /// Whether a call writes closed days only or every day.
@@ -297,6 +299,7 @@ impl DayFiles {
             folders,
             buffer: Vec::new(),
             stats: DayStats::default(),
+            covers: None,
         })
     }
 
@@ -325,6 +328,31 @@ impl DayFiles {
         summaries: impl IntoIterator<Item = (&'a Summary, &'a Rollup)>,
     ) -> Result<Vec<Written>> {
         self.write(summaries, Days::Closed)
+    }
+
+    /// [`DayFiles::update`] over a continuous engine's snapshot: each of
+    /// the view's summaries (found in `plan` by name) with its rollup. A
+    /// view covering the same batches as the last one given here
+    /// ([`View::covers`]) holds the same state, so an idle server's
+    /// snapshots cost nothing. `covers` counts from 0 in each life of an
+    /// engine: give one [`DayFiles`] the views of one engine.
+    pub fn update_view(&mut self, plan: &Plan, view: &View<'_>) -> Result<Vec<Written>> {
+        if self.covers == Some(view.covers()) {
+            return Ok(Vec::new());
+        }
+        let mut pairs = Vec::with_capacity(view.rollups().len());
+        for (name, rollup) in view.summaries().iter().zip(view.rollups()) {
+            let Some(summary) = plan.summaries.iter().find(|s| &s.name == name) else {
+                return Err(out_error(
+                    self.out.dir(),
+                    format!("the view's summary {name} is not in the plan"),
+                ));
+            };
+            pairs.push((summary, rollup));
+        }
+        let written = self.update(pairs)?;
+        self.covers = Some(view.covers());
+        Ok(written)
     }
 
     /// [`DayFiles::update`], and also the days that have not closed (and a

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use cardinal_engine::{Continuous, ContinuousOptions, EngineOptions, View, execute, results_of};
 use cardinal_export::OutDir;
-use cardinal_rollup::Rollup;
+use cardinal_rollup::{Limits, Rollup};
 use cardinal_route::{Plan, Summary};
 use cardinal_server::{DayFiles, DayFilesConfig, Error, Written};
 
@@ -130,7 +130,12 @@ struct Engine {
 
 impl Engine {
     fn start(plan: &Arc<Plan>) -> Self {
+        Self::start_with(plan, Limits::default())
+    }
+
+    fn start_with(plan: &Arc<Plan>, limits: Limits) -> Self {
         let mut options = ContinuousOptions::new(2, 1 << 30);
+        options.limits = limits;
         options.header = Some(HEADER.as_bytes().to_vec());
         let engine = Continuous::start(Arc::clone(plan), &options).expect("start");
         Self {
@@ -285,9 +290,17 @@ fn closed_days_are_written_as_run_writes_them_and_rewritten_only_when_changed() 
     }
     assert_eq!(files.stats().rewritten, 2);
 
-    // The 6th's first events close the 5th (at 01:00, an hour past its
+    // The 6th's first hour is within the lateness of the 5th: nothing
+    // closes. Its next hours close the 5th (at 01:00, an hour past its
     // end) and nothing else.
-    let more: Vec<String> = (0..3).flat_map(|hour| records(6, hour)).collect();
+    let first_hour = records(6, 0);
+    lines.extend(first_hour.iter().cloned());
+    engine.submit(&first_hour);
+    let written = engine
+        .with_view(|pairs| files.update(pairs))
+        .expect("update");
+    assert!(written.is_empty(), "{written:?}");
+    let more: Vec<String> = (1..3).flat_map(|hour| records(6, hour)).collect();
     lines.extend(more.iter().cloned());
     engine.submit(&more);
     let written = engine
@@ -319,6 +332,16 @@ fn closed_days_are_written_as_run_writes_them_and_rewritten_only_when_changed() 
         .expect("update");
     assert!(written.is_empty());
     assert_eq!(files.stats().files_read, 11, "a file is read once");
+
+    // A view of the same batches as the last one holds the same state:
+    // update_view renders nothing the second time.
+    {
+        let view = engine.engine.snapshot().expect("snapshot");
+        assert!(files.update_view(&plan, &view).expect("update").is_empty());
+        let rendered = files.stats().groups_rendered;
+        assert!(files.update_view(&plan, &view).expect("update").is_empty());
+        assert_eq!(files.stats().groups_rendered, rendered);
+    }
 
     // At the end of the stream, flush_open writes the open days and the
     // bucketless summary, as run would have.
@@ -395,4 +418,32 @@ fn outputs_that_are_not_folders_are_refused() {
     assert!(error.to_string().contains("by_day"), "{error}");
     assert!(!outside.join("2026-11-01.csv").exists());
     std::fs::remove_dir_all(&base).expect("clean");
+}
+
+#[test]
+fn a_record_far_ahead_closes_nothing_under_a_future_tolerance() {
+    let plan = Arc::new(Plan::compile(SQL).expect("plan"));
+    let out = temp("future");
+    let limits = Limits {
+        future_ms: Some(30 * 86_400_000),
+        ..Limits::default()
+    };
+    let engine = Engine::start_with(&plan, limits);
+    engine.submit(&days(1, 5));
+    // A clock set wrong: its bucket is the newest, but the stream's
+    // robust watermark stays on the 5th.
+    engine.submit(&["9999-12-31T10:00:00Z,1,site1,2.0".to_string()]);
+    let mut files = DayFiles::open(&out, &plan, config()).expect("open");
+    let written = engine
+        .with_view(|pairs| files.update(pairs))
+        .expect("update");
+    let names = names(&written);
+    assert_eq!(names.len(), 9, "{names:?}");
+    assert!(
+        names
+            .iter()
+            .all(|n| !n.contains("2026-11-05") && !n.contains("9999"))
+    );
+    drop(files);
+    std::fs::remove_dir_all(&out).expect("clean");
 }
