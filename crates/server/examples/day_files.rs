@@ -14,8 +14,15 @@
 //!
 //! `SITES` (default 67) sets the groups: 30 days x 50 states x SITES.
 //! Measured 2026-11-27 on the 2-core Xeon VM, `dev` profile (opt-level 1
-//! for the workspace, 2 for dependencies), other builds running: see
-//! `crates/server/README.md` for the numbers.
+//! for the workspace, 2 for dependencies), other builds running:
+//!
+//! ```text
+//! 311550 events fed in 0.47 s; 105400 groups in 2 summaries
+//! first update: 58 files, 4.7 MB, 0.761 s (98600 groups rendered)
+//! update, nothing changed: 0.140 s (1423 ns per closed group)
+//! update after a late event: 2 files rewritten in 0.168 s
+//! restarted writer's first update: 58 files read, 0 written, 0.192 s
+//! ```
 
 use std::io::Write as _;
 use std::sync::Arc;
