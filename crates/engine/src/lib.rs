@@ -88,4 +88,7 @@ pub use continuous::{
 pub use error::Error;
 pub use fold::AGGREGATES_MAX;
 pub use jobs::is_fifo;
-pub use query::{Answer, Buckets, Query, Selector, answer, hll_aggregates, overlap, results_of};
+pub use query::{
+    Answer, Buckets, Query, Selector, answer, hll_aggregates, overlap, results_of,
+    results_of_groups,
+};

@@ -249,10 +249,57 @@ pub fn results_of<'a>(summary: &Summary, rollup: &'a Rollup) -> Result<Results<'
     results_with(columns, times_of(summary), rollup)
 }
 
+/// [`results_of`] over some of `rollup`'s groups only (one day's, say):
+/// the rows `cardinal run` prints for those groups, so one day's rows
+/// written with [`cardinal_export::write_csv`] are byte for byte that
+/// day's file under `run --out`. `groups` comes from
+/// [`Rollup::groups`] of `rollup` (it lends the aggregates' kinds); a
+/// group given twice prints twice.
+pub fn results_of_groups<'a>(
+    summary: &Summary,
+    rollup: &'a Rollup,
+    groups: impl ExactSizeIterator<Item = (Timestamp, &'a [u8], &'a [AggState])>,
+) -> Result<Results<'a>, Error> {
+    assert!(
+        groups.len() <= rollup.group_count(),
+        "groups of this rollup"
+    );
+    let columns = Columns {
+        bucket: bucket_column(summary),
+        dims: (0..summary.dimensions.len())
+            .map(|i| summary.dimension_name(i))
+            .collect(),
+        aggs: aggregate_names(summary),
+    };
+    results_of_rows(columns, times_of(summary), &rollup.shape().aggs, groups)
+}
+
 /// The rows of `rollup` under `columns`, with its keys decoded.
 fn results_with(columns: Columns, times: Vec<bool>, rollup: &Rollup) -> Result<Results<'_>, Error> {
-    let mut rows = Rows::with_capacity(rollup.group_count(), columns.dims.len());
-    for (bucket, key, states) in rollup.groups() {
+    let groups = rollup.groups();
+    let rows = rows_of(&columns, rollup.group_count(), groups);
+    Ok(Results::new(columns, &rollup.shape().aggs, rows)?.with_times(times))
+}
+
+/// The rows of `groups` under `columns`, with their keys decoded.
+fn results_of_rows<'a>(
+    columns: Columns,
+    times: Vec<bool>,
+    kinds: &'a [AggKind],
+    groups: impl ExactSizeIterator<Item = (Timestamp, &'a [u8], &'a [AggState])>,
+) -> Result<Results<'a>, Error> {
+    let rows = rows_of(&columns, groups.len(), groups);
+    Ok(Results::new(columns, kinds, rows)?.with_times(times))
+}
+
+/// One row per group, its key decoded into display values.
+fn rows_of<'a>(
+    columns: &Columns,
+    capacity: usize,
+    groups: impl Iterator<Item = (Timestamp, &'a [u8], &'a [AggState])>,
+) -> Rows<'a> {
+    let mut rows = Rows::with_capacity(capacity, columns.dims.len());
+    for (bucket, key, states) in groups {
         rows.push(bucket, states);
         for value in key_values(key) {
             match value {
@@ -273,7 +320,7 @@ fn results_with(columns: Columns, times: Vec<bool>, rollup: &Rollup) -> Result<R
             }
         }
     }
-    Ok(Results::new(columns, &rollup.shape().aggs, rows)?.with_times(times))
+    rows
 }
 
 /// The bucket column's name, if the summary has a bucket.

@@ -1203,6 +1203,16 @@ impl Rollup {
         (self.newest_bucket != i64::MIN).then_some(Timestamp(self.newest_bucket))
     }
 
+    /// Where this rollup takes its stream to be, as a bucket start: the
+    /// robust watermark with a future tolerance (so one record dated
+    /// 9999-12-31 does not move it), else the newest bucket; `None` before
+    /// the first record. Retention is measured from here, and a server
+    /// closes a day's file once this has passed the day's end.
+    pub fn watermark(&self) -> Option<Timestamp> {
+        let clock = self.clock();
+        (clock != i64::MIN).then_some(Timestamp(clock))
+    }
+
     /// When [`Rollup::evict_expired`] (here or in a merged partial) has
     /// dropped groups: the oldest bucket start the retention window keeps,
     /// every group of an older bucket gone.

@@ -126,6 +126,28 @@ pub enum Error {
         /// The highest batch id the server says it has from this client.
         known: Option<BatchId>,
     },
+    /// A day file under `--out` (or its folder) could not be read or
+    /// written, or is not what it must be (`OUT` a file, a summary's
+    /// folder a link): the server's day files stop there, ingest does not.
+    #[error("day files: {path}: {reason}")]
+    DayFile {
+        /// The file or folder.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A summary's state spans more days than [`crate::days::DAYS_MAX`]:
+    /// none of its day files is written (as `run --out` refuses).
+    #[error(
+        "summary {summary} spans more than {days_max} days (DAYS_MAX), one file each under --out; \
+         check its timestamps, or keep a window with a retention"
+    )]
+    DaysMax {
+        /// The summary.
+        summary: String,
+        /// The limit.
+        days_max: usize,
+    },
 }
 
 impl Error {

@@ -13,7 +13,11 @@
 //!   ([`Connection`]): the hello and its token, deduplication before
 //!   admission, back-pressure by not reading;
 //! - [`dedup`]: the bounded per-client table of admitted batch ids
-//!   ([`DedupTable`]), saved in snapshots, that makes a resend count once.
+//!   ([`DedupTable`]), saved in snapshots, that makes a resend count once;
+//! - [`days`]: `serve --out DIR`'s per-day files ([`DayFiles`]): each
+//!   day's CSV written atomically once the day has closed, byte for byte
+//!   as `run --out` writes it, and rewritten only when a late event
+//!   changes it.
 //!
 //! `docs/protocol.md` describes the protocol for people writing clients:
 //! the frames byte by byte, the handshake, flow control, what an ack
@@ -80,6 +84,7 @@
 
 pub mod client;
 pub mod connection;
+pub mod days;
 pub mod dedup;
 mod error;
 pub mod frame;
@@ -92,6 +97,7 @@ pub use client::{
     Outgoing, Received,
 };
 pub use connection::{Action, Connection, SERVER_NAME, ServerConfig};
+pub use days::{DAYS_MAX, DayFiles, DayFilesConfig, DayStats, LATENESS_MS_DEFAULT, Written};
 pub use dedup::{CLIENTS_MAX, DEDUP_WINDOW, Dedup, DedupTable, Verdict};
 pub use error::{Error, Result};
 pub use frame::{
