@@ -64,6 +64,17 @@ pub struct ServeArgs {
     /// Seconds a connection may stay silent with nothing pending.
     #[arg(long, default_value_t = IDLE_DEFAULT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub idle: u64,
+    /// Write `OUT/<summary>/YYYY-MM-DD.csv` (as `run --out` does) once
+    /// each day closes, and again when a late event changes it.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Seconds of event time after a day's end before its file is written.
+    #[arg(long, default_value_t = cardinal_server::days::LATENESS_MS_DEFAULT / 1000, requires = "out")]
+    pub out_lateness: u64,
+    /// Add `<name>_hll` columns with each HyperLogLog as postgresql-hll hex
+    /// to the day files.
+    #[arg(long, requires = "out")]
+    pub hll_hex: bool,
     /// Repair a damaged write-ahead log: keep a copy of the damaged
     /// segment beside it and truncate at the damage.
     #[arg(long)]
@@ -132,6 +143,15 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         body_bytes_max: args.body_max,
         snapshot_every: Duration::from_secs(args.snapshot_every),
         snapshot_log_bytes: SNAPSHOT_LOG_BYTES_DEFAULT,
+        out: args.out.clone().map(|out| {
+            let config = cardinal_server::days::DayFilesConfig {
+                lateness_ms: args.out_lateness.saturating_mul(1000),
+                options: cardinal_export::Options {
+                    hll_hex: args.hll_hex,
+                },
+            };
+            (out, config)
+        }),
     })
 }
 

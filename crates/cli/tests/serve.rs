@@ -80,6 +80,10 @@ struct Server {
 
 /// Starts `cardinal serve` on free ports and reads its addresses.
 fn start(dir: &Path, data: &str) -> Server {
+    start_with(dir, data, &[])
+}
+
+fn start_with(dir: &Path, data: &str, more: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
         .args([
             "serve",
@@ -95,6 +99,7 @@ fn start(dir: &Path, data: &str) -> Server {
             "--snapshot-every",
             "1",
         ])
+        .args(more)
         .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -296,6 +301,49 @@ fn kill_9_at_random_moments_loses_and_doubles_nothing() {
         assert!(status.success(), "SIGTERM exit {status:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+#[test]
+fn day_files_are_run_out_files_of_closed_days() {
+    let dir = scratch_dir("serve", "days");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let all = batches(5, 30, 300);
+    let mut server = start_with(&dir, "data", &["--out", "served", "--out-lateness", "0"]);
+    for (i, batch) in all.iter().enumerate() {
+        let at = server.http;
+        post_until_acked(&move || at, i, batch);
+    }
+    let pid = server.child.id().to_string();
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(server.child.wait().expect("exit").success());
+    truth(&dir, &all);
+    ok(&cardinal(
+        &dir,
+        &[
+            "run",
+            "schema.sql",
+            "all.csv",
+            "--out",
+            "ran",
+            "--threads",
+            "1",
+        ],
+    ));
+    // Events reach 2026-11-03: the first two days are closed.
+    for day in ["2026-11-01", "2026-11-02"] {
+        let served = std::fs::read(dir.join(format!("served/by_state/{day}.csv")))
+            .unwrap_or_else(|e| panic!("served {day}: {e}"));
+        let ran = std::fs::read(dir.join(format!("ran/by_state/{day}.csv"))).expect("ran");
+        assert_eq!(served, ran, "{day}");
+    }
+    assert!(
+        !dir.join("served/by_state/2026-11-03.csv").exists(),
+        "an open day is not written"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -130,6 +130,9 @@ pub struct ServeConfig {
     pub snapshot_every: Duration,
     /// Log bytes that trigger a snapshot early.
     pub snapshot_log_bytes: u64,
+    /// Per-day files (`--out`): where, and after how much lateness a day
+    /// closes.
+    pub out: Option<(PathBuf, crate::days::DayFilesConfig)>,
 }
 
 /// Runs the server until SIGTERM or SIGINT (then: stop accepting, drain,
@@ -164,6 +167,13 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     let started = Instant::now();
     let service = Service::open(Arc::clone(&config.plan), dir, &config.service)?;
     log_opened(&service);
+    let days = match &config.out {
+        Some((out, days)) => Some(Arc::new(std::sync::Mutex::new(
+            crate::days::DayFiles::open(out, service.plan(), days.clone())
+                .with_context(|| format!("--out {}", out.display()))?,
+        ))),
+        None => None,
+    };
     let service = Arc::new(service);
     let edge = Arc::new(Edge {
         service: Arc::clone(&service),
@@ -185,7 +195,8 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         .enable_time()
         .build()
         .context("starting the async runtime")?;
-    let outcome = runtime.block_on(run(&config, Arc::clone(&edge)));
+    let days_at_end = days.clone();
+    let outcome = runtime.block_on(run(&config, Arc::clone(&edge), days));
     drop(edge);
     runtime.shutdown_timeout(Duration::from_secs(2));
     let service = match Arc::try_unwrap(service) {
@@ -194,6 +205,13 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     };
     match outcome {
         Ok(()) => {
+            if let Some(days) = &days_at_end {
+                let files = write_days(&service, days).context("writing the day files")?;
+                if files > 0 {
+                    eprintln!("cardinal serve: {files} day files written");
+                }
+            }
+            drop(days_at_end);
             let written = service.close()?;
             if let Some(written) = written {
                 eprintln!(
@@ -232,7 +250,47 @@ fn log_opened(service: &Service) {
     );
 }
 
-async fn run(config: &ServeConfig, edge: Arc<Edge>) -> Result<()> {
+/// Writes the closed days' files from fresh views of every engine.
+fn write_days(service: &Service, days: &std::sync::Mutex<crate::days::DayFiles>) -> Result<usize> {
+    let mut days = days
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let views = (0..service.streams().len())
+        .map(|i| service.view(i))
+        .collect::<Result<Vec<_>>>()?;
+    let plan = service.plan();
+    let mut pairs = Vec::new();
+    for view in &views {
+        for name in view.summaries() {
+            if let (Some(summary), Some(rollup)) = (
+                plan.summaries.iter().find(|s| &s.name == name),
+                view.rollup(name),
+            ) {
+                pairs.push((summary, rollup));
+            }
+        }
+    }
+    Ok(days.update(pairs)?.len())
+}
+
+/// A snapshot, then the day files (if any): what the timer runs.
+fn snapshot_and_days(
+    service: &Service,
+    days: Option<&std::sync::Mutex<crate::days::DayFiles>>,
+) -> Result<(crate::service::Written, usize)> {
+    let written = service.snapshot()?;
+    let files = match days {
+        Some(days) => write_days(service, days).context("writing the day files")?,
+        None => 0,
+    };
+    Ok((written, files))
+}
+
+async fn run(
+    config: &ServeConfig,
+    edge: Arc<Edge>,
+    days: Option<Arc<std::sync::Mutex<crate::days::DayFiles>>>,
+) -> Result<()> {
     let tcp = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("listening on {}", config.listen))?;
@@ -263,7 +321,8 @@ async fn run(config: &ServeConfig, edge: Arc<Edge>) -> Result<()> {
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut last_snapshot = Instant::now();
     let mut log_bytes_at_snapshot = edge.service.wal_stats().bytes;
-    let mut snapshotting: Option<tokio::task::JoinHandle<Result<crate::service::Written>>> = None;
+    type Snapshotting = tokio::task::JoinHandle<Result<(crate::service::Written, usize)>>;
+    let mut snapshotting: Option<Snapshotting> = None;
     let failure = loop {
         tokio::select! {
             _ = terminate.recv() => break None,
@@ -275,10 +334,11 @@ async fn run(config: &ServeConfig, edge: Arc<Edge>) -> Result<()> {
                 if let Some(task) = &snapshotting && task.is_finished() {
                     let task = snapshotting.take().expect("checked");
                     match task.await {
-                        Ok(Ok(written)) => eprintln!(
-                            "cardinal serve: snapshot {} ({} bytes, {:.3} s, ingest paused {:.1} ms, {} log segments removed)",
+                        Ok(Ok((written, files))) => eprintln!(
+                            "cardinal serve: snapshot {} ({} bytes, {:.3} s, ingest paused {:.1} ms, {} log segments removed{})",
                             written.name, written.bytes, written.seconds,
-                            written.paused.as_secs_f64() * 1e3, written.trimmed
+                            written.paused.as_secs_f64() * 1e3, written.trimmed,
+                            if files > 0 { format!("; {files} day files written") } else { String::new() }
                         ),
                         Ok(Err(error)) => break Some(format!("a snapshot failed: {error:#}")),
                         Err(error) => break Some(format!("a snapshot panicked: {error}")),
@@ -291,7 +351,10 @@ async fn run(config: &ServeConfig, edge: Arc<Edge>) -> Result<()> {
                     last_snapshot = Instant::now();
                     log_bytes_at_snapshot = log_bytes;
                     let service = Arc::clone(&edge.service);
-                    snapshotting = Some(tokio::task::spawn_blocking(move || service.snapshot()));
+                    let days = days.clone();
+                    snapshotting = Some(tokio::task::spawn_blocking(move || {
+                        snapshot_and_days(&service, days.as_deref())
+                    }));
                 }
             }
         }
