@@ -83,6 +83,7 @@ pub mod connection;
 pub mod dedup;
 mod error;
 pub mod frame;
+pub mod send;
 
 pub use client::{
     BATCH_ID_MAX, Client, ClientConfig, FAILURES_KEPT_MAX, Failure, HELD_BATCHES_DEFAULT, Ledger,
