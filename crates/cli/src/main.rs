@@ -11,6 +11,7 @@ mod interrupt;
 mod memory;
 mod progress;
 mod run;
+mod send;
 
 use clap::{Parser, Subcommand};
 
@@ -111,6 +112,15 @@ enum Command {
   cardinal hll overlap \"$(seq 1 60000 | cardinal hll build)\" \"$(seq 40001 100000 | cardinal hll build)\""
     )]
     Hll(hll::Command),
+    /// Send CSV or NDJSON files to a `cardinal serve` over its native
+    /// protocol; exit 0 only when every batch was acknowledged.
+    ///
+    /// Records go in batches of whole records, a window of them in flight;
+    /// each is acknowledged once the server has made it durable. A lost
+    /// connection is retried with backoff and every unacknowledged batch is
+    /// resent: the server counts a resent batch once. The protocol is in
+    /// docs/protocol.md.
+    Send(send::Args),
 }
 
 fn main() {
@@ -121,6 +131,11 @@ fn main() {
         Command::Gen(command) => generate::run(command),
         Command::Hll(command) => hll::run(command),
         Command::Run(args) => match run::run(&args) {
+            Ok(0) => Ok(()),
+            Ok(code) => std::process::exit(code),
+            Err(e) => Err(e),
+        },
+        Command::Send(args) => match send::run(&args) {
             Ok(0) => Ok(()),
             Ok(code) => std::process::exit(code),
             Err(e) => Err(e),
@@ -218,7 +233,7 @@ mod tests {
         }
         let mut checked = Vec::new();
         walk(&Cli::command(), "cardinal", &mut checked);
-        assert_eq!(checked.len(), 12, "{checked:?}");
+        assert_eq!(checked.len(), 13, "{checked:?}");
     }
 
     #[test]

@@ -246,10 +246,7 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!(
-            "cardinal-send-{name}-{}",
-            std::process::id()
-        ));
+        let dir = std::env::temp_dir().join(format!("cardinal-send-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         TempDir(dir)
@@ -337,7 +334,10 @@ fn every_record_arrives_once_and_headers_are_not_sent() {
     assert!(summary.batches > 10, "small batches: {}", summary.batches);
     assert_eq!(summary.acked, summary.batches);
     assert_eq!(summary.sends, summary.batches);
-    assert_eq!((summary.duplicates, summary.failed, summary.reconnects), (0, 0, 0));
+    assert_eq!(
+        (summary.duplicates, summary.failed, summary.reconnects),
+        (0, 0, 0)
+    );
     let newlines = expected.iter().filter(|&&b| b == b'\n').count() as u64;
     assert_eq!(summary.accepted, newlines);
     assert_eq!(summary.bytes, expected.len() as u64);
@@ -378,7 +378,10 @@ fn drops_stops_and_a_restart_lose_nothing_and_double_nothing() {
     assert!(summary.sends > summary.batches, "{summary:?}");
     // The accepted counts come from first admissions only.
     let newlines = expected.iter().filter(|&&b| b == b'\n').count() as u64;
-    assert!(summary.accepted < newlines, "duplicates' counts are not known again");
+    assert!(
+        summary.accepted < newlines,
+        "duplicates' counts are not known again"
+    );
     // The ids the server admitted are exactly the acked ids.
     let admitted: Vec<u64> = server.admitted().keys().copied().collect();
     let acked: Vec<u64> = summary
@@ -388,7 +391,11 @@ fn drops_stops_and_a_restart_lose_nothing_and_double_nothing() {
         .collect();
     assert_eq!(admitted, acked);
     check_ledger(&summary, options.ledger.as_deref().expect("set"));
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -438,7 +445,10 @@ fn a_new_run_of_the_same_client_starts_above_the_servers_highest() {
     let first_high = first.ledger.highest_acked().expect("acked").0;
     let (second_low, _) = second.ledger.acked_ranges().next().expect("acked");
     assert!(second_low.0 > first_high, "{second_low} <= {first_high}");
-    assert_eq!(server.admitted().len() as u64, first.batches + second.batches);
+    assert_eq!(
+        server.admitted().len() as u64,
+        first.batches + second.batches
+    );
 }
 
 #[test]
@@ -473,7 +483,11 @@ fn a_hung_server_costs_timeouts_not_a_hung_client() {
     let error = send(&[a], &options, |_| {}).expect_err("nobody answers");
     assert!(matches!(error, Error::GaveUp { .. }), "{error}");
     assert!(error.to_string().contains("timed out"), "{error}");
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     drop(listener);
 }
 
@@ -482,7 +496,10 @@ fn a_record_over_the_line_limit_is_an_error_naming_file_and_line() {
     let dir = TempDir::new("long");
     let path = dir.0.join("long.csv");
     let mut bytes = b"h\nshort\n".to_vec();
-    bytes.extend(std::iter::repeat_n(b'x', cardinal_source::LINE_BYTES_MAX + 10));
+    bytes.extend(std::iter::repeat_n(
+        b'x',
+        cardinal_source::LINE_BYTES_MAX + 10,
+    ));
     bytes.extend_from_slice(b"\nafter\n");
     std::fs::write(&path, bytes).expect("write");
     let addr: SocketAddr = "127.0.0.1:9".parse().expect("addr");
