@@ -20,12 +20,12 @@ const FAILURES_SHOWN_MAX: usize = 10;
 
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "The client id is stable for the same stream and files (send-<stream>-<hash \
-of the files' canonical paths>), so a rerun is known to the server as the same client and its \
-batch ids start above the first run's. A rerun sends everything again: nothing is skipped.
+    after_help = "The default client id is stable for the same stream and files:
+send-<stream>-<hash of the files' canonical paths>. A rerun is the same client to the
+server and its batch ids start above the first run's; it sends everything again.
 
-Exit status: 0 when every batch was acknowledged; 1 otherwise (refused batches, a server gone \
-for longer than --give-up-secs, an unreadable input), with the reason on stderr.
+Exit status: 0 when every batch was acknowledged; 1 otherwise (batches refused, a
+server unreachable for --give-up-secs, an unreadable input), with the reason on stderr.
 
 Examples:
   cardinal send imp.csv --to 127.0.0.1:7878 --stream impressions
@@ -102,7 +102,7 @@ pub fn run(args: &Args) -> Result<i32> {
     let summary = match result {
         Ok(summary) => summary,
         Err(error) => {
-            if !args.quiet {
+            if !args.quiet && last.batches > 0 {
                 eprintln!("{}", partial(&last));
             }
             return Err(error).with_context(|| format!("sending to {}", args.to));

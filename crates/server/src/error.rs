@@ -144,7 +144,7 @@ pub enum Error {
     /// acknowledging or refusing a batch.
     #[error(
         "gave up on {to} after {waited_ms} ms without progress ({attempts} attempts; last: \
-         {last}); {acked} batches were acknowledged, {unresolved} were not"
+         {last}); batches acknowledged: {acked}, not resolved: {unresolved}"
     )]
     GaveUp {
         /// The server's address.

@@ -1,5 +1,5 @@
 //! The network side of `cardinal serve` (issue 38). For now it holds the
-//! native ingest protocol, every part of it synchronous and free of I/O,
+//! native ingest protocol, its state machines synchronous and free of I/O,
 //! so a blocking client and an async server drive the same code:
 //!
 //! - [`frame`]: length-prefixed, checksummed frames ([`Frame`]: hello,
@@ -14,6 +14,9 @@
 //!   admission, back-pressure by not reading;
 //! - [`dedup`]: the bounded per-client table of admitted batch ids
 //!   ([`DedupTable`]), saved in snapshots, that makes a resend count once.
+//! - [`send`]: the reference client behind `cardinal send`, a blocking
+//!   driver of [`Client`] over a `TcpStream`: files read into batches of
+//!   whole records, reconnects with backoff, resends, a ledger file.
 //!
 //! `docs/protocol.md` describes the protocol for people writing clients:
 //! the frames byte by byte, the handshake, flow control, what an ack
@@ -29,7 +32,8 @@
 //! [`CLIENT_ID_BYTES_MAX`], [`TOKEN_BYTES_MAX`], [`MESSAGE_BYTES_MAX`],
 //! [`SERVER_NAME_BYTES_MAX`], stream names by the dialect's rule,
 //! [`DEDUP_WINDOW`], [`CLIENTS_MAX`], [`HELD_BATCHES_DEFAULT`],
-//! [`FAILURES_KEPT_MAX`] and [`BATCH_ID_MAX`].
+//! [`FAILURES_KEPT_MAX`] and [`BATCH_ID_MAX`]; the client's batch sizes,
+//! backoff and timeouts are in [`send`].
 //!
 //! A client and a server, with the bytes between them:
 //!

@@ -340,6 +340,7 @@ pub fn send(
     let mut run = Run::new(files, options)?;
     loop {
         run.fill()?;
+        progress(&run.progress());
         if run.input.is_none() && run.client.is_done() {
             break;
         }
@@ -354,9 +355,7 @@ pub fn send(
         if run.conn.is_some() && (run.client.in_flight() > 0 || !blocking) {
             run.receive(blocking)?;
         }
-        progress(&run.progress());
     }
-    progress(&run.progress());
     Ok(run.summary())
 }
 
@@ -412,7 +411,7 @@ impl<'a> Run<'a> {
         let seed = u64::from(std::process::id())
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64);
+                .map_or(0, |d| u64::from(d.subsec_nanos()) ^ d.as_secs());
         Ok(Run {
             options,
             client: Client::new(config),

@@ -425,7 +425,7 @@ fn a_wrong_token_stops_at_once() {
     let mut options = options(server.addr, "events", &dir.0);
     options.token = Some(Token::new(b"wrong").expect("valid"));
     let started = Instant::now();
-    match send(&[a.clone()], &options, |_| {}) {
+    match send(std::slice::from_ref(&a), &options, |_| {}) {
         Err(Error::Refused { code, .. }) => assert_eq!(code, ErrorCode::NotAuthorized),
         other => panic!("{other:?}"),
     }
@@ -440,7 +440,7 @@ fn a_new_run_of_the_same_client_starts_above_the_servers_highest() {
     let (a, _) = csv(&dir.0, "a.csv", 50);
     let server = FakeServer::start(Vec::new(), ServerConfig::default());
     let options = options(server.addr, "events", &dir.0);
-    let first = send(&[a.clone()], &options, |_| {}).expect("sent");
+    let first = send(std::slice::from_ref(&a), &options, |_| {}).expect("sent");
     let second = send(&[a], &options, |_| {}).expect("sent");
     let first_high = first.ledger.highest_acked().expect("acked").0;
     let (second_low, _) = second.ledger.acked_ranges().next().expect("acked");
