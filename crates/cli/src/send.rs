@@ -190,17 +190,25 @@ fn format_of(files: &[PathBuf]) -> Format {
 fn line(p: &Progress) -> String {
     let secs = p.elapsed.as_secs_f64().max(1e-3);
     let events = p.accepted + p.rejected;
-    let rate = u64::try_from((p.bytes_acked as f64 / secs).round() as i128).unwrap_or(0);
     format!(
         "{} acked  {}/s  {} events/s  {} batches acked  {} in flight  {} reconnects  {}",
         bytes(p.bytes_acked),
-        bytes(rate),
+        bytes(per_sec(p.bytes_acked, secs)),
         count(events as f64 / secs),
         p.acked,
         p.in_flight,
         p.reconnects,
         duration(p.elapsed.as_secs_f64())
     )
+}
+
+/// `n` per second over `secs`, rounded.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "a saturating float-to-int of a non-negative rate"
+)]
+fn per_sec(n: u64, secs: f64) -> u64 {
+    (n as f64 / secs.max(1e-3)).round() as u64
 }
 
 /// What was done before a send failed.
@@ -233,7 +241,7 @@ fn report(s: &Summary, options: &SendOptions) -> String {
         s.accepted,
         s.rejected,
         count((s.accepted + s.rejected) as f64 / secs),
-        bytes(u64::try_from((s.bytes as f64 / secs).round() as i128).unwrap_or(0))
+        bytes(per_sec(s.bytes, secs))
     );
     text += &format!(
         "  {} batch frames written, {} reconnects\n",
