@@ -688,9 +688,11 @@ impl Run<'_> {
                 self.progressed();
             }
             Received::Reconnect { code, message } => {
-                if code == ErrorCode::Idle {
+                if code == ErrorCode::Idle && self.client.is_ready() && self.client.in_flight() == 0
+                {
                     // Not a failure: connect again when there is something
-                    // to send.
+                    // to send. (An idle close with batches in flight, or
+                    // before the hello ok, is a server's fault: backoff.)
                     self.close();
                     return Ok(());
                 }
