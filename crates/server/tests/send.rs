@@ -26,7 +26,9 @@ use cardinal_server::{
     ServerConfig, StreamName, Token, encode,
 };
 
-/// What the fake server does on one connection.
+/// What the fake server does on one connection (the first fault for the
+/// first connection, and so on; a connection with no fault serves to the
+/// end).
 #[derive(Debug, Clone, Copy)]
 enum Fault {
     /// Close after the n-th batch frame (1-based), admitted but not acked.
@@ -37,6 +39,8 @@ enum Fault {
     Stopping(usize),
     /// As `DropAfterAdmitting`, then close the listener for a while.
     Restart(usize, Duration),
+    /// Ping the client (nonce 7) on the n-th batch frame.
+    Ping(usize),
 }
 
 #[derive(Default)]
@@ -45,6 +49,8 @@ struct Seen {
     /// Admitted payloads by batch id.
     admitted: BTreeMap<u64, Bytes>,
     connections: usize,
+    /// Pongs received, by nonce.
+    pongs: Vec<u64>,
 }
 
 struct FakeServer {
@@ -166,6 +172,11 @@ fn serve_one(
                 batches += 1;
                 match fault {
                     Some(Fault::DropBefore(n)) if n == batches => return,
+                    Some(Fault::Ping(n)) if n == batches => {
+                        out.clear();
+                        encode(&Frame::Ping(7), &mut out);
+                        socket.write_all(&out).expect("ping");
+                    }
                     Some(Fault::Stopping(n)) if n == batches => {
                         if let Action::Close(frame) =
                             conn.stop(ErrorCode::ServerStopping, "stopping for a test")
@@ -181,6 +192,9 @@ fn serve_one(
             }
             let mut seen = seen.lock().expect("lock");
             let seen = &mut *seen;
+            if let Frame::Pong(nonce) = frame {
+                seen.pongs.push(nonce);
+            }
             let action = conn.receive(frame, &mut seen.dedup, |stream, _| {
                 if stream.as_str() == "nope" {
                     Err((ErrorCode::UnknownStream, "no stream named nope".into()))
@@ -325,12 +339,14 @@ fn every_record_arrives_once_and_headers_are_not_sent() {
     let (a, mut expected) = csv(&dir.0, "a.csv", 300);
     let (b, records_b) = csv(&dir.0, "b.csv", 200);
     expected.extend_from_slice(&records_b);
-    let server = FakeServer::start(Vec::new(), ServerConfig::default());
+    let server = FakeServer::start(vec![Fault::Ping(2)], ServerConfig::default());
     let options = options(server.addr, "events", &dir.0);
     let mut calls = 0;
     let summary = send(&[a, b], &options, |_| calls += 1).expect("sent");
     assert_eq!(server.joined(), expected);
     assert!(summary.all_acked(), "{summary:?}");
+    // The ping was answered (before batches sent after it were acked).
+    assert_eq!(server.seen.lock().expect("lock").pongs, [7]);
     assert!(summary.batches > 10, "small batches: {}", summary.batches);
     assert_eq!(summary.acked, summary.batches);
     assert_eq!(summary.sends, summary.batches);
