@@ -12,6 +12,7 @@ mod memory;
 mod progress;
 mod run;
 mod serve;
+mod send;
 
 use clap::{Parser, Subcommand};
 
@@ -114,6 +115,15 @@ enum Command {
     Hll(hll::Command),
     Serve(serve::ServeArgs),
     Query(serve::QueryArgs),
+    /// Send CSV or NDJSON files to a `cardinal serve` over its native
+    /// protocol; exit 0 only when every batch was acknowledged.
+    ///
+    /// Records go in batches of whole records, a window of them in flight;
+    /// each is acknowledged once the server has made it durable. A lost
+    /// connection is retried with backoff and every unacknowledged batch is
+    /// resent: the server counts a resent batch once. The protocol is in
+    /// docs/protocol.md.
+    Send(send::Args),
 }
 
 fn main() {
@@ -126,6 +136,11 @@ fn main() {
         Command::Serve(args) => serve::serve(&args),
         Command::Query(args) => serve::query(&args),
         Command::Run(args) => match run::run(&args) {
+            Ok(0) => Ok(()),
+            Ok(code) => std::process::exit(code),
+            Err(e) => Err(e),
+        },
+        Command::Send(args) => match send::run(&args) {
             Ok(0) => Ok(()),
             Ok(code) => std::process::exit(code),
             Err(e) => Err(e),
@@ -223,7 +238,7 @@ mod tests {
         }
         let mut checked = Vec::new();
         walk(&Cli::command(), "cardinal", &mut checked);
-        assert_eq!(checked.len(), 12, "{checked:?}");
+        assert_eq!(checked.len(), 13, "{checked:?}");
     }
 
     #[test]

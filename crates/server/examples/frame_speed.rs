@@ -1,5 +1,5 @@
 //! What the frame codec costs per byte: batch frames of `PAYLOAD` bytes
-//! (default 1 MiB, the batch size `cardinal send` aims at; try 4096 for
+//! (default 1 MiB, the largest batch `cardinal send` makes; try 4096 for
 //! small batches) encoded, then decoded from a slice (the payload copied)
 //! and from a `BytesMut` (the payload split off, no copy), against the
 //! CRC-32 alone over the same bytes. 256 MiB of frames; the fastest of

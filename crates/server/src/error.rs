@@ -148,6 +148,49 @@ pub enum Error {
         /// The limit.
         days_max: usize,
     },
+    /// A send option is out of its range ([`crate::send::SendOptions`]).
+    #[error("bad send option: {reason}")]
+    SendOption {
+        /// Which option, its value and its range.
+        reason: String,
+    },
+    /// An input of `cardinal send` could not be read on (a missing file,
+    /// damaged compressed data, a record over the line limit): the input's
+    /// name and, where known, its line are in the reason.
+    #[error("{reason}")]
+    Input {
+        /// What went wrong, starting with the input's name.
+        reason: String,
+    },
+    /// The ledger file could not be written.
+    #[error("ledger file {path}: {reason}")]
+    LedgerFile {
+        /// The file's path.
+        path: String,
+        /// The operating system's error.
+        reason: String,
+    },
+    /// The server could not be reached, or dropped every connection, for
+    /// longer than [`crate::send::SendOptions::give_up_after`] without
+    /// acknowledging or refusing a batch.
+    #[error(
+        "gave up on {to} after {waited_ms} ms without progress ({attempts} attempts; last: \
+         {last}); batches acknowledged: {acked}, not resolved: {unresolved}"
+    )]
+    GaveUp {
+        /// The server's address.
+        to: String,
+        /// How long the client tried without progress, in milliseconds.
+        waited_ms: u64,
+        /// Connection attempts since the last progress.
+        attempts: u64,
+        /// The last failure, in words.
+        last: String,
+        /// Batches acknowledged in this run.
+        acked: u64,
+        /// Batches held and not resolved when it gave up.
+        unresolved: usize,
+    },
 }
 
 impl Error {

@@ -1,6 +1,5 @@
-//! The network side of `cardinal serve` (issue 38). For now it holds the
-//! native ingest protocol, every part of it synchronous and free of I/O,
-//! so a blocking client and an async server drive the same code:
+//! `cardinal serve`: the native ingest protocol, the durable service
+//! behind it, and its TCP and HTTP edges.
 //!
 //! - [`frame`]: length-prefixed, checksummed frames ([`Frame`]: hello,
 //!   hello ok, batch, ack, error, ping, pong), [`encode`] and a
@@ -10,14 +9,24 @@
 //!   batches in flight, a [`Ledger`] of acknowledged ids, every
 //!   unacknowledged batch resent in order after a reconnect;
 //! - [`connection`]: the server's state machine for one connection
-//!   ([`Connection`]): the hello and its token, deduplication before
-//!   admission, back-pressure by not reading;
+//!   ([`Connection`]): the hello and its token, back-pressure by not
+//!   reading;
 //! - [`dedup`]: the bounded per-client table of admitted batch ids
 //!   ([`DedupTable`]), saved in snapshots, that makes a resend count once;
+//!   [`keys`]: the same for HTTP `Idempotency-Key`s;
+//! - [`service`]: the durable core ([`service::Service`]): one continuous
+//!   engine per stream behind the write-ahead log, acknowledgements after
+//!   the sync and the fold, snapshots, recovery (its module doc states the
+//!   promise and why it holds);
+//! - [`net`]: the edge on tokio and axum: TCP connections, the HTTP API,
+//!   `/metrics`, and [`net::serve`], which runs it all until a signal;
 //! - [`days`]: `serve --out DIR`'s per-day files ([`DayFiles`]): each
 //!   day's CSV written atomically once the day has closed, byte for byte
 //!   as `run --out` writes it, and rewritten only when a late event
-//!   changes it.
+//!   changes it;
+//! - [`send`]: the reference client behind `cardinal send`, a blocking
+//!   driver of [`Client`] over a `TcpStream`: files read into batches of
+//!   whole records, reconnects with backoff, resends, a ledger file.
 //!
 //! `docs/protocol.md` describes the protocol for people writing clients:
 //! the frames byte by byte, the handshake, flow control, what an ack
@@ -25,15 +34,15 @@
 //!
 //! It sits at the start of the data path, in front of `source` and
 //! `parse`: batches arrive here, go to the write-ahead log and the engine,
-//! and are acknowledged once durable. Sockets, the async server and the
-//! HTTP API come on top of this.
+//! and are acknowledged once durable.
 //!
 //! Every limit is a named constant: [`FRAME_BYTES_MAX`] (and a server's
 //! own, at least [`FRAME_BYTES_MIN`]), [`IN_FLIGHT_BATCHES_MAX`],
 //! [`CLIENT_ID_BYTES_MAX`], [`TOKEN_BYTES_MAX`], [`MESSAGE_BYTES_MAX`],
 //! [`SERVER_NAME_BYTES_MAX`], stream names by the dialect's rule,
 //! [`DEDUP_WINDOW`], [`CLIENTS_MAX`], [`HELD_BATCHES_DEFAULT`],
-//! [`FAILURES_KEPT_MAX`] and [`BATCH_ID_MAX`].
+//! [`FAILURES_KEPT_MAX`] and [`BATCH_ID_MAX`]; the client's batch sizes,
+//! backoff and timeouts are in [`send`].
 //!
 //! A client and a server, with the bytes between them:
 //!
@@ -91,6 +100,7 @@ pub mod frame;
 pub mod keys;
 pub mod net;
 pub mod service;
+pub mod send;
 
 pub use client::{
     BATCH_ID_MAX, Client, ClientConfig, FAILURES_KEPT_MAX, Failure, HELD_BATCHES_DEFAULT, Ledger,
