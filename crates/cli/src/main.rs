@@ -11,8 +11,8 @@ mod interrupt;
 mod memory;
 mod progress;
 mod run;
-mod serve;
 mod send;
+mod serve;
 
 use clap::{Parser, Subcommand};
 

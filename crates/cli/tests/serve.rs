@@ -84,25 +84,30 @@ fn start(dir: &Path, data: &str) -> Server {
 }
 
 fn start_with(dir: &Path, data: &str, more: &[&str]) -> Server {
+    let mut args = vec![
+        "serve",
+        "schema.sql",
+        "--http",
+        "127.0.0.1:0",
+        "--data",
+        data,
+    ];
+    args.extend(["--threads", "2", "--snapshot-every", "1"]);
+    if !more.contains(&"--listen") {
+        args.extend(["--listen", "127.0.0.1:0"]);
+    }
+    args.extend(more);
+    // Its log goes to a file beside the data, for a failing test to show.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("serve.log"))
+        .expect("log file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
-        .args([
-            "serve",
-            "schema.sql",
-            "--listen",
-            "127.0.0.1:0",
-            "--http",
-            "127.0.0.1:0",
-            "--data",
-            data,
-            "--threads",
-            "2",
-            "--snapshot-every",
-            "1",
-        ])
-        .args(more)
+        .args(&args)
         .current_dir(dir)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(log)
         .spawn()
         .expect("cardinal serve starts");
     let stdout = child.stdout.take().expect("stdout");
@@ -115,7 +120,10 @@ fn start_with(dir: &Path, data: &str, more: &[&str]) -> Server {
         .split("http://")
         .nth(1)
         .and_then(|rest| rest.split(',').next())
-        .unwrap_or_else(|| panic!("no HTTP address in {line:?}"))
+        .unwrap_or_else(|| {
+            let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
+            panic!("no HTTP address in {line:?}; the server's log:\n{log}")
+        })
         .parse()
         .expect("an address");
     Server { child, http }
@@ -303,6 +311,102 @@ fn kill_9_at_random_moments_loses_and_doubles_nothing() {
     }
 }
 
+/// A port free now (bound and released), for a server restarted on the
+/// same address while `cardinal send` keeps reconnecting to it.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address")
+        .port()
+}
+
+#[test]
+fn cardinal_send_through_kill_9_counts_every_acknowledged_batch_once() {
+    for seed in [5u64, 17] {
+        let dir = scratch_dir("serve", &format!("send-kill9-{seed}"));
+        std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+        let all = batches(seed, 80, 150);
+        let truth = truth(&dir, &all);
+        let listen = format!("127.0.0.1:{}", free_port());
+        let server_args = ["--listen", listen.as_str()];
+        let mut server = start_with(&dir, "data", &server_args);
+        // The client reads stdin as it comes, so the kills land mid-stream.
+        let mut send = Command::new(env!("CARGO_BIN_EXE_cardinal"))
+            .args([
+                "send",
+                "-",
+                "--to",
+                &listen,
+                "--stream",
+                "events",
+                "--no-header",
+                "--batch-kib",
+                "4",
+                "--ledger",
+                "ledger.txt",
+                "--give-up-secs",
+                "30",
+                "--quiet",
+            ])
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cardinal send starts");
+        let mut stdin = send.stdin.take().expect("stdin");
+        let mut rng = Rng(seed * 104_729);
+        let kills: Vec<usize> = (0..3)
+            .map(|_| (rng.next() % all.len() as u64) as usize)
+            .collect();
+        for (i, batch) in all.iter().enumerate() {
+            stdin.write_all(batch.as_bytes()).expect("to send's stdin");
+            stdin.flush().expect("flush");
+            std::thread::sleep(Duration::from_millis(3));
+            if kills.contains(&i) {
+                std::thread::sleep(Duration::from_millis(rng.next() % 15));
+                kill9(&mut server);
+                server = start_with(&dir, "data", &server_args);
+            }
+        }
+        drop(stdin);
+        let out = send.wait_with_output().expect("send exits");
+        assert!(
+            out.status.success(),
+            "send: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The ledger: ids 1..=n each acknowledged, the records counted once.
+        let ledger = std::fs::read_to_string(dir.join("ledger.txt")).expect("ledger");
+        let mut ids = std::collections::BTreeMap::new();
+        let mut counted = 0;
+        for line in ledger.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let id: u64 = fields[0].parse().expect("id");
+            let duplicate = fields[3] == "true" || fields[3] == "1";
+            if !duplicate {
+                counted += fields[1].parse::<u64>().expect("accepted")
+                    + fields[2].parse::<u64>().expect("rejected");
+            }
+            *ids.entry(id).or_insert(0) += 1;
+        }
+        let n = *ids.keys().last().expect("acks");
+        assert_eq!(ids.len() as u64, n, "every id 1..={n} acknowledged");
+        let lines: u64 = all.iter().map(|b| b.lines().count() as u64).sum();
+        assert!(counted <= lines, "acks count {counted} of {lines} lines");
+        for (summary, expected) in &truth {
+            assert_eq!(
+                &json_of(server.http, summary),
+                expected,
+                "seed {seed}, {summary}"
+            );
+        }
+        kill9(&mut server);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
 #[test]
 fn day_files_are_run_out_files_of_closed_days() {
     let dir = scratch_dir("serve", "days");
@@ -402,6 +506,62 @@ fn http_limits_and_errors_are_clear() {
     )
     .expect("answer");
     assert_eq!(status, 400, "{body}");
+    kill9(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One frame read from a blocking socket.
+fn read_frame(socket: &mut TcpStream) -> cardinal_server::Frame {
+    let decoder = cardinal_server::Decoder::default();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((frame, _)) = decoder.decode(&buf).expect("a valid frame") {
+            return frame;
+        }
+        let n = socket.read(&mut chunk).expect("read");
+        assert!(n > 0, "the server closed the connection");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+#[test]
+fn a_batch_id_sent_again_on_a_new_connection_counts_once() {
+    use cardinal_server::{Batch, BatchId, ClientId, Format, Frame, Hello, StreamName, encode};
+    let dir = scratch_dir("serve", "resend");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut server = start_with(&dir, "data", &["--listen", listen.as_str()]);
+    let records = "2026-11-01T00:00:00Z,1,CA,5\n2026-11-01T00:00:01Z,2,CA,7\n";
+    let mut acks = Vec::new();
+    for _ in 0..2 {
+        let mut socket = TcpStream::connect(&listen).expect("connect");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut out = Vec::new();
+        let hello = Hello {
+            client: ClientId::new("resender").expect("id"),
+            token: None,
+        };
+        encode(&Frame::Hello(hello), &mut out);
+        let batch = Batch {
+            id: BatchId(1),
+            stream: StreamName::new("events").expect("stream"),
+            format: Format::Csv,
+            payload: bytes::Bytes::from_static(records.as_bytes()),
+        };
+        encode(&Frame::Batch(batch), &mut out);
+        socket.write_all(&out).expect("write");
+        assert!(matches!(read_frame(&mut socket), Frame::HelloOk(_)));
+        match read_frame(&mut socket) {
+            Frame::Ack(ack) => acks.push((ack.accepted, ack.duplicate)),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(acks, [(2, false), (0, true)]);
+    let body = json_of(server.http, "reach");
+    assert!(body.contains("\"events\":2"), "{body}");
     kill9(&mut server);
     let _ = std::fs::remove_dir_all(&dir);
 }

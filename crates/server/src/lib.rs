@@ -99,8 +99,8 @@ mod error;
 pub mod frame;
 pub mod keys;
 pub mod net;
-pub mod service;
 pub mod send;
+pub mod service;
 
 pub use client::{
     BATCH_ID_MAX, Client, ClientConfig, FAILURES_KEPT_MAX, Failure, HELD_BATCHES_DEFAULT, Ledger,
