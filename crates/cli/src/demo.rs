@@ -18,6 +18,7 @@
 //! (Theta set expressions, Count-Min quantiles, raw insert speed).
 
 mod answers;
+mod serve;
 mod sketches;
 
 use std::io::IsTerminal;
@@ -61,7 +62,8 @@ const CAMPAIGNS_SHOWN: usize = 8;
   cardinal demo                              10M events; about 20 s on 2 cores
   cardinal demo --events 1000000 --out demo/ keep the per-day files in ./demo
   cardinal demo --keep-events --out demo/ && cardinal run demo/schema.sql demo/impressions.csv
-  cardinal demo sketches                     every sketch on its own, next to exact sets"
+  cardinal demo sketches                     every sketch on its own, next to exact sets
+  cardinal demo serve                        send into serve, kill -9 midway, nothing lost"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -99,11 +101,17 @@ enum Command {
     /// Every sketch on its own (HLL, Theta, KLL, Count-Min, exact sets) on
     /// three generated audiences, next to the truth.
     Sketches(sketches::Args),
+    /// The durable service end to end on loopback: `cardinal send` into
+    /// `cardinal serve`, the server killed with SIGKILL midway and started
+    /// again, the answers beside the truth.
+    Serve(serve::Args),
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    if let Some(Command::Sketches(args)) = &args.command {
-        return sketches::run(args);
+    match &args.command {
+        Some(Command::Sketches(args)) => return sketches::run(args),
+        Some(Command::Serve(args)) => return serve::run(args, SCHEMA),
+        None => {}
     }
     ensure!(
         args.events >= EVENTS_MIN,

@@ -168,3 +168,34 @@ fn demo_refuses_too_few_events() {
     assert_eq!(output.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&output.stderr).contains("--events must be at least"));
 }
+
+#[test]
+fn demo_serve_kills_the_server_midway_and_loses_nothing() {
+    let dir = temp_dir("serve");
+    let output = Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args(["demo", "serve", "--events", "40000", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("cardinal runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for expected in [
+        "3. SIGKILL the server after",
+        "4. start it again: recovered from",
+        "(no gap)",
+        "SIGTERM: stopped; snapshot",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} in\n{stdout}");
+    }
+    // Exact counts equal the generator's truth.
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("impressions counted by the server"))
+        .expect("the impressions line");
+    assert!(line.ends_with("exact"), "{line}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
