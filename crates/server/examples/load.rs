@@ -17,6 +17,11 @@
 //! batches of about K KiB at line ends and cycled with fresh keys until
 //! the time is up. One JSON line on stdout; progress on stderr.
 
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "batch indexes and quantile positions of a benchmark, far below 2^32"
+)]
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

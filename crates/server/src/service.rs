@@ -928,9 +928,10 @@ impl Service {
         };
         let seconds = started.elapsed().as_secs_f64();
         self.counters.snapshots.fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.counters
             .snapshot_micros
-            .store((seconds * 1e6) as u64, Ordering::Relaxed);
+            .store(micros, Ordering::Relaxed);
         self.counters.snapshot_bytes.store(bytes, Ordering::Relaxed);
         Ok(Written {
             name,

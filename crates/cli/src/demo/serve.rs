@@ -289,6 +289,20 @@ fn number(row: &serde_json::Value, key: &str) -> f64 {
     }
 }
 
+/// An exact count from a JSON row.
+fn count(row: &serde_json::Value, key: &str) -> u64 {
+    row[key].as_u64().unwrap_or(0)
+}
+
+/// An estimate's bound, rounded for printing.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "estimates of distinct users, far below 2^53"
+)]
+fn whole(x: f64) -> u64 {
+    x.round().max(0.0) as u64
+}
+
 #[allow(clippy::too_many_arguments)]
 fn print_answers(
     truth: &Truth,
@@ -328,12 +342,12 @@ fn print_answers(
             thousands(lines - accepted - rejected)
         );
     }
-    let impressions: f64 = reach.iter().map(|r| number(r, "impressions")).sum();
+    let impressions: u64 = reach.iter().map(|r| count(r, "impressions")).sum();
     println!(
         "  impressions counted by the server: {} (the truth: {}) {}",
-        thousands(impressions as u64),
+        thousands(impressions),
         thousands(truth.events_by_kind[0]),
-        if impressions as u64 == truth.events_by_kind[0] {
+        if impressions == truth.events_by_kind[0] {
             "exact"
         } else {
             "WRONG"
@@ -389,12 +403,12 @@ fn print_answers(
             println!(
                 "  {:<5}  {:>11}  {:>26}",
                 state,
-                thousands(number(row, "impressions") as u64),
+                thousands(count(row, "impressions")),
                 format!(
                     "{} [{}, {}]",
-                    thousands(number(users, "value") as u64),
-                    thousands(users["lower"].as_f64().unwrap_or(0.0) as u64),
-                    thousands(users["upper"].as_f64().unwrap_or(0.0) as u64)
+                    thousands(whole(number(users, "value"))),
+                    thousands(whole(number(users, "lower"))),
+                    thousands(whole(number(users, "upper")))
                 )
             );
         }

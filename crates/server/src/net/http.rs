@@ -63,6 +63,10 @@ fn json(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+#[allow(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per refused request"
+)]
 fn authorized(edge: &Edge, headers: &HeaderMap) -> Result<(), Response> {
     let Some(token) = &edge.protocol.token else {
         return Ok(());

@@ -169,7 +169,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     log_opened(&service);
     let days = match &config.out {
         Some((out, days)) => Some(Arc::new(std::sync::Mutex::new(
-            crate::days::DayFiles::open(out, service.plan(), days.clone())
+            crate::days::DayFiles::open(out, service.plan(), *days)
                 .with_context(|| format!("--out {}", out.display()))?,
         ))),
         None => None,
