@@ -570,3 +570,94 @@ fn a_batch_id_sent_again_on_a_new_connection_counts_once() {
     kill9(&mut server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_token_guards_both_edges_and_is_required_off_loopback() {
+    let dir = scratch_dir("serve", "token");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    // Beyond loopback without a token: refused before anything starts.
+    let refused = cardinal(
+        &dir,
+        &[
+            "serve",
+            "schema.sql",
+            "--listen",
+            "0.0.0.0:0",
+            "--http",
+            "127.0.0.1:0",
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("requires a token"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    std::fs::write(dir.join("token"), "s3cret-token\n").expect("token");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut server = start_with(
+        &dir,
+        "data",
+        &["--listen", listen.as_str(), "--token-file", "token"],
+    );
+    let row = b"2026-11-01T00:00:00Z,1,CA,5\n";
+    let (status, _) = request(server.http, "POST", "/v1/streams/events", &[], row).expect("answer");
+    assert_eq!(status, 401);
+    let (status, _) = request(
+        server.http,
+        "POST",
+        "/v1/streams/events",
+        &[("Authorization", "Bearer s3cret-tokeN")],
+        row,
+    )
+    .expect("answer");
+    assert_eq!(status, 401);
+    let (status, body) = request(
+        server.http,
+        "POST",
+        "/v1/streams/events",
+        &[("Authorization", "Bearer s3cret-token")],
+        row,
+    )
+    .expect("answer");
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = request(server.http, "GET", "/healthz", &[], b"").expect("answer");
+    assert_eq!(status, 200, "health needs no token");
+    // The native protocol: a hello without the token is refused.
+    std::fs::write(dir.join("rows.csv"), row).expect("rows");
+    let out = cardinal(
+        &dir,
+        &[
+            "send",
+            "rows.csv",
+            "--to",
+            &listen,
+            "--stream",
+            "events",
+            "--no-header",
+        ],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cardinal(
+        &dir,
+        &[
+            "send",
+            "rows.csv",
+            "--to",
+            &listen,
+            "--stream",
+            "events",
+            "--no-header",
+            "--token-file",
+            "token",
+        ],
+    );
+    ok(&out);
+    kill9(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

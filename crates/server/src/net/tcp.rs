@@ -145,7 +145,7 @@ async fn connection(
             }
         }
         if !out.is_empty() {
-            socket.write_all(&out).await?;
+            write(&mut socket, &out, edge.idle).await?;
             out.clear();
         }
         if closing && conn.pending() == 0 {
@@ -179,7 +179,7 @@ async fn connection(
                     Err(why) => {
                         let error = ErrorFrame::new(None, ErrorCode::Unavailable, &why);
                         encode(&Frame::Error(error), &mut out);
-                        socket.write_all(&out).await?;
+                        write(&mut socket, &out, edge.idle).await?;
                         return Ok(());
                     }
                 }
@@ -226,6 +226,18 @@ async fn connection(
                 held = None;
             }
         }
+    }
+}
+
+/// Writes `bytes`, giving up after `limit`: a client that stops reading
+/// its acknowledgements is cut off, and only its own task waited.
+async fn write(socket: &mut TcpStream, bytes: &[u8], limit: Duration) -> std::io::Result<()> {
+    match tokio::time::timeout(limit, socket.write_all(bytes)).await {
+        Ok(result) => result,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("the client read nothing for {limit:?}: cut off"),
+        )),
     }
 }
 
