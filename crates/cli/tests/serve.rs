@@ -565,6 +565,31 @@ fn a_batch_id_sent_again_on_a_new_connection_counts_once() {
         }
     }
     assert_eq!(acks, [(2, false), (0, true)]);
+    // One connection per client id: a second hello supersedes the first.
+    let hello = |socket: &mut TcpStream| {
+        let mut out = Vec::new();
+        let hello = Hello {
+            client: ClientId::new("twice").expect("id"),
+            token: None,
+        };
+        encode(&Frame::Hello(hello), &mut out);
+        socket.write_all(&out).expect("write");
+        assert!(matches!(read_frame(socket), Frame::HelloOk(_)));
+    };
+    let mut first = TcpStream::connect(&listen).expect("connect");
+    first
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    hello(&mut first);
+    let mut second = TcpStream::connect(&listen).expect("connect");
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    hello(&mut second);
+    match read_frame(&mut first) {
+        Frame::Error(e) => assert_eq!(e.code, cardinal_server::ErrorCode::Superseded),
+        other => panic!("{other:?}"),
+    }
     let body = json_of(server.http, "reach");
     assert!(body.contains("\"events\":2"), "{body}");
     kill9(&mut server);

@@ -60,6 +60,8 @@ pub struct EdgeMetrics {
     pub http_busy: AtomicU64,
     /// Bytes of HTTP ingest bodies in flight ([`HTTP_IN_FLIGHT_BYTES_MAX`]).
     pub http_in_flight_bytes: AtomicU64,
+    /// Numbers native-protocol connections.
+    pub tcp_serial: AtomicU64,
 }
 
 /// What every socket task shares.
@@ -79,6 +81,11 @@ pub struct Edge {
     pub metrics: EdgeMetrics,
     /// When the service was opened.
     pub started: Instant,
+    /// The open native-protocol connection of each client id (its serial,
+    /// and how to tell it it was superseded).
+    pub clients: std::sync::Mutex<
+        std::collections::HashMap<crate::ClientId, (u64, Arc<tokio::sync::Notify>)>,
+    >,
 }
 
 impl Edge {
@@ -187,6 +194,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         body_bytes_max: config.body_bytes_max,
         metrics: EdgeMetrics::default(),
         started,
+        clients: std::sync::Mutex::default(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -345,7 +353,9 @@ async fn run(
                     }
                 }
                 let log_bytes = edge.service.wal_stats().bytes;
-                let due = last_snapshot.elapsed() >= config.snapshot_every
+                // An idle service writes no new snapshot: nothing changed.
+                let due = (last_snapshot.elapsed() >= config.snapshot_every
+                    && log_bytes > log_bytes_at_snapshot)
                     || log_bytes - log_bytes_at_snapshot >= config.snapshot_log_bytes;
                 if due && snapshotting.is_none() {
                     last_snapshot = Instant::now();

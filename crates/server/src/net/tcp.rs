@@ -11,8 +11,8 @@
 //! [`Edge::idle`] (a connection silent that long with nothing pending is
 //! closed).
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -23,7 +23,7 @@ use tokio::sync::{mpsc, watch};
 use super::Edge;
 use crate::connection::{Action, Connection};
 use crate::dedup::DedupTable;
-use crate::frame::{Ack, Batch, BatchId, Decoder, ErrorCode, ErrorFrame, Frame, encode};
+use crate::frame::{Ack, Batch, BatchId, ClientId, Decoder, ErrorCode, ErrorFrame, Frame, encode};
 use crate::service::{Origin, Refused};
 
 /// How long a batch refused as full waits before it is offered again
@@ -90,6 +90,14 @@ async fn connection(
     let mut held: Option<Batch> = None;
     let mut wait = FULL_WAIT_MIN;
     let mut closing = false;
+    let serial = edge.metrics.tcp_serial.fetch_add(1, Ordering::Relaxed);
+    let superseded = Arc::new(tokio::sync::Notify::new());
+    // Unregisters the client id when the task ends, however it ends.
+    let mut registration = Registration {
+        edge,
+        serial,
+        client: None,
+    };
     loop {
         // Decode what is buffered while the window has room.
         while held.is_none() && !closing && conn.wants_read() {
@@ -115,8 +123,20 @@ async fn connection(
                     if let Some(highest) = highest {
                         table.admit(&hello.client, highest);
                     }
+                    let client = hello.client.clone();
                     match conn.receive(Frame::Hello(hello), &mut table, |_, _| Ok(())) {
-                        Action::Send(frame) => encode(&frame, &mut out),
+                        Action::Send(frame) => {
+                            encode(&frame, &mut out);
+                            // One connection per client id: an older one
+                            // is told to close (`superseded`).
+                            let mut open =
+                                edge.clients.lock().unwrap_or_else(PoisonError::into_inner);
+                            let mine = (serial, Arc::clone(&superseded));
+                            if let Some((_, older)) = open.insert(client.clone(), mine) {
+                                older.notify_one();
+                            }
+                            registration.client = Some(client);
+                        }
                         Action::Close(frame) => {
                             encode(&frame, &mut out);
                             closing = true;
@@ -219,6 +239,13 @@ async fn connection(
                 encode(&Frame::Error(error), &mut out);
                 closing = true;
             }
+            _ = superseded.notified() => {
+                let message = "another connection said hello with this client id";
+                let error = ErrorFrame::new(None, ErrorCode::Superseded, message);
+                encode(&Frame::Error(error), &mut out);
+                closing = true;
+                held = None;
+            }
             _ = stop.changed() => {
                 let error = ErrorFrame::new(None, ErrorCode::ServerStopping, "the server is stopping");
                 encode(&Frame::Error(error), &mut out);
@@ -238,6 +265,32 @@ async fn write(socket: &mut TcpStream, bytes: &[u8], limit: Duration) -> std::io
             std::io::ErrorKind::TimedOut,
             format!("the client read nothing for {limit:?}: cut off"),
         )),
+    }
+}
+
+/// A connection's claim on its client id (one connection per id), given
+/// up when the task ends unless a newer connection took it over.
+struct Registration<'e> {
+    edge: &'e Edge,
+    serial: u64,
+    client: Option<ClientId>,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            let mut open = self
+                .edge
+                .clients
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if open
+                .get(&client)
+                .is_some_and(|(owner, _)| *owner == self.serial)
+            {
+                open.remove(&client);
+            }
+        }
     }
 }
 
