@@ -26,7 +26,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use cardinal_engine::{EngineOptions, execute};
 use cardinal_rollup::{AggState, Rollup};
@@ -285,7 +285,9 @@ struct Image {
 
 /// Crash points checked, over every case of every test.
 static CRASH_POINTS: AtomicU64 = AtomicU64::new(0);
-/// Of those, the ones at an armed operation (`crash_at`).
+/// Snapshots the crash-anywhere runs took from their snapshot threads.
+static SNAPSHOTS: AtomicU64 = AtomicU64::new(0);
+/// Of the crash points, the ones at an armed operation (`crash_at`).
 static CRASH_POINTS_ARMED: AtomicU64 = AtomicU64::new(0);
 
 /// Opens `image`, resends every batch not surely acknowledged and some
@@ -386,41 +388,71 @@ fn crash_anywhere(
         false
     };
     arm(&mut rng, &mut armed, &acked);
-    let mut k = 0;
-    while k < n || !flight.is_empty() {
-        let ack_now = k == n || flight.len() >= window || rng.chance(3);
-        if ack_now && let Some((done, reply)) = flight.pop_front() {
-            let answer = wait(reply)
-                .map_err(|e| TestCaseError::fail(format!("batch {done} failed: {e}")))?;
-            prop_assert!(!answer.duplicate, "batch {done} sent once is a duplicate");
-            acked.insert(done);
-            if rng.chance(4) {
-                images.push(Image {
-                    dir: dir.crash(rng.next()),
-                    acked: acked.clone(),
-                    how: format!("seed {seed:#x}: power cut after {} acks", acked.len()),
-                    armed: false,
-                });
-            }
-        } else if k < n {
-            match case.send(&service, k) {
-                Ok(reply) => {
-                    flight.push_back((k, reply));
-                    k += 1;
+    // Snapshots also come from a thread of their own, as the server's
+    // timer takes them, so that batches arrive between a snapshot's views
+    // and its positions.
+    let stop = AtomicBool::new(false);
+    let snapshotted = std::thread::scope(|scope| -> Result<u64, TestCaseError> {
+        let snapshots = scope.spawn(|| -> Result<u64, String> {
+            let mut rng = Rng(seed ^ 0x5eed);
+            let mut taken = 0;
+            while !stop.load(Ordering::Acquire) {
+                for _ in 0..rng.below(400) {
+                    std::thread::yield_now();
                 }
-                Err(Refused::Full) => std::thread::yield_now(),
-                Err(other) => return Err(TestCaseError::fail(format!("batch {k}: {other}"))),
+                service.snapshot().map_err(|e| format!("snapshot: {e:#}"))?;
+                taken += 1;
             }
-        }
-        if rng.chance(12) {
-            service
-                .snapshot()
-                .map_err(|e| TestCaseError::fail(format!("snapshot: {e:#}")))?;
-        }
-        if collect(&mut armed, &mut images) || armed.is_none() {
-            arm(&mut rng, &mut armed, &acked);
-        }
-    }
+            Ok(taken)
+        });
+        let sent = (|| -> Result<(), TestCaseError> {
+            let mut k = 0;
+            while k < n || !flight.is_empty() {
+                let ack_now = k == n || flight.len() >= window || rng.chance(3);
+                if ack_now && let Some((done, reply)) = flight.pop_front() {
+                    let answer = wait(reply)
+                        .map_err(|e| TestCaseError::fail(format!("batch {done} failed: {e}")))?;
+                    prop_assert!(!answer.duplicate, "batch {done} sent once is a duplicate");
+                    acked.insert(done);
+                    if rng.chance(4) {
+                        images.push(Image {
+                            dir: dir.crash(rng.next()),
+                            acked: acked.clone(),
+                            how: format!("seed {seed:#x}: power cut after {} acks", acked.len()),
+                            armed: false,
+                        });
+                    }
+                } else if k < n {
+                    match case.send(&service, k) {
+                        Ok(reply) => {
+                            flight.push_back((k, reply));
+                            k += 1;
+                        }
+                        Err(Refused::Full) => std::thread::yield_now(),
+                        Err(other) => {
+                            return Err(TestCaseError::fail(format!("batch {k}: {other}")));
+                        }
+                    }
+                }
+                if rng.chance(12) {
+                    service
+                        .snapshot()
+                        .map_err(|e| TestCaseError::fail(format!("snapshot: {e:#}")))?;
+                }
+                if collect(&mut armed, &mut images) || armed.is_none() {
+                    arm(&mut rng, &mut armed, &acked);
+                }
+            }
+            Ok(())
+        })();
+        stop.store(true, Ordering::Release);
+        let taken = snapshots
+            .join()
+            .expect("the snapshot thread does not panic")
+            .map_err(TestCaseError::fail)?;
+        sent.map(|()| taken)
+    })?;
+    SNAPSHOTS.fetch_add(snapshotted, Ordering::Relaxed);
     if rng.chance(2) {
         service
             .close()
@@ -467,8 +499,10 @@ fn every_acknowledged_batch_survives_a_crash_anywhere_once() {
     let points = CRASH_POINTS.load(Ordering::Relaxed) - before;
     let armed = CRASH_POINTS_ARMED.load(Ordering::Relaxed) - armed_before;
     println!(
-        "crash points checked: {points} ({armed} at an armed operation, {} between calls)",
-        points - armed
+        "crash points checked: {points} ({armed} at an armed operation, {} between calls); \
+         snapshots taken concurrently: {}",
+        points - armed,
+        SNAPSHOTS.load(Ordering::Relaxed)
     );
     assert!(points >= 1_000, "only {points} crash points were checked");
 }
