@@ -40,9 +40,12 @@ use cardinal_store::{Dir, Fault, SimDir};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestRunner};
 
-/// One CSV stream; `daily` is the kind of summary a user declares (exact
-/// counts and sums, a HyperLogLog), `per_batch` counts each batch's
-/// records so a difference names the batch lost or doubled.
+/// The CSV stream `ev`: `daily` is the kind of summary a user declares
+/// (exact counts and sums, a HyperLogLog), `per_batch` counts each
+/// batch's records so a difference names the batch lost or doubled. A
+/// second stream, `clicks`, has its own engine and log position: in some
+/// cases it stays idle while `ev` goes on (module doc of `service.rs`,
+/// Positions).
 const SQL: &str = "
     CREATE STREAM ev (ts TIMESTAMP, b BIGINT, user_id BIGINT, kind TEXT, revenue DOUBLE)
       WITH (format = 'csv', header = true, time = 'ts');
@@ -50,10 +53,19 @@ const SQL: &str = "
         count(*) AS events, sum(revenue) AS revenue, hll(user_id) AS users
       FROM ev GROUP BY day, kind;
     CREATE SUMMARY per_batch AS SELECT date_trunc('day', ts) AS day, b, count(*) AS events
-      FROM ev GROUP BY day, b;";
+      FROM ev GROUP BY day, b;
+    CREATE STREAM clicks (ts TIMESTAMP, b BIGINT, user_id BIGINT)
+      WITH (format = 'csv', header = true, time = 'ts');
+    CREATE SUMMARY clicks_per_batch AS SELECT date_trunc('day', ts) AS day, b,
+        count(*) AS clicks, hll(user_id) AS users
+      FROM clicks GROUP BY day, b;";
 
-const HEADER: &str = "ts,b,user_id,kind,revenue";
-const STREAM: &str = "ev";
+/// The input streams in plan order (the service's stream indexes), and
+/// their headers.
+const STREAMS: [(&str, &str); 2] = [
+    ("ev", "ts,b,user_id,kind,revenue"),
+    ("clicks", "ts,b,user_id"),
+];
 
 /// The most records one batch holds.
 const BATCH_RECORDS_MAX: u64 = 40;
@@ -81,15 +93,19 @@ impl Rng {
     }
 }
 
-/// The batches of one case and who sends each.
+/// The batches of one case, their streams and who sends each.
 struct Case {
     batches: Vec<Vec<u8>>,
+    /// Index into [`STREAMS`].
+    streams: Vec<usize>,
     origins: Vec<Origin>,
 }
 
 impl Case {
     /// `n` batches: two native clients take turns, every seventh batch
-    /// comes with an idempotency key instead.
+    /// comes with an idempotency key instead. By the seed, `clicks` gets
+    /// no batch, a quarter of them, some of the first third only (then
+    /// idles), or some of the second half only.
     fn new(seed: u64, n: usize) -> Case {
         let mut rng = Rng(seed);
         let clients = [
@@ -99,7 +115,15 @@ impl Case {
         let mut next_id = [1u64, 1];
         let mut batches = Vec::with_capacity(n);
         let mut origins = Vec::with_capacity(n);
+        let mut streams = Vec::with_capacity(n);
         for k in 0..n {
+            let stream = match seed % 4 {
+                0 => 0,
+                1 => usize::from(rng.chance(4)),
+                2 => usize::from(k < n / 3 && rng.chance(2)),
+                _ => usize::from(k >= n / 2 && rng.chance(2)),
+            };
+            streams.push(stream);
             let records = 1 + rng.below(BATCH_RECORDS_MAX);
             let mut bytes = Vec::new();
             for _ in 0..records {
@@ -107,6 +131,11 @@ impl Case {
                 let day = 1 + h % 4;
                 let hour = (h >> 8) % 24;
                 let user = (h >> 16) % 500;
+                if stream == 1 {
+                    writeln!(bytes, "2026-11-0{day}T{hour:02}:09:00Z,{k},{user}")
+                        .expect("write to a Vec");
+                    continue;
+                }
                 let kind = ["view", "click", "buy", "share"][((h >> 32) % 4) as usize];
                 let revenue = ((h >> 40) % 10_000) as f64 / 256.0;
                 if (h >> 60) % 16 == 0 {
@@ -130,13 +159,17 @@ impl Case {
             };
             origins.push(origin);
         }
-        Case { batches, origins }
+        Case {
+            batches,
+            streams,
+            origins,
+        }
     }
 
     fn send(&self, service: &Service, k: usize) -> Result<Reply, Refused> {
         service.ingest(
             self.origins[k].clone(),
-            STREAM,
+            STREAMS[self.streams[k]].0,
             Format::Csv,
             &self.batches[k],
         )
@@ -165,37 +198,45 @@ fn canonical(rollup: &Rollup) -> Vec<String> {
     rows
 }
 
-/// `execute` over the chosen batches, once each, as one file.
+/// `execute` over the chosen batches, once each, as one file per
+/// stream: every summary of every stream, in stream order.
 fn executed(plan: &Plan, case: &Case, chosen: impl IntoIterator<Item = usize>) -> Vec<Vec<String>> {
     static FILES: AtomicU64 = AtomicU64::new(0);
-    let path: PathBuf = std::env::temp_dir().join(format!(
-        "cardinal-crash-{}-{}.csv",
-        std::process::id(),
-        FILES.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut bytes = format!("{HEADER}\n").into_bytes();
-    for k in chosen {
-        bytes.extend_from_slice(&case.batches[k]);
+    let chosen: Vec<usize> = chosen.into_iter().collect();
+    let mut out = Vec::new();
+    for (stream, (name, header)) in STREAMS.iter().enumerate() {
+        let path: PathBuf = std::env::temp_dir().join(format!(
+            "cardinal-crash-{}-{}.csv",
+            std::process::id(),
+            FILES.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut bytes = format!("{header}\n").into_bytes();
+        for &k in chosen.iter().filter(|&&k| case.streams[k] == stream) {
+            bytes.extend_from_slice(&case.batches[k]);
+        }
+        std::fs::write(&path, bytes).expect("temp file");
+        let mut options = EngineOptions::new(1, 1 << 30);
+        options.stream = Some((*name).to_owned());
+        let executed = execute(plan, std::slice::from_ref(&path), &options).expect("execute");
+        std::fs::remove_file(&path).expect("remove temp file");
+        out.extend(executed.rollups.iter().map(canonical));
     }
-    std::fs::write(&path, bytes).expect("temp file");
-    let executed = execute(
-        plan,
-        std::slice::from_ref(&path),
-        &EngineOptions::new(1, 1 << 30),
-    )
-    .expect("execute");
-    std::fs::remove_file(&path).expect("remove temp file");
-    executed.rollups.iter().map(canonical).collect()
+    out
 }
 
 /// The service's live state, comparable with [`executed`].
 fn state(service: &Service) -> Vec<Vec<String>> {
-    let view = service.view(0).expect("a view");
-    view.rollups().iter().map(canonical).collect()
+    assert_eq!(service.streams(), STREAMS.map(|(name, _)| name));
+    let mut out = Vec::new();
+    for stream in 0..STREAMS.len() {
+        let view = service.view(stream).expect("a view");
+        out.extend(view.rollups().iter().map(canonical));
+    }
+    out
 }
 
 /// Compares two states and, when they differ, says which batches'
-/// record counts differ (the `per_batch` summary, index 1).
+/// record counts differ.
 fn same_state(
     got: &[Vec<String>],
     want: &[Vec<String>],
@@ -204,10 +245,21 @@ fn same_state(
     if got == want {
         return Ok(());
     }
-    let got_rows: BTreeSet<&String> = got[1].iter().collect();
-    let want_rows: BTreeSet<&String> = want[1].iter().collect();
-    let missing: Vec<&&String> = want_rows.difference(&got_rows).take(5).collect();
-    let extra: Vec<&&String> = got_rows.difference(&want_rows).take(5).collect();
+    // The per-batch summaries (`per_batch`, `clicks_per_batch`) name the
+    // batch (`b`) that is missing or counted twice.
+    let rows = |state: &[Vec<String>]| -> BTreeSet<String> {
+        [1, 2]
+            .iter()
+            .flat_map(|&i| {
+                state[i]
+                    .iter()
+                    .map(move |row| format!("summary {i}: {row}"))
+            })
+            .collect()
+    };
+    let (got_rows, want_rows) = (rows(got), rows(want));
+    let missing: Vec<&String> = want_rows.difference(&got_rows).take(5).collect();
+    let extra: Vec<&String> = got_rows.difference(&want_rows).take(5).collect();
     Err(TestCaseError::fail(format!(
         "{context}: the state differs from execute's; per batch, expected but not found: \
          {missing:?}; found but not expected: {extra:?}; summaries equal: {:?}",
