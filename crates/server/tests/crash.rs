@@ -88,6 +88,11 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
+    /// Uniform in `0..n` (0 when `n` is 0).
+    fn index(&mut self, n: usize) -> usize {
+        let n = u64::try_from(n).expect("a usize fits u64");
+        usize::try_from(self.below(n)).expect("below a usize")
+    }
     fn chance(&mut self, one_in: u64) -> bool {
         self.below(one_in) == 0
     }
@@ -138,7 +143,7 @@ impl Case {
                 }
                 let kind = ["view", "click", "buy", "share"][((h >> 32) % 4) as usize];
                 let revenue = ((h >> 40) % 10_000) as f64 / 256.0;
-                if (h >> 60) % 16 == 0 {
+                if (h >> 60).is_multiple_of(16) {
                     // A reject: counted as such, never folded.
                     writeln!(bytes, "2026-11-0{day}T{hour:02}:00:00Z,{k},oops,{kind},1")
                 } else {
@@ -374,11 +379,11 @@ fn recover(
     let resend: Vec<usize> = (0..case.batches.len())
         .filter(|k| !image.acked.contains(k) || rng.chance(3))
         .collect();
-    let window = 1 + rng.below(8) as usize;
+    let window = 1 + rng.index(8);
     // Now and then a second power cut during the resends: what the first
     // recovery cut, replayed and took since must hold as well.
     let split = if depth == 0 && rng.chance(4) {
-        rng.below(resend.len() as u64 + 1) as usize
+        rng.index(resend.len() + 1)
     } else {
         resend.len()
     };
@@ -614,7 +619,7 @@ fn a_failed_sync_or_write_stops_the_service_and_a_restart_keeps_the_promise() {
         let options = options(512, 4);
         let dir = SimDir::new();
         let service = open(&plan, &dir, &options).expect("open");
-        let first = 1 + (seed as usize % 6);
+        let first = 1 + Rng(seed).index(6);
         let ks: Vec<usize> = (0..first).collect();
         let acked: BTreeSet<usize> = send_all(&service, &case, &ks, 2)
             .expect("acknowledged")
@@ -746,11 +751,7 @@ fn a_flipped_byte_in_the_log_tail_is_cut_and_the_rest_kept() {
         assert_eq!(all.len(), 10);
         let last = all.last().expect("records").clone();
         let mut rng = Rng(seed);
-        flip(
-            &dir,
-            &last.segment,
-            last.offset + rng.below(last.len as u64) as usize,
-        );
+        flip(&dir, &last.segment, last.offset + rng.index(last.len));
         let service = open(&plan, &dir, &options(4096, 8)).expect("a torn tail opens");
         let cut = service.opened().cut.clone().expect("the tail was cut");
         assert!(
@@ -790,12 +791,8 @@ fn a_flipped_byte_mid_log_refuses_to_open_and_repair_opens() {
         assert_eq!(all.len(), 12);
         let mut rng = Rng(seed);
         // Any record but the last: a valid one follows it.
-        let bad = all[rng.below(all.len() as u64 - 1) as usize].clone();
-        flip(
-            &dir,
-            &bad.segment,
-            bad.offset + rng.below(bad.len as u64) as usize,
-        );
+        let bad = all[rng.index(all.len() - 1)].clone();
+        flip(&dir, &bad.segment, bad.offset + rng.index(bad.len));
         let error = format!(
             "{:#}",
             open(&plan, &dir, &options(1024, 8)).expect_err("damage refuses to open")
@@ -871,7 +868,7 @@ fn a_flipped_byte_in_the_newest_snapshots_falls_back_and_the_state_is_exact() {
             let mut rng = Rng(seed ^ damaged as u64);
             for name in snapshots.iter().rev().take(damaged) {
                 let len = dir.len_of(name).expect("a snapshot file");
-                flip(&dir, name, rng.below(len as u64) as usize);
+                flip(&dir, name, rng.index(len));
             }
             let service = open(&plan, &dir, &options).expect("falls back");
             let opened = service.opened().clone();
