@@ -362,6 +362,14 @@ fn recover(
     rng: &mut Rng,
     depth: u32,
 ) -> Result<(), TestCaseError> {
+    // Now and then a power cut armed within opening itself (a tail cut
+    // and its sync, a repair) or the first operations after it.
+    let during = depth == 0 && rng.chance(3);
+    if during {
+        image
+            .dir
+            .crash_at(image.dir.ops() + rng.below(8), rng.next());
+    }
     let service = open(plan, &image.dir, options)
         .map_err(|e| TestCaseError::fail(format!("{}: reopening failed: {e:#}", image.how)))?;
     let opened = service.opened().clone();
@@ -413,6 +421,16 @@ fn recover(
         }
     }
     same_state(&state(&service), want, &image.how)?;
+    if during && let Some(dir) = image.dir.crashed() {
+        // What was surely acknowledged before the first cut still is.
+        let again = Image {
+            dir,
+            acked: image.acked.clone(),
+            how: format!("{}, then again while reopening", image.how),
+            armed: true,
+        };
+        recover(plan, case, &again, options, want, rng, depth + 1)?;
+    }
     // Closed, not dropped: an engine dropped without `finish` keeps its
     // worker threads waiting on their queues, and thousands would pile up.
     service
