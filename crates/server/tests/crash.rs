@@ -2,8 +2,10 @@
 //! simulated power cuts, failed syncs and flipped bytes, over `SimDir`.
 //!
 //! - **Crash anywhere.** A client sends N batches (native ids, some with
-//!   idempotency keys) through a window, snapshots come at random points,
-//!   and the directory is captured as a power cut would leave it: at
+//!   idempotency keys) to two streams through a window, snapshots come
+//!   at random points and from a thread of their own (as the server's
+//!   timer takes them), and the directory is captured as a power cut
+//!   would leave it: at
 //!   random mutating operations (`crash_at`, re-armed each time one is
 //!   reached, so one run yields many crash points, inside group commits,
 //!   segment rolls and snapshot writes alike) and after random acks
@@ -12,7 +14,8 @@
 //!   are resent too: those must come back as duplicates. The end state
 //!   must equal `execute` over the N batches once each (exact aggregates
 //!   equal, HyperLogLog bytes equal), and a per-batch count summary names
-//!   any batch lost or counted twice.
+//!   any batch lost or counted twice. Some recoveries are cut again:
+//!   while reopening, or midway through their resends.
 //! - **Failed syncs and writes** stop the service; a restart recovers.
 //! - **Byte flips**: in the log's tail (cut), in its middle (refused with
 //!   segment and offset, opened with `repair`), in the newest snapshots
