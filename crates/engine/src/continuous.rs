@@ -155,15 +155,19 @@ pub struct Outcome {
 
 /// The promise of a batch's [`Outcome`], kept once a worker has folded it.
 #[derive(Debug)]
-pub struct Receipt(Receiver<Outcome>);
+pub struct Receipt(Receiver<Outcome>, Arc<Shared>);
 
 impl Receipt {
     /// Waits until the batch is folded; an error if the engine stopped
     /// first.
     pub fn wait(self) -> Result<Outcome> {
-        self.0
-            .recv()
-            .map_err(|_| anyhow!("the engine stopped before the batch was folded"))
+        self.0.recv().map_err(|_| {
+            let failed = self.1.failed.lock().unwrap_or_else(PoisonError::into_inner);
+            match &*failed {
+                Some(why) => anyhow!("the engine stopped before the batch was folded: {why}"),
+                None => anyhow!("the engine stopped before the batch was folded"),
+            }
+        })
     }
 }
 
@@ -601,7 +605,7 @@ impl Continuous {
         let seq = self
             .send(bytes, true, Some(receipt))
             .map_err(|e| e.unwrap_or_else(|full| anyhow!("{full}")))?;
-        Ok((seq, Receipt(outcome)))
+        Ok((seq, Receipt(outcome, Arc::clone(&self.shared))))
     }
 
     /// [`Continuous::try_submit`], with a receipt (see
@@ -612,7 +616,7 @@ impl Continuous {
     ) -> Result<(u64, Receipt), std::result::Result<anyhow::Error, Full>> {
         let (receipt, outcome) = sync_channel(1);
         let seq = self.send(bytes, false, Some(receipt))?;
-        Ok((seq, Receipt(outcome)))
+        Ok((seq, Receipt(outcome, Arc::clone(&self.shared))))
     }
 
     /// Queues a batch if some queue has room; its number, or [`Full`] with

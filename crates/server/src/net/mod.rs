@@ -168,6 +168,14 @@ pub fn serve(config: ServeConfig) -> Result<()> {
             config.data.display()
         );
     }
+    // Bind first: a port in use fails at once, not after a recovery.
+    let bind = |address: SocketAddr| -> Result<std::net::TcpListener> {
+        let listener = std::net::TcpListener::bind(address)
+            .with_context(|| format!("listening on {address}"))?;
+        listener.set_nonblocking(true)?;
+        Ok(listener)
+    };
+    let listeners = (bind(config.listen)?, bind(config.http)?);
     let dir = Arc::new(
         OsDir::open(&config.data).with_context(|| format!("opening {}", config.data.display()))?,
     );
@@ -204,7 +212,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     let days_at_end = days.clone();
-    let outcome = runtime.block_on(run(&config, Arc::clone(&edge), days));
+    let outcome = runtime.block_on(run(&config, Arc::clone(&edge), days, listeners));
     drop(edge);
     runtime.shutdown_timeout(Duration::from_secs(2));
     let service = match Arc::try_unwrap(service) {
@@ -298,13 +306,10 @@ async fn run(
     config: &ServeConfig,
     edge: Arc<Edge>,
     days: Option<Arc<std::sync::Mutex<crate::days::DayFiles>>>,
+    (tcp, http): (std::net::TcpListener, std::net::TcpListener),
 ) -> Result<()> {
-    let tcp = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("listening on {}", config.listen))?;
-    let http = tokio::net::TcpListener::bind(config.http)
-        .await
-        .with_context(|| format!("listening on {}", config.http))?;
+    let tcp = tokio::net::TcpListener::from_std(tcp)?;
+    let http = tokio::net::TcpListener::from_std(http)?;
     println!(
         "cardinal serve: native protocol on {}, HTTP on http://{}, data in {}",
         tcp.local_addr()?,
