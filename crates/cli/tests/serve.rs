@@ -83,6 +83,14 @@ struct Server {
     http: SocketAddr,
 }
 
+/// A failing test must not leave its server running.
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Starts `cardinal serve` on free ports and reads its addresses.
 fn start(dir: &Path, data: &str) -> Server {
     start_with(dir, data, &[])

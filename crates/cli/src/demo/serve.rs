@@ -58,6 +58,16 @@ struct Server {
     child: Child,
 }
 
+/// A tour that fails midway does not leave its server running.
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 fn start(dir: &Path, listen: &str, http: &str) -> Result<Server> {
     let log = std::fs::OpenOptions::new()
         .create(true)
