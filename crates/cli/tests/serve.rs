@@ -523,78 +523,86 @@ fn http_limits_and_errors_are_clear() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// One frame read from a blocking socket.
-fn read_frame(socket: &mut TcpStream) -> cardinal_server::Frame {
-    let decoder = cardinal_server::Decoder::default();
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some((frame, _)) = decoder.decode(&buf).expect("a valid frame") {
-            return frame;
+/// Frames read from a blocking socket, keeping what arrived past one.
+struct Frames {
+    socket: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Frames {
+    fn connect(address: &str) -> Frames {
+        let socket = TcpStream::connect(address).expect("connect");
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        Frames {
+            socket,
+            buf: Vec::new(),
         }
-        let n = socket.read(&mut chunk).expect("read");
-        assert!(n > 0, "the server closed the connection");
-        buf.extend_from_slice(&chunk[..n]);
+    }
+
+    fn send(&mut self, frames: &[cardinal_server::Frame]) {
+        let mut out = Vec::new();
+        for frame in frames {
+            cardinal_server::encode(frame, &mut out);
+        }
+        self.socket.write_all(&out).expect("write");
+    }
+
+    fn next(&mut self) -> cardinal_server::Frame {
+        let decoder = cardinal_server::Decoder::default();
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some((frame, used)) = decoder.decode(&self.buf).expect("a valid frame") {
+                self.buf.drain(..used);
+                return frame;
+            }
+            let n = self.socket.read(&mut chunk).expect("read");
+            assert!(n > 0, "the server closed the connection");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
     }
 }
 
 #[test]
 fn a_batch_id_sent_again_on_a_new_connection_counts_once() {
-    use cardinal_server::{Batch, BatchId, ClientId, Format, Frame, Hello, StreamName, encode};
+    use cardinal_server::{Batch, BatchId, ClientId, Format, Frame, Hello, StreamName};
     let dir = scratch_dir("serve", "resend");
     std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
     let listen = format!("127.0.0.1:{}", free_port());
     let mut server = start_with(&dir, "data", &["--listen", listen.as_str()]);
+    let hello = |client: &str| {
+        Frame::Hello(Hello {
+            client: ClientId::new(client).expect("id"),
+            token: None,
+        })
+    };
     let records = "2026-11-01T00:00:00Z,1,CA,5\n2026-11-01T00:00:01Z,2,CA,7\n";
     let mut acks = Vec::new();
     for _ in 0..2 {
-        let mut socket = TcpStream::connect(&listen).expect("connect");
-        socket
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        let mut out = Vec::new();
-        let hello = Hello {
-            client: ClientId::new("resender").expect("id"),
-            token: None,
-        };
-        encode(&Frame::Hello(hello), &mut out);
+        let mut frames = Frames::connect(&listen);
         let batch = Batch {
             id: BatchId(1),
             stream: StreamName::new("events").expect("stream"),
             format: Format::Csv,
             payload: bytes::Bytes::from_static(records.as_bytes()),
         };
-        encode(&Frame::Batch(batch), &mut out);
-        socket.write_all(&out).expect("write");
-        assert!(matches!(read_frame(&mut socket), Frame::HelloOk(_)));
-        match read_frame(&mut socket) {
+        frames.send(&[hello("resender"), Frame::Batch(batch)]);
+        assert!(matches!(frames.next(), Frame::HelloOk(_)));
+        match frames.next() {
             Frame::Ack(ack) => acks.push((ack.accepted, ack.duplicate)),
             other => panic!("{other:?}"),
         }
     }
     assert_eq!(acks, [(2, false), (0, true)]);
     // One connection per client id: a second hello supersedes the first.
-    let hello = |socket: &mut TcpStream| {
-        let mut out = Vec::new();
-        let hello = Hello {
-            client: ClientId::new("twice").expect("id"),
-            token: None,
-        };
-        encode(&Frame::Hello(hello), &mut out);
-        socket.write_all(&out).expect("write");
-        assert!(matches!(read_frame(socket), Frame::HelloOk(_)));
-    };
-    let mut first = TcpStream::connect(&listen).expect("connect");
-    first
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    hello(&mut first);
-    let mut second = TcpStream::connect(&listen).expect("connect");
-    second
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .expect("timeout");
-    hello(&mut second);
-    match read_frame(&mut first) {
+    let mut first = Frames::connect(&listen);
+    first.send(&[hello("twice")]);
+    assert!(matches!(first.next(), Frame::HelloOk(_)));
+    let mut second = Frames::connect(&listen);
+    second.send(&[hello("twice")]);
+    assert!(matches!(second.next(), Frame::HelloOk(_)));
+    match first.next() {
         Frame::Error(e) => assert_eq!(e.code, cardinal_server::ErrorCode::Superseded),
         other => panic!("{other:?}"),
     }
