@@ -702,3 +702,42 @@ fn a_token_guards_both_edges_and_is_required_off_loopback() {
     kill9(&mut server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_memory_budget_holds_over_the_network() {
+    let dir = scratch_dir("serve", "budget");
+    // One group per user: the budget is reached after a few thousand.
+    let schema = SCHEMA.replace(
+        "CREATE SUMMARY reach AS",
+        "CREATE SUMMARY per_user AS SELECT user_id, count(*) AS events, hll(state) AS states \
+         FROM events GROUP BY user_id;\nCREATE SUMMARY reach AS",
+    );
+    std::fs::write(dir.join("schema.sql"), schema).expect("schema");
+    let mut server = start_with(&dir, "data", &["--memory-max", "1MiB"]);
+    let mut refused = None;
+    for (i, batch) in batches(9, 40, 2_000).iter().enumerate() {
+        let key = format!("b{i}");
+        let (status, body) = request(
+            server.http,
+            "POST",
+            "/v1/streams/events",
+            &[("Idempotency-Key", &key)],
+            batch.as_bytes(),
+        )
+        .expect("an answer");
+        if status != 200 {
+            refused = Some((status, body));
+            break;
+        }
+    }
+    let (status, body) = refused.expect("the budget is reached");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("--memory-max"), "{body}");
+    assert!(body.contains("per_user"), "{body}");
+    // The server stops (exit status 1) and says why.
+    let status = server.child.wait().expect("exit");
+    assert!(!status.success());
+    let log = std::fs::read_to_string(dir.join("serve.log")).expect("log");
+    assert!(log.contains("--memory-max"), "{log}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
