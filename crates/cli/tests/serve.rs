@@ -503,7 +503,27 @@ fn http_limits_and_errors_are_clear() {
     assert!(body.contains("not a TIMESTAMP"), "{body}");
     let (status, body) = request(at, "GET", "/metrics", &[], b"").expect("answer");
     assert_eq!(status, 200);
+    // The text format: every sample under its own family's TYPE line, no
+    // family twice.
+    let mut family = String::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            family = rest.split(' ').next().expect("a name").to_owned();
+            assert!(seen.insert(family.clone()), "{family} twice");
+        } else if !line.starts_with('#') {
+            let name = line.split(['{', ' ']).next().expect("a name");
+            let base = name
+                .strip_suffix("_bucket")
+                .or_else(|| name.strip_suffix("_sum"))
+                .or_else(|| name.strip_suffix("_count"))
+                .filter(|base| *base == family)
+                .unwrap_or(name);
+            assert_eq!(base, family, "{line} outside its family");
+        }
+    }
     for family in [
+        "cardinal_engine_queue_capacity_batches{stream=\"events\"}",
         "cardinal_events_accepted_total{stream=\"events\"} 1",
         "cardinal_wal_fsync_seconds_bucket",
         "cardinal_summary_groups{summary=\"by_state\"} 1",

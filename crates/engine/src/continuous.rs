@@ -586,6 +586,16 @@ impl Continuous {
         })
     }
 
+    /// Batches waiting in the workers' queues now, and the queues'
+    /// capacity in batches (for metrics: a full engine refuses
+    /// [`Continuous::try_submit`]).
+    pub fn queued(&self) -> (usize, usize) {
+        let submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
+        let queued = submit.queues.iter().map(|q| q.len()).sum();
+        let capacity = submit.queues.iter().map(|q| q.capacity()).sum();
+        (queued, capacity)
+    }
+
     /// The summaries this engine folds (those of its stream, and the
     /// credit summaries of attributions over it), in plan order.
     pub fn summaries(&self) -> &[String] {

@@ -65,6 +65,16 @@ impl<T> Queue<T> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Items queued now (for metrics: stale as soon as it is read).
+    pub(crate) fn len(&self) -> usize {
+        self.lock().items.len()
+    }
+
+    /// The most items it holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
     /// Queues `item`, waiting for room if `wait`.
     pub(crate) fn push(&self, item: T, wait: bool) -> Result<(), PushError<T>> {
         let mut state = self.lock();

@@ -862,6 +862,12 @@ impl Service {
         })
     }
 
+    /// Batches waiting in stream `index`'s engine queues, and their
+    /// capacity.
+    pub fn queued(&self, index: usize) -> (usize, usize) {
+        self.streams[index].engine.queued()
+    }
+
     /// A live view of stream `index`'s engine: every batch folded so far
     /// merged (blocks while the workers hand over).
     pub fn view(&self, index: usize) -> Result<View<'_>> {

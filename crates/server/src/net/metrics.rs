@@ -101,6 +101,32 @@ pub fn render(edge: &Edge) -> String {
             Err(_) => views.push(None),
         }
     }
+    let queues: Vec<(usize, usize)> = (0..streams.len()).map(|i| service.queued(i)).collect();
+    family(
+        &mut out,
+        "cardinal_engine_queued_batches",
+        "gauge",
+        "Batches waiting in a stream's engine queues (full: ingest is refused or waits).",
+    );
+    for (stream, (queued, _)) in streams.iter().zip(&queues) {
+        let labels = format!("stream=\"{}\"", label(stream));
+        value(&mut out, "cardinal_engine_queued_batches", &labels, queued);
+    }
+    family(
+        &mut out,
+        "cardinal_engine_queue_capacity_batches",
+        "gauge",
+        "Batches a stream's engine queues hold at most.",
+    );
+    for (stream, (_, capacity)) in streams.iter().zip(&queues) {
+        let labels = format!("stream=\"{}\"", label(stream));
+        value(
+            &mut out,
+            "cardinal_engine_queue_capacity_batches",
+            &labels,
+            capacity,
+        );
+    }
     family(
         &mut out,
         "cardinal_batches_acknowledged_total",
