@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The anchors for cardinal's durable ingest (issue 38, "Speed"): a single
-# Kafka broker taking W1's records with acks=all and an fsync per batch, and
-# Redis PFADD of W1's user ids, pipelined, without and with an fsync per
-# write. Measured side by side in one run; see bench/serve/README.md.
+# cardinal's durable ingest (issue 38, "Speed") beside its anchors: `cardinal
+# send` into `cardinal serve` (acknowledged after the write-ahead log's group
+# commit), a single Kafka broker taking W1's records with acks=all and an
+# fsync per batch, and Redis PFADD of W1's user ids, pipelined, without and
+# with an fsync per write. Measured side by side in one run; see
+# bench/serve/README.md.
 #
 #   bench/serve/peers.sh                       # 2,000,000 events, 1 round
-#   bench/serve/peers.sh --events 500000 --rounds 3
+#   bench/serve/peers.sh --events 5000000 --rounds 3
 #   bench/serve/peers.sh --kafka-settings 16384:5,1048576:25 --only kafka
+#   bench/serve/peers.sh --only cardinal --cardinal-settings 1024:32 --http-seconds 0
 #
 # Flags (environment variables of the same name in capitals work too):
 #   --events N          W1 records per measurement            (default 2000000)
@@ -14,31 +17,41 @@
 #   --kafka-settings S  producer batch.size:linger.ms pairs, comma-separated
 #                       (default 262144:10,1048576:25,4194304:50; the 4.x
 #                       default 16384:5 takes minutes for 2M events here)
-#   --only LIST         kafka, redis or both                  (default kafka,redis)
+#   --cardinal-settings S  `cardinal send` --batch-kib:--window pairs,
+#                       comma-separated (default 256:8,256:32,1024:8,1024:32)
+#   --http-seconds S    seconds of HTTP load (crates/server/examples/load.rs,
+#                       4 connections, 1 MiB bodies) per round; 0: none
+#                                                             (default 20)
+#   --only LIST         kafka, redis, cardinal, comma-separated (default all)
 #   --timeout S         bound on one measurement, seconds     (default 240)
 #
-# Environment: CARDINAL=path/to/cardinal uses that binary for `cardinal gen`
-# instead of building the release-lto one.
+# Environment: CARDINAL=path/to/cardinal uses that binary (for `cardinal
+# gen`, `serve` and `send`) and LOAD=path/to/load that build of the load
+# example, instead of building the release-lto ones.
 #
 # Idempotent: the Kafka jars (Maven, local repository bench/.work/serve/m2),
 # redis-server (Debian package), the inputs (bench/.work/serve/data/) are made
 # only when missing. Every run formats a fresh broker and starts fresh Redis
-# servers on random free ports of 127.0.0.1, and stops them and deletes their
-# data when it exits, however it exits. Each run writes machine.txt,
-# results.jsonl, the tools' raw output and table.md to
-# bench/.work/serve/runs/<UTC time>/.
+# servers on random free ports of 127.0.0.1, and a fresh `cardinal serve` per
+# measurement, and stops them and deletes their data when it exits, however
+# it exits. Each run writes machine.txt, results.jsonl, the tools' raw output
+# and table.md to bench/.work/serve/runs/<UTC time>/.
 set -euo pipefail
 
 EVENTS="${EVENTS:-2000000}"
 ROUNDS="${ROUNDS:-1}"
 KAFKA_SETTINGS="${KAFKA_SETTINGS:-262144:10,1048576:25,4194304:50}"
-ONLY="${ONLY:-kafka,redis}"
+CARDINAL_SETTINGS="${CARDINAL_SETTINGS:-256:8,256:32,1024:8,1024:32}"
+HTTP_SECONDS="${HTTP_SECONDS:-20}"
+ONLY="${ONLY:-kafka,redis,cardinal}"
 TIMEOUT="${TIMEOUT:-240}"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --events) EVENTS="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
         --kafka-settings) KAFKA_SETTINGS="$2"; shift 2 ;;
+        --cardinal-settings) CARDINAL_SETTINGS="$2"; shift 2 ;;
+        --http-seconds) HTTP_SECONDS="$2"; shift 2 ;;
         --only) ONLY="$2"; shift 2 ;;
         --timeout) TIMEOUT="$2"; shift 2 ;;
         -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -47,10 +60,13 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$EVENTS" =~ ^[1-9][0-9]*$ ]] || { echo "--events must be a positive integer" >&2; exit 2; }
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "--rounds must be a positive integer" >&2; exit 2; }
-run_kafka=0; run_redis=0
+[[ "$HTTP_SECONDS" =~ ^[0-9]+$ ]] || { echo "--http-seconds must be a whole number" >&2; exit 2; }
+run_kafka=0; run_redis=0; run_cardinal=0
 [[ ",$ONLY," == *,kafka,* ]] && run_kafka=1
 [[ ",$ONLY," == *,redis,* ]] && run_redis=1
-[[ $run_kafka == 1 || $run_redis == 1 ]] || { echo "--only takes kafka, redis or both" >&2; exit 2; }
+[[ ",$ONLY," == *,cardinal,* ]] && run_cardinal=1
+[[ $run_kafka == 1 || $run_redis == 1 || $run_cardinal == 1 ]] \
+    || { echo "--only takes kafka, redis, cardinal or a comma-separated list" >&2; exit 2; }
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -143,13 +159,23 @@ fi
 # under temporary names and renamed when complete.
 records="$data/impressions-$EVENTS.csv"
 resp="$data/pfadd-$EVENTS.resp"
-if [[ ! -f "$records" || ( $run_redis == 1 && ! -f "$resp" ) ]]; then
+if [[ ! -f "$records" || ( $run_redis == 1 && ! -f "$resp" ) || $run_cardinal == 1 ]]; then
     if [[ -n "${CARDINAL:-}" ]]; then
         cardinal="$CARDINAL"
     else
-        say "building cardinal (release-lto) for cardinal gen"
-        (cd "$root" && cargo build -q --profile release-lto -p cardinal)
+        say "building cardinal (release-lto)"
+        (cd "$root" && cargo build -q --profile release-lto -p cardinal --bin cardinal)
         cardinal="${CARGO_TARGET_DIR:-$root/target}/release-lto/cardinal"
+    fi
+fi
+# The HTTP row's client: crates/server/examples/load.rs.
+if [[ $run_cardinal == 1 && $HTTP_SECONDS -gt 0 ]]; then
+    if [[ -n "${LOAD:-}" ]]; then
+        load="$LOAD"
+    else
+        say "building the load example (release-lto)"
+        (cd "$root" && cargo build -q --profile release-lto -p cardinal-server --example load)
+        load="${CARGO_TARGET_DIR:-$root/target}/release-lto/examples/load"
     fi
 fi
 if [[ ! -f "$records" ]]; then
@@ -182,6 +208,7 @@ record_bytes="$(stat -c %s "$records")"
         echo "kafka: ${jars[0]##*/}"
     fi
     [[ $run_redis == 1 ]] && echo "redis: $(redis-server --version)"
+    [[ $run_cardinal == 1 ]] && echo "cardinal: $cardinal, built $(stat -c %y "$cardinal" | cut -d. -f1)"
     echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
     # What one fsync costs on the disk the servers write to, right now.
     python3 - "$scratch/fsync-probe" <<'EOF'
@@ -406,18 +433,165 @@ EOF
     tail -1 "$results" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("   redis %-34s %9.0f adds/s    server %.2f CPU-s" % (r["setting"], r["events_per_s"], r["server_cpu_s"]))' >&2
 }
 
-# ---- cardinal serve: the number these anchors are for -----------------------------
-# Not measured yet: `cardinal serve` and `cardinal send` do not exist. When they
-# do, a `cardinal_round ROUND` goes here that starts `cardinal serve` on a
-# random port of 127.0.0.1 (its pid in `pids`, its data under $scratch), sends
-# "$records" with `cardinal send` (W1's schema, bench/engine/schemas/
-# impressions.sql), and appends a "system": "cardinal" line to $results with
-# events/s, p50/p99 acknowledgement latency and CPU-s; it is called in the
-# round loop below beside the peers, and the table then prints cardinal's rate
-# over each anchor.
+# ---- cardinal serve: the number these anchors are for -------------------------------
+# A fresh `cardinal serve` per measurement (W1's summaries, its data under
+# $scratch, random free ports), the same records file through `cardinal send`
+# (or the HTTP load example), then the server's /metrics: the acknowledgement
+# latency histogram (admission to acknowledgement, server side; quantiles
+# interpolated linearly within a bucket, as Prometheus' histogram_quantile
+# does) and the accepted count, which must equal the events acknowledged to
+# the client. SIGTERM must stop it with exit status 0 (after a last snapshot).
+schema="$root/bench/engine/schemas/impressions.sql"
+cardinal_start() { # cardinal_start NAME: a fresh server; sets c_pid, c_port, c_http
+    local name="$1"
+    mapfile -t ports < <(free_ports 2)
+    c_port="${ports[0]}" c_http="${ports[1]}"
+    mkdir -p "$scratch/$name"
+    "$cardinal" serve "$schema" --listen "127.0.0.1:$c_port" --http "127.0.0.1:$c_http" \
+        --data "$scratch/$name/data" >"$out/$name.server.txt" 2>&1 &
+    c_pid=$!
+    pids+=("$c_pid")
+    for _ in $(seq 300); do   # at most 30 s
+        curl -sf "http://127.0.0.1:$c_http/healthz" >/dev/null 2>&1 && return 0
+        kill -0 "$c_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    say "cardinal serve did not become ready within 30 s; its output ends:"
+    tail -20 "$out/$name.server.txt" >&2
+    exit 1
+}
+cardinal_stop() { # cardinal_stop NAME: SIGTERM, at most 120 s to exit, exit status 0 required
+    local name="$1" rc=0
+    kill -TERM "$c_pid"
+    for _ in $(seq 1200); do
+        kill -0 "$c_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$c_pid" 2>/dev/null; then
+        say "cardinal serve did not exit within 120 s of SIGTERM"
+        exit 1
+    fi
+    wait "$c_pid" || rc=$?
+    if [[ $rc != 0 ]]; then
+        say "cardinal serve exited with status $rc after SIGTERM; its output ends:"
+        tail -5 "$out/$name.server.txt" >&2
+        exit 1
+    fi
+    rm -rf "${scratch:?}/$name"
+}
+cardinal_result() { # cardinal_result KIND RAW ROUND SETTING T0 T1 S0 S1: one JSON line
+    python3 - "$@" "$EVENTS" "$tick" <<'EOF'
+import json, math, re, sys
+kind, raw, rnd, setting, t0, t1, s0, s1, events, tick = sys.argv[1:]
+metrics = open(raw + ".metrics").read()
+def scalar(name):
+    total, found = 0.0, False
+    for m in re.finditer(r"^" + re.escape(name) + r"(?:\{[^}]*\})? ([0-9.eE+-]+)$", metrics, re.M):
+        total += float(m.group(1)); found = True
+    if not found:
+        sys.exit(f"no {name} in {raw}.metrics")
+    return total
+def quantile(name, q):
+    # Cumulative buckets; the rank's bucket found, the value interpolated
+    # linearly between its bounds (the first bucket's lower bound is 0).
+    buckets = sorted((math.inf if le == "+Inf" else float(le), float(c)) for le, c in
+                     re.findall(r"^" + re.escape(name) + r'_bucket\{le="([^"]+)"\} ([0-9.eE+-]+)$', metrics, re.M))
+    total = buckets[-1][1] if buckets else 0
+    if total == 0:
+        return None
+    rank, lo, below = q * total, 0.0, 0.0
+    for le, c in buckets:
+        if c >= rank:
+            if le == math.inf:
+                return lo   # past the largest bound: reported as that bound
+            return lo + (le - lo) * ((rank - below) / (c - below) if c > below else 0.0)
+        lo, below = le, c
+    return lo
+wall = float(t1) - float(t0)
+accepted = int(scalar("cardinal_events_accepted_total"))
+row = {"system": "cardinal", "round": int(rnd), "setting": setting, "transport": kind}
+cu, cs = open(raw + ".time").read().split()[1:3]
+if kind == "native":
+    text = open(raw).read()
+    m = re.search(r"records accepted (\d+), rejected (\d+)", text)
+    b = re.search(r"acknowledged (\d+) batches \((\d+) as duplicates of an earlier send\), (\d+) refused", text)
+    if not m or not b:
+        sys.exit(f"no summary from cardinal send in {raw}")
+    sent, rejected = int(m.group(1)), int(m.group(2))
+    if sent + rejected != int(events) or rejected or int(b.group(3)):
+        sys.exit(f"cardinal send: {sent} accepted and {rejected} rejected of {events}, {b.group(3)} batches refused")
+    row.update({"events": sent, "batches": int(b.group(1)), "events_per_s": sent / wall})
+else:
+    load = json.loads(open(raw).read().strip().splitlines()[-1])
+    if load["batches_posted"] != load["batches"] or load["failed_posts"]:
+        sys.exit(f"load: {load['batches']} of {load['batches_posted']} batches acknowledged, "
+                 f"{load['failed_posts']} failed posts")
+    sent = load["events"]
+    row.update({"events": sent, "batches": load["batches"], "events_per_s": load["events_per_s"],
+                "client_p50_ms": load["p50_ms"], "client_p99_ms": load["p99_ms"],
+                "http_503": load["http_503"], "rss_mib_last_third_max": load["rss_mib_last_third_max"]})
+    wall = load["wall_s"]
+if accepted != sent:
+    sys.exit(f"the server's cardinal_events_accepted_total is {accepted}, the client's acknowledged events {sent}")
+p50, p99 = quantile("cardinal_ack_latency_seconds", 0.5), quantile("cardinal_ack_latency_seconds", 0.99)
+fs50 = quantile("cardinal_wal_fsync_seconds", 0.5)
+syncs = int(scalar("cardinal_wal_syncs_total"))
+row.update({
+    "mb_per_s": float(open(raw + ".bytes").read()) / wall / 1e6 if kind == "native" else None,
+    "wall_s": wall, "accepted_metric": accepted,
+    "p50_ms": p50 * 1e3 if p50 is not None else None, "p99_ms": p99 * 1e3 if p99 is not None else None,
+    "latency": "server histogram, interpolated within buckets",
+    "server_cpu_s": (int(s1) - int(s0)) / int(tick), "client_cpu_s": float(cu) + float(cs),
+    "wal_syncs": syncs, "wal_bytes": int(scalar("cardinal_wal_bytes_total")),
+    "fsync_p50_ms": fs50 * 1e3 if fs50 is not None else None,
+    "batches_per_sync": row["batches"] / syncs if syncs else None,
+})
+print(json.dumps(row))
+EOF
+}
+
+cardinal_round() { # cardinal_round ROUND BATCH_KIB WINDOW: `cardinal send` of the records
+    local round="$1" batch="$2" window="$3"
+    local name="cardinal-r$round-b$batch-w$window"
+    local raw="$out/$name.txt" s0 t0 t1 s1
+    cardinal_start "$name"
+    stat -c %s "$records" >"$raw.bytes"
+    s0="$(cpu_ticks "$c_pid")"; t0="$(now)"
+    /usr/bin/time -f 'client_cpu %U %S' -o "$raw.time" \
+        timeout --foreground "$TIMEOUT" "$cardinal" send "$records" --to "127.0.0.1:$c_port" \
+        --stream impressions --no-header --batch-kib "$batch" --window "$window" >"$raw" 2>&1 \
+        || { say "cardinal send failed:"; tail -20 "$raw" >&2; exit 1; }
+    t1="$(now)"; s1="$(cpu_ticks "$c_pid")"
+    curl -sf "http://127.0.0.1:$c_http/metrics" >"$raw.metrics"
+    cardinal_stop "$name"
+    cardinal_result native "$raw" "$round" "send --batch-kib $batch --window $window" \
+        "$t0" "$t1" "$s0" "$s1" >>"$results"
+    tail -1 "$results" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("   cardinal %-31s %9.0f events/s  %6.1f MB/s  p50 %6.1f ms  p99 %6.1f ms  server %.2f CPU-s  %d syncs" % (r["setting"], r["events_per_s"], r["mb_per_s"], r["p50_ms"], r["p99_ms"], r["server_cpu_s"], r["wal_syncs"]))' >&2
+}
+
+cardinal_http_round() { # cardinal_http_round ROUND: the load example, as fast as it goes
+    local round="$1" name="cardinal-r$1-http"
+    local raw="$out/$name.txt" s0 t0 t1 s1
+    cardinal_start "$name"
+    s0="$(cpu_ticks "$c_pid")"; t0="$(now)"
+    # The load example drops its input's first line as a header: one record
+    # fewer per pass over the file, counted as what it is.
+    /usr/bin/time -f 'client_cpu %U %S' -o "$raw.time" \
+        timeout --foreground "$TIMEOUT" "$load" --http "127.0.0.1:$c_http" --stream impressions \
+        --input "$records" --connections 4 --batch-kib 1024 --seconds "$HTTP_SECONDS" \
+        --pid "$c_pid" >"$raw" 2>"$raw.progress" \
+        || { say "the load example failed:"; tail -20 "$raw.progress" >&2; exit 1; }
+    t1="$(now)"; s1="$(cpu_ticks "$c_pid")"
+    curl -sf "http://127.0.0.1:$c_http/metrics" >"$raw.metrics"
+    cardinal_stop "$name"
+    cardinal_result http "$raw" "$round" "HTTP POST, 4 connections, 1 MiB bodies" \
+        "$t0" "$t1" "$s0" "$s1" >>"$results"
+    tail -1 "$results" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("   cardinal %-31s %9.0f events/s  p50 %6.1f ms  p99 %6.1f ms  server %.2f CPU-s  %d 503s" % (r["setting"], r["events_per_s"], r["p50_ms"], r["p99_ms"], r["server_cpu_s"], r["http_503"]))' >&2
+}
 
 # ---- interleaved rounds -----------------------------------------------------------
 IFS=',' read -r -a settings <<<"$KAFKA_SETTINGS"
+IFS=',' read -r -a cardinal_settings <<<"$CARDINAL_SETTINGS"
 say "$ROUNDS round(s) of $EVENTS events; raw results in ${out#"$root"/}"
 for round in $(seq "$ROUNDS"); do
     say "round $round"
@@ -429,6 +603,14 @@ for round in $(seq "$ROUNDS"); do
     if [[ $run_redis == 1 ]]; then
         redis_round "$round" volatile "$volatile_port" "${redis_pid[volatile]}"
         redis_round "$round" durable "$durable_port" "${redis_pid[durable]}"
+    fi
+    if [[ $run_cardinal == 1 ]]; then
+        for s in "${cardinal_settings[@]}"; do
+            cardinal_round "$round" "${s%%:*}" "${s##*:}"
+        done
+        if [[ $HTTP_SECONDS -gt 0 ]]; then
+            cardinal_http_round "$round"
+        fi
     fi
 done
 
@@ -446,7 +628,7 @@ for r in rows:
         best[k] = r
 kafka = [r for (s, _), r in best.items() if s == "kafka"]
 top = max(kafka, key=lambda r: r["events_per_s"]) if kafka else None
-print(f"Ingest anchors, {machine.get('date')} at {machine.get('commit')}: {machine.get('events')}, "
+print(f"Durable ingest, {machine.get('date')} at {machine.get('commit')}: {machine.get('events')}, "
       f"best of {max(r['round'] for r in rows)} round(s); load {machine.get('load at start')} "
       f"at start, {machine.get('load at end')} at end; the disk before the run:")
 for k, v in machine.items():
@@ -464,9 +646,33 @@ for (system, setting), r in best.items():
         print(f"| Kafka acks=all | {setting}{mark} | {r['events_per_s']:,.0f} | {r['mb_per_s']:.1f} | "
               f"{r['p50_ms']} / {r['p99_ms']} | {r['wall_s']:.1f} | {r['server_cpu_s']:.2f} | {per_cpu(r)} | "
               f"{r['client_cpu_s']:.2f} | {r['log_flushes']:,} / {int(req or 0):,} |")
-    else:
+    elif system == "redis":
         print(f"| Redis | {setting} | {r['events_per_s']:,.0f} | | | {r['wall_s']:.1f} | "
               f"{r['server_cpu_s']:.2f} | {per_cpu(r)} | {r['client_cpu_s']:.2f} | {r['socket_reads']:,} reads |")
-print("\ncardinal serve: not measured yet (it does not exist); its rate over each anchor goes here.")
+ours = [r for (s, _), r in best.items() if s == "cardinal"]
+native = [r for r in ours if r["transport"] == "native"]
+mine = max(native, key=lambda r: r["events_per_s"]) if native else None
+def ms(v):
+    return "-" if v is None else f"{v:.1f}"
+for r in ours:
+    mark = " (best)" if r is mine else ""
+    mb = f"{r['mb_per_s']:.1f}" if r.get("mb_per_s") is not None else ""
+    print(f"| cardinal {'send' if r['transport'] == 'native' else 'HTTP'} | {r['setting']}{mark} | "
+          f"{r['events_per_s']:,.0f} | {mb} | {ms(r['p50_ms'])} / {ms(r['p99_ms'])} | {r['wall_s']:.1f} | "
+          f"{r['server_cpu_s']:.2f} | {per_cpu(r)} | {r['client_cpu_s']:.2f} | "
+          f"{r['wal_syncs']:,} syncs / {r['batches']:,} batches |")
+if ours:
+    print()
+    print("cardinal's latency is the server's histogram (admission to acknowledgement), "
+          "interpolated within its buckets; Kafka's is its tool's, send to acknowledgement.")
+if mine:
+    print()
+    print(f"cardinal send's best ({mine['setting']}, {mine['events_per_s']:,.0f} events/s) over each anchor:")
+    print()
+    print("| anchor | setting | events/s | cardinal / anchor |")
+    print("|---|---|---:|---:|")
+    for (system, setting), r in best.items():
+        if system in ("kafka", "redis"):
+            print(f"| {system} | {setting} | {r['events_per_s']:,.0f} | {mine['events_per_s'] / r['events_per_s']:.2f}x |")
 EOF
 say "results in ${out#"$root"/}"
