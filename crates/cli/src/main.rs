@@ -238,7 +238,7 @@ mod tests {
         }
         let mut checked = Vec::new();
         walk(&Cli::command(), "cardinal", &mut checked);
-        assert_eq!(checked.len(), 13, "{checked:?}");
+        assert_eq!(checked.len(), 16, "{checked:?}");
     }
 
     #[test]

@@ -35,6 +35,11 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The tour's flags.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  cardinal demo serve                          1M events; a few seconds
+  cardinal demo serve --events 5000000 --out tour/   keep the data, log and ledger in ./tour
+
+Afterwards `cardinal serve tour/schema.sql --data tour/data` serves the same state again.")]
 pub struct Args {
     /// Rows to generate.
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(10_000..))]
