@@ -240,7 +240,7 @@ struct Submit {
 }
 
 /// The merged state: everything handed over so far.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Base {
     rollups: Vec<Rollup>,
     counts: Counts,
@@ -797,38 +797,14 @@ impl Continuous {
 
     /// Stops taking batches, folds every batch queued and returns the
     /// final merged rollups and counts, with the number of batches.
-    pub fn finish(self) -> Result<(Vec<Rollup>, Counts, u64)> {
+    pub fn finish(mut self) -> Result<(Vec<Rollup>, Counts, u64)> {
         let covers = {
             let view = self.take_snapshot(true, false)?;
             view.covers()
         };
-        let Continuous {
-            submit,
-            base,
-            workers,
-            shared,
-            attributor,
-            ..
-        } = self;
-        for queue in &submit
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-            .queues
-        {
-            queue.close();
-        }
-        for worker in workers {
-            if worker.join().is_err() {
-                bail!("a worker panicked");
-            }
-        }
-        if let Some(Attributor { inbox, thread }) = attributor {
-            drop(inbox);
-            if thread.join().is_err() {
-                bail!("the attribution thread panicked");
-            }
-        }
-        if let Some(why) = shared
+        self.stop()?;
+        if let Some(why) = self
+            .shared
             .failed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -836,8 +812,41 @@ impl Continuous {
         {
             bail!("the engine stopped: {why}");
         }
-        let base = base.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let base = std::mem::take(&mut *self.base.lock().unwrap_or_else(PoisonError::into_inner));
         Ok((base.rollups, base.counts, covers))
+    }
+
+    /// Closes the queues and joins the workers (once they have folded what
+    /// was queued) and the attribution thread. What `finish` and `Drop`
+    /// share: an engine dropped without `finish` leaves no thread behind.
+    fn stop(&mut self) -> Result<()> {
+        for queue in &self
+            .submit
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .queues
+        {
+            queue.close();
+        }
+        let mut panicked = false;
+        for worker in std::mem::take(&mut self.workers) {
+            panicked |= worker.join().is_err();
+        }
+        ensure!(!panicked, "a worker panicked");
+        if let Some(Attributor { inbox, thread }) = self.attributor.take() {
+            drop(inbox);
+            ensure!(thread.join().is_ok(), "the attribution thread panicked");
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Continuous {
+    fn drop(&mut self) {
+        // After `finish` there is nothing left to stop; otherwise the
+        // workers fold what is queued and leave (a panic was reported by
+        // its worker's failure already).
+        let _ = self.stop();
     }
 }
 
