@@ -501,6 +501,7 @@ fn http_limits_and_errors_are_clear() {
     let (status, body) = request(at, "GET", "/v1/rejects", &[], b"").expect("answer");
     assert_eq!(status, 200);
     assert!(body.contains("not a TIMESTAMP"), "{body}");
+    assert!(body.contains("log record 1: stream events"), "{body}");
     let (status, body) = request(at, "GET", "/metrics", &[], b"").expect("answer");
     assert_eq!(status, 200);
     // The text format: every sample under its own family's TYPE line, no

@@ -264,6 +264,8 @@ enum Item {
         ticket: Ticket,
         receipt: Receipt,
         stream: usize,
+        /// Who sent it, for the rejects log (`client c batch 7`).
+        origin: String,
         queued: Instant,
         reply: tokio::sync::oneshot::Sender<Result<Acked, String>>,
     },
@@ -354,7 +356,8 @@ impl Histogram {
 /// The newest reject lines (bounded) and counts by reason.
 #[derive(Debug, Default)]
 pub struct Rejects {
-    /// The newest lines, `stream: line`.
+    /// The newest lines, each `<who sent it>: <the engine's reject line>`
+    /// (`client loader-1 batch 7: stream events batch 3:byte 28: ...`).
     pub lines: VecDeque<String>,
     /// Lines seen but no longer kept, or never kept (past the first ten of
     /// a batch).
@@ -813,6 +816,11 @@ impl Service {
             "engine numbers follow the log"
         );
         list.push_back(sequence);
+        let origin_text = match &origin {
+            Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
+            Origin::Key(key) => format!("idempotency key {key}"),
+            Origin::None => format!("log record {sequence}"),
+        };
         match origin {
             Origin::Client(client, id) => {
                 ingest.dedup.admit(&client, id);
@@ -826,6 +834,7 @@ impl Service {
             ticket,
             receipt,
             stream: index,
+            origin: origin_text,
             queued: Instant::now(),
             reply: reply_to,
         };
@@ -997,6 +1006,7 @@ fn complete(
                 ticket,
                 receipt,
                 stream,
+                origin,
                 queued,
                 reply,
             } => {
@@ -1037,7 +1047,7 @@ fn complete(
                             kept.lines.pop_front();
                             kept.dropped += 1;
                         }
-                        kept.lines.push_back(line.clone());
+                        kept.lines.push_back(format!("{origin}: {line}"));
                     }
                     kept.dropped += outcome.rejects - outcome.first_rejects.len() as u64;
                 }
