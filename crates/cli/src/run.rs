@@ -21,7 +21,7 @@ mod args;
 mod outputs;
 
 pub use args::{Args, threads_arg};
-use args::{DAY_MS, FUTURE_TOLERANCE_DAYS_MIN};
+pub(crate) use args::{DAY_MS, FUTURE_TOLERANCE_DAYS_MIN};
 use outputs::{check_hll_hex, check_outputs, commit_files, output_file};
 
 /// Runs the engine over `inputs`, drawing the progress line on stderr

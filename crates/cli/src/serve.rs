@@ -52,6 +52,19 @@ pub struct ServeArgs {
     /// the machine's memory).
     #[arg(long, value_name = "SIZE", value_parser = crate::memory::memory_arg)]
     pub memory_max: Option<u64>,
+    /// Most groups a summary may hold (a memory guard): a summary with
+    /// more stops the server, naming it.
+    #[arg(long, default_value_t = cardinal_rollup::GROUPS_MAX_DEFAULT)]
+    pub groups_max: u64,
+    /// Keep only buckets within this many days of the stream's watermark:
+    /// what bounds a long-running server's state.
+    #[arg(long)]
+    pub retention_days: Option<u32>,
+    /// Drop the records of buckets more than DAYS ahead of the stream's
+    /// watermark, counted per summary (default: the retention window, at
+    /// least 1 day, with --retention-days, else off).
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub future_tolerance: Option<u32>,
     /// Seconds between snapshots.
     #[arg(long, default_value_t = SNAPSHOT_EVERY_DEFAULT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub snapshot_every: u64,
@@ -129,6 +142,17 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         .unwrap_or_else(crate::memory::memory_max_default);
     let mut service = ServiceOptions::new(threads, memory_max);
     service.repair = args.repair;
+    let day_ms = crate::run::DAY_MS;
+    service.limits = cardinal_rollup::Limits {
+        groups_max: args.groups_max,
+        retention_ms: args.retention_days.map(|d| i64::from(d) * day_ms),
+        future_ms: args
+            .future_tolerance
+            .or(args
+                .retention_days
+                .map(|d| d.max(crate::run::FUTURE_TOLERANCE_DAYS_MIN)))
+            .map(|d| i64::from(d) * day_ms),
+    };
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     cardinal_server::net::serve(ServeConfig {
         plan: Arc::new(plan),

@@ -762,3 +762,35 @@ fn the_memory_budget_holds_over_the_network() {
     assert!(log.contains("--memory-max"), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn retention_bounds_a_served_state_across_restarts() {
+    let dir = scratch_dir("serve", "retention");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let mut server = start_with(&dir, "data", &["--retention-days", "1"]);
+    for (i, batch) in batches(13, 30, 300).iter().enumerate() {
+        let at = server.http;
+        post_until_acked(&move || at, i, batch);
+    }
+    let days = |server: &Server| {
+        let body = json_of(server.http, "by_state");
+        let mut days: Vec<String> = body
+            .lines()
+            .filter_map(|l| l.split("\"day\":\"").nth(1))
+            .map(|rest| rest[..10].to_owned())
+            .collect();
+        days.sort();
+        days.dedup();
+        days
+    };
+    let kept = days(&server);
+    assert!(!kept.is_empty());
+    assert!(
+        !kept.contains(&"2026-11-01".to_owned()),
+        "the first day is past the retention: {kept:?}"
+    );
+    kill9(&mut server);
+    let server = start_with(&dir, "data", &["--retention-days", "1"]);
+    assert_eq!(days(&server), kept, "the same days after a restart");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -89,12 +89,12 @@ pub struct Args {
 }
 
 /// Milliseconds in a day, for the flags given in days.
-pub(super) const DAY_MS: i64 = 86_400_000;
+pub(crate) const DAY_MS: i64 = 86_400_000;
 
 /// The least future tolerance, in days: the default with
 /// `--retention-days 0`, and the least `--future-tolerance` takes. A
 /// record of the next daily bucket must never count as being in the future.
-pub(super) const FUTURE_TOLERANCE_DAYS_MIN: u32 = 1;
+pub(crate) const FUTURE_TOLERANCE_DAYS_MIN: u32 = 1;
 
 /// Rows of a summary's printed table unless `--max-rows` says otherwise.
 const TABLE_ROWS_DEFAULT: usize = 100;
