@@ -129,6 +129,10 @@ pub const BACKOFF_FIRST: Duration = Duration::from_millis(50);
 /// minute.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
+/// `malformed` closes in a row, with no batch acknowledged between, after
+/// which the client stops (`docs/protocol.md`: a client bug, not damage).
+pub const MALFORMED_IN_A_ROW_MAX: u32 = 3;
+
 /// How long reconnecting may go on without progress unless configured
 /// otherwise: 60 s, longer than a server's restart and recovery here.
 pub const GIVE_UP_AFTER_DEFAULT: Duration = Duration::from_secs(60);
@@ -389,6 +393,8 @@ struct Run<'a> {
     /// When the first failure since the last progress happened.
     down_since: Option<Instant>,
     attempts: u64,
+    /// `malformed` closes in a row (reset by progress).
+    malformed: u32,
     jitter: u64,
 }
 
@@ -430,6 +436,7 @@ impl<'a> Run<'a> {
             counts: Progress::default(),
             backoff: BACKOFF_FIRST,
             down_since: None,
+            malformed: 0,
             attempts: 0,
             jitter: seed | 1,
         })
@@ -696,6 +703,22 @@ impl Run<'_> {
                     self.close();
                     return Ok(());
                 }
+                if code == ErrorCode::Malformed {
+                    // Damage on the way is retried; the same refusal again
+                    // and again is a client bug, and resending cannot fix it.
+                    self.malformed += 1;
+                    if self.malformed >= MALFORMED_IN_A_ROW_MAX {
+                        self.close();
+                        return Err(Error::Refused {
+                            code,
+                            message: format!(
+                                "{message} ({} times in a row, with no batch acknowledged \
+                                 between: not damage on the way)",
+                                self.malformed
+                            ),
+                        });
+                    }
+                }
                 return self.lost(format!("{} said {code}: {message}", self.options.to));
             }
         }
@@ -703,6 +726,7 @@ impl Run<'_> {
     }
 
     fn progressed(&mut self) {
+        self.malformed = 0;
         self.down_since = None;
         self.backoff = BACKOFF_FIRST;
         self.attempts = 0;

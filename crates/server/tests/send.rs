@@ -41,6 +41,8 @@ enum Fault {
     Restart(usize, Duration),
     /// Ping the client (nonce 7) on the n-th batch frame.
     Ping(usize),
+    /// Close with `malformed` on the n-th batch frame.
+    Malformed(usize),
 }
 
 #[derive(Default)]
@@ -176,6 +178,16 @@ fn serve_one(
                         out.clear();
                         encode(&Frame::Ping(7), &mut out);
                         socket.write_all(&out).expect("ping");
+                    }
+                    Some(Fault::Malformed(n)) if n == batches => {
+                        if let Action::Close(frame) =
+                            conn.stop(ErrorCode::Malformed, "a malformed batch, for a test")
+                        {
+                            out.clear();
+                            encode(&frame, &mut out);
+                            let _ = socket.write_all(&out);
+                        }
+                        return;
                     }
                     Some(Fault::Stopping(n)) if n == batches => {
                         if let Action::Close(frame) =
@@ -547,4 +559,32 @@ fn ndjson_gzip_and_a_missing_file() {
     let error = send(&[missing], &options, |_| {}).expect_err("missing");
     assert!(matches!(error, Error::Input { .. }));
     assert!(error.to_string().contains("missing.csv"), "{error}");
+}
+
+#[test]
+fn the_same_malformed_refusal_again_and_again_stops_the_send() {
+    let dir = TempDir::new("malformed");
+    let (path, _) = csv(&dir.0, "m.csv", 2_000);
+    // Once: damage on the way, resent and delivered.
+    let server = FakeServer::start(vec![Fault::Malformed(1)], ServerConfig::default());
+    let summary = send(
+        &[path.clone()],
+        &options(server.addr, "events", &dir.0),
+        |_| {},
+    )
+    .expect("one malformed close is retried");
+    assert!(summary.reconnects >= 1);
+    // Every connection: a client bug; stopped after three, well before
+    // giving up.
+    let always = vec![Fault::Malformed(1); 20];
+    let server = FakeServer::start(always, ServerConfig::default());
+    let started = std::time::Instant::now();
+    match send(&[path], &options(server.addr, "events", &dir.0), |_| {}) {
+        Err(Error::Refused { code, message }) => {
+            assert_eq!(code, ErrorCode::Malformed);
+            assert!(message.contains("3 times in a row"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(10));
 }
