@@ -568,7 +568,7 @@ fn the_same_malformed_refusal_again_and_again_stops_the_send() {
     // Once: damage on the way, resent and delivered.
     let server = FakeServer::start(vec![Fault::Malformed(1)], ServerConfig::default());
     let summary = send(
-        &[path.clone()],
+        std::slice::from_ref(&path),
         &options(server.addr, "events", &dir.0),
         |_| {},
     )
