@@ -790,7 +790,63 @@ fn retention_bounds_a_served_state_across_restarts() {
         "the first day is past the retention: {kept:?}"
     );
     kill9(&mut server);
-    let server = start_with(&dir, "data", &["--retention-days", "1"]);
+    let mut server = start_with(&dir, "data", &["--retention-days", "1"]);
     assert_eq!(days(&server), kept, "the same days after a restart");
+    // A clean stop writes a snapshot; a start under other limits than it
+    // was saved under is refused, not silently run under the old ones.
+    let pid = server.child.id().to_string();
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(server.child.wait().expect("exit").success());
+    let refused = refused_within(
+        &dir,
+        &[
+            "serve",
+            "schema.sql",
+            "--data",
+            "data",
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+            "--retention-days",
+            "2",
+        ],
+    );
+    assert!(refused.contains("--retention-days"), "{refused}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `cardinal ARGS` expecting it to fail at start: its stderr; a
+/// panic if it still runs after 30 s (it is killed first).
+fn refused_within(dir: &Path, args: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cardinal starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(!status.success(), "it was meant to be refused");
+            let mut stderr = String::new();
+            child
+                .stderr
+                .take()
+                .expect("stderr")
+                .read_to_string(&mut stderr)
+                .expect("read");
+            return stderr;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cardinal {args:?} was not refused within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }

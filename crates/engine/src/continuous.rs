@@ -906,7 +906,7 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                 // index does in a run); it wraps, harmlessly.
                 #[expect(clippy::cast_possible_truncation, reason = "a tie-breaker")]
                 let input = seq as u32;
-                fold_chunk(
+                if let Err(e) = fold_chunk(
                     &mut parser,
                     input,
                     &mut batch,
@@ -914,7 +914,12 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                     &mut collector,
                     None,
                     &mut tap,
-                )?;
+                ) {
+                    // Said before the receipt drops, so its waiter reads
+                    // why (the thread's own report comes after).
+                    shared.fail(|| format!("worker {index}: {e:#}"));
+                    return Err(e);
+                }
                 if let Some(receipt) = receipt {
                     // A caller that stopped waiting lost nothing it needs.
                     let _ = receipt.send(Outcome {

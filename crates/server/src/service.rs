@@ -524,7 +524,24 @@ impl Service {
                             declared.name
                         )
                     })?;
-                    Continuous::start_from(Arc::clone(&plan), &engine_options, &images)?
+                    let engine =
+                        Continuous::start_from(Arc::clone(&plan), &engine_options, &images)?;
+                    // Images keep the limits they were written under; a
+                    // start asking for others is refused, not silently
+                    // ignored (changing them on a live state is not done).
+                    let view = engine.snapshot()?;
+                    for (name, rollup) in view.summaries().iter().zip(view.rollups()) {
+                        let saved = rollup.limits();
+                        ensure!(
+                            saved == engine_options.limits,
+                            "summary {name} was saved under limits {saved:?}, and this start asks \
+                             for {:?}: start with the same --groups-max, --retention-days and \
+                             --future-tolerance (a served state's limits cannot change yet)",
+                            engine_options.limits
+                        );
+                    }
+                    drop(view);
+                    engine
                 }
             };
             streams.push(Stream {
