@@ -187,6 +187,13 @@ fn serve_one(
                             encode(&frame, &mut out);
                             let _ = socket.write_all(&out);
                         }
+                        // A lingering close, as the server does: stop
+                        // writing, read what the client still sends, so
+                        // it reads the error rather than a reset.
+                        let _ = socket.shutdown(std::net::Shutdown::Write);
+                        let _ = socket.set_read_timeout(Some(Duration::from_millis(500)));
+                        let mut sink = [0u8; 64 << 10];
+                        while matches!(socket.read(&mut sink), Ok(n) if n > 0) {}
                         return;
                     }
                     Some(Fault::Stopping(n)) if n == batches => {

@@ -169,7 +169,7 @@ async fn connection(
             out.clear();
         }
         if closing && conn.pending() == 0 {
-            let _ = socket.shutdown().await;
+            linger(&mut socket).await;
             return Ok(());
         }
         let reading = held.is_none() && !closing && conn.wants_read();
@@ -254,6 +254,23 @@ async fn connection(
             }
         }
     }
+}
+
+/// How long a closing connection reads (and drops) what its client still
+/// sends, so the client reads the error frame before a reset.
+const LINGER: Duration = Duration::from_millis(500);
+
+/// A lingering close: stop writing, then read and drop whatever the
+/// client still sends, until it closes or [`LINGER`] passes. Closing with
+/// unread bytes makes the kernel send a reset, which can reach the client
+/// before the error frame does.
+async fn linger(socket: &mut TcpStream) {
+    let _ = socket.shutdown().await;
+    let mut sink = vec![0u8; 64 << 10];
+    let _ = tokio::time::timeout(LINGER, async {
+        while matches!(socket.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
 }
 
 /// Writes `bytes`, giving up after `limit`: a client that stops reading
