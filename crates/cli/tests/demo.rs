@@ -173,7 +173,7 @@ fn demo_refuses_too_few_events() {
 fn demo_serve_kills_the_server_midway_and_loses_nothing() {
     let dir = temp_dir("serve");
     let output = Command::new(env!("CARGO_BIN_EXE_cardinal"))
-        .args(["demo", "serve", "--events", "40000", "--out"])
+        .args(["demo", "serve", "--events", EVENTS, "--out"])
         .arg(&dir)
         .output()
         .expect("cardinal runs");
