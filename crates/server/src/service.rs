@@ -874,8 +874,7 @@ impl Service {
     }
 
     fn fail(&self, why: &str) {
-        lock(&self.failed).get_or_insert_with(|| why.to_owned());
-        self.stopping.store(true, Ordering::Release);
+        mark_failed(&self.failed, &self.stopping, why);
     }
 
     /// The engine holding `summary` (index into the input streams).
@@ -1008,6 +1007,12 @@ impl Service {
     }
 }
 
+/// Records the first reason the service failed and stops its ingest.
+fn mark_failed(failed: &Mutex<Option<String>>, stopping: &AtomicBool, why: &str) {
+    lock(failed).get_or_insert_with(|| why.to_owned());
+    stopping.store(true, Ordering::Release);
+}
+
 /// The completer thread (module doc): answers items in log order.
 fn complete(
     items: Receiver<Item>,
@@ -1031,23 +1036,20 @@ fn complete(
                     let _ = reply.send(Err(why.clone()));
                     continue;
                 }
-                let sequence = match ticket.wait() {
-                    Ok(sequence) => sequence,
-                    Err(error) => {
-                        let why = format!("the write-ahead log failed: {error}");
-                        lock(failed).get_or_insert_with(|| why.clone());
-                        stopping.store(true, Ordering::Release);
-                        let _ = reply.send(Err(why.clone()));
-                        broken = Some(why);
-                        continue;
-                    }
-                };
-                let outcome = match receipt.wait() {
-                    Ok(outcome) => outcome,
-                    Err(error) => {
-                        let why = format!("an engine stopped: {error:#}");
-                        lock(failed).get_or_insert_with(|| why.clone());
-                        stopping.store(true, Ordering::Release);
+                // Synced, then folded: either failing stops the service.
+                let waited = ticket
+                    .wait()
+                    .map_err(|error| format!("the write-ahead log failed: {error}"))
+                    .and_then(|sequence| {
+                        let outcome = receipt.wait();
+                        outcome
+                            .map(|outcome| (sequence, outcome))
+                            .map_err(|error| format!("an engine stopped: {error:#}"))
+                    });
+                let (sequence, outcome) = match waited {
+                    Ok(done) => done,
+                    Err(why) => {
+                        mark_failed(failed, stopping, &why);
                         let _ = reply.send(Err(why.clone()));
                         broken = Some(why);
                         continue;

@@ -361,6 +361,40 @@ fn parse_time(name: &str, text: Option<&String>) -> Result<Option<Timestamp>, St
     }
 }
 
+/// A request's `from=` and `to=`.
+fn time_range(
+    params: &HashMap<String, String>,
+) -> Result<(Option<Timestamp>, Option<Timestamp>), String> {
+    Ok((
+        parse_time("from", params.get("from"))?,
+        parse_time("to", params.get("to"))?,
+    ))
+}
+
+/// Runs `answer` on the summary called `name` and its merged rollup, from
+/// a live view of the engine that holds it.
+fn with_rollup<T>(
+    service: &crate::service::Service,
+    name: &str,
+    answer: impl FnOnce(
+        &cardinal_route::Summary,
+        &cardinal_rollup::Rollup,
+    ) -> Result<T, (StatusCode, String)>,
+) -> Result<T, (StatusCode, String)> {
+    let (_, declared) = cardinal_engine::query::find_summary(service.plan(), name)
+        .map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
+    let index = service
+        .engine_of(&declared.name)
+        .ok_or((StatusCode::NOT_FOUND, format!("no engine holds {name}")))?;
+    let view = service
+        .view(index)
+        .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
+    let rollup = view
+        .rollup(&declared.name)
+        .ok_or((StatusCode::NOT_FOUND, format!("no rollup for {name}")))?;
+    answer(declared, rollup)
+}
+
 async fn summary(
     State(edge): State<Arc<Edge>>,
     Path(name): Path<String>,
@@ -374,15 +408,9 @@ async fn summary(
         summary: name.clone(),
         ..Default::default()
     };
-    match (
-        parse_time("from", params.get("from")),
-        parse_time("to", params.get("to")),
-    ) {
-        (Ok(from), Ok(to)) => {
-            query.from = from;
-            query.to = to;
-        }
-        (Err(e), _) | (_, Err(e)) => return plain(StatusCode::BAD_REQUEST, e),
+    match time_range(&params) {
+        Ok((from, to)) => (query.from, query.to) = (from, to),
+        Err(e) => return plain(StatusCode::BAD_REQUEST, e),
     }
     query.where_ = params.get("where").cloned();
     query.by = params.get("by").map(|by| {
@@ -417,44 +445,35 @@ async fn summary(
         move || -> Result<(String, &'static str), (StatusCode, String)> {
             let service = &work.service;
             let bad = |e: cardinal_engine::Error| (StatusCode::BAD_REQUEST, e.to_string());
-            let (_, declared) = cardinal_engine::query::find_summary(service.plan(), &name)
-                .map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
-            let index = service
-                .engine_of(&declared.name)
-                .ok_or((StatusCode::NOT_FOUND, format!("no engine holds {name}")))?;
-            let view = service
-                .view(index)
-                .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
-            let rollup = view
-                .rollup(&declared.name)
-                .ok_or((StatusCode::NOT_FOUND, format!("no rollup for {name}")))?;
-            let answered = answer(declared, rollup, &query).map_err(bad)?;
-            let results = answered.results().map_err(bad)?;
-            let mut out = Vec::new();
-            let internal =
-                |e: cardinal_export::Error| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
-            let kind = match format.as_str() {
-                "table" => {
-                    out.extend_from_slice(cardinal_export::table(&results).as_bytes());
-                    "text/plain; charset=utf-8"
-                }
-                "csv" => {
-                    cardinal_export::write_csv(&mut out, &results, Default::default())
+            with_rollup(service, &name, |declared, rollup| {
+                let answered = answer(declared, rollup, &query).map_err(bad)?;
+                let results = answered.results().map_err(bad)?;
+                let mut out = Vec::new();
+                let internal =
+                    |e: cardinal_export::Error| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+                let kind = match format.as_str() {
+                    "table" => {
+                        out.extend_from_slice(cardinal_export::table(&results).as_bytes());
+                        "text/plain; charset=utf-8"
+                    }
+                    "csv" => {
+                        cardinal_export::write_csv(&mut out, &results, Default::default())
+                            .map_err(internal)?;
+                        "text/csv"
+                    }
+                    _ => {
+                        cardinal_export::write_json_lines(
+                            &mut out,
+                            &declared.name,
+                            &results,
+                            Default::default(),
+                        )
                         .map_err(internal)?;
-                    "text/csv"
-                }
-                _ => {
-                    cardinal_export::write_json_lines(
-                        &mut out,
-                        &declared.name,
-                        &results,
-                        Default::default(),
-                    )
-                    .map_err(internal)?;
-                    "application/x-ndjson"
-                }
-            };
-            Ok((String::from_utf8_lossy(&out).into_owned(), kind))
+                        "application/x-ndjson"
+                    }
+                };
+                Ok((String::from_utf8_lossy(&out).into_owned(), kind))
+            })
         },
     )
     .await;
@@ -478,12 +497,9 @@ async fn overlap_route(
     let Some(name) = params.get("summary").cloned() else {
         return plain(StatusCode::BAD_REQUEST, "summary= is required");
     };
-    let (from, to) = match (
-        parse_time("from", params.get("from")),
-        parse_time("to", params.get("to")),
-    ) {
-        (Ok(from), Ok(to)) => (from, to),
-        (Err(e), _) | (_, Err(e)) => return plain(StatusCode::BAD_REQUEST, e),
+    let (from, to) = match time_range(&params) {
+        Ok(range) => range,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, e),
     };
     let side = |key: &str| Selector {
         from,
@@ -496,39 +512,30 @@ async fn overlap_route(
     let work = Arc::clone(&edge);
     let result = blocking(move || -> Result<String, (StatusCode, String)> {
         let service = &work.service;
-        let (_, declared) = cardinal_engine::query::find_summary(service.plan(), &name)
-            .map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
-        let index = service
-            .engine_of(&declared.name)
-            .ok_or((StatusCode::NOT_FOUND, format!("no engine holds {name}")))?;
-        let view = service
-            .view(index)
-            .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
-        let rollup = view
-            .rollup(&declared.name)
-            .ok_or((StatusCode::NOT_FOUND, format!("no rollup for {name}")))?;
-        let aggregate = match aggregate {
-            Some(aggregate) => aggregate,
-            None => match &hll_aggregates(declared, rollup)[..] {
-                [one] => one.clone(),
-                hlls => {
-                    return Err((
-                        StatusCode::BAD_REQUEST,
-                        format!(
-                            "say which aggregate with aggregate= (hll aggregates of {}: {})",
-                            declared.name,
-                            hlls.join(", ")
-                        ),
-                    ));
-                }
-            },
-        };
-        let answered = overlap(declared, rollup, &a, &b, &aggregate)
-            .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
-        Ok(if text {
-            answered.text()
-        } else {
-            format!("{}\n", answered.json())
+        with_rollup(service, &name, |declared, rollup| {
+            let aggregate = match aggregate {
+                Some(aggregate) => aggregate,
+                None => match &hll_aggregates(declared, rollup)[..] {
+                    [one] => one.clone(),
+                    hlls => {
+                        return Err((
+                            StatusCode::BAD_REQUEST,
+                            format!(
+                                "say which aggregate with aggregate= (hll aggregates of {}: {})",
+                                declared.name,
+                                hlls.join(", ")
+                            ),
+                        ));
+                    }
+                },
+            };
+            let answered = overlap(declared, rollup, &a, &b, &aggregate)
+                .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
+            Ok(if text {
+                answered.text()
+            } else {
+                format!("{}\n", answered.json())
+            })
         })
     })
     .await;

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Edge;
-use crate::service::{Histogram, LATENCY_BUCKETS};
+use crate::service::LATENCY_BUCKETS;
 
 fn family(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# HELP {name} {help}");
@@ -39,21 +39,31 @@ fn load(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
 }
 
-fn histogram(out: &mut String, name: &str, help: &str, histogram: &Histogram) {
+/// A histogram family: `counts` per bucket of `bounds` (not cumulative)
+/// and one more past the last, their `sum`; the cumulative `_bucket`
+/// lines, `+Inf`, `_sum` and `_count` are written here.
+fn histogram(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    bounds: &[impl std::fmt::Display],
+    counts: &[u64],
+    sum: impl std::fmt::Display,
+) {
+    assert_eq!(
+        counts.len(),
+        bounds.len() + 1,
+        "{name}: a count per bucket, and +Inf"
+    );
     family(out, name, "histogram", help);
+    let bucket = format!("{name}_bucket");
     let mut cumulative = 0;
-    for (i, le) in LATENCY_BUCKETS.iter().enumerate() {
-        cumulative += load(&histogram.counts[i]);
-        value(
-            out,
-            &format!("{name}_bucket"),
-            &format!("le=\"{le}\""),
-            cumulative,
-        );
+    for (le, count) in bounds.iter().zip(counts) {
+        cumulative += count;
+        value(out, &bucket, &format!("le=\"{le}\""), cumulative);
     }
-    cumulative += load(&histogram.counts[LATENCY_BUCKETS.len()]);
-    value(out, &format!("{name}_bucket"), "le=\"+Inf\"", cumulative);
-    let sum = load(&histogram.sum_micros) as f64 / 1e6;
+    cumulative += counts[bounds.len()];
+    value(out, &bucket, "le=\"+Inf\"", cumulative);
     value(out, &format!("{name}_sum"), "", sum);
     value(out, &format!("{name}_count"), "", cumulative);
 }
@@ -175,11 +185,15 @@ pub fn render(edge: &Edge) -> String {
         "",
         load(&edge.metrics.http_busy),
     );
+    let acks = &counters.ack_seconds;
+    let ack_counts: Vec<u64> = acks.counts.iter().map(load).collect();
     histogram(
         &mut out,
         "cardinal_ack_latency_seconds",
         "From a batch's admission to its acknowledgement (log sync and fold).",
-        &counters.ack_seconds,
+        &LATENCY_BUCKETS,
+        &ack_counts,
+        load(&acks.sum_micros) as f64 / 1e6,
     );
 
     let wal = service.wal_stats();
@@ -204,60 +218,22 @@ pub fn render(edge: &Edge) -> String {
         "fdatasync calls covering records (group commits).",
     );
     value(&mut out, "cardinal_wal_syncs_total", "", wal.syncs);
-    family(
+    histogram(
         &mut out,
         "cardinal_wal_fsync_seconds",
-        "histogram",
         "Group commits' fdatasync durations.",
+        &cardinal_store::SYNC_SECONDS_BUCKETS,
+        &wal.sync_seconds,
+        wal.sync_micros_sum as f64 / 1e6,
     );
-    let mut cumulative = 0;
-    for (i, le) in cardinal_store::SYNC_SECONDS_BUCKETS.iter().enumerate() {
-        cumulative += wal.sync_seconds[i];
-        let labels = format!("le=\"{le}\"");
-        value(
-            &mut out,
-            "cardinal_wal_fsync_seconds_bucket",
-            &labels,
-            cumulative,
-        );
-    }
-    cumulative += wal.sync_seconds[cardinal_store::SYNC_SECONDS_BUCKETS.len()];
-    value(
-        &mut out,
-        "cardinal_wal_fsync_seconds_bucket",
-        "le=\"+Inf\"",
-        cumulative,
-    );
-    let sum = wal.sync_micros_sum as f64 / 1e6;
-    value(&mut out, "cardinal_wal_fsync_seconds_sum", "", sum);
-    value(&mut out, "cardinal_wal_fsync_seconds_count", "", cumulative);
-    family(
+    histogram(
         &mut out,
         "cardinal_wal_group_commit_records",
-        "histogram",
         "Records one group commit (one fdatasync) covered.",
+        &cardinal_store::SYNC_RECORDS_BUCKETS,
+        &wal.sync_records,
+        wal.records,
     );
-    let mut cumulative = 0;
-    for (i, le) in cardinal_store::SYNC_RECORDS_BUCKETS.iter().enumerate() {
-        cumulative += wal.sync_records[i];
-        let labels = format!("le=\"{le}\"");
-        value(
-            &mut out,
-            "cardinal_wal_group_commit_records_bucket",
-            &labels,
-            cumulative,
-        );
-    }
-    cumulative += wal.sync_records[cardinal_store::SYNC_RECORDS_BUCKETS.len()];
-    let name = "cardinal_wal_group_commit_records";
-    value(
-        &mut out,
-        &format!("{name}_bucket"),
-        "le=\"+Inf\"",
-        cumulative,
-    );
-    value(&mut out, &format!("{name}_sum"), "", wal.records);
-    value(&mut out, &format!("{name}_count"), "", cumulative);
     family(
         &mut out,
         "cardinal_wal_segments",

@@ -114,40 +114,35 @@ async fn connection(
             };
             match frame {
                 Frame::Batch(batch) if conn.client().is_some() => held = Some(batch),
-                Frame::Hello(hello) => {
-                    // The hello reads the highest id through the service's
+                other => {
+                    // A hello reads the highest id through the service's
                     // table: a throwaway table carries it to the state
                     // machine.
-                    let highest = service.hello(&hello.client);
                     let mut table = DedupTable::new();
-                    if let Some(highest) = highest {
-                        table.admit(&hello.client, highest);
+                    let hello = match &other {
+                        Frame::Hello(hello) => Some(hello.client.clone()),
+                        _ => None,
+                    };
+                    if let Some(client) = &hello
+                        && let Some(highest) = service.hello(client)
+                    {
+                        table.admit(client, highest);
                     }
-                    let client = hello.client.clone();
-                    match conn.receive(Frame::Hello(hello), &mut table, |_, _| Ok(())) {
+                    match conn.receive(other, &mut table, |_, _| Ok(())) {
                         Action::Send(frame) => {
                             encode(&frame, &mut out);
-                            // One connection per client id: an older one
-                            // is told to close (`superseded`).
-                            let mut open =
-                                edge.clients.lock().unwrap_or_else(PoisonError::into_inner);
-                            let mine = (serial, Arc::clone(&superseded));
-                            if let Some((_, older)) = open.insert(client.clone(), mine) {
-                                older.notify_one();
+                            if let (Some(client), Frame::HelloOk(_)) = (hello, &frame) {
+                                // One connection per client id: an older
+                                // one is told to close (`superseded`).
+                                let mut open =
+                                    edge.clients.lock().unwrap_or_else(PoisonError::into_inner);
+                                let mine = (serial, Arc::clone(&superseded));
+                                if let Some((_, older)) = open.insert(client.clone(), mine) {
+                                    older.notify_one();
+                                }
+                                registration.client = Some(client);
                             }
-                            registration.client = Some(client);
                         }
-                        Action::Close(frame) => {
-                            encode(&frame, &mut out);
-                            closing = true;
-                        }
-                        _ => {}
-                    }
-                }
-                other => {
-                    let mut table = DedupTable::new();
-                    match conn.receive(other, &mut table, |_, _| Ok(())) {
-                        Action::Send(frame) => encode(&frame, &mut out),
                         Action::Close(frame) => {
                             encode(&frame, &mut out);
                             closing = true;
@@ -185,25 +180,10 @@ async fn connection(
                     buf.reserve(64 << 10);
                 }
             }
-            Some((id, result)) = done.recv() => {
-                match result {
-                    Ok(acked) => {
-                        let ack = Ack {
-                            id,
-                            accepted: acked.accepted,
-                            rejected: acked.rejected,
-                            duplicate: acked.duplicate,
-                        };
-                        encode(&conn.durable(ack), &mut out);
-                    }
-                    Err(why) => {
-                        let error = ErrorFrame::new(None, ErrorCode::Unavailable, &why);
-                        encode(&Frame::Error(error), &mut out);
-                        write(&mut socket, &out, edge.idle).await?;
-                        return Ok(());
-                    }
-                }
-                while let Ok((id, result)) = done.try_recv() {
+            Some(first) = done.recv() => {
+                // Every acknowledgement ready, in one write.
+                let mut next = Some(first);
+                while let Some((id, result)) = next {
                     match result {
                         Ok(acked) => {
                             let ack = Ack {
@@ -215,11 +195,15 @@ async fn connection(
                             encode(&conn.durable(ack), &mut out);
                         }
                         Err(why) => {
+                            // The service failed: nothing pending will be
+                            // made durable; say so and close.
                             let error = ErrorFrame::new(None, ErrorCode::Unavailable, &why);
                             encode(&Frame::Error(error), &mut out);
-                            closing = true;
+                            write(&mut socket, &out, edge.idle).await?;
+                            return Ok(());
                         }
                     }
+                    next = done.try_recv().ok();
                 }
             }
             _ = tokio::time::sleep(wait), if held.is_some() => {
