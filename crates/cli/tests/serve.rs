@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cardinal, ok, scratch_dir};
+use common::{cardinal, failure, ok, scratch_dir};
 
 const SCHEMA: &str =
     "CREATE STREAM events (ts TIMESTAMP, user_id BIGINT, state TEXT, amount BIGINT)
@@ -243,6 +243,17 @@ fn truth(dir: &Path, all: &[String]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A clean stop: SIGTERM, and the exit status must be 0.
+fn terminate(server: &mut Server) {
+    let pid = server.child.id().to_string();
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    let status = server.child.wait().expect("exit");
+    assert!(status.success(), "SIGTERM exit {status:?}");
+}
+
 fn kill9(server: &mut Server) {
     server.child.kill().expect("SIGKILL");
     server.child.wait().expect("reaped");
@@ -312,14 +323,7 @@ fn kill_9_at_random_moments_loses_and_doubles_nothing() {
             assert_eq!(&got, expected, "seed {seed}, summary {summary}");
         }
         let mut server = server.lock().expect("lock");
-        // A clean stop: SIGTERM, exit 0.
-        let pid = server.child.id().to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill");
-        let status = server.child.wait().expect("exit");
-        assert!(status.success(), "SIGTERM exit {status:?}");
+        terminate(&mut server);
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
@@ -430,12 +434,7 @@ fn day_files_are_run_out_files_of_closed_days() {
         let at = server.http;
         post_until_acked(&move || at, i, batch);
     }
-    let pid = server.child.id().to_string();
-    Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(server.child.wait().expect("exit").success());
+    terminate(&mut server);
     truth(&dir, &all);
     ok(&cardinal(
         &dir,
@@ -649,12 +648,8 @@ fn a_token_guards_both_edges_and_is_required_off_loopback() {
             "127.0.0.1:0",
         ],
     );
-    assert!(!refused.status.success());
-    assert!(
-        String::from_utf8_lossy(&refused.stderr).contains("requires a token"),
-        "{}",
-        String::from_utf8_lossy(&refused.stderr)
-    );
+    let stderr = failure(&refused);
+    assert!(stderr.contains("requires a token"), "{stderr}");
     std::fs::write(dir.join("token"), "s3cret-token\n").expect("token");
     let listen = format!("127.0.0.1:{}", free_port());
     let mut server = start_with(
@@ -699,12 +694,8 @@ fn a_token_guards_both_edges_and_is_required_off_loopback() {
             "--no-header",
         ],
     );
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("token"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = failure(&out);
+    assert!(stderr.contains("token"), "{stderr}");
     let out = cardinal(
         &dir,
         &[
@@ -794,12 +785,7 @@ fn retention_bounds_a_served_state_across_restarts() {
     assert_eq!(days(&server), kept, "the same days after a restart");
     // A clean stop writes a snapshot; a start under other limits than it
     // was saved under is refused, not silently run under the old ones.
-    let pid = server.child.id().to_string();
-    Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(server.child.wait().expect("exit").success());
+    terminate(&mut server);
     let refused = refused_within(
         &dir,
         &[
