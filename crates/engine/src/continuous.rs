@@ -55,6 +55,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -65,15 +66,17 @@ use anyhow::{Context, Result, anyhow, bail, ensure};
 use cardinal_parse::Batch;
 use cardinal_rollup::{BytesGauge, Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{Format, Plan, Summary};
+use cardinal_source::{CHUNK_BYTES_MAX, Framing, Input, LineReader};
 
 use cardinal_chains::Router;
 
 use crate::attribute::{self, Collected, Collector, Setup, Stats};
 use crate::batch::{Counts, budget_error, group_limit_error, pick_stream, shape_of};
 use crate::fold::{Fold, REJECTS_SHOWN_MAX};
+use crate::jobs::framing_of;
 use crate::progress::Progress;
 use crate::queue::{PushError, Queue};
-use crate::worker::{Parser, fold_chunk};
+use crate::worker::{LINE_TOO_LONG, Parser, fold_chunk};
 
 /// Batches one worker's queue holds by default before `submit` waits.
 pub const QUEUE_BATCHES_DEFAULT: usize = 64;
@@ -104,6 +107,10 @@ pub struct ContinuousOptions {
     /// newest event time seen) an attribution releases its held events at
     /// a snapshot ([`ATTRIBUTION_LATENESS_MS_DEFAULT`]).
     pub attribution_lateness_ms: u64,
+    /// A failpoint for tests: a batch holding these bytes panics the
+    /// worker folding it, as a bug would. [`ContinuousOptions::new`] takes
+    /// it from [`FAILPOINT_FOLD_PANIC`] (unset: `None`).
+    pub panic_on: Option<Vec<u8>>,
 }
 
 /// The attribution frontier trails the FRONTIER_EVENTS-th newest event
@@ -135,6 +142,9 @@ impl ContinuousOptions {
             memory_max,
             progress: None,
             attribution_lateness_ms: ATTRIBUTION_LATENESS_MS_DEFAULT,
+            panic_on: std::env::var_os(FAILPOINT_FOLD_PANIC)
+                .filter(|v| !v.is_empty())
+                .map(std::ffi::OsString::into_encoded_bytes),
         }
     }
 }
@@ -273,6 +283,10 @@ struct Shared {
     progress: Arc<Progress>,
     /// The first failure of a worker, for the callers that find it gone.
     failed: Mutex<Option<String>>,
+    /// The batch whose fold panicked, if one did ([`Continuous::failed_batch`]).
+    failed_batch: Mutex<Option<u64>>,
+    /// [`FAILPOINT_FOLD_PANIC`]'s value, read once at start.
+    panic_on: Option<Vec<u8>>,
     /// How each attribution routes users to its chains' shard groups
     /// (empty when none reads the stream).
     routing: Vec<(Router, usize)>,
@@ -286,6 +300,73 @@ impl Shared {
     fn fail(&self, why: impl FnOnce() -> String) {
         let mut failed = self.failed.lock().unwrap_or_else(PoisonError::into_inner);
         failed.get_or_insert_with(why);
+    }
+
+    /// Records that folding batch `seq` panicked (the first such batch).
+    fn fail_batch(&self, seq: u64) {
+        let mut failed = self
+            .failed_batch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        failed.get_or_insert(seq);
+    }
+}
+
+/// A failpoint for tests of what follows a bug: with this environment
+/// variable set to some text, a batch holding that text panics the worker
+/// that folds it, as a bug would ([`ContinuousOptions::panic_on`]).
+/// Recovery tests of real processes use it.
+pub const FAILPOINT_FOLD_PANIC: &str = "CARDINAL_FAILPOINT_FOLD_PANIC";
+
+/// The message a panic carried, as text.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+/// Folds one submitted batch. One that fits a chunk is folded as one;
+/// a larger one is read as a file is, by a [`LineReader`] cutting it at
+/// record ends with the stream's framing (quoted newlines kept), so a
+/// batch of any size the caller admits folds, and a record longer than
+/// [`cardinal_source::LINE_BYTES_MAX`] is skipped and rejected as in a
+/// run (`line too long`), not a failure.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the worker's context for one batch, as in `fold_chunk`"
+)]
+fn fold_batch<'p>(
+    name: &Arc<str>,
+    bytes: Vec<u8>,
+    framing: Framing,
+    parser: &mut Parser,
+    input: u32,
+    batch: &mut Batch,
+    fold: &mut Fold<'_>,
+    collector: &mut Option<Collector<'p>>,
+    tap: &mut crate::progress::Tap<'_>,
+) -> Result<()> {
+    if bytes.len() <= CHUNK_BYTES_MAX {
+        batch.chunk_mut().set(name, None, 0, &bytes);
+        return fold_chunk(parser, input, batch, fold, collector, None, tap);
+    }
+    let mut reader = LineReader::new(Input::plain(Arc::clone(name), std::io::Cursor::new(bytes)))
+        .with_framing(framing);
+    loop {
+        match reader.read_chunk(batch.chunk_mut()) {
+            Ok(true) => fold_chunk(parser, input, batch, fold, collector, None, tap)?,
+            Ok(false) => return Ok(()),
+            Err(e) if e.is_recoverable() => {
+                fold.counts.bytes += e.skipped_bytes();
+                fold.reject(LINE_TOO_LONG, &e.to_string());
+            }
+            // Bytes in memory read without fail.
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 
@@ -509,6 +590,8 @@ impl Continuous {
             budget: MemoryBudget::new(options.memory_max),
             progress: options.progress.clone().unwrap_or_default(),
             failed: Mutex::new(None),
+            failed_batch: Mutex::new(None),
+            panic_on: options.panic_on.clone(),
             routing,
             threads,
             attribution_lateness_ms: options.attribution_lateness_ms,
@@ -521,8 +604,10 @@ impl Continuous {
             let thread = std::thread::Builder::new()
                 .name("cardinal-attribution".to_string())
                 .spawn(move || {
-                    let attributed =
-                        attribute(&shared, &requests, attribution_image.as_deref(), &started);
+                    let attributed = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        attribute(&shared, &requests, attribution_image.as_deref(), &started)
+                    }))
+                    .unwrap_or_else(|panic| Err(anyhow!("panicked: {}", panic_text(&*panic))));
                     if let Err(e) = attributed {
                         shared.fail(|| format!("attribution: {e:#}"));
                     }
@@ -551,12 +636,19 @@ impl Continuous {
             let worker = std::thread::Builder::new()
                 .name(format!("cardinal-worker-{index}"))
                 .spawn(move || {
-                    let worked = work(&shared, index, &inbox);
-                    // Producers waiting on a worker that stopped fail.
-                    inbox.leave();
+                    // A panic is this worker's failure like any error:
+                    // said, and its queue left, so that no producer,
+                    // receipt or snapshot waits on a thread that is gone.
+                    let worked =
+                        std::panic::catch_unwind(AssertUnwindSafe(|| work(&shared, index, &inbox)))
+                            .unwrap_or_else(|panic| {
+                                Err(anyhow!("panicked: {}", panic_text(&*panic)))
+                            });
                     if let Err(e) = worked {
                         shared.fail(|| format!("worker {index}: {e:#}"));
                     }
+                    // Producers waiting on a worker that stopped fail.
+                    inbox.leave();
                 })
                 .context("starting a worker")?;
             queues.push(queue);
@@ -677,6 +769,26 @@ impl Continuous {
         submit.next_queue = (q + 1) % n;
         submit.next_seq += 1;
         Ok(seq)
+    }
+
+    /// The number of the batch whose fold panicked, if one did: the
+    /// engine stopped there, and the batch's bytes are what a caller may
+    /// set aside (a server names the log record it came from).
+    pub fn failed_batch(&self) -> Option<u64> {
+        *self
+            .shared
+            .failed_batch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Why the engine stopped, if a worker or the attribution thread did.
+    pub fn failure(&self) -> Option<String> {
+        self.shared
+            .failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The error of an engine whose worker has stopped.
@@ -886,6 +998,7 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
         csv.read_header(&name, &header)
             .with_context(|| format!("the header of stream {}", stream.name))?;
     }
+    let framing = framing_of(stream);
     let mut batch = Batch::new();
     let mut tap = shared.progress.tap();
     while let Some(message) = inbox.pop() {
@@ -901,20 +1014,41 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                 }
                 // Rejects name the batch: "stream s batch 17:byte 498: ...".
                 let name: Arc<str> = Arc::from(format!("{name} batch {seq}"));
-                batch.chunk_mut().set(&name, None, 0, &bytes);
                 // The batch number orders equal times (as an input's
                 // index does in a run); it wraps, harmlessly.
                 #[expect(clippy::cast_possible_truncation, reason = "a tie-breaker")]
                 let input = seq as u32;
-                if let Err(e) = fold_chunk(
-                    &mut parser,
-                    input,
-                    &mut batch,
-                    &mut fold,
-                    &mut collector,
-                    None,
-                    &mut tap,
-                ) {
+                let folded = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    if let Some(marker) = &shared.panic_on
+                        && memchr::memmem::find(&bytes, marker).is_some()
+                    {
+                        panic!("the failpoint {FAILPOINT_FOLD_PANIC} met its text");
+                    }
+                    fold_batch(
+                        &name,
+                        bytes,
+                        framing,
+                        &mut parser,
+                        input,
+                        &mut batch,
+                        &mut fold,
+                        &mut collector,
+                        &mut tap,
+                    )
+                }));
+                let folded = match folded {
+                    Ok(folded) => folded,
+                    Err(panic) => {
+                        // The batch is named: a server maps it to its log
+                        // record, so recovery can say which one.
+                        shared.fail_batch(seq);
+                        Err(anyhow!(
+                            "panicked folding batch {seq}: {}",
+                            panic_text(&*panic)
+                        ))
+                    }
+                };
+                if let Err(e) = folded {
                     // Said before the receipt drops, so its waiter reads
                     // why (the thread's own report comes after).
                     shared.fail(|| format!("worker {index}: {e:#}"));

@@ -83,7 +83,8 @@ pub use batch::{
     threads_default,
 };
 pub use continuous::{
-    Continuous, ContinuousOptions, Full, Outcome, Receipt, SummaryStats, View, check_images,
+    Continuous, ContinuousOptions, FAILPOINT_FOLD_PANIC, Full, Outcome, Receipt, SummaryStats,
+    View, check_images,
 };
 pub use error::Error;
 pub use fold::AGGREGATES_MAX;

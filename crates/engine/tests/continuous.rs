@@ -653,3 +653,83 @@ fn a_view_lists_each_summarys_groups_bytes_and_newest_bucket() {
     drop(view);
     engine.finish().expect("finish");
 }
+
+/// Batches of every size a server admits fold as a file of the same
+/// records does: 1 byte, a chunk, just over the 2 MiB a chunk could
+/// hold (the old limit, where a worker panicked), and 16 MiB; a CSV
+/// record with a quoted newline astride every cut, and a line over
+/// the 1 MiB line limit rejected as `run` rejects it, not a failure.
+#[test]
+fn batches_of_any_admitted_size_fold_as_a_file_does() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let engine = start(&plan, 2, 4);
+    let mut all: Vec<Vec<u8>> = vec![b"\n".to_vec()];
+    for target in [1usize << 20, (2 << 20) + 1, 16 << 20] {
+        let mut bytes = Vec::with_capacity(target + 200);
+        let mut i = 0;
+        while bytes.len() < target - 200 {
+            if i % 4_099 == 7 {
+                // A quoted field holding a newline: one record.
+                writeln!(bytes, "2026-11-03T01:00:00Z,{},1.5,\"a\nb\"", i % 700).expect("vec");
+            } else {
+                writeln!(bytes, "{}", record(target as u64, i)).expect("vec");
+            }
+            i += 1;
+        }
+        all.push(bytes);
+    }
+    let mut receipts = Vec::new();
+    for batch in &all {
+        receipts.push(engine.submit_with_receipt(batch.clone()).expect("submit").1);
+    }
+    // A record longer than the line limit, inside a large batch: skipped
+    // and rejected, the records around it folded.
+    let mut long = Vec::new();
+    writeln!(long, "{}", record(1, 1)).expect("vec");
+    long.extend(std::iter::repeat_n(b'x', (1 << 20) + 10));
+    long.push(b'\n');
+    writeln!(long, "{}", record(1, 2)).expect("vec");
+    long.extend(std::iter::repeat_n(b'\n', 3 << 20));
+    let (_, receipt) = engine.submit_with_receipt(long).expect("submit");
+    for receipt in receipts {
+        receipt.wait().expect("every size folds");
+    }
+    let outcome = receipt.wait().expect("a long line is a reject");
+    assert_eq!(outcome.rejects, 1, "{:?}", outcome.first_rejects);
+    assert!(
+        outcome.first_rejects[0].contains("line"),
+        "{:?}",
+        outcome.first_rejects
+    );
+    let (rollups, _, _) = engine.finish().expect("finish");
+    let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
+    all.push(format!("{}\n{}\n", record(1, 1), record(1, 2)).into_bytes());
+    assert_eq!(got, executed(&plan, HEADER, &all, 2, "sizes"));
+}
+
+/// A panic while folding a batch stops the engine as an error would: the
+/// batch is named, every waiter (its receipt, a later submit, a
+/// snapshot) is told instead of waiting for ever.
+#[test]
+fn a_panic_in_a_worker_names_its_batch_and_wakes_every_waiter() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let mut options = ContinuousOptions::new(1, 1 << 30);
+    options.panic_on = Some(b"POISON".to_vec());
+    let engine = Continuous::start(Arc::clone(&plan), &options).expect("start");
+    let good = batches(3, 100, &[50]);
+    let (_, first) = engine.submit_with_receipt(good[0].clone()).expect("submit");
+    let (seq, poisoned) = engine
+        .submit_with_receipt(b"2026-11-01T00:00:00Z,1,1.0,POISON\n".to_vec())
+        .expect("submit");
+    first.wait().expect("the batch before folds");
+    let why = poisoned.wait().expect_err("the poisoned batch fails");
+    assert!(format!("{why:#}").contains("panicked"), "{why:#}");
+    assert_eq!(engine.failed_batch(), Some(seq));
+    assert!(engine.failure().is_some());
+    assert!(
+        engine.snapshot().is_err(),
+        "a snapshot does not wait for ever"
+    );
+    assert!(engine.submit(good[1].clone()).is_err(), "nor does a submit");
+    assert!(engine.finish().is_err());
+}

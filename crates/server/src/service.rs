@@ -47,6 +47,18 @@
 //! Replay starts after the lowest position and gives each stream only the
 //! records after its own.
 //!
+//! **Records set aside.** A batch admitted is one replay reads back (the
+//! size and envelope are checked at admission), and the engine folds a
+//! batch of any size. Should folding a logged batch still fail (a bug the
+//! batch triggers: the worker's panic is caught and names its batch),
+//! the live service fails and exits, and the next start meets the same
+//! record in replay: it stops, naming the record's sequence, segment and
+//! sender, rather than crash in a loop. `--repair` then copies the record
+//! and its sender into `set-aside-<sequence>.record` (synced) and starts
+//! again; every later start skips that record, and its id or key stays
+//! admitted, so a retry is answered as a duplicate instead of stopping
+//! the engine again. The copy is the operator's to inspect.
+//!
 //! **Log records.** The payload of each record is an envelope
 //! ([`Envelope`]): version, origin (a client id and its batch id, an
 //! idempotency key, or nothing), the stream's name, then the records as
@@ -68,6 +80,24 @@ use cardinal_store::{Dir, Loaded, Snapshot, Snapshots, Ticket, Wal, WalOptions, 
 use crate::dedup::{DedupTable, Verdict};
 use crate::frame::{BatchId, ClientId, Format};
 use crate::keys::{self, KeyTable};
+
+/// The largest batch of records the service takes: 16 MiB, what one log
+/// record holds once its envelope is added ([`ENVELOPE_BYTES_MAX`]). Every
+/// edge's limit is at most this (the native frame, the HTTP body), so a
+/// batch an edge admits is one the log takes and replay reads back; the
+/// engine folds a batch of any size (it cuts one larger than a chunk at
+/// record ends).
+pub const BATCH_BYTES_MAX: usize = 16 << 20;
+
+/// The most bytes an envelope adds to its records: version, origin kind,
+/// two length bytes, a stream name and an origin of at most 255 bytes
+/// each, and a batch id (524 bytes), rounded up.
+pub const ENVELOPE_BYTES_MAX: usize = 1 << 10;
+
+const _: () = assert!(4 + 255 + 255 + 8 <= ENVELOPE_BYTES_MAX);
+const _: () =
+    assert!(BATCH_BYTES_MAX + ENVELOPE_BYTES_MAX <= cardinal_store::wal::RECORD_PAYLOAD_BYTES_MAX);
+const _: () = assert!(crate::frame::FRAME_BYTES_MAX <= BATCH_BYTES_MAX);
 
 /// Reject lines kept for `GET /v1/rejects` (the newest; older ones are
 /// counted, not kept).
@@ -223,6 +253,13 @@ pub enum Refused {
         expected: &'static str,
         /// The batch's.
         given: &'static str,
+    },
+    /// The batch is over [`BATCH_BYTES_MAX`] (an edge's limit is at most
+    /// that, so only a caller of the library meets this).
+    #[error("a batch of {bytes} bytes is over the limit of {BATCH_BYTES_MAX} bytes")]
+    TooLarge {
+        /// The batch's size.
+        bytes: usize,
     },
     /// Every queue of the stream's engine is full: retry later.
     #[error("the stream's queues are full: retry later")]
@@ -381,6 +418,12 @@ pub struct Opened {
     pub replayed_bytes: u64,
     /// How long opening took.
     pub seconds: f64,
+    /// Records this start set aside, in words (module doc, Records set
+    /// aside).
+    pub set_aside: Vec<String>,
+    /// Records skipped because they were set aside, by this start or an
+    /// earlier one.
+    pub skipped_records: usize,
 }
 
 /// What a snapshot wrote.
@@ -442,10 +485,186 @@ fn format_name(format: StreamFormat) -> &'static str {
     }
 }
 
+/// A log record replay could not fold: its engine stopped on it (module
+/// doc, Records set aside).
+#[derive(Debug)]
+struct Unfoldable {
+    sequence: u64,
+    why: String,
+}
+
+impl std::fmt::Display for Unfoldable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "log record {} cannot be folded: {}",
+            self.sequence, self.why
+        )
+    }
+}
+
+impl std::error::Error for Unfoldable {}
+
+/// The file a record set aside is kept in (module doc, Records set aside).
+fn set_aside_name(sequence: u64) -> String {
+    format!("{SET_ASIDE_PREFIX}{sequence:020}{SET_ASIDE_SUFFIX}")
+}
+
+const SET_ASIDE_PREFIX: &str = "set-aside-";
+const SET_ASIDE_SUFFIX: &str = ".record";
+
+/// The most records one start sets aside: past it the log is not a few
+/// bad records but a bug to report, and the start stops.
+pub const SET_ASIDE_PER_START_MAX: usize = 16;
+
+/// The log sequences of the records set aside in `dir`.
+fn set_aside_in(dir: &dyn Dir) -> Result<std::collections::BTreeSet<u64>> {
+    Ok(dir
+        .list()
+        .context("listing the data directory")?
+        .iter()
+        .filter_map(|name| {
+            name.strip_prefix(SET_ASIDE_PREFIX)?
+                .strip_suffix(SET_ASIDE_SUFFIX)?
+                .parse()
+                .ok()
+        })
+        .collect())
+}
+
+/// The log segment holding `sequence`, by the segments' names
+/// (`wal-<first sequence>.log`).
+fn segment_of(segments: &[String], sequence: u64) -> String {
+    segments
+        .iter()
+        .filter(|name| {
+            name.strip_prefix("wal-")
+                .and_then(|n| n.strip_suffix(".log"))
+                .and_then(|n| n.parse::<u64>().ok())
+                .is_some_and(|base| base <= sequence)
+        })
+        .next_back()
+        .cloned()
+        .unwrap_or_else(|| "no segment".to_owned())
+}
+
+/// Who sent a logged batch, in words.
+fn origin_text(origin: &Origin, sequence: u64) -> String {
+    match origin {
+        Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
+        Origin::Key(key) => format!("idempotency key {key}"),
+        Origin::None => format!("log record {sequence} (no client id or key)"),
+    }
+}
+
+/// Sets log record `sequence` aside: its payload and a line saying who
+/// sent it go into `set-aside-<sequence>.record`, written and synced
+/// before the start goes on; every later start skips the record. Says
+/// what it did on stderr and in `opened`.
+fn set_aside(dir: &dyn Dir, wal: &Wal, sequence: u64, why: &str) -> Result<String> {
+    let mut found: Option<(Vec<u8>, String)> = None;
+    wal.replay(sequence.saturating_sub(1), |record| {
+        if record.sequence == sequence {
+            let origin = Envelope::decode(record.payload).map_or_else(
+                |e| format!("an undecodable envelope ({e:#})"),
+                |envelope| origin_text(&envelope.origin, sequence),
+            );
+            found = Some((record.payload.to_vec(), origin));
+        }
+    })
+    .context("reading the record to set aside")?;
+    let (payload, origin) =
+        found.with_context(|| format!("log record {sequence} is not in the log"))?;
+    let segment = segment_of(&wal.segments(), sequence);
+    let name = set_aside_name(sequence);
+    let staging = format!("{name}.tmp");
+    let mut file = dir.create(&staging)?;
+    let mut text = format!(
+        "cardinal set-aside record\nsequence {sequence}\nsegment {segment}\nfrom {origin}\n\
+         why {why}\npayload {} bytes follow (the log envelope: stream, origin, records)\n",
+        payload.len()
+    )
+    .into_bytes();
+    text.extend_from_slice(&payload);
+    file.append(&text)?;
+    file.sync_data()?;
+    drop(file);
+    dir.rename(&staging, &name)?;
+    dir.sync_dir()?;
+    Ok(format!(
+        "set aside log record {sequence} (segment {segment}; from {origin}) in {name}: {why}"
+    ))
+}
+
 impl Service {
     /// Opens the store in `dir`: the newest valid snapshot, then the log
     /// after it; starts one engine per input stream and the completer.
+    ///
+    /// A log record an engine cannot fold stops the start naming it, its
+    /// segment and who sent it; with [`ServiceOptions::repair`] it is set
+    /// aside in a file of the data directory and the start begins again
+    /// without it (module doc, Records set aside).
     pub fn open(plan: Arc<Plan>, dir: Arc<dyn Dir>, options: &ServiceOptions) -> Result<Service> {
+        let mut set_aside_now = Vec::new();
+        loop {
+            let skip = set_aside_in(&*dir)?;
+            match Service::open_once(Arc::clone(&plan), Arc::clone(&dir), options, &skip) {
+                Ok(mut service) => {
+                    service.opened.set_aside = set_aside_now;
+                    service.opened.skipped_records = skip.len();
+                    return Ok(service);
+                }
+                Err(failure) => {
+                    let Some(unfoldable) = failure.downcast_ref::<Unfoldable>() else {
+                        return Err(failure);
+                    };
+                    let sequence = unfoldable.sequence;
+                    let why = unfoldable.why.clone();
+                    let (wal, _) = Wal::open(
+                        Arc::clone(&dir),
+                        WalOptions {
+                            segment_bytes: options.segment_bytes,
+                            repair: false,
+                        },
+                    )
+                    .context("opening the write-ahead log")?;
+                    let segment = segment_of(&wal.segments(), sequence);
+                    if !options.repair {
+                        let mut origin = String::from("an unknown sender");
+                        wal.replay(sequence.saturating_sub(1), |record| {
+                            if record.sequence == sequence
+                                && let Ok(envelope) = Envelope::decode(record.payload)
+                            {
+                                origin = origin_text(&envelope.origin, sequence);
+                            }
+                        })
+                        .context("reading the record that cannot be folded")?;
+                        bail!(
+                            "log record {sequence} (segment {segment}; from {origin}) cannot be \
+                             folded: {why}. Start with --repair to set it aside in {} (kept, \
+                             with who sent it) and go on without it",
+                            set_aside_name(sequence)
+                        );
+                    }
+                    ensure!(
+                        set_aside_now.len() < SET_ASIDE_PER_START_MAX,
+                        "{SET_ASIDE_PER_START_MAX} log records set aside in one start and another \
+                         cannot be folded (record {sequence}, segment {segment}): {why}"
+                    );
+                    let said = set_aside(&*dir, &wal, sequence, &why)?;
+                    wal.close().context("closing the write-ahead log")?;
+                    set_aside_now.push(said);
+                }
+            }
+        }
+    }
+
+    fn open_once(
+        plan: Arc<Plan>,
+        dir: Arc<dyn Dir>,
+        options: &ServiceOptions,
+        skip: &std::collections::BTreeSet<u64>,
+    ) -> Result<Service> {
         let started = Instant::now();
         let mut opened = Opened::default();
         let inputs: Vec<usize> = (0..plan.streams.len())
@@ -585,6 +804,9 @@ impl Service {
                 return;
             }
             let mut step = || -> Result<()> {
+                // A record set aside is counted as taken (its sender's
+                // retry is a duplicate, not a second crash), never folded.
+                let set_aside = skip.contains(&record.sequence);
                 let envelope = Envelope::decode(record.payload)
                     .with_context(|| format!("log record {} (replaying)", record.sequence))?;
                 let index = streams
@@ -605,7 +827,7 @@ impl Service {
                     }
                     Origin::None => {}
                 }
-                if record.sequence > stream_positions[index] {
+                if record.sequence > stream_positions[index] && !set_aside {
                     let seq = streams[index].engine.submit(envelope.records.to_vec())?;
                     let (first, list) = &mut pending[index];
                     if list.is_empty() {
@@ -625,6 +847,24 @@ impl Service {
         if let Some(e) = failure {
             return Err(e);
         }
+        // Every replayed batch folded before the service answers: an
+        // engine that stops on one names its log record.
+        for (index, stream) in streams.iter().enumerate() {
+            if let Err(e) = stream.engine.snapshot() {
+                let (first, list) = &pending[index];
+                let sequence = stream
+                    .engine
+                    .failed_batch()
+                    .and_then(|seq| list.get(usize::try_from(seq.checked_sub(*first)?).ok()?));
+                return Err(match sequence {
+                    Some(&sequence) => anyhow::Error::new(Unfoldable {
+                        sequence,
+                        why: format!("{e:#}"),
+                    }),
+                    None => e.context(format!("replaying stream {}", stream.name)),
+                });
+            }
+        }
         let counters = Arc::new(Counters {
             records: streams.iter().map(|_| AtomicU64::new(0)).collect(),
             rejects: streams.iter().map(|_| AtomicU64::new(0)).collect(),
@@ -641,7 +881,16 @@ impl Service {
             let stopping = Arc::clone(&stopping);
             std::thread::Builder::new()
                 .name("completer".into())
-                .spawn(move || complete(receive, &counters, &rejects, &failed, &stopping))
+                .spawn(move || {
+                    // A panic here fails the service like any failure:
+                    // ingest refused, the server exits and recovers.
+                    let completed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        complete(receive, &counters, &rejects, &failed, &stopping);
+                    }));
+                    if completed.is_err() {
+                        mark_failed(&failed, &stopping, "the completer thread panicked");
+                    }
+                })
                 .context("starting the completer thread")?
         };
         opened.seconds = started.elapsed().as_secs_f64();
@@ -686,6 +935,17 @@ impl Service {
     /// Why the service stopped working, if it did (a failed log write or
     /// sync, a failed engine): the server must exit and recover.
     pub fn failed(&self) -> Option<String> {
+        if let Some(why) = lock(&self.failed).clone() {
+            return Some(why);
+        }
+        // An engine thread that stopped with no batch waiting on it (the
+        // attribution thread at a snapshot, say) fails the service too.
+        let stopped = self.streams.iter().find_map(|s| {
+            s.engine
+                .failure()
+                .map(|why| format!("the engine of stream {} stopped: {why}", s.name))
+        })?;
+        self.fail(&stopped);
         lock(&self.failed).clone()
     }
 
@@ -738,6 +998,12 @@ impl Service {
         records: &[u8],
     ) -> Result<Reply, Refused> {
         let index = self.check_stream(stream, format)?;
+        // What the log and replay take, checked before anything is done.
+        if records.len() > BATCH_BYTES_MAX {
+            return Err(Refused::TooLarge {
+                bytes: records.len(),
+            });
+        }
         let name = &self.streams[index].name;
         let (reply_to, reply) = tokio::sync::oneshot::channel();
         let mut ingest = lock(&self.ingest);

@@ -183,6 +183,21 @@ impl Input {
         })
     }
 
+    /// Reads `reader` as plain bytes, whatever its first bytes look like:
+    /// no compression is detected (a batch that came over the network is
+    /// records, never an archive to unpack). Chunks carry byte offsets,
+    /// not line numbers (`first_line: None`), as a caller's own chunks do.
+    pub fn plain(name: impl Into<Arc<str>>, reader: impl Read + Send + 'static) -> Self {
+        Self {
+            name: name.into(),
+            compression: Compression::None,
+            reader: Box::new(reader),
+            offset: 0,
+            first_line: None,
+            consumed: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     /// Opens the byte range `range` of an uncompressed file, as cut by
     /// [`split_file`]. Line numbers are unknown unless the range starts the
     /// file (chunks then carry `first_line: None` and their byte offsets

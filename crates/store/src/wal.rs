@@ -109,10 +109,11 @@ pub const VERSION: u32 = 1;
 pub const SEGMENT_HEADER_BYTES: usize = 32;
 /// A record's framing before its payload.
 pub const RECORD_HEADER_BYTES: usize = 32;
-/// The largest payload of one record: 16 MiB, above any batch the server
-/// accepts (its frame and body limits are smaller) and small enough that
-/// a forged length cannot make the reader look far.
-pub const RECORD_PAYLOAD_BYTES_MAX: usize = 16 << 20;
+/// The largest payload of one record: 16 MiB and 4 KiB, room for the
+/// largest batch the server accepts (16 MiB) and the envelope it wraps
+/// it in, and small enough that a forged length cannot make the reader
+/// look far.
+pub const RECORD_PAYLOAD_BYTES_MAX: usize = (16 << 20) + (4 << 10);
 /// The largest segment size an option may ask for, and the default: 64
 /// MiB, so recovery reads, checks and trims in pieces of at most that, and
 /// a segment holds about a thousand 64 KiB batches.
@@ -1086,14 +1087,20 @@ impl Writer {
             }
             self.shared.room.notify_all();
             let first = self.next;
-            match self.write(&turn) {
+            // A panic in a write poisons the log as a failed write does:
+            // every waiting ticket is told, none waits on a thread gone.
+            let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.write(&turn).map_err(|e| e.to_string())
+            }))
+            .unwrap_or_else(|_| Err("the log's writer thread panicked".to_owned()));
+            match written {
                 Ok(()) => {
                     for (pending, sequence) in turn.drain(..).zip(first..) {
                         pending.slot.complete(Ok(sequence));
                     }
                 }
                 Err(cause) => {
-                    let cause: Arc<str> = Arc::from(cause.to_string());
+                    let cause: Arc<str> = Arc::from(cause);
                     let mut queue = self.shared.queue();
                     queue.run = Run::Poisoned(Arc::clone(&cause));
                     for pending in turn.drain(..).chain(queue.items.drain(..)) {

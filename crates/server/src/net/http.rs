@@ -202,6 +202,7 @@ async fn ingest(
             Err(refused @ Refused::Stopped(_)) => {
                 return plain(StatusCode::SERVICE_UNAVAILABLE, refused.to_string());
             }
+            Err(Refused::TooLarge { .. }) => return too_large(limit),
             Err(refused) => return plain(StatusCode::BAD_REQUEST, refused.to_string()),
         };
         drop(body);
@@ -283,7 +284,10 @@ fn memchr_newline(bytes: &[u8]) -> usize {
 fn too_large(limit: usize) -> Response {
     plain(
         StatusCode::PAYLOAD_TOO_LARGE,
-        format!("a body is at most {limit} bytes: split it into several requests"),
+        format!(
+            "a body is at most {limit} bytes (--body-max): split it into several requests at \
+             record ends, or use `cardinal send`, which does"
+        ),
     )
 }
 

@@ -36,8 +36,11 @@ pub const CONNECTIONS_MAX: usize = 4096;
 pub const IDLE_DEFAULT: Duration = Duration::from_secs(300);
 /// The largest HTTP ingest body by default.
 pub const BODY_BYTES_DEFAULT: usize = 16 << 20;
-/// The largest HTTP ingest body `--body-max` may allow.
-pub const BODY_BYTES_MAX: usize = 256 << 20;
+/// The largest HTTP ingest body `--body-max` may allow: the largest batch
+/// the service logs and folds ([`crate::service::BATCH_BYTES_MAX`], 16
+/// MiB). A larger file goes in several requests, or through `cardinal
+/// send`, which cuts it into batches at record ends.
+pub const BODY_BYTES_MAX: usize = crate::service::BATCH_BYTES_MAX;
 /// Bytes of HTTP ingest bodies being read or waiting for their
 /// acknowledgement at once: past it a request is answered 503 before its
 /// body is read, so memory does not grow with the number of clients.
@@ -168,6 +171,8 @@ pub fn serve(config: ServeConfig) -> Result<()> {
             config.data.display()
         );
     }
+    // Heard from here on, recovery included: a signal always works.
+    let signals = listen_for_signals()?;
     // Bind first: a port in use fails at once, not after a recovery.
     let bind = |address: SocketAddr| -> Result<std::net::TcpListener> {
         let listener = std::net::TcpListener::bind(address)
@@ -212,7 +217,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     let days_at_end = days.clone();
-    let outcome = runtime.block_on(run(&config, Arc::clone(&edge), days, listeners));
+    let outcome = runtime.block_on(run(&config, Arc::clone(&edge), days, listeners, signals));
     drop(edge);
     runtime.shutdown_timeout(Duration::from_secs(2));
     let service = match Arc::try_unwrap(service) {
@@ -302,11 +307,78 @@ fn snapshot_and_days(
     Ok((written, files))
 }
 
+/// How soon a failed server's process ends, whatever its orderly stop
+/// is waiting on: a supervisor restarts it, and the next start recovers
+/// from disk (nothing more is written once the service has failed).
+pub const FAILED_EXIT_WITHIN: Duration = Duration::from_secs(5);
+
+/// Ends the process with status 1 once `within` has passed, from a thread
+/// of its own, saying why: the bound on a failed server's stop.
+fn exit_within(within: Duration, why: &str) {
+    eprintln!("cardinal serve: failed: {why}; exiting within {within:?}");
+    let why = why.to_owned();
+    let _ = std::thread::Builder::new()
+        .name("exit-watchdog".into())
+        .spawn(move || {
+            std::thread::sleep(within);
+            eprintln!("cardinal serve: exiting now: {why}");
+            std::process::exit(1);
+        });
+}
+
+/// SIGTERM and SIGINT, heard on a thread of their own for the life of the
+/// process (not on the edge's runtime, which stops before the last
+/// snapshot is written): the first asks for an orderly stop (the watch
+/// turns `true`), a second ends the process at once with status 1 (the
+/// next start recovers from the log). So a signal always works, however
+/// the stop is going.
+fn listen_for_signals() -> Result<watch::Receiver<bool>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .context("starting the signal thread's runtime")?;
+    let (mut terminate, mut interrupt) = {
+        let _inside = runtime.enter();
+        (
+            signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+        )
+    };
+    let (stop_to, stop) = watch::channel(false);
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let mut heard = 0;
+                loop {
+                    tokio::select! {
+                        _ = terminate.recv() => {}
+                        _ = interrupt.recv() => {}
+                    }
+                    heard += 1;
+                    if heard == 1 {
+                        let _ = stop_to.send(true);
+                    } else {
+                        eprintln!(
+                            "cardinal serve: a second signal: exiting now, without a last \
+                             snapshot (the next start recovers from the log)"
+                        );
+                        std::process::exit(1);
+                    }
+                }
+            });
+        })
+        .context("starting the signal thread")?;
+    Ok(stop)
+}
+
 async fn run(
     config: &ServeConfig,
     edge: Arc<Edge>,
     days: Option<Arc<std::sync::Mutex<crate::days::DayFiles>>>,
     (tcp, http): (std::net::TcpListener, std::net::TcpListener),
+    mut signals: watch::Receiver<bool>,
 ) -> Result<()> {
     let tcp = tokio::net::TcpListener::from_std(tcp)?;
     let http = tokio::net::TcpListener::from_std(http)?;
@@ -327,10 +399,6 @@ async fn run(
             })
             .await
     });
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .context("installing the SIGTERM handler")?;
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .context("installing the SIGINT handler")?;
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut last_snapshot = Instant::now();
     let mut log_bytes_at_snapshot = edge.service.wal_stats().bytes;
@@ -338,10 +406,10 @@ async fn run(
     let mut snapshotting: Option<Snapshotting> = None;
     let failure = loop {
         tokio::select! {
-            _ = terminate.recv() => break None,
-            _ = interrupt.recv() => break None,
+            _ = signals.changed() => break None,
             _ = tick.tick() => {
                 if let Some(why) = edge.service.failed() {
+                    exit_within(FAILED_EXIT_WITHIN, &why);
                     break Some(why);
                 }
                 if let Some(task) = &snapshotting && task.is_finished() {
@@ -353,8 +421,16 @@ async fn run(
                             written.paused.as_secs_f64() * 1e3, written.trimmed,
                             if files > 0 { format!("; {files} day files written") } else { String::new() }
                         ),
-                        Ok(Err(error)) => break Some(format!("a snapshot failed: {error:#}")),
-                        Err(error) => break Some(format!("a snapshot panicked: {error}")),
+                        Ok(Err(error)) => {
+                            let why = format!("a snapshot failed: {error:#}");
+                            exit_within(FAILED_EXIT_WITHIN, &why);
+                            break Some(why);
+                        }
+                        Err(error) => {
+                            let why = format!("a snapshot panicked: {error}");
+                            exit_within(FAILED_EXIT_WITHIN, &why);
+                            break Some(why);
+                        }
                     }
                 }
                 let log_bytes = edge.service.wal_stats().bytes;

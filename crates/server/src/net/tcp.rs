@@ -343,6 +343,7 @@ fn offer(
                 Refused::UnknownStream { .. } => ErrorCode::UnknownStream,
                 Refused::WrongFormat { .. } => ErrorCode::BadFormat,
                 Refused::TooOld { .. } => ErrorCode::TooOld,
+                Refused::TooLarge { .. } => ErrorCode::TooLarge,
                 Refused::Full | Refused::Stopped(_) => unreachable!("handled above"),
             };
             let error = ErrorFrame::new(Some(batch.id), code, &refused.to_string());
