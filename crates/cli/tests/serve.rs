@@ -97,6 +97,11 @@ fn start(dir: &Path, data: &str) -> Server {
 }
 
 fn start_with(dir: &Path, data: &str, more: &[&str]) -> Server {
+    start_env(dir, data, more, &[])
+}
+
+/// [`start_with`] under more environment variables.
+fn start_env(dir: &Path, data: &str, more: &[&str], env: &[(&str, &str)]) -> Server {
     let mut args = vec![
         "serve",
         "schema.sql",
@@ -118,6 +123,7 @@ fn start_with(dir: &Path, data: &str, more: &[&str]) -> Server {
         .expect("log file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
         .args(&args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .stdout(Stdio::piped())
         .stderr(log)
@@ -835,4 +841,331 @@ fn refused_within(dir: &Path, args: &[&str]) -> String {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// The sum of every `"name":N` in JSON lines.
+fn sum_of(json: &str, name: &str) -> u64 {
+    let key = format!("\"{name}\":");
+    json.split(&key)
+        .skip(1)
+        .map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().expect("a count")
+        })
+        .sum()
+}
+
+/// Waits up to `within` for the server to exit; its status.
+fn exits_within(server: &mut Server, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = server.child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server still runs {within:?} later"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The README's serving commands, as written, at a user's size: 50,000
+/// generated impressions (4.4 MB) through `cardinal send` and through
+/// one `curl --data-binary` of the whole file (a body over 2 MiB killed
+/// the server and broke its data directory for good). Both count, and
+/// survive a `kill -9` and a replay of the large record.
+#[test]
+fn the_readme_serving_commands_run_as_written() {
+    let dir = scratch_dir("serve", "readme");
+    let schema =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/engine/schemas/impressions.sql");
+    std::fs::copy(&schema, dir.join("impressions.sql")).expect("schema");
+    ok(&cardinal(
+        &dir,
+        &["gen", "impressions", "--events", "50000", "-o", "imp.csv"],
+    ));
+    let file = std::fs::read(dir.join("imp.csv")).expect("imp.csv");
+    assert!(file.len() > 4 << 20, "{} bytes", file.len());
+    let listen = format!("127.0.0.1:{}", free_port());
+    let args = ["--listen", listen.as_str()];
+    let mut server = start_with_schema(&dir, "impressions.sql", &args);
+    ok(&cardinal(
+        &dir,
+        &[
+            "send",
+            "imp.csv",
+            "--to",
+            &listen,
+            "--stream",
+            "impressions",
+        ],
+    ));
+    let (status, body) = request(
+        server.http,
+        "POST",
+        "/v1/streams/impressions",
+        &[
+            ("Content-Type", "text/csv; header=present"),
+            ("Idempotency-Key", "b1"),
+        ],
+        &file,
+    )
+    .expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"accepted\":50000,\"rejected\":0"), "{body}");
+    let truth = ok(&cardinal(
+        &dir,
+        &["run", "impressions.sql", "imp.csv", "--json", "-"],
+    ));
+    let reach = |truth: &str| {
+        truth
+            .lines()
+            .filter(|l| l.starts_with("{\"summary\":\"reach\""))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    };
+    let expected = 2 * sum_of(&reach(&truth), "events");
+    assert!(expected > 0);
+    let served = |server: &Server| sum_of(&json_of(server.http, "reach"), "events");
+    assert_eq!(served(&server), expected);
+    let http = format!("http://{}", server.http);
+    let table = ok(&cardinal(
+        &dir,
+        &[
+            "query",
+            "reach",
+            "--server",
+            &http,
+            "--by",
+            "state",
+            "--all-buckets",
+        ],
+    ));
+    assert!(table.contains("CA"), "{table}");
+    let (status, body) = request(
+        server.http,
+        "GET",
+        "/v1/overlap?summary=reach&a=state%3D%27CA%27&b=state%3D%27TX%27",
+        &[],
+        b"",
+    )
+    .expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = request(server.http, "GET", "/metrics", &[], b"").expect("an answer");
+    assert_eq!(status, 200);
+    // The large record replays: a restart serves the same answers.
+    kill9(&mut server);
+    let mut server = start_with_schema(&dir, "impressions.sql", &args);
+    assert_eq!(served(&server), expected);
+    terminate(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// [`start_with`] for a schema file of another name.
+fn start_with_schema(dir: &Path, schema: &str, more: &[&str]) -> Server {
+    std::fs::copy(dir.join(schema), dir.join("schema.sql")).expect("schema");
+    start_with(dir, "cardinal-data", more)
+}
+
+/// Bodies and frames of every size an edge admits fold, CSV and NDJSON:
+/// 1 byte, the largest body (16 MiB) and one byte more (413), and a
+/// native batch filling the advertised frame; a restart replays them all.
+#[test]
+fn bodies_and_frames_of_every_admitted_size_fold() {
+    use cardinal_server::{Batch, BatchId, ClientId, Format, Frame, Hello, StreamName};
+    const BOTH: &str =
+        "CREATE STREAM c (ts TIMESTAMP, user_id BIGINT) WITH (format = 'csv', time = 'ts');
+CREATE STREAM j (ts TIMESTAMP, user_id BIGINT) WITH (format = 'json', time = 'ts');
+CREATE SUMMARY cs AS SELECT date_trunc('day', ts) AS day, count(*) AS events FROM c GROUP BY day;
+CREATE SUMMARY js AS SELECT date_trunc('day', ts) AS day, count(*) AS events FROM j GROUP BY day;
+";
+    let dir = scratch_dir("serve", "sizes");
+    std::fs::write(dir.join("schema.sql"), BOTH).expect("schema");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut server = start_with(&dir, "data", &["--listen", listen.as_str()]);
+    let body_max = 16 << 20;
+    // Records of one size each, to fill a body to the byte.
+    let fill = |record: &str, bytes: usize| -> (Vec<u8>, u64) {
+        let n = bytes / record.len();
+        let mut out = record.repeat(n).into_bytes();
+        let short = bytes - out.len();
+        // Pad the last record's newline run to the exact size.
+        out.extend(std::iter::repeat_n(b'\n', short));
+        (out, n as u64)
+    };
+    let csv = "2026-11-01T00:00:00Z,1234567\n";
+    let json = "{\"ts\":\"2026-11-01T00:00:00Z\",\"user_id\":1234567}\n";
+    let mut expected = [0u64; 2];
+    for (k, (stream, record, kind)) in [("c", csv, "text/csv"), ("j", json, "application/x-ndjson")]
+        .into_iter()
+        .enumerate()
+    {
+        for size in [1, body_max, body_max + 1] {
+            let (body, n) = if size == 1 {
+                (b"\n".to_vec(), 0)
+            } else {
+                fill(record, size)
+            };
+            assert_eq!(body.len(), size);
+            let (status, answer) = request(
+                server.http,
+                "POST",
+                &format!("/v1/streams/{stream}"),
+                &[("Content-Type", kind)],
+                &body,
+            )
+            .expect("an answer");
+            if size > body_max {
+                assert_eq!(status, 413, "{answer}");
+                assert!(answer.contains("cardinal send"), "{answer}");
+            } else {
+                assert_eq!(status, 200, "{size} bytes: {answer}");
+                assert!(
+                    answer.contains(&format!("\"accepted\":{n},\"rejected\":0")),
+                    "{answer}"
+                );
+                expected[k] += n;
+            }
+        }
+    }
+    // A native batch as large as the advertised frame allows.
+    let mut frames = Frames::connect(&listen);
+    frames.send(&[Frame::Hello(Hello {
+        client: ClientId::new("large").expect("id"),
+        token: None,
+    })]);
+    let Frame::HelloOk(ok_frame) = frames.next() else {
+        panic!("no hello ok");
+    };
+    let frame_max = ok_frame.limits.frame_bytes_max as usize;
+    let batch = |payload: Vec<u8>| Batch {
+        id: BatchId(1),
+        stream: StreamName::new("c").expect("stream"),
+        format: Format::Csv,
+        payload: bytes::Bytes::from(payload),
+    };
+    let mut empty = Vec::new();
+    cardinal_server::encode(&Frame::Batch(batch(Vec::new())), &mut empty);
+    let (payload, n) = fill(csv, frame_max - empty.len());
+    frames.send(&[Frame::Batch(batch(payload))]);
+    match frames.next() {
+        Frame::Ack(ack) => assert_eq!(ack.accepted, n),
+        other => panic!("{other:?}"),
+    }
+    expected[0] += n;
+    let counts = |server: &Server| {
+        [
+            sum_of(&json_of(server.http, "cs"), "events"),
+            sum_of(&json_of(server.http, "js"), "events"),
+        ]
+    };
+    assert_eq!(counts(&server), expected);
+    kill9(&mut server);
+    let mut server = start_with(&dir, "data", &["--listen", listen.as_str()]);
+    assert_eq!(counts(&server), expected, "after a replay");
+    terminate(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A batch that makes the engine fail (here a failpoint's panic, as a
+/// bug would): the request fails, `/healthz` says why, the process exits
+/// non-zero within seconds; the next start refuses, naming the log
+/// record and who sent it, rather than crash in a loop; `--repair` sets
+/// the record aside in a file and starts with every acknowledged batch,
+/// and the sender's retry is answered as a duplicate.
+#[test]
+fn a_batch_the_engine_cannot_fold_stops_the_server_and_repair_sets_it_aside() {
+    let dir = scratch_dir("serve", "unfoldable");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let failpoint = [("CARDINAL_FAILPOINT_FOLD_PANIC", "POISON")];
+    let mut server = start_env(&dir, "data", &[], &failpoint);
+    let good = "2026-11-01T00:00:00Z,1,CA,5\n2026-11-01T00:00:01Z,2,TX,7\n";
+    let post = |server: &Server, key: &str, body: &str| {
+        request(
+            server.http,
+            "POST",
+            "/v1/streams/events",
+            &[("Content-Type", "text/csv"), ("Idempotency-Key", key)],
+            body.as_bytes(),
+        )
+    };
+    let (status, body) = post(&server, "good", good).expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    let (status, body) =
+        post(&server, "bad", "2026-11-01T00:00:02Z,3,POISON,1\n").expect("an answer");
+    assert_eq!(status, 503, "{body}");
+    let (status, why) = request(server.http, "GET", "/healthz", &[], b"").expect("an answer");
+    assert_eq!(status, 503, "{why}");
+    assert!(why.contains("panicked"), "{why}");
+    let started = Instant::now();
+    let status = exits_within(&mut server, Duration::from_secs(15));
+    assert!(!status.success(), "{status:?}");
+    eprintln!("exited {:?} after the failure", started.elapsed());
+    // The next start meets the record and stops, naming it, in bounded
+    // time (the failpoint still on: the record is still one it cannot fold).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args([
+            "serve",
+            "schema.sql",
+            "--data",
+            "data",
+            "--http",
+            "127.0.0.1:0",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .envs(failpoint)
+        .current_dir(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the start neither refused nor ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read");
+    assert!(!status.success());
+    assert!(
+        stderr.contains("log record 2")
+            && stderr.contains("idempotency key bad")
+            && stderr.contains("--repair"),
+        "{stderr}"
+    );
+    // --repair sets it aside and starts; the retry is a duplicate.
+    let mut server = start_env(&dir, "data", &["--repair"], &failpoint);
+    let aside =
+        std::fs::read(dir.join("data/set-aside-00000000000000000002.record")).expect("set aside");
+    let aside = String::from_utf8_lossy(&aside);
+    assert!(
+        aside.contains("from idempotency key bad") && aside.contains("POISON"),
+        "{aside}"
+    );
+    let log = std::fs::read_to_string(dir.join("serve.log")).expect("log");
+    assert!(log.contains("set aside log record 2"), "{log}");
+    let (status, body) =
+        post(&server, "bad", "2026-11-01T00:00:02Z,3,POISON,1\n").expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"duplicate\":true"), "{body}");
+    assert_eq!(sum_of(&json_of(server.http, "reach"), "events"), 2);
+    terminate(&mut server);
+    // Later starts skip it too, without --repair.
+    let mut server = start_env(&dir, "data", &[], &failpoint);
+    assert_eq!(sum_of(&json_of(server.http, "reach"), "events"), 2);
+    terminate(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -262,6 +262,16 @@ fn log_opened(service: &Service) {
     if let Some(repaired) = &opened.repaired {
         eprintln!("cardinal serve: write-ahead log: {repaired}");
     }
+    for said in &opened.set_aside {
+        eprintln!("cardinal serve: {said}");
+    }
+    if opened.skipped_records > 0 {
+        eprintln!(
+            "cardinal serve: {} log records set aside (set-aside-*.record in the data directory) \
+             were skipped",
+            opened.skipped_records
+        );
+    }
     eprintln!(
         "cardinal serve: recovered from {} and {} log records ({} bytes) in {:.3} s",
         opened.snapshot.as_deref().unwrap_or("no snapshot"),
