@@ -310,3 +310,49 @@ fn a_cut_gzip_keeps_every_whole_row_before_the_cut() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A byte flipped inside a gzip member: deflate decodes wrong rows until
+/// the member's CRC says so (a sum of billions was printed with exit 0).
+/// The run now stops without output, naming the input and the member,
+/// with or without `--strict`; a flip deflate decodes harmlessly (an
+/// unused bit) gives the true answer.
+#[test]
+fn a_flipped_byte_in_a_gzip_member_fails_the_run() {
+    let dir = dir("flipped");
+    std::fs::write(dir.join("schema.sql"), COUNT_AND_SUM).expect("schema");
+    let text: String = (0..20_000)
+        .map(|i| format!("{i},word{}\n", i % 89))
+        .collect();
+    let packed = gzip(text.as_bytes());
+    let mut failed = 0;
+    for (k, at) in [packed.len() / 3, packed.len() / 2, packed.len() * 2 / 3]
+        .into_iter()
+        .enumerate()
+    {
+        let mut flipped = packed.clone();
+        flipped[at] ^= 0x04;
+        let name = format!("flipped{k}.csv.gz");
+        std::fs::write(dir.join(&name), &flipped).expect("input");
+        for threads in ["1", "2"] {
+            let output = cardinal(&dir, &to_str(&run_args(&name, threads)));
+            if output.status.success() {
+                let stdout = String::from_utf8_lossy(&output.stdout);
+                assert!(
+                    stdout.contains(&count_and_sum(20_000)),
+                    "a flip at {at}: {stdout}"
+                );
+                continue;
+            }
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                stderr.contains(&name)
+                    && stderr.contains("gzip member at compressed byte 0")
+                    && stderr.contains("writes no output"),
+                "{stderr}"
+            );
+            failed += 1;
+        }
+    }
+    assert!(failed > 0, "no flip was caught");
+    let _ = std::fs::remove_dir_all(&dir);
+}

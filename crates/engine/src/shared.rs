@@ -105,6 +105,9 @@ pub(crate) enum SharedRead {
     /// data, a read error): what came before it in the turn is folded
     /// first, and the rest of the input is not read.
     Failed(String),
+    /// A checksum found damage in bytes already handed out
+    /// ([`cardinal_source::Error::is_corrupt`]): the run must stop.
+    Corrupt(String),
 }
 
 impl SharedInput {
@@ -224,10 +227,17 @@ impl SharedInput {
                 }
                 Err(e) => {
                     *guard = SharedReader::Done;
-                    SharedRead::Failed(e.to_string())
+                    if e.is_corrupt() {
+                        SharedRead::Corrupt(e.to_string())
+                    } else {
+                        SharedRead::Failed(e.to_string())
+                    }
                 }
             };
-            let last = matches!(read, SharedRead::End | SharedRead::Failed(_));
+            let last = matches!(
+                read,
+                SharedRead::End | SharedRead::Failed(_) | SharedRead::Corrupt(_)
+            );
             reads.push(read);
             if last {
                 break;
@@ -300,7 +310,7 @@ mod shared_tests {
                         bytes: chunk.bytes().to_vec(),
                     }),
                     SharedRead::End => return seen,
-                    SharedRead::Failed(message) => {
+                    SharedRead::Failed(message) | SharedRead::Corrupt(message) => {
                         seen.failed = Some(message);
                         return seen;
                     }

@@ -180,6 +180,7 @@ pub(crate) fn worker<'p>(
                     fold.reject(LINE_TOO_LONG, &e.to_string());
                     continue;
                 }
+                Err(e) if e.is_corrupt() => return Err(corrupt_input(&e)),
                 Err(e) => {
                     fold.cut_short(e, "this input");
                     break;
@@ -348,6 +349,19 @@ pub(crate) fn observe<R: Record>(
     ))
 }
 
+/// The run's error for compressed input that a checksum found damaged
+/// after its bytes were read: the records decoded from the damaged member
+/// were folded and cannot be taken out, so no answer is given (exit
+/// non-zero, no output written), whatever `--strict` says. Input cut short
+/// is not this: its whole records are kept and one reject says where.
+pub(crate) fn corrupt_input(error: &dyn std::fmt::Display) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{error}; the records read from that member were counted and cannot be taken back, \
+         so the run stops and writes no output (test the file with `gzip -t`; a copy cut \
+         before the member reads)"
+    )
+}
+
 /// The reject reason of a line past the reader's length limit, whichever
 /// reader met it (counts are kept per reason, so both must say the same).
 pub(crate) const LINE_TOO_LONG: &str = "line too long";
@@ -411,6 +425,7 @@ pub(crate) fn read_shared<'p>(
                     fold.cut_short(message, "this input");
                     return Ok(());
                 }
+                SharedRead::Corrupt(message) => return Err(corrupt_input(&message)),
                 SharedRead::LineTooLong(message, bytes) => {
                     fold.counts.bytes += bytes;
                     fold.reject(LINE_TOO_LONG, &message);

@@ -13,6 +13,15 @@
 //! ignored"; we hand out every line decoded before them and end the input
 //! with [`Error::Damaged`](crate::Error::Damaged), one reject naming where.
 //!
+//! Damage a checksum finds after its bytes were handed out is told apart
+//! ([`crate::Error::is_corrupt`]): deflate has no checksum of its own, so
+//! a flipped byte inside a gzip member decodes to wrong bytes until the
+//! member's CRC-32 fails at its end. A run cannot take those rows back,
+//! so it stops without output; a cut stream or trailing junk ends the
+//! input after whole, checked rows. (zstd and lz4 frames checksum their
+//! content at the frame's end too; their decoders' errors are not yet
+//! told apart, and count as a cut.)
+//!
 //! Anything else is read as plain bytes. Magic numbers are never valid
 //! text in our inputs: gzip and snappy start with bytes above 0x7f, zstd's
 //! and lz4's with control bytes, so plain CSV or JSON is never taken for a
@@ -106,11 +115,96 @@ impl Compression {
         };
         Ok(match self {
             Self::None => unreachable!("returned above"),
-            Self::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(counted)),
+            Self::Gzip => Box::new(GzMembers::Between(counted)),
             Self::Zstd => Box::new(zstd::stream::read::Decoder::with_buffer(counted)?),
             Self::Lz4 => Box::new(lz4_flex::frame::FrameDecoder::new(counted)),
             Self::Snappy => Box::new(snap::read::FrameDecoder::new(counted)),
         })
+    }
+}
+
+/// Damage found by a checksum after the bytes it covers were handed out:
+/// a gzip member whose deflate stream, CRC-32 or length does not hold.
+/// Deflate has no checksum of its own, so a flipped byte in a member
+/// decodes to wrong bytes until the member's end says so: the rows read
+/// from it are not to be trusted ([`crate::Error::is_corrupt`]). Cut
+/// input (the stream ends early) and bytes after the last member that do
+/// not start another are not this: every byte handed out before them was
+/// checked or is whole.
+#[derive(Debug)]
+pub(crate) struct Corrupt {
+    /// Where the member starts in the compressed input.
+    pub(crate) member_offset: u64,
+    /// The decoder's words.
+    pub(crate) cause: std::io::Error,
+}
+
+impl std::fmt::Display for Corrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the gzip member at compressed byte {} failed its check ({}): the bytes \
+             decoded from it are not to be trusted",
+            self.member_offset, self.cause
+        )
+    }
+}
+
+impl std::error::Error for Corrupt {}
+
+/// Concatenated gzip members (RFC 1952 §2.2), each decoded by flate2 and
+/// checked at its end (CRC-32 and length), told apart from what ends the
+/// input: [`Corrupt`] for a member that fails its check, an ordinary
+/// error for a member cut short or for trailing bytes that do not start
+/// another member.
+enum GzMembers<R: Read> {
+    Between(Consumed<R>),
+    In(flate2::bufread::GzDecoder<Consumed<R>>, u64),
+    Done,
+}
+
+impl<R: Read> Read for GzMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match std::mem::replace(self, GzMembers::Done) {
+                GzMembers::Done => return Ok(0),
+                GzMembers::Between(mut inner) => {
+                    let start = inner.consumed.load(Ordering::Relaxed);
+                    let next = inner.fill_buf()?;
+                    if next.is_empty() {
+                        return Ok(0);
+                    }
+                    if !GZIP.starts_with(&next[..next.len().min(GZIP.len())]) {
+                        *self = GzMembers::Between(inner);
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            "bytes after the last gzip member that do not start another",
+                        ));
+                    }
+                    *self = GzMembers::In(flate2::bufread::GzDecoder::new(inner), start);
+                }
+                GzMembers::In(mut member, start) => match member.read(buf) {
+                    // The member's end: its CRC and length held.
+                    Ok(0) if !buf.is_empty() => *self = GzMembers::Between(member.into_inner()),
+                    Ok(n) => {
+                        *self = GzMembers::In(member, start);
+                        return Ok(n);
+                    }
+                    Err(cause) if cause.kind() == std::io::ErrorKind::UnexpectedEof => {
+                        return Err(cause);
+                    }
+                    Err(cause) => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::InvalidData,
+                            Corrupt {
+                                member_offset: start,
+                                cause,
+                            },
+                        ));
+                    }
+                },
+            }
+        }
     }
 }
 

@@ -109,6 +109,19 @@ impl Error {
         matches!(self, Error::LineTooLong { .. })
     }
 
+    /// Whether this is damage found by a checksum after the bytes it
+    /// covers were handed out (a gzip member failing its CRC-32 or its
+    /// deflate stream): the records read from that member are not to be
+    /// trusted, unlike those before input cut short, which are whole.
+    pub fn is_corrupt(&self) -> bool {
+        match self {
+            Error::Damaged { source, .. } => source
+                .get_ref()
+                .is_some_and(|inner| inner.is::<crate::compression::Corrupt>()),
+            _ => false,
+        }
+    }
+
     /// Input bytes this error passed over without handing them on: a
     /// skipped line's ([`Error::LineTooLong`]), a partial line's dropped at
     /// damage ([`Error::Damaged`]), none for the others. A

@@ -583,3 +583,42 @@ proptest! {
         }
     }
 }
+
+/// A byte flipped inside a gzip member decodes to wrong bytes until the
+/// member's CRC says so: that error is told apart (`is_corrupt`) from a
+/// cut member and from trailing junk, whose rows before them are whole.
+/// Every seeded flip in the member's deflate body either decodes to the
+/// same bytes (a flip in an unused bit) or is reported as corrupt.
+#[test]
+fn a_flipped_byte_in_a_gzip_member_is_corrupt_not_cut() {
+    let plain = sample_text(400);
+    let packed = compress(Compression::Gzip, &plain);
+    let mut corrupt = 0;
+    // The member's body: after the 10-byte header, before the 8-byte trailer.
+    for at in (12..packed.len() - 8).step_by(7) {
+        let mut flipped = packed.clone();
+        flipped[at] ^= 0x10;
+        let (read, error) = read_damaged(flipped, 4096);
+        match error {
+            None => assert_eq!(read, plain, "a flip at {at} read back other bytes"),
+            Some(error) => {
+                assert!(error.is_corrupt(), "a flip at {at}: {error}");
+                assert!(
+                    error
+                        .to_string()
+                        .contains("gzip member at compressed byte 0"),
+                    "{error}"
+                );
+                corrupt += 1;
+            }
+        }
+    }
+    assert!(corrupt > 0);
+    let (_, cut) = read_damaged(packed[..packed.len() - 3].to_vec(), 4096);
+    assert!(!cut.expect("cut").is_corrupt());
+    let mut junk = packed.clone();
+    junk.extend_from_slice(b"not gzip\n");
+    let (read, error) = read_damaged(junk, 4096);
+    assert_eq!(read, plain);
+    assert!(!error.expect("junk").is_corrupt());
+}
