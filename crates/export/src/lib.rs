@@ -994,7 +994,7 @@ fn push_csv_line(
             Output::TopK(items) => {
                 let pairs: Vec<String> = items
                     .iter()
-                    .map(|(name, e)| format!("{}:{}", text_escaped(name), round(e.value)))
+                    .map(|(name, e)| format!("{}:{}", topk_name(name), round(e.value)))
                     .collect();
                 push_csv_field(out, &pairs.join("|"));
                 out.push(',');
@@ -1372,6 +1372,49 @@ fn push_text_escaped_slow(out: &mut String, bytes: &[u8]) {
     }
     // Every byte is written as at least itself.
     debug_assert!(out.len() - before >= bytes.len());
+}
+
+/// A top-k name in a CSV cell `name:count|name:count`: escaped as
+/// [`push_text_escaped`] does, and a `|` written `\x7c` (a byte that is
+/// valid UTF-8 is otherwise never written so), so a reader splits the
+/// cell on `|`, takes the count after each pair's last `:` (the count is
+/// digits, so a `:` in a name needs no escape), and gives the name back
+/// with [`text_unescaped`].
+fn topk_name(bytes: &[u8]) -> String {
+    text_escaped(bytes).replace('|', "\\x7c")
+}
+
+/// The bytes a text printed by [`push_text_escaped`] (or a top-k name)
+/// stands for: `\\` is a backslash, `\xNN` the byte `NN`; `None` for a
+/// text no escaping prints (a lone backslash, a bad hex pair).
+///
+/// ```
+/// assert_eq!(cardinal_export::text_unescaped("caf\\xe9 a\\\\b").as_deref(), Some(&b"caf\xe9 a\\b"[..]));
+/// ```
+pub fn text_unescaped(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            out.push(bytes[i]);
+            i += 1;
+            continue;
+        }
+        match bytes.get(i + 1)? {
+            b'\\' => {
+                out.push(b'\\');
+                i += 2;
+            }
+            b'x' => {
+                let hex = std::str::from_utf8(bytes.get(i + 2..i + 4)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 4;
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
 }
 
 /// `bytes` escaped as [`push_text_escaped`] does, in a new string.

@@ -3,7 +3,8 @@
 
 use cardinal_event::Timestamp;
 use cardinal_export::{
-    Columns, Options, Results, Rows, table, text_escaped, write_daily_csv, write_json_lines,
+    Columns, Options, Results, Rows, table, text_escaped, text_unescaped, write_daily_csv,
+    write_json_lines,
 };
 use cardinal_rollup::{AggKind, Input, Limits, Rollup, Shape};
 use proptest::prelude::*;
@@ -133,6 +134,7 @@ proptest! {
     ) {
         let text = text_escaped(&bytes);
         prop_assert_eq!(unescaped(&text), bytes.clone());
+        prop_assert_eq!(text_unescaped(&text), Some(bytes.clone()));
         if bytes.is_ascii() && !bytes.contains(&b'\\') {
             prop_assert_eq!(text.as_bytes(), &bytes[..]);
         }
@@ -200,5 +202,92 @@ fn a_bucket_outside_the_years_names_no_file() {
             .any(|bucket| text.contains(&format!("bucket {bucket} "))),
             "{text}"
         );
+    }
+}
+
+/// Names a site may have: URLs hold `:` and `|`, CSV's own specials, a
+/// backslash, bytes that are not UTF-8.
+fn awkward_name() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(
+        prop_oneof![
+            Just(b':'),
+            Just(b'|'),
+            Just(b','),
+            Just(b'"'),
+            Just(b'\n'),
+            Just(b'\\'),
+            Just(b'x'),
+            Just(0xe9),
+            any::<u8>()
+        ],
+        0..10,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 64,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(0x00c5_0cab),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Every CSV file reads back through a standard CSV reader: each
+    /// dimension cell is its key's text, and a top-k cell splits on `|`
+    /// into names (given back by `text_unescaped`) and their counts, for
+    /// any names (a URL's `:` and `|` once made a cell unreadable).
+    #[test]
+    fn csv_files_read_back_through_a_csv_reader(
+        names in proptest::collection::btree_set(awkward_name(), 1..6),
+        key in awkward_name(),
+    ) {
+        let names: Vec<Vec<u8>> = names.into_iter().collect();
+        let kind = AggKind::TopK { k: 8 };
+        let shape = Shape { aggs: vec![kind.clone()] };
+        let mut rollup = Rollup::new(shape, Limits::default()).expect("valid");
+        for (i, name) in names.iter().enumerate() {
+            let hash = cardinal_sketch::hash::bytes(name, 0);
+            for _ in 0..=i {
+                rollup.fold(Timestamp(0), &key, &[Input::Key { hash, id: None, text: name }]);
+            }
+        }
+        let mut rows = Rows::default();
+        for (bucket, group, states) in rollup.groups() {
+            rows.push(bucket, states);
+            rows.push_bytes(group);
+        }
+        let columns = Columns {
+            bucket: Some("day".into()),
+            dims: vec!["key".into()],
+            aggs: vec!["top".into()],
+        };
+        let results = Results::new(columns, &rollup.shape().aggs, rows).expect("matching");
+        let dir = std::env::temp_dir().join(format!("cardinal-export-csv-rt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let written = write_daily_csv(&dir, "s", &results, Options::default()).expect("write");
+        let bytes = std::fs::read(&written[0]).expect("read");
+        std::fs::remove_dir_all(&dir).expect("clean up");
+        let mut reader = csv::ReaderBuilder::new().from_reader(&bytes[..]);
+        let header: Vec<String> = reader.headers().expect("a header").iter().map(str::to_owned).collect();
+        prop_assert_eq!(header, ["day", "key", "top"]);
+        let records: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("a record")).collect();
+        prop_assert_eq!(records.len(), 1);
+        let record = &records[0];
+        prop_assert_eq!(text_unescaped(&record[1]), Some(key.clone()));
+        let mut read: Vec<(Vec<u8>, u64)> = record[2]
+            .split('|')
+            .map(|pair| {
+                let (name, count) = pair.rsplit_once(':').expect("name:count");
+                (text_unescaped(name).expect("an escaped name"), count.parse().expect("a count"))
+            })
+            .collect();
+        read.sort();
+        let mut expected: Vec<(Vec<u8>, u64)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.clone(), i as u64 + 1))
+            .collect();
+        expected.sort();
+        prop_assert_eq!(read, expected);
     }
 }
