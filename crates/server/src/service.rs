@@ -1165,6 +1165,27 @@ impl Service {
         self.streams[index].engine.snapshot()
     }
 
+    /// Waits until every batch appended so far is durable (synced) and
+    /// folded: what a published output covers must never be lost by a
+    /// crash. Call it after taking the views to publish: each batch they
+    /// hold was appended before the ingest lock taken here was free.
+    pub fn wait_durable(&self) -> Result<()> {
+        let wait = {
+            let ingest = lock(&self.ingest);
+            let (done, wait) = std::sync::mpsc::sync_channel(1);
+            ingest
+                .completer
+                .as_ref()
+                .context("the service is closed")?
+                .send(Item::Sync(done))
+                .map_err(|_| anyhow!("the completer stopped"))?;
+            wait
+        };
+        wait.recv()
+            .map_err(|_| anyhow!("the completer stopped"))?
+            .map_err(|e| anyhow!("{e}"))
+    }
+
     /// Writes a snapshot of everything (module doc) and trims the log.
     pub fn snapshot(&self) -> Result<Written> {
         let _one = lock(&self.snapshotting);

@@ -697,6 +697,31 @@ fn a_failed_sync_or_write_stops_the_service_and_a_restart_keeps_the_promise() {
     assert_eq!(checked, 24);
 }
 
+/// What `serve --out` publishes must be durable: a view taken while a
+/// batch's sync is under way holds that batch, so the day files wait for
+/// `wait_durable`, which fails when the sync does (nothing published).
+#[test]
+fn published_views_wait_for_the_sync_of_what_they_hold() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let case = Case::new(7, 4);
+    let dir = SimDir::new();
+    let service = open(&plan, &dir, &options(512, 4)).expect("open");
+    send_all(&service, &case, &[0, 1], 2).expect("acknowledged");
+    service
+        .wait_durable()
+        .expect("what was acknowledged is durable");
+    dir.fail_next(Fault::SyncData);
+    let reply = case.send(&service, 2).expect("taken");
+    let view = service.view(0).expect("a view");
+    assert!(
+        service.wait_durable().is_err(),
+        "a view holding a batch whose sync failed was publishable"
+    );
+    drop(view);
+    assert!(wait(reply).is_err());
+    assert!(service.close().is_err());
+}
+
 /// One record's place in a log segment.
 #[derive(Debug, Clone)]
 struct Located {

@@ -289,6 +289,9 @@ fn write_days(service: &Service, days: &std::sync::Mutex<crate::days::DayFiles>)
     let views = (0..service.streams().len())
         .map(|i| service.view(i))
         .collect::<Result<Vec<_>>>()?;
+    // A published file holds only what a crash cannot take back: every
+    // batch in the views is synced before a byte is written.
+    service.wait_durable()?;
     let plan = service.plan();
     let mut pairs = Vec::new();
     for view in &views {
