@@ -1001,6 +1001,15 @@ impl ShardGroup {
         }
     }
 
+    /// Bytes this group holds: index slots and tags, arena pages and the
+    /// arena's own heap. Cheap (no walk of the arena, unlike
+    /// [`ShardGroup::memory`]): what a memory budget is checked against.
+    pub fn held_bytes(&self) -> u64 {
+        let index_bytes: u64 = self.shards.iter().map(Table::heap_bytes).sum();
+        let own = self.shards.capacity() * size_of::<Table>() + self.scratch.capacity();
+        index_bytes + self.arena.page_bytes() + self.arena.heap_bytes() + own as u64
+    }
+
     /// Calls `f(user, chain bytes)` for every chain of local shard `shard`
     /// that holds a record that has not expired, with the expired records
     /// left out (snapshot writing).
@@ -1465,6 +1474,13 @@ impl Store {
     /// Users with a chain.
     pub fn keys(&self) -> u64 {
         self.groups.iter().map(ShardGroup::keys).sum()
+    }
+
+    /// Bytes the store holds, over all groups, without a walk
+    /// ([`ShardGroup::held_bytes`]).
+    pub fn held_bytes(&self) -> u64 {
+        self.groups.iter().map(ShardGroup::held_bytes).sum::<u64>()
+            + (self.groups.capacity() * size_of::<ShardGroup>()) as u64
     }
 
     /// The store's byte counts, over all groups ([`ShardGroup::memory`]:

@@ -387,6 +387,13 @@ impl<'p> Setup<'p> {
         self.held.iter().flatten().map(Held::bytes).sum()
     }
 
+    /// Bytes the attributions hold: their chains (index and arena, no
+    /// walk) and the events held for a later release; what a continuous
+    /// engine counts against its memory budget beside the rollups.
+    pub(crate) fn state_bytes(&self) -> u64 {
+        self.stores.iter().map(Store::held_bytes).sum::<u64>() + self.held_bytes() as u64
+    }
+
     /// Writes each attribution's chains and dictionaries to the snapshot
     /// directory, if the run has one (`DIR/<name>.chains`,
     /// `DIR/<name>.names`), each through a temp file renamed into place.
@@ -525,6 +532,18 @@ impl<'p> Collector<'p> {
                 .collect(),
             scratch: Scratch::default(),
         }
+    }
+
+    /// Bytes the events gathered since the last [`Collector::take`] take
+    /// ([`EVENT_BYTES`] per event of the vectors' capacity).
+    pub(crate) fn held_bytes(&self) -> u64 {
+        let events: usize = self
+            .attributions
+            .iter()
+            .flat_map(|c| &c.events)
+            .map(Vec::capacity)
+            .sum();
+        (events * EVENT_BYTES) as u64
     }
 
     /// Hands over everything gathered so far, leaving the collector empty

@@ -312,6 +312,18 @@ impl Shared {
     }
 }
 
+/// The engine's error once its attributions' chains and held events,
+/// with its rollups, pass the memory budget.
+fn attribution_budget_error(bytes: u64, bytes_max: u64) -> anyhow::Error {
+    anyhow!(
+        "the engine reached --memory-max ({} MiB): the attributions' chains and held events \
+         hold {} MiB beside the rollups; raise --memory-max, or shorten the attribution's \
+         lookback (chains hold every user seen within it)",
+        bytes_max >> 20,
+        bytes >> 20
+    )
+}
+
 /// A failpoint for tests of what follows a bug: with this environment
 /// variable set to some text, a batch holding that text panics the worker
 /// that folds it, as a bug would ([`ContinuousOptions::panic_on`]).
@@ -874,7 +886,11 @@ impl Continuous {
                 .context("merging the credit summaries")?;
         }
         for rollup in &mut base.rollups {
+            // As a run's answer: buckets within the window of the newest,
+            // none too far ahead of the stream (a clock set years ahead
+            // would otherwise hold its groups for ever).
             rollup.evict_expired();
+            rollup.evict_future();
         }
         // The merged state counts against the memory budget with the
         // workers' partials: together they may not pass it.
@@ -999,6 +1015,8 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
             .with_context(|| format!("the header of stream {}", stream.name))?;
     }
     let framing = framing_of(stream);
+    // What this worker's collector last reported to the budget.
+    let mut collector_bytes = 0;
     let mut batch = Batch::new();
     let mut tap = shared.progress.tap();
     while let Some(message) = inbox.pop() {
@@ -1048,6 +1066,21 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                         ))
                     }
                 };
+                // Events gathered for the attributions count against the
+                // budget until a snapshot hands them over.
+                let folded = folded.and_then(|()| {
+                    let Some(collector) = &collector else {
+                        return Ok(());
+                    };
+                    let bytes = collector.held_bytes();
+                    shared.budget.report_other(collector_bytes, bytes);
+                    collector_bytes = bytes;
+                    if shared.budget.holds() {
+                        Ok(())
+                    } else {
+                        Err(attribution_budget_error(bytes, shared.budget.bytes_max()))
+                    }
+                });
                 if let Err(e) = folded {
                     // Said before the receipt drops, so its waiter reads
                     // why (the thread's own report comes after).
@@ -1068,6 +1101,8 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                 let started = Instant::now();
                 let (rollups, counts) = fold.hand_over();
                 let collected = collector.as_mut().map(Collector::take);
+                shared.budget.report_other(collector_bytes, 0);
+                collector_bytes = 0;
                 let paused = started.elapsed();
                 // The counters published so far stay; the tap starts over
                 // with the fold's counts.
@@ -1189,6 +1224,8 @@ fn attribute(
     // The newest FRONTIER_EVENTS event times absorbed, the oldest of them
     // on top.
     let mut newest: BinaryHeap<Reverse<u64>> = BinaryHeap::with_capacity(FRONTIER_EVENTS + 1);
+    // What this thread last reported to the budget.
+    let mut attribution_bytes = 0;
     for request in requests {
         let release = || -> Result<CreditHandOver> {
             for time in request.collected.iter().flat_map(Collected::times_ms) {
@@ -1211,6 +1248,15 @@ fn attribute(
             };
             let credits = setup.release(frontier)?;
             attribute::fold_credits(&credits, &summaries, &shapes, &mut rollups)?;
+            // The chains and held events count against the budget as the
+            // rollups do: a stream of new users stops the engine with
+            // words, not the process by the kernel's hand.
+            let bytes = setup.state_bytes();
+            shared.budget.report_other(attribution_bytes, bytes);
+            attribution_bytes = bytes;
+            if !shared.budget.holds() {
+                bail!(attribution_budget_error(bytes, shared.budget.bytes_max()));
+            }
             let image = if request.image {
                 let mut image = Vec::new();
                 setup.encode_state(&mut image)?;

@@ -733,3 +733,55 @@ fn a_panic_in_a_worker_names_its_batch_and_wakes_every_waiter() {
     assert!(engine.submit(good[1].clone()).is_err(), "nor does a submit");
     assert!(engine.finish().is_err());
 }
+
+/// The attributions' chains and held events count against the budget:
+/// a stream of new users clicking grows them without bound, and the
+/// engine stops with words naming them before the process would die of
+/// memory (they were not counted, and only the kernel stopped it).
+#[test]
+fn attribution_chains_count_against_the_memory_budget() {
+    let sql = "CREATE STREAM s (ts TIMESTAMP, user_id BIGINT, kind TEXT, campaign TEXT)
+          WITH (format = 'csv', time = 'ts');
+        CREATE ATTRIBUTION a ON s BY user_id MODEL last_touch LOOKBACK 30 DAYS
+          TOUCH WHERE kind = 'click' CONVERSION WHERE kind = 'buy' CAMPAIGN campaign;
+        CREATE SUMMARY credits AS SELECT campaign, sum(credit) AS credit FROM a GROUP BY campaign;";
+    let plan = Arc::new(Plan::compile(sql).expect("compiles"));
+    let mut options = ContinuousOptions::new(2, 8 << 20);
+    options.queue_batches = 2;
+    let engine = Continuous::start(plan, &options).expect("start");
+    let mut failed = None;
+    // A million distinct users, one click each: far past 8 MiB of chains.
+    'feed: for b in 0..100u64 {
+        let mut batch = Vec::new();
+        for i in 0..10_000u64 {
+            let user = b * 10_000 + i;
+            writeln!(
+                batch,
+                "2026-11-01T{:02}:{:02}:00Z,{user},click,c{}",
+                b % 24,
+                i % 60,
+                user % 7
+            )
+            .expect("vec");
+        }
+        if let Err(e) = engine.submit(batch) {
+            failed = Some(e);
+            break 'feed;
+        }
+        if b % 5 == 4
+            && let Err(e) = engine.snapshot()
+        {
+            failed = Some(e);
+            break 'feed;
+        }
+    }
+    let error = match failed {
+        Some(e) => e,
+        None => engine.snapshot().err().expect("the budget is reached"),
+    };
+    let error = format!("{error:#}");
+    assert!(
+        error.contains("--memory-max") && error.contains("chains"),
+        "{error}"
+    );
+}

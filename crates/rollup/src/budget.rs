@@ -61,6 +61,13 @@ impl MemoryBudget {
         self.used() <= self.bytes_max
     }
 
+    /// Moves the count of something other than a rollup (an engine's
+    /// attribution chains, its held events) from `from` bytes to `to`: the
+    /// caller keeps what it reported last, as a [`BytesGauge`] does.
+    pub fn report_other(&self, from: u64, to: u64) {
+        self.report(from, to);
+    }
+
     /// Moves the count from `from` bytes to `to` bytes (one gauge's change).
     fn report(&self, from: u64, to: u64) {
         if to >= from {
