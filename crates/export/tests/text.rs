@@ -243,7 +243,7 @@ proptest! {
     ) {
         let names: Vec<Vec<u8>> = names.into_iter().collect();
         let kind = AggKind::TopK { k: 8 };
-        let shape = Shape { aggs: vec![kind.clone()] };
+        let shape = Shape { aggs: vec![kind] };
         let mut rollup = Rollup::new(shape, Limits::default()).expect("valid");
         for (i, name) in names.iter().enumerate() {
             let hash = cardinal_sketch::hash::bytes(name, 0);

@@ -537,13 +537,12 @@ fn set_aside_in(dir: &dyn Dir) -> Result<std::collections::BTreeSet<u64>> {
 fn segment_of(segments: &[String], sequence: u64) -> String {
     segments
         .iter()
-        .filter(|name| {
+        .rfind(|name| {
             name.strip_prefix("wal-")
                 .and_then(|n| n.strip_suffix(".log"))
                 .and_then(|n| n.parse::<u64>().ok())
                 .is_some_and(|base| base <= sequence)
         })
-        .next_back()
         .cloned()
         .unwrap_or_else(|| "no segment".to_owned())
 }

@@ -159,7 +159,7 @@ impl std::error::Error for Corrupt {}
 /// another member.
 enum GzMembers<R: Read> {
     Between(Consumed<R>),
-    In(flate2::bufread::GzDecoder<Consumed<R>>, u64),
+    In(Box<flate2::bufread::GzDecoder<Consumed<R>>>, u64),
     Done,
 }
 
@@ -181,11 +181,13 @@ impl<R: Read> Read for GzMembers<R> {
                             "bytes after the last gzip member that do not start another",
                         ));
                     }
-                    *self = GzMembers::In(flate2::bufread::GzDecoder::new(inner), start);
+                    *self = GzMembers::In(Box::new(flate2::bufread::GzDecoder::new(inner)), start);
                 }
                 GzMembers::In(mut member, start) => match member.read(buf) {
                     // The member's end: its CRC and length held.
-                    Ok(0) if !buf.is_empty() => *self = GzMembers::Between(member.into_inner()),
+                    Ok(0) if !buf.is_empty() => {
+                        *self = GzMembers::Between((*member).into_inner());
+                    }
                     Ok(n) => {
                         *self = GzMembers::In(member, start);
                         return Ok(n);
