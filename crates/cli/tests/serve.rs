@@ -1169,3 +1169,36 @@ fn a_batch_the_engine_cannot_fold_stops_the_server_and_repair_sets_it_aside() {
     terminate(&mut server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `cardinal send` pointed at the HTTP port fails at once, saying so and
+/// naming the native port, instead of reading `HTTP` as a frame length
+/// (1,347,703,889 bytes) and retrying for a minute.
+#[test]
+fn send_to_the_http_port_says_so_at_once() {
+    let dir = scratch_dir("serve", "wrong-port");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    std::fs::write(
+        dir.join("events.csv"),
+        format!("{HEADER}\n2026-11-01T00:00:00Z,1,CA,5\n"),
+    )
+    .expect("input");
+    let mut server = start(&dir, "data");
+    let http = server.http.to_string();
+    let started = Instant::now();
+    let output = cardinal(
+        &dir,
+        &["send", "events.csv", "--to", &http, "--stream", "events"],
+    );
+    let stderr = failure(&output);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        stderr.contains("HTTP port") && stderr.contains("--listen"),
+        "{stderr}"
+    );
+    terminate(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

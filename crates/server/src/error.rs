@@ -20,6 +20,15 @@ pub enum Error {
         /// The receiver's limit.
         frame_bytes_max: usize,
     },
+    /// The peer speaks HTTP: a native client reached an HTTP port, or an
+    /// HTTP client the native one. Said at once, instead of reading
+    /// `HTTP` as a frame length of 1,347,703,889 bytes.
+    #[error(
+        "the peer speaks HTTP, not cardinal's native protocol: this is an HTTP port (native \
+         clients such as `cardinal send` connect to the server's --listen address, \
+         127.0.0.1:7400 by default; HTTP clients to --http, 127.0.0.1:7480)"
+    )]
+    Http,
     /// A frame header names a type this build does not know.
     #[error("unknown frame type {tag}: this build knows types 1 to 7 (protocol version 1)")]
     UnknownFrameType {
@@ -199,6 +208,7 @@ impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::FrameTooLarge { .. } | Error::BatchTooLarge { .. } => ErrorCode::TooLarge,
+            Error::Http => ErrorCode::Protocol,
             Error::UnsupportedVersion { .. } => ErrorCode::UnsupportedVersion,
             Error::BadName { what, .. } if *what == "client id" => ErrorCode::BadClientId,
             Error::Protocol { .. } => ErrorCode::Protocol,

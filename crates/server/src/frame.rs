@@ -814,6 +814,13 @@ impl Decoder {
         let Some(head) = buf.get(..HEADER_BYTES) else {
             return Ok(None);
         };
+        // No native frame starts so: its length would be over 1 GiB.
+        if [&b"HTTP/"[..], b"GET /", b"POST ", b"PUT /", b"HEAD "]
+            .iter()
+            .any(|http| head.starts_with(http))
+        {
+            return Err(Error::Http);
+        }
         let body_bytes = u32::from_le_bytes(head[0..4].try_into().expect("4 bytes"));
         let tag = head[4];
         let crc = u32::from_le_bytes(head[5..9].try_into().expect("4 bytes"));

@@ -658,6 +658,8 @@ impl Run<'_> {
             let (frame, used) = match self.decoder.decode(&conn.buf) {
                 Ok(Some(decoded)) => decoded,
                 Ok(None) => return Ok(()),
+                // An HTTP port answers HTTP however often it is asked.
+                Err(Error::Http) => return Err(Error::Http),
                 Err(e) => return self.lost(format!("undecodable bytes from the server: {e}")),
             };
             conn.buf.drain(..used);
