@@ -220,7 +220,8 @@ impl KeyTable {
         now_secs: u64,
     ) -> Result<(), TableFull> {
         self.room(now_secs)?;
-        self.insert_logged(stream, key, digest, now_secs);
+        let taken = self.insert_logged(stream, key, digest, now_secs);
+        assert!(taken, "key {key} on {stream} is held: look it up first");
         Ok(())
     }
 

@@ -321,3 +321,57 @@ fn forged_images_are_refused() {
         CLIENTS_MAX
     );
 }
+
+/// Issue 43, item 4, at the service: a key is scoped to its stream, a
+/// second body under it is refused, and both hold after a restart (the
+/// key and its digest rebuilt from the log's envelope).
+#[test]
+fn the_service_scopes_keys_per_stream_and_checks_their_body() {
+    use std::sync::Arc;
+
+    use cardinal_route::Plan;
+    use cardinal_server::Format;
+    use cardinal_server::service::{Origin, Refused, Reply, Service, ServiceOptions};
+    use cardinal_store::{Dir, SimDir};
+
+    let plan = Arc::new(
+        Plan::compile(
+            "CREATE STREAM a (ts TIMESTAMP, n BIGINT) WITH (format = 'csv', time = 'ts');
+             CREATE STREAM b (ts TIMESTAMP, n BIGINT) WITH (format = 'csv', time = 'ts');
+             CREATE SUMMARY sa AS SELECT date_trunc('day', ts) AS day, count(*) AS c
+               FROM a GROUP BY day;
+             CREATE SUMMARY sb AS SELECT date_trunc('day', ts) AS day, count(*) AS c
+               FROM b GROUP BY day;",
+        )
+        .expect("compiles"),
+    );
+    let mut dir = SimDir::new();
+    let open = |dir: &SimDir| {
+        let dir: Arc<dyn Dir> = Arc::new(dir.clone());
+        Service::open(Arc::clone(&plan), dir, &ServiceOptions::new(1, 64 << 20)).expect("opens")
+    };
+    let wait = |reply: Reply| reply.blocking_recv().expect("answered").expect("acked");
+    let key = || Origin::Key("k".into());
+    let one: &[u8] = b"2026-11-01T00:00:00Z,1\n";
+    let other: &[u8] = b"2026-11-01T00:00:00Z,2\n";
+    for round in 0..2 {
+        let service = open(&dir);
+        let first = service.ingest(key(), "a", Format::Csv, one).expect("taken");
+        assert_eq!(wait(first).duplicate, round == 1, "round {round}");
+        let reused = service.ingest(key(), "a", Format::Csv, other);
+        assert!(
+            matches!(reused, Err(Refused::KeyReused { .. })),
+            "round {round}: {reused:?}"
+        );
+        // The same key on another stream is another request.
+        let elsewhere = service
+            .ingest(key(), "b", Format::Csv, other)
+            .expect("taken");
+        assert_eq!(wait(elsewhere).duplicate, round == 1, "round {round}");
+        // A power cut's image: no snapshot, so the restart rebuilds the
+        // keys from the log alone.
+        let image = dir.crash(0);
+        service.close().expect("closes");
+        dir = image;
+    }
+}
