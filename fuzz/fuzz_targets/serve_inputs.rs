@@ -19,10 +19,10 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         1 => {
-            if let Ok(table) = KeyTable::decode(rest) {
+            if let Ok(table) = KeyTable::decode(rest, 1_000) {
                 let mut again = Vec::new();
                 table.encode(&mut again);
-                assert_eq!(KeyTable::decode(&again).map(|t| t.len()).ok(), Some(table.len()));
+                assert_eq!(KeyTable::decode(&again, 0).map(|t| t.len()).ok(), Some(table.len()));
             }
         }
         _ => {

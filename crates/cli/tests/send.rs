@@ -1,6 +1,7 @@
 //! `cardinal send` end to end: the binary against a small acking server on
-//! 127.0.0.1 (the protocol crate's own server state machine behind a real
-//! socket), checking exit codes, the summary and the ledger file. Faults
+//! 127.0.0.1 (the protocol crate's own connection state machine behind a
+//! real socket, judging batches with a deduplication table of its own),
+//! checking exit codes, the summary and the ledger file. Faults
 //! and resends are tested at the library level (`crates/server/tests/send.rs`).
 
 mod common;
@@ -12,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cardinal_server::{
-    Ack, Action, Connection, Decoder, DedupTable, ErrorCode, ServerConfig, encode,
+    Ack, Action, Connection, Decoder, DedupTable, ErrorCode, ErrorFrame, Frame, ServerConfig,
+    Verdict, encode,
 };
 use common::{cardinal, failure, ok, scratch_dir};
 
@@ -91,32 +93,36 @@ fn serve(
         }
         while let Some((frame, used)) = decoder.decode(&buf).expect("decodes") {
             buf.drain(..used);
-            let action = conn.receive(frame, dedup, |stream, _| {
-                if stream.as_str() == "events" {
-                    Ok(())
-                } else {
-                    Err((
-                        ErrorCode::UnknownStream,
-                        format!("no stream named {stream}"),
-                    ))
-                }
+            let action = conn.receive(frame, |client| {
+                dedup.touch(client, 0);
+                Ok(dedup.highest(client))
             });
             let reply = match action {
                 Action::Send(frame) | Action::Close(frame) => frame,
-                Action::Admit(batch) => {
-                    payloads
-                        .lock()
-                        .expect("lock")
-                        .extend_from_slice(&batch.payload);
+                Action::Offer(batch) if batch.stream.as_str() != "events" => {
+                    let message = format!("no stream named {}", batch.stream);
+                    let error = ErrorFrame::new(Some(batch.id), ErrorCode::UnknownStream, &message);
+                    Frame::Error(error)
+                }
+                Action::Offer(batch) => {
+                    let client = conn.client().expect("after the hello");
+                    let verdict = dedup.admit(client, batch.id, 0).expect("room");
+                    let duplicate = verdict == Verdict::Duplicate;
+                    assert_ne!(verdict, Verdict::TooOld);
                     let records = batch.payload.iter().filter(|&&b| b == b'\n').count();
-                    conn.durable(Ack {
+                    if !duplicate {
+                        payloads
+                            .lock()
+                            .expect("lock")
+                            .extend_from_slice(&batch.payload);
+                    }
+                    Frame::Ack(Ack {
                         id: batch.id,
-                        accepted: records as u64,
+                        accepted: if duplicate { 0 } else { records as u64 },
                         rejected: 0,
-                        duplicate: false,
+                        duplicate,
                     })
                 }
-                Action::AckWhenDurable(ack) => conn.durable(ack),
                 Action::Nothing => continue,
             };
             out.clear();

@@ -843,6 +843,254 @@ fn refused_within(dir: &Path, args: &[&str]) -> String {
     }
 }
 
+fn hello_frame(client: &str) -> cardinal_server::Frame {
+    cardinal_server::Frame::Hello(cardinal_server::Hello {
+        client: cardinal_server::ClientId::new(client).expect("id"),
+        token: None,
+    })
+}
+
+fn batch_frame(id: u64, records: &'static str) -> cardinal_server::Frame {
+    cardinal_server::Frame::Batch(cardinal_server::Batch {
+        id: cardinal_server::BatchId(id),
+        stream: cardinal_server::StreamName::new("events").expect("stream"),
+        format: cardinal_server::Format::Csv,
+        payload: bytes::Bytes::from_static(records.as_bytes()),
+    })
+}
+
+/// Issue 43, item 3: 4,100 throwaway client ids (one empty batch each)
+/// evicted a victim's entry from the 4,096-client table, and the
+/// victim's resend of an acknowledged batch was counted again. Now the
+/// flood waits (`unavailable`) while the table is full of recent
+/// clients, and the resend is a duplicate.
+#[test]
+fn a_flood_of_client_ids_cannot_make_a_resend_count_twice() {
+    use cardinal_server::{ErrorCode, Frame};
+    let dir = scratch_dir("serve", "flood");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut server = start_with(&dir, "data", &["--listen", listen.as_str()]);
+    let records = "2026-11-01T00:00:00Z,1,CA,5\n2026-11-01T00:00:01Z,2,CA,7\n";
+    let mut victim = Frames::connect(&listen);
+    victim.send(&[hello_frame("victim"), batch_frame(1, records)]);
+    assert!(matches!(victim.next(), Frame::HelloOk(_)));
+    match victim.next() {
+        Frame::Ack(ack) => assert_eq!((ack.accepted, ack.duplicate), (2, false)),
+        other => panic!("{other:?}"),
+    }
+    drop(victim);
+    // The flood, from 8 threads: each id says hello and sends one empty
+    // batch on a connection of its own.
+    let flood = 4100;
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let listen = listen.clone();
+            std::thread::spawn(move || {
+                let (mut acked, mut refused) = (0, 0);
+                for n in (t..flood).step_by(8) {
+                    let mut frames = Frames::connect(&listen);
+                    frames.send(&[hello_frame(&format!("flood-{n}")), batch_frame(1, "")]);
+                    match frames.next() {
+                        Frame::HelloOk(_) => match frames.next() {
+                            Frame::Ack(_) => acked += 1,
+                            Frame::Error(e) => {
+                                assert_eq!(e.code, ErrorCode::Unavailable, "{}", e.message);
+                                refused += 1;
+                            }
+                            other => panic!("{other:?}"),
+                        },
+                        Frame::Error(e) => {
+                            assert_eq!(e.code, ErrorCode::Unavailable, "{}", e.message);
+                            assert!(e.message.contains("retry after"), "{}", e.message);
+                            refused += 1;
+                        }
+                        other => panic!("{other:?}"),
+                    }
+                }
+                (acked, refused)
+            })
+        })
+        .collect();
+    let (mut acked, mut refused) = (0, 0);
+    for thread in threads {
+        let (a, r) = thread.join().expect("a flood thread");
+        acked += a;
+        refused += r;
+    }
+    assert_eq!(acked + refused, flood);
+    // The victim holds one of the 4,096 places: 4,095 flood ids got in.
+    assert_eq!(acked, 4095);
+    // The victim resends its acknowledged batch: a duplicate.
+    let mut victim = Frames::connect(&listen);
+    victim.send(&[hello_frame("victim"), batch_frame(1, records)]);
+    match victim.next() {
+        Frame::HelloOk(ok) => assert_eq!(ok.highest, Some(cardinal_server::BatchId(1))),
+        other => panic!("{other:?}"),
+    }
+    match victim.next() {
+        Frame::Ack(ack) => assert_eq!((ack.accepted, ack.duplicate), (0, true)),
+        other => panic!("{other:?}"),
+    }
+    let body = json_of(server.http, "reach");
+    assert!(body.contains("\"events\":2"), "counted once: {body}");
+    let (_, metrics) = request(server.http, "GET", "/metrics", &[], b"").expect("answer");
+    assert!(
+        metrics.contains("cardinal_dedup_evictions_total 0"),
+        "{metrics}"
+    );
+    kill9(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 43, item 4: an `Idempotency-Key` reused with another body was
+/// answered 200 and the new body dropped. Keys are scoped to the stream
+/// and checked against a digest of the body: another body is 422.
+#[test]
+fn an_idempotency_key_reused_with_another_body_is_refused() {
+    let dir = scratch_dir("serve", "key-reuse");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let mut server = start(&dir, "data");
+    let post = |body: &str| {
+        request(
+            server.http,
+            "POST",
+            "/v1/streams/events",
+            &[("Content-Type", "text/csv"), ("Idempotency-Key", "k-1")],
+            body.as_bytes(),
+        )
+        .expect("answer")
+    };
+    let first = "2026-11-01T00:00:00Z,1,CA,5\n";
+    let other = "2026-11-01T00:00:00Z,2,TX,9\n2026-11-01T00:00:01Z,3,TX,9\n";
+    let (status, body) = post(first);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"duplicate\":false"), "{body}");
+    let (status, body) = post(other);
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.contains("idempotency key reused with a different request"),
+        "{body}"
+    );
+    let (status, body) = post(first);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"duplicate\":true"), "{body}");
+    // After a restart (the key rebuilt from the log), the same answers.
+    kill9(&mut server);
+    server = start(&dir, "data");
+    let post = |body: &str| {
+        request(
+            server.http,
+            "POST",
+            "/v1/streams/events",
+            &[("Content-Type", "text/csv"), ("Idempotency-Key", "k-1")],
+            body.as_bytes(),
+        )
+        .expect("answer")
+    };
+    assert_eq!(post(other).0, 422);
+    assert!(post(first).1.contains("\"duplicate\":true"));
+    let body = json_of(server.http, "reach");
+    assert!(body.contains("\"events\":1"), "counted once: {body}");
+    kill9(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 43, item 12: connections that never said a hello (or dribbled a
+/// byte now and then) held every native slot, and a refusal at the limit
+/// carried code 11 where the protocol lists 14 `too_many_connections`.
+#[test]
+fn silent_connections_are_closed_and_cannot_take_every_slot() {
+    use cardinal_server::{ErrorCode, Frame};
+    let dir = scratch_dir("serve", "silent");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    // The global limit: three silent connections fill it; the fourth is
+    // refused with code 14.
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut server = start_with(
+        &dir,
+        "data",
+        &["--listen", listen.as_str(), "--connections", "3"],
+    );
+    let started = Instant::now();
+    let mut silent: Vec<Frames> = (0..3).map(|_| Frames::connect(&listen)).collect();
+    // One of them dribbles a byte of a hello every half second.
+    let mut hello = Vec::new();
+    cardinal_server::encode(&hello_frame("slow"), &mut hello);
+    let dribbler = {
+        let mut socket = silent[2].socket.try_clone().expect("clone");
+        std::thread::spawn(move || {
+            for byte in hello.iter().take(20) {
+                if socket.write_all(&[*byte]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let mut refused = Frames::connect(&listen);
+    match refused.next() {
+        Frame::Error(e) => assert_eq!(e.code, ErrorCode::TooManyConnections, "{}", e.message),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ErrorCode::TooManyConnections.number(), 14);
+    // Each silent connection, the dribbler too, is told `idle` and closed
+    // once the hello deadline (5 s) passes.
+    for frames in &mut silent {
+        match frames.next() {
+            Frame::Error(e) => {
+                assert_eq!(e.code, ErrorCode::Idle, "{}", e.message);
+                assert!(e.message.contains("no hello"), "{}", e.message);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_secs(4), "{waited:?}");
+    assert!(waited < Duration::from_secs(9), "{waited:?}");
+    dribbler.join().expect("dribbler");
+    drop(silent);
+    // The slots are free again: a client is served.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut frames = Frames::connect(&listen);
+        frames.send(&[
+            hello_frame("real"),
+            batch_frame(1, "2026-11-01T00:00:00Z,1,CA,5\n"),
+        ]);
+        match frames.next() {
+            Frame::HelloOk(_) => {
+                assert!(matches!(frames.next(), Frame::Ack(_)));
+                break;
+            }
+            Frame::Error(e) if e.code == ErrorCode::TooManyConnections => {
+                assert!(Instant::now() < deadline, "slots never freed");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    kill9(&mut server);
+    // The per-address limit: 64 connections from 127.0.0.1, then 14,
+    // while the server's own limit (256) has room.
+    let listen = format!("127.0.0.1:{}", free_port());
+    let mut server = start_with(&dir, "data", &["--listen", listen.as_str()]);
+    let held: Vec<Frames> = (0..64).map(|_| Frames::connect(&listen)).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut refused = Frames::connect(&listen);
+    match refused.next() {
+        Frame::Error(e) => {
+            assert_eq!(e.code, ErrorCode::TooManyConnections);
+            assert!(e.message.contains("this address"), "{}", e.message);
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(held);
+    kill9(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// The sum of every `"name":N` in JSON lines.
 fn sum_of(json: &str, name: &str) -> u64 {
     let key = format!("\"{name}\":");

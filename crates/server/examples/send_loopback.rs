@@ -26,8 +26,8 @@ use std::time::Instant;
 
 use cardinal_server::send::{SendOptions, send};
 use cardinal_server::{
-    Ack, Action, ClientId, Connection, Decoder, DedupTable, Format, ServerConfig, StreamName,
-    encode,
+    Ack, Action, ClientId, Connection, Decoder, DedupTable, Format, Frame, ServerConfig,
+    StreamName, Verdict, encode,
 };
 
 fn serve(mut socket: TcpStream) {
@@ -44,15 +44,23 @@ fn serve(mut socket: TcpStream) {
         out.clear();
         while let Some((frame, used)) = decoder.decode(&buf[used_total..]).expect("decodes") {
             used_total += used;
-            let reply = match conn.receive(frame, &mut dedup, |_, _| Ok(())) {
+            let reply = match conn.receive(frame, |client| Ok(dedup.highest(client))) {
                 Action::Send(frame) | Action::Close(frame) => frame,
-                Action::Admit(batch) => conn.durable(Ack {
-                    id: batch.id,
-                    accepted: batch.payload.iter().filter(|&&b| b == b'\n').count() as u64,
-                    rejected: 0,
-                    duplicate: false,
-                }),
-                Action::AckWhenDurable(ack) => conn.durable(ack),
+                Action::Offer(batch) => {
+                    let client = conn.client().expect("after the hello");
+                    let verdict = dedup.admit(client, batch.id, 0).expect("room");
+                    let duplicate = verdict == Verdict::Duplicate;
+                    Frame::Ack(Ack {
+                        id: batch.id,
+                        accepted: if duplicate {
+                            0
+                        } else {
+                            batch.payload.iter().filter(|&&b| b == b'\n').count() as u64
+                        },
+                        rejected: 0,
+                        duplicate,
+                    })
+                }
                 Action::Nothing => continue,
             };
             encode(&reply, &mut out);

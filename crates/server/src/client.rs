@@ -36,9 +36,20 @@
 //! whose highest id for this client is below a batch it acknowledged has
 //! lost its deduplication state, and the client stops with
 //! [`Error::ServerForgot`] instead of resending what could be counted
-//! twice.
+//! twice. A server that does not know the client at all, after the
+//! client sent it batches on an earlier connection, is as doubtful: those
+//! batches may have been counted and then forgotten, or lost before they
+//! were durable (a crash before the first sync), and the hello ok does
+//! not tell the two apart. A server forgets a client id only once it has
+//! been idle for [`ClientConfig::server_forgets_after`] (the server's
+//! [`crate::CLIENT_IDLE_SECS_MIN`]): so when the client was silent (no
+//! hello, no batch) for less than that, as the driver tells it
+//! ([`Client::silent_for`]), the batches were lost, not forgotten, and
+//! are resent; after a longer silence (or one not measured) the client
+//! stops with [`Error::ServerUnknown`] rather than resend them.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -78,6 +89,11 @@ pub struct ClientConfig {
     pub held_batches_max: usize,
     /// The id of its first batch (later ones are higher).
     pub first_batch_id: BatchId,
+    /// How long a server keeps a silent client id before it may forget
+    /// it (the server's [`crate::CLIENT_IDLE_SECS_MIN`]): a server that
+    /// does not know this client after a shorter silence cannot have
+    /// forgotten it (module doc).
+    pub server_forgets_after: Duration,
 }
 
 impl ClientConfig {
@@ -91,6 +107,7 @@ impl ClientConfig {
             in_flight_batches_max: IN_FLIGHT_BATCHES_MAX,
             held_batches_max: HELD_BATCHES_DEFAULT,
             first_batch_id: BatchId(1),
+            server_forgets_after: Duration::from_secs(crate::CLIENT_IDLE_SECS_MIN),
         }
     }
 }
@@ -287,6 +304,12 @@ pub struct Client {
     /// Every entry before it is sent or resolved.
     cursor: usize,
     next_id: u64,
+    /// The highest batch id sent on any connection so far.
+    sent_max: Option<BatchId>,
+    /// How long the server had not heard a hello or a batch from this
+    /// client when the current connection opened, as the driver measured
+    /// it ([`Client::silent_for`]); `None`: not measured, taken as long.
+    silence: Option<Duration>,
     pong: Option<u64>,
     ledger: Ledger,
 }
@@ -309,6 +332,8 @@ impl Client {
             link: Link::Down,
             held: VecDeque::new(),
             cursor: 0,
+            sent_max: None,
+            silence: None,
             pong: None,
             ledger: Ledger::default(),
         }
@@ -367,6 +392,14 @@ impl Client {
             state: State::Waiting,
         });
         Ok(())
+    }
+
+    /// Tells the client how long it has been since it last sent a hello
+    /// or a batch (the driver keeps the clock), before
+    /// [`Client::connected`]: a server cannot have forgotten a client
+    /// silent for less than [`ClientConfig::server_forgets_after`].
+    pub fn silent_for(&mut self, silence: Duration) {
+        self.silence = Some(silence);
     }
 
     /// A connection is open: the frame to send first.
@@ -435,6 +468,7 @@ impl Client {
         }
         let held = &mut self.held[self.cursor];
         let id = *held.id.get_or_insert(BatchId(candidate));
+        self.sent_max = self.sent_max.max(Some(id));
         if id.0 == self.next_id {
             self.next_id += 1;
         }
@@ -483,6 +517,16 @@ impl Client {
                 acked,
                 known: ok.highest,
             });
+        }
+        // Every batch sent so far went on an earlier connection (this one
+        // is still greeting). Within the server's horizon the server
+        // cannot have forgotten this client: its batches never became
+        // durable, and resending them counts them once.
+        let may_have_forgotten = self
+            .silence
+            .is_none_or(|silence| silence >= self.config.server_forgets_after);
+        if let (None, Some(sent), true) = (ok.highest, self.sent_max, may_have_forgotten) {
+            return Err(Error::ServerUnknown { sent });
         }
         if let Err(reason) = ok.limits.check() {
             return Err(Error::Protocol { reason });
@@ -736,5 +780,50 @@ mod tests {
             client.receive(Frame::HelloOk(ok)),
             Err(Error::ServerForgot { .. })
         ));
+    }
+
+    /// Issue 43, item 3: a client whose batches were all sent but none
+    /// acknowledged, meeting a server that does not know it, resent them
+    /// without a word (they may have been counted before the server
+    /// forgot the client id).
+    #[test]
+    fn a_server_that_does_not_know_a_client_that_sent_stops_it() {
+        let mut client = Client::new(ClientConfig::new(ClientId::new("c").expect("valid")));
+        client.push(outgoing(0)).expect("room");
+        client.push(outgoing(1)).expect("room");
+        ready(&mut client, 8, None);
+        assert_eq!(sent_ids(&mut client), [1, 2]);
+        client.disconnected();
+        client.silent_for(Duration::from_secs(crate::CLIENT_IDLE_SECS_MIN));
+        client.connected();
+        let hello_ok = |highest| {
+            Frame::HelloOk(HelloOk {
+                server: DEFAULT_SERVER.into(),
+                limits: Limits::default_limits(),
+                highest,
+            })
+        };
+        match client.receive(hello_ok(None)) {
+            Err(Error::ServerUnknown { sent }) => assert_eq!(sent, BatchId(2)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(client.poll_send(), None, "nothing resent");
+        // A server that knows the client (some of its batches) is fine.
+        let mut client = Client::new(ClientConfig::new(ClientId::new("c").expect("valid")));
+        client.push(outgoing(0)).expect("room");
+        client.push(outgoing(1)).expect("room");
+        ready(&mut client, 8, None);
+        assert_eq!(sent_ids(&mut client), [1, 2]);
+        client.disconnected();
+        client.connected();
+        assert!(client.receive(hello_ok(Some(BatchId(1)))).is_ok());
+        assert_eq!(sent_ids(&mut client), [1, 2]);
+        // A server that does not know a client silent for less than its
+        // horizon lost the batches (a crash before their sync): resent.
+        client.disconnected();
+        client.silent_for(Duration::from_secs(3));
+        client.connected();
+        assert!(client.receive(hello_ok(None)).is_ok());
+        assert_eq!(sent_ids(&mut client), [1, 2]);
     }
 }

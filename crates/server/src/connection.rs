@@ -1,8 +1,8 @@
-//! The server's side of one connection as a state machine: no sockets, no
-//! log, no engine. The server's reader decodes frames and hands each to
-//! [`Connection::receive`], which says what to do ([`Action`]); the server
-//! does it and, once a batch is durable, asks [`Connection::durable`] for
-//! its ack.
+//! The server's side of one connection as a state machine, with no
+//! sockets: the server's reader decodes frames and hands each to
+//! [`Connection::receive`], which says what to do ([`Action`]); a batch
+//! goes to [`Connection::offer`], which asks the service; once a batch is
+//! durable the server asks [`Connection::durable`] for its ack.
 //!
 //! ```text
 //!   Greeting ── hello (version, client id, token checked) ──► Ready
@@ -11,13 +11,17 @@
 //!    closed ◄── decoding error, a hello again, a server-only frame, stop
 //! ```
 //!
-//! A batch is checked against the deduplication table first (a duplicate
-//! is acknowledged again, even if its stream has gone since), then against
-//! the streams the server has (the caller's check: unknown stream, wrong
-//! format), and only then admitted, marking it in the table: so the table
-//! says exactly which batches went to the log. A duplicate's ack must wait
-//! until everything admitted so far is durable, since its first copy may
-//! still be in the group commit under way.
+//! A batch is not judged here: [`Connection::offer`] hands it to
+//! [`Service::ingest`], the one place that decides admission for every
+//! edge (stream and format, then deduplication, then room, in that
+//! order, under the lock that orders the log), and turns the service's
+//! answer into what the connection does: wait for the reply (a new batch
+//! and a duplicate alike: a duplicate's ack must wait until everything
+//! admitted so far is durable, since its first copy may still be in the
+//! group commit under way), hold the batch and offer it again (queues
+//! full), send an error frame for the batch, or close. The TCP task and
+//! the lossy-network tests call this same function over the same
+//! service.
 //!
 //! Flow control on the server: [`Connection::wants_read`] is false while
 //! the connection has as many batches waiting for durability as its
@@ -33,11 +37,11 @@
 //! resends them on the new connection and gets duplicate acks. Which
 //! connections are open is the server's registry, not this file's.
 
-use crate::dedup::{DedupTable, Verdict};
 use crate::error::Error;
 use crate::frame::{
-    Ack, Batch, ClientId, ErrorCode, ErrorFrame, Format, Frame, HelloOk, Limits, StreamName, Token,
+    Ack, Batch, BatchId, ClientId, ErrorCode, ErrorFrame, Frame, HelloOk, Limits, Token,
 };
+use crate::service::{Origin, Refused, Reply, Service};
 
 /// The name a server gives in its hello ok.
 pub const SERVER_NAME: &str = concat!("cardinal ", env!("CARGO_PKG_VERSION"));
@@ -71,15 +75,26 @@ pub enum Action {
     Send(Frame),
     /// Send the frame, then close the connection.
     Close(Frame),
-    /// A new batch, now marked in the deduplication table: parse it,
-    /// append it to the log and, once durable, send
-    /// [`Connection::durable`]'s ack.
-    Admit(Batch),
-    /// A batch admitted before: send this ack once everything admitted so
-    /// far is durable, through [`Connection::durable`].
-    AckWhenDurable(Ack),
+    /// A batch from the client: hand it to [`Connection::offer`].
+    Offer(Batch),
     /// Nothing to send.
     Nothing,
+}
+
+/// What became of a batch offered to the service.
+#[derive(Debug)]
+pub enum Offered {
+    /// Taken (new or a duplicate): the reply comes once it is durable;
+    /// its ack goes out through [`Connection::durable`].
+    Taken(Reply),
+    /// The stream's queues are full: offer the batch again after a wait,
+    /// reading nothing meanwhile.
+    Full(Batch),
+    /// Refused for the batch's own reason: send this error frame and go
+    /// on.
+    Send(Frame),
+    /// The service is stopping: send this error frame and close.
+    Close(Frame),
 }
 
 /// The server's state for one connection (module doc).
@@ -118,7 +133,7 @@ impl Connection {
         self.client.as_ref()
     }
 
-    /// Batches admitted (or duplicates) waiting for durability.
+    /// Batches taken (new or duplicates) waiting for durability.
     pub fn pending(&self) -> u32 {
         self.pending
     }
@@ -133,19 +148,18 @@ impl Connection {
         self.closed
     }
 
-    /// What to do with `frame`. `streams` checks a batch's stream and
-    /// format against what the server has, and gives the code and message
-    /// to refuse it with.
+    /// What to do with `frame`. `hello` is the service's answer to a
+    /// hello ([`Service::hello`]): the highest batch id it holds from the
+    /// client, or why it refuses the client for now.
     pub fn receive(
         &mut self,
         frame: Frame,
-        dedup: &mut DedupTable,
-        streams: impl FnOnce(&StreamName, Format) -> Result<(), (ErrorCode, String)>,
+        hello: impl FnOnce(&ClientId) -> Result<Option<BatchId>, (ErrorCode, String)>,
     ) -> Action {
         assert!(!self.closed, "a frame after the connection closed");
         match (&self.client, frame) {
-            (None, Frame::Hello(hello)) => {
-                let authorized = match (&self.token, &hello.token) {
+            (None, Frame::Hello(greeting)) => {
+                let authorized = match (&self.token, &greeting.token) {
                     (None, _) => true,
                     (Some(expected), Some(given)) => expected.matches(given),
                     (Some(_), None) => false,
@@ -153,47 +167,18 @@ impl Connection {
                 if !authorized {
                     return self.close(ErrorCode::NotAuthorized, "a valid token is required");
                 }
-                dedup.touch(&hello.client);
-                let highest = dedup.highest(&hello.client);
-                self.client = Some(hello.client);
+                let highest = match hello(&greeting.client) {
+                    Ok(highest) => highest,
+                    Err((code, message)) => return self.close(code, &message),
+                };
+                self.client = Some(greeting.client);
                 Action::Send(Frame::HelloOk(HelloOk {
                     server: self.server.clone(),
                     limits: self.limits,
                     highest,
                 }))
             }
-            (Some(client), Frame::Batch(batch)) => {
-                match dedup.check(client, batch.id) {
-                    Verdict::Duplicate => {
-                        self.pending += 1;
-                        return Action::AckWhenDurable(Ack {
-                            id: batch.id,
-                            accepted: 0,
-                            rejected: 0,
-                            duplicate: true,
-                        });
-                    }
-                    Verdict::TooOld => {
-                        let message = format!(
-                            "batch {} is older than the deduplication window below batch {}: \
-                             it may have been counted, so it is refused",
-                            batch.id,
-                            dedup.highest(client).map_or(0, |id| id.0)
-                        );
-                        let error = ErrorFrame::new(Some(batch.id), ErrorCode::TooOld, &message);
-                        return Action::Send(Frame::Error(error));
-                    }
-                    Verdict::New => {}
-                }
-                if let Err((code, message)) = streams(&batch.stream, batch.format) {
-                    let error = ErrorFrame::new(Some(batch.id), code, &message);
-                    return Action::Send(Frame::Error(error));
-                }
-                let verdict = dedup.admit(client, batch.id);
-                assert_eq!(verdict, Verdict::New, "checked just before");
-                self.pending += 1;
-                Action::Admit(batch)
-            }
+            (Some(_), Frame::Batch(batch)) => Action::Offer(batch),
             (Some(_), Frame::Ping(nonce)) => Action::Send(Frame::Pong(nonce)),
             (Some(_), Frame::Pong(_)) => Action::Nothing,
             (None, frame) => self.close(
@@ -204,6 +189,37 @@ impl Connection {
                 ErrorCode::Protocol,
                 &format!("a {} frame is not allowed here", frame.name()),
             ),
+        }
+    }
+
+    /// Offers a batch of [`Action::Offer`] to `service` (module doc): the
+    /// service decides; this says what the connection does about it.
+    pub fn offer(&mut self, service: &Service, batch: Batch) -> Offered {
+        let client = self
+            .client
+            .clone()
+            .expect("batches are offered after the hello");
+        assert!(!self.closed, "a batch offered after the connection closed");
+        let origin = Origin::Client(client, batch.id);
+        match service.ingest(origin, batch.stream.as_str(), batch.format, &batch.payload) {
+            Ok(reply) => {
+                self.pending += 1;
+                Offered::Taken(reply)
+            }
+            Err(Refused::Full) => Offered::Full(batch),
+            Err(refused @ Refused::Stopped(_)) => {
+                self.closed = true;
+                Offered::Close(Frame::Error(ErrorFrame::new(
+                    Some(batch.id),
+                    ErrorCode::ServerStopping,
+                    &refused.to_string(),
+                )))
+            }
+            Err(refused) => Offered::Send(Frame::Error(ErrorFrame::new(
+                Some(batch.id),
+                refused.code(),
+                &refused.to_string(),
+            ))),
         }
     }
 
@@ -218,13 +234,6 @@ impl Connection {
     /// closing.
     pub fn stop(&mut self, code: ErrorCode, message: &str) -> Action {
         self.close(code, message)
-    }
-
-    /// Counts a batch the server took itself (checking and admitting it
-    /// with its own deduplication, as the service does under its lock)
-    /// as pending, like an [`Action::Admit`].
-    pub fn taken(&mut self) {
-        self.pending += 1;
     }
 
     /// The ack to send now that `ack`'s batch (admitted or a duplicate on
@@ -244,7 +253,7 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::frame::{BatchId, Hello};
+    use crate::frame::{Format, Hello, StreamName};
     use bytes::Bytes;
 
     fn hello(token: Option<&[u8]>) -> Frame {
@@ -263,8 +272,8 @@ mod tests {
         })
     }
 
-    fn any_stream(_: &StreamName, _: Format) -> Result<(), (ErrorCode, String)> {
-        Ok(())
+    fn known(_: &ClientId) -> Result<Option<BatchId>, (ErrorCode, String)> {
+        Ok(Some(BatchId(7)))
     }
 
     #[test]
@@ -273,80 +282,44 @@ mod tests {
             token: Some(Token::new(b"s3cret").expect("valid")),
             ..ServerConfig::default()
         };
-        let mut dedup = DedupTable::new();
         for token in [None, Some(&b"s3creT"[..])] {
             let mut conn = Connection::new(&config);
-            match conn.receive(hello(token), &mut dedup, any_stream) {
+            match conn.receive(hello(token), known) {
                 Action::Close(Frame::Error(e)) => assert_eq!(e.code, ErrorCode::NotAuthorized),
                 other => panic!("{other:?}"),
             }
         }
         let mut conn = Connection::new(&config);
-        let action = conn.receive(hello(Some(b"s3cret")), &mut dedup, any_stream);
-        assert!(matches!(action, Action::Send(Frame::HelloOk(_))));
-    }
-
-    #[test]
-    fn batches_are_admitted_once_and_acked_again_after() {
-        let mut dedup = DedupTable::new();
-        let mut conn = Connection::new(&ServerConfig::default());
-        assert!(matches!(
-            conn.receive(batch(1), &mut dedup, any_stream),
-            Action::Close(_)
-        ));
-        let mut conn = Connection::new(&ServerConfig::default());
-        conn.receive(hello(None), &mut dedup, any_stream);
-        assert!(matches!(
-            conn.receive(batch(1), &mut dedup, any_stream),
-            Action::Admit(_)
-        ));
-        let unknown = |_: &StreamName, _: Format| Err((ErrorCode::UnknownStream, "no".into()));
-        match conn.receive(batch(2), &mut dedup, unknown) {
-            Action::Send(Frame::Error(e)) => assert_eq!(e.batch, Some(BatchId(2))),
+        let action = conn.receive(hello(Some(b"s3cret")), known);
+        match action {
+            Action::Send(Frame::HelloOk(ok)) => assert_eq!(ok.highest, Some(BatchId(7))),
             other => panic!("{other:?}"),
         }
-        // A duplicate is acked again even if its stream is gone.
-        assert!(matches!(
-            conn.receive(batch(1), &mut dedup, unknown),
-            Action::AckWhenDurable(Ack {
-                duplicate: true,
-                ..
-            })
-        ));
-        // Batch 2 was refused, not admitted: it is new when resent.
-        assert!(matches!(
-            conn.receive(batch(2), &mut dedup, any_stream),
-            Action::Admit(_)
-        ));
-        assert_eq!(conn.pending(), 3);
-        assert!(matches!(
-            conn.receive(hello(None), &mut dedup, any_stream),
-            Action::Close(_)
-        ));
     }
 
     #[test]
-    fn a_full_window_stops_reading() {
-        let config = ServerConfig {
-            limits: Limits {
-                in_flight_batches_max: 2,
-                ..Limits::default_limits()
-            },
-            ..ServerConfig::default()
-        };
-        let mut dedup = DedupTable::new();
-        let mut conn = Connection::new(&config);
-        conn.receive(hello(None), &mut dedup, any_stream);
-        conn.receive(batch(1), &mut dedup, any_stream);
-        assert!(conn.wants_read());
-        conn.receive(batch(2), &mut dedup, any_stream);
-        assert!(!conn.wants_read());
-        conn.durable(Ack {
-            id: BatchId(1),
-            accepted: 1,
-            rejected: 0,
-            duplicate: false,
-        });
-        assert!(conn.wants_read());
+    fn a_hello_the_service_refuses_closes() {
+        let mut conn = Connection::new(&ServerConfig::default());
+        let full = |_: &ClientId| Err((ErrorCode::Unavailable, "full: retry after 5 s".into()));
+        match conn.receive(hello(None), full) {
+            Action::Close(Frame::Error(e)) => assert_eq!(e.code, ErrorCode::Unavailable),
+            other => panic!("{other:?}"),
+        }
+        assert!(conn.is_closed());
+        assert!(conn.client().is_none());
+    }
+
+    #[test]
+    fn batches_come_after_the_hello_and_go_to_the_service() {
+        let mut conn = Connection::new(&ServerConfig::default());
+        assert!(matches!(conn.receive(batch(1), known), Action::Close(_)));
+        let mut conn = Connection::new(&ServerConfig::default());
+        conn.receive(hello(None), known);
+        assert!(matches!(conn.receive(batch(1), known), Action::Offer(_)));
+        assert!(matches!(
+            conn.receive(Frame::Ping(3), known),
+            Action::Send(Frame::Pong(3))
+        ));
+        assert!(matches!(conn.receive(hello(None), known), Action::Close(_)));
     }
 }

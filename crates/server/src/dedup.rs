@@ -25,11 +25,24 @@
 //!
 //! [`DedupTable`] holds one [`Dedup`] per client id, at most
 //! [`CLIENTS_MAX`]. A new client id in a full table evicts the least
-//! recently used one (counted, [`DedupTable::evicted`]): a client idle
-//! while that many others came loses its deduplication, and a client that
-//! comes back after that finds the server no longer knows the batches it
-//! acknowledged, sees `highest` below them in the hello ok and stops
-//! ([`crate::Error::ServerForgot`]) rather than risk counting twice.
+//! recently used entry only if that entry has been idle (no batch, no
+//! hello) for [`CLIENT_IDLE_SECS_MIN`]; while every entry is more recent
+//! than that, the new client is refused ([`TableFull`], which the server
+//! sends as `unavailable` with the seconds to wait) and nothing is
+//! evicted. So a flood of new client ids, however fast, cannot make the
+//! server forget a client that was active within the horizon: the flood
+//! is what waits. Evictions are counted ([`DedupTable::evicted`],
+//! `cardinal_dedup_evictions_total` in `/metrics`). A client that comes
+//! back after its entry was evicted finds the server no longer knows the
+//! batches it sent: the hello ok says so (`highest` below them, or none),
+//! and the client stops ([`crate::Error::ServerForgot`]) rather than
+//! risk counting twice.
+//!
+//! Times are wall-clock seconds since the Unix epoch, saved with each
+//! entry, so the horizon holds across restarts. A clock that jumps back
+//! only makes entries look recent (kept longer); one that jumps forward
+//! by more than the horizon can make recent entries evictable, as any
+//! idle timer would.
 //!
 //! # Where it sits in the server
 //!
@@ -45,28 +58,33 @@
 //! # Image
 //!
 //! ```text
-//!  header  | magic "CRDDEDUP" | version u32 = 1 | window u32 = 1024 | clients u32 | 0 u32 |  24 B
-//!  clients | id bytes u8 | id | highest u64 | window bits 128 B |   least recently used first
+//!  header  | magic "CRDDEDUP" | version u32 = 2 | window u32 = 1024 | clients u32 | 0 u32 |  24 B
+//!  clients | id bytes u8 | id | highest u64 | used secs u64 | window bits 128 B |   least recently used first
 //!  trailer | crc32 of every byte before it u32 |
 //! ```
 //!
 //! Little-endian; bit `j` (byte `j / 8`, bit `j % 8`) of a client's window
 //! bits says whether id `highest - j` was admitted, so bit 0 is always
-//! set and no bit stands for an id below 0. The decoder checks the
-//! checksum (CRC-32/ISO-HDLC, as frames) after the magic and version and
-//! before anything else, then every count against the bytes left before
-//! sizing anything from it, every client id by its rule, no id twice, and
-//! the bits above; it never panics and allocates a small multiple of the
-//! image's length (a client entry is at least 138 bytes of image).
+//! set and no bit stands for an id below 0. `used secs` is when the
+//! client was last used; clients are in order of (used secs, id).
+//! Version 1 had no `used secs`: it is still read, its clients taken as
+//! used when it is decoded (so none is evictable before the horizon
+//! passes again). The decoder checks the checksum (CRC-32/ISO-HDLC, as
+//! frames) after the magic and version and before anything else, then
+//! every count against the bytes left before sizing anything from it,
+//! every client id by its rule, no id twice, the order of use, and the
+//! bits above; it never panics and allocates a small multiple of the
+//! image's length (a client entry is at least 146 bytes of image).
 //! Worked example: one client `a` with batches 1 and 3 admitted is 24 +
-//! (1 + 1 + 8 + 128) + 4 = 166 bytes, `highest` 3 and bits 0 and 2 set
-//! (byte `0x05`).
-//
+//! (1 + 1 + 8 + 8 + 128) + 4 = 174 bytes, `highest` 3 and bits 0 and 2
+//! set (byte `0x05`).
 // Maintainer notes.
 //
 // Changing DEDUP_WINDOW changes the image (its bits and the window field):
 // bump IMAGE_VERSION and decide how an old image is read; the decoder
-// refuses a window it does not hold. The window must stay at or above
+// refuses a window it does not hold. Version 1 images (no times of use)
+// are read by the same decoder; keep them readable while snapshots
+// written by builds before version 2 may exist. The window must stay at or above
 // IN_FLIGHT_BATCHES_MAX (asserted in frame.rs).
 
 use std::collections::HashMap;
@@ -81,9 +99,21 @@ use crate::frame::{BatchId, CLIENT_ID_BYTES_MAX, ClientId};
 pub const DEDUP_WINDOW: usize = 1024;
 
 /// The most client ids a [`DedupTable`] remembers: 4,096, about 1 MiB of
-/// tables (an entry is about 250 bytes with its id and map slot). A new
-/// client id past it evicts the least recently used one.
+/// tables (an entry is about 250 bytes with its id and map slot) and
+/// 600 KiB in each snapshot. A new client id past it evicts the least
+/// recently used one if it is idle for [`CLIENT_IDLE_SECS_MIN`], and is
+/// refused otherwise.
 pub const CLIENTS_MAX: usize = 4096;
+
+/// How long a client id must be idle (no batch admitted, no hello)
+/// before a new client may evict it: 15 minutes. A client resends what
+/// it holds as soon as it reconnects, and `cardinal send` gives up after
+/// 60 s without progress (`send::GIVE_UP_AFTER_DEFAULT`), so every
+/// automatic resend falls well inside it. The price is paid by new
+/// clients only: once [`CLIENTS_MAX`] ids were used within 15 minutes (a
+/// flood, 4.5 new ids a second sustained), a new id waits up to that long
+/// (`unavailable`, with the seconds to wait); known clients go on.
+pub const CLIENT_IDLE_SECS_MIN: u64 = 15 * 60;
 
 const WINDOW_BYTES: usize = DEDUP_WINDOW / 8;
 const _: () = assert!(DEDUP_WINDOW.is_multiple_of(8));
@@ -91,9 +121,11 @@ const _: () = assert!(DEDUP_WINDOW <= u32::MAX as usize);
 const _: () = assert!(CLIENTS_MAX <= u32::MAX as usize);
 
 const MAGIC: &[u8; 8] = b"CRDDEDUP";
-const IMAGE_VERSION: u32 = 1;
+const IMAGE_VERSION: u32 = 2;
+/// The version before times of use were saved (module doc, Image).
+const IMAGE_VERSION_UNTIMED: u32 = 1;
 const IMAGE_HEADER_BYTES: usize = 24;
-const ENTRY_BYTES_MIN: usize = 1 + 1 + 8 + WINDOW_BYTES;
+const ENTRY_BYTES_MIN: usize = 1 + 1 + 8 + 8 + WINDOW_BYTES;
 
 /// What to do with a batch id (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,9 +267,19 @@ impl Dedup {
 #[derive(Debug, Clone)]
 struct Entry {
     dedup: Dedup,
-    /// The table's clock when the client last admitted a batch or said
-    /// hello: the least recent is evicted first.
-    used: u64,
+    /// When the client last admitted a batch or said hello, in seconds
+    /// since the Unix epoch: the least recent is evicted first, and only
+    /// once idle for [`CLIENT_IDLE_SECS_MIN`].
+    used_secs: u64,
+}
+
+/// A new client id met a table full of clients used within
+/// [`CLIENT_IDLE_SECS_MIN`]: none may be evicted, so the new one is
+/// refused until the least recently used entry has been idle that long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableFull {
+    /// Seconds until an entry may be evicted (at least 1).
+    pub retry_after_secs: u64,
 }
 
 /// The [`Dedup`] of every client id, bounded by [`CLIENTS_MAX`] (see the
@@ -245,7 +287,6 @@ struct Entry {
 #[derive(Debug, Clone, Default)]
 pub struct DedupTable {
     clients: HashMap<ClientId, Entry>,
-    clock: u64,
     evicted: u64,
 }
 
@@ -281,12 +322,11 @@ impl DedupTable {
         self.get(client).map(Dedup::highest)
     }
 
-    /// Marks `client` as just used (on its hello), so an active client is
-    /// not the one evicted.
-    pub fn touch(&mut self, client: &ClientId) {
-        self.clock += 1;
+    /// Marks `client` as used at `now_secs` (on its hello), so an active
+    /// client is not evicted.
+    pub fn touch(&mut self, client: &ClientId, now_secs: u64) {
         if let Some(entry) = self.clients.get_mut(client) {
-            entry.used = self.clock;
+            entry.used_secs = entry.used_secs.max(now_secs);
         }
     }
 
@@ -296,22 +336,52 @@ impl DedupTable {
             .map_or(Verdict::New, |dedup| dedup.check(id))
     }
 
-    /// Checks batch `id` of `client` and marks it admitted if new (adding
-    /// the client, and evicting the least recently used one if the table
-    /// is full).
-    pub fn admit(&mut self, client: &ClientId, id: BatchId) -> Verdict {
-        self.clock += 1;
+    /// Whether a batch of `client` could be admitted at `now_secs`: a held
+    /// client always can; a new one when the table has room or holds an
+    /// entry idle for [`CLIENT_IDLE_SECS_MIN`].
+    pub fn room(&self, client: &ClientId, now_secs: u64) -> Result<(), TableFull> {
+        if self.clients.contains_key(client) || self.clients.len() < CLIENTS_MAX {
+            return Ok(());
+        }
+        let (_, oldest) = self.least_recent().expect("a full table holds a client");
+        let idle_secs = now_secs.saturating_sub(oldest);
+        if idle_secs >= CLIENT_IDLE_SECS_MIN {
+            return Ok(());
+        }
+        Err(TableFull {
+            retry_after_secs: (CLIENT_IDLE_SECS_MIN - idle_secs).max(1),
+        })
+    }
+
+    /// Checks batch `id` of `client` and marks it admitted if new, adding
+    /// the client when it is not held. A new client in a full table
+    /// evicts the least recently used entry if it has been idle for
+    /// [`CLIENT_IDLE_SECS_MIN`], and is refused otherwise (nothing
+    /// changes).
+    pub fn admit(
+        &mut self,
+        client: &ClientId,
+        id: BatchId,
+        now_secs: u64,
+    ) -> Result<Verdict, TableFull> {
+        self.room(client, now_secs)?;
+        Ok(self.admit_logged(client, id, now_secs))
+    }
+
+    /// Marks batch `id` of `client` admitted as [`DedupTable::admit`]
+    /// does, for a batch the log already holds (recovery replays it): it
+    /// cannot be refused, so a full table evicts its least recently used
+    /// entry however recent (counted). A table rebuilt from the log holds
+    /// no more than the running one did, so this evicts only when the
+    /// clock went back across a restart.
+    pub fn admit_logged(&mut self, client: &ClientId, id: BatchId, now_secs: u64) -> Verdict {
         if let Some(entry) = self.clients.get_mut(client) {
-            entry.used = self.clock;
+            entry.used_secs = entry.used_secs.max(now_secs);
             return entry.dedup.admit(id);
         }
         if self.clients.len() >= CLIENTS_MAX {
-            let oldest = self
-                .clients
-                .iter()
-                .min_by_key(|(_, entry)| entry.used)
-                .map(|(id, _)| id.clone())
-                .expect("a full table holds a client");
+            let (oldest, _) = self.least_recent().expect("a full table holds a client");
+            let oldest = oldest.clone();
             self.clients.remove(&oldest);
             self.evicted += 1;
         }
@@ -319,18 +389,27 @@ impl DedupTable {
             client.clone(),
             Entry {
                 dedup: Dedup::first(id),
-                used: self.clock,
+                used_secs: now_secs,
             },
         );
         assert!(self.clients.len() <= CLIENTS_MAX);
         Verdict::New
     }
 
+    /// The least recently used client and when it was used (ties broken
+    /// by id, so every table with the same entries picks the same one).
+    fn least_recent(&self) -> Option<(&ClientId, u64)> {
+        self.clients
+            .iter()
+            .min_by(|(a, x), (b, y)| (x.used_secs, a.as_str()).cmp(&(y.used_secs, b.as_str())))
+            .map(|(id, entry)| (id, entry.used_secs))
+    }
+
     /// Appends the table's image (module doc) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let start = out.len();
         let mut entries: Vec<(&ClientId, &Entry)> = self.clients.iter().collect();
-        entries.sort_by_key(|(_, entry)| entry.used);
+        entries.sort_by(|(a, x), (b, y)| (x.used_secs, a.as_str()).cmp(&(y.used_secs, b.as_str())));
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&IMAGE_VERSION.to_le_bytes());
         out.extend_from_slice(&u32::try_from(DEDUP_WINDOW).expect("fits").to_le_bytes());
@@ -342,6 +421,7 @@ impl DedupTable {
             out.push(u8::try_from(id.len()).expect("client ids fit u8"));
             out.extend_from_slice(id);
             out.extend_from_slice(&entry.dedup.highest.to_le_bytes());
+            out.extend_from_slice(&entry.used_secs.to_le_bytes());
             out.extend_from_slice(&entry.dedup.window_bits());
         }
         let crc = crc32fast::hash(&out[start..]);
@@ -349,8 +429,9 @@ impl DedupTable {
     }
 
     /// Reads an image written by [`DedupTable::encode`] (module doc for
-    /// what is checked). The clients come back in their order of use.
-    pub fn decode(image: &[u8]) -> Result<DedupTable> {
+    /// what is checked), this version's or version 1's (whose clients,
+    /// saved without a time of use, are taken as used at `now_secs`).
+    pub fn decode(image: &[u8], now_secs: u64) -> Result<DedupTable> {
         let bad = |reason: String| Error::DedupImage { reason };
         if image.len() < IMAGE_HEADER_BYTES + 4 {
             return Err(bad(format!(
@@ -363,11 +444,18 @@ impl DedupTable {
         }
         let u32_at = |at: usize| u32::from_le_bytes(image[at..at + 4].try_into().expect("4"));
         let version = u32_at(8);
-        if version != IMAGE_VERSION {
+        if version != IMAGE_VERSION && version != IMAGE_VERSION_UNTIMED {
             return Err(bad(format!(
-                "format version {version}, this build reads {IMAGE_VERSION}"
+                "format version {version}, this build reads {IMAGE_VERSION_UNTIMED} and \
+                 {IMAGE_VERSION}"
             )));
         }
+        let timed = version == IMAGE_VERSION;
+        let entry_bytes_min = if timed {
+            ENTRY_BYTES_MIN
+        } else {
+            ENTRY_BYTES_MIN - 8
+        };
         let (body, trailer) = image.split_at(image.len() - 4);
         let stored = u32::from_le_bytes(trailer.try_into().expect("4 bytes"));
         let computed = crc32fast::hash(body);
@@ -387,17 +475,17 @@ impl DedupTable {
             return Err(bad("reserved header bytes are not 0".into()));
         }
         let mut at = IMAGE_HEADER_BYTES;
-        if clients > CLIENTS_MAX || clients > (body.len() - at) / ENTRY_BYTES_MIN {
+        if clients > CLIENTS_MAX || clients > (body.len() - at) / entry_bytes_min {
             return Err(bad(format!(
-                "{clients} clients in {} bytes (at most {CLIENTS_MAX}, {ENTRY_BYTES_MIN} bytes each)",
+                "{clients} clients in {} bytes (at most {CLIENTS_MAX}, {entry_bytes_min} bytes each)",
                 body.len() - at
             )));
         }
         let mut table = DedupTable {
             clients: HashMap::with_capacity(clients),
-            clock: 0,
             evicted: 0,
         };
+        let mut previous: Option<(u64, ClientId)> = None;
         for index in 0..clients {
             let take = |at: &mut usize, n: usize| -> Result<&[u8]> {
                 let bytes = body
@@ -414,16 +502,26 @@ impl DedupTable {
                 .map_err(|_| bad(format!("client {index}'s id is not UTF-8")))?;
             let client = ClientId::new(id).map_err(|e| bad(format!("client {index}: {e}")))?;
             let highest = u64::from_le_bytes(take(&mut at, 8)?.try_into().expect("8 bytes"));
+            let used_secs = if timed {
+                u64::from_le_bytes(take(&mut at, 8)?.try_into().expect("8 bytes"))
+            } else {
+                now_secs
+            };
             let bits: &[u8; WINDOW_BYTES] = take(&mut at, WINDOW_BYTES)?
                 .try_into()
                 .expect("WINDOW_BYTES bytes");
             let dedup = Dedup::from_window_bits(highest, bits)
                 .map_err(|reason| bad(format!("client {client}: {reason}")))?;
-            table.clock += 1;
-            let entry = Entry {
-                dedup,
-                used: table.clock,
-            };
+            // Version 2 writes clients in their order of use; an image out
+            // of order was not written by encode.
+            if timed
+                && let Some((before, ref before_id)) = previous
+                && (before, before_id.as_str()) > (used_secs, client.as_str())
+            {
+                return Err(bad(format!("client {client} is out of the order of use")));
+            }
+            previous = Some((used_secs, client.clone()));
+            let entry = Entry { dedup, used_secs };
             if table.clients.insert(client.clone(), entry).is_some() {
                 return Err(bad(format!("client {client} is in the image twice")));
             }
@@ -480,17 +578,51 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_evicts_the_least_recently_used() {
+    fn a_full_table_evicts_only_an_entry_idle_past_the_horizon() {
         let mut table = DedupTable::new();
         let id = |n: usize| ClientId::new(&format!("c{n}")).expect("valid");
+        let t0 = 1_000_000;
         for n in 0..CLIENTS_MAX {
-            assert_eq!(table.admit(&id(n), BatchId(1)), Verdict::New);
+            let now = t0 + n as u64 / 1000;
+            assert_eq!(table.admit(&id(n), BatchId(1), now), Ok(Verdict::New));
         }
-        table.touch(&id(0));
-        assert_eq!(table.admit(&id(CLIENTS_MAX), BatchId(1)), Verdict::New);
+        table.touch(&id(0), t0 + 10);
+        // A flood of new ids within the horizon: refused, nothing evicted.
+        let soon = t0 + 10;
+        for n in CLIENTS_MAX..CLIENTS_MAX + 10 {
+            let full = table.admit(&id(n), BatchId(1), soon).expect_err("full");
+            assert_eq!(full.retry_after_secs, CLIENT_IDLE_SECS_MIN - 10);
+        }
+        assert_eq!(table.evicted(), 0);
         assert_eq!(table.len(), CLIENTS_MAX);
+        // A known client goes on.
+        assert_eq!(table.admit(&id(5), BatchId(2), soon), Ok(Verdict::New));
+        // Past the horizon, the least recently used (id 1, as 0 was
+        // touched and 5 used) is evicted.
+        let later = t0 + CLIENT_IDLE_SECS_MIN;
+        assert_eq!(table.room(&id(CLIENTS_MAX), later), Ok(()));
+        assert_eq!(
+            table.admit(&id(CLIENTS_MAX), BatchId(1), later),
+            Ok(Verdict::New)
+        );
         assert_eq!(table.evicted(), 1);
         assert_eq!(table.highest(&id(0)), Some(BatchId(1)));
         assert_eq!(table.highest(&id(1)), None);
+        assert_eq!(table.highest(&id(5)), Some(BatchId(2)));
+    }
+
+    #[test]
+    fn a_replayed_batch_is_never_refused() {
+        let mut table = DedupTable::new();
+        let id = |n: usize| ClientId::new(&format!("c{n}")).expect("valid");
+        for n in 0..CLIENTS_MAX {
+            table.admit_logged(&id(n), BatchId(1), 7);
+        }
+        assert!(table.room(&id(CLIENTS_MAX), 7).is_err());
+        assert_eq!(
+            table.admit_logged(&id(CLIENTS_MAX), BatchId(1), 7),
+            Verdict::New
+        );
+        assert_eq!(table.evicted(), 1);
     }
 }

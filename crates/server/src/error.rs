@@ -135,6 +135,22 @@ pub enum Error {
         /// The highest batch id the server says it has from this client.
         known: Option<BatchId>,
     },
+    /// The server does not know this client id at all, yet the client
+    /// sent it batches on an earlier connection and was silent long
+    /// enough for the server to have forgotten it: they may have been
+    /// counted and then forgotten, or lost before they were durable, and
+    /// the protocol cannot tell which. The client stops rather than
+    /// resend them.
+    #[error(
+        "the server does not know this client id, yet batches up to {sent} were sent to it: \
+         they may have been counted before the server forgot this id, or never received; \
+         resending could count them twice, so nothing more is sent (check what the server \
+         holds, then send what is missing under a new client id)"
+    )]
+    ServerUnknown {
+        /// The highest batch id the client sent.
+        sent: BatchId,
+    },
     /// A day file under `--out` (or its folder) could not be read or
     /// written, or is not what it must be (`OUT` a file, a summary's
     /// folder a link): the server's day files stop there, ingest does not.

@@ -181,6 +181,12 @@ pub struct SendOptions {
     pub give_up_after: Duration,
     /// A file to write each ack to as it arrives (module doc).
     pub ledger: Option<PathBuf>,
+    /// How long the server keeps a silent client id
+    /// ([`crate::CLIENT_IDLE_SECS_MIN`] unless the server is built
+    /// otherwise): a server that does not know this client after it sent
+    /// batches and was silent that long may have counted and forgotten
+    /// them, and the send stops ([`Error::ServerUnknown`]).
+    pub server_forgets_after: Duration,
 }
 
 impl SendOptions {
@@ -203,6 +209,7 @@ impl SendOptions {
             io_timeout: IO_TIMEOUT_DEFAULT,
             give_up_after: GIVE_UP_AFTER_DEFAULT,
             ledger: None,
+            server_forgets_after: Duration::from_secs(crate::CLIENT_IDLE_SECS_MIN),
         }
     }
 
@@ -396,6 +403,9 @@ struct Run<'a> {
     /// `malformed` closes in a row (reset by progress).
     malformed: u32,
     jitter: u64,
+    /// When the client last wrote a hello or a batch (what keeps its
+    /// client id in use on the server), for [`Client::silent_for`].
+    spoke: Option<Instant>,
 }
 
 impl<'a> Run<'a> {
@@ -405,6 +415,7 @@ impl<'a> Run<'a> {
             in_flight_batches_max: options.window,
             // The window plus one batch read ahead (module doc).
             held_batches_max: options.window as usize + 1,
+            server_forgets_after: options.server_forgets_after,
             ..ClientConfig::new(options.client.clone())
         };
         let ledger_file = match &options.ledger {
@@ -439,6 +450,7 @@ impl<'a> Run<'a> {
             malformed: 0,
             attempts: 0,
             jitter: seed | 1,
+            spoke: None,
         })
     }
 
@@ -559,6 +571,9 @@ impl Run<'_> {
             stream,
             buf: Vec::with_capacity(READ_BYTES),
         });
+        if let Some(spoke) = self.spoke {
+            self.client.silent_for(spoke.elapsed());
+        }
         let hello = self.client.connected();
         self.write(&hello)?;
         while self.conn.is_some() && !self.client.is_ready() {
@@ -607,6 +622,9 @@ impl Run<'_> {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
+        if matches!(frame, Frame::Hello(_) | Frame::Batch(_)) {
+            self.spoke = Some(Instant::now());
+        }
         self.out.clear();
         encode(frame, &mut self.out);
         match conn.stream.write_all(&self.out) {

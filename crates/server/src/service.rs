@@ -5,14 +5,18 @@
 //!
 //! ```text
 //!  ingest(origin, stream, records)          one lock: the order of the log
-//!    dedup / keys check ── duplicate ─────────────────────┐  is the order
-//!    engine.try_submit ── full: refused (503, stop reading)│  of the engines
-//!    wal.append(envelope) ─> ticket                        │
+//!    stream and format check ── refused                       is the order
+//!    dedup / keys check ── duplicate ─────────────────────┐  of the engines
+//!      (key with another body: refused; table full of     │
+//!       recent entries: refused with seconds to wait)     │
+//!    engine.try_submit ── full: refused (503, stop reading)│
+//!    wal.append(envelope) ─> ticket; predict its wal seq   │
 //!    dedup / keys admit; note wal seq of engine seq        │
 //!    completer queue  <──(ticket, receipt, reply)──────────┘ (a barrier)
 //!
-//!  completer thread, in log order: ticket.wait (synced) -> receipt.wait
-//!    (folded) -> reply {accepted, rejected}: the acknowledgement
+//!  completer thread, in log order: ticket.wait (synced; its sequence
+//!    asserted equal to the prediction) -> receipt.wait (folded) ->
+//!    reply {accepted, rejected, sequence}: the acknowledgement
 //!
 //!  snapshot(): per engine snapshot_to_save -> covers S: its position is
 //!    the wal seq before its first batch not covered; then, under the
@@ -32,6 +36,14 @@
 //! in it; and the snapshot is written only once the log is synced through
 //! every id the table holds, so it never names a batch that a crash could
 //! still lose (a resend of that batch would be acknowledged and dropped).
+//!
+//! **One admission path.** [`Service::ingest`] is the only place a batch
+//! is admitted, for every edge: the native protocol's connections offer
+//! each batch to it ([`crate::connection::Connection::offer`]) and HTTP
+//! calls it directly, and neither keeps a table of its own. The order of
+//! its checks is the promise's: an unknown stream is refused before the
+//! tables are asked, so a duplicate is recognised only for a stream the
+//! service has.
 //!
 //! **Order.** The engine is offered a batch before the log gets it: a full
 //! engine refuses with nothing written (the client retries; HTTP answers
@@ -78,8 +90,8 @@ use cardinal_route::{Format as StreamFormat, Plan};
 use cardinal_store::{Dir, Loaded, Snapshot, Snapshots, Ticket, Wal, WalOptions, WalStats};
 
 use crate::dedup::{DedupTable, Verdict};
-use crate::frame::{BatchId, ClientId, Format};
-use crate::keys::{self, KeyTable};
+use crate::frame::{BatchId, ClientId, ErrorCode, Format};
+use crate::keys::{self, Digest, KeyTable, Lookup};
 
 /// The largest batch of records the service takes: 16 MiB, what one log
 /// record holds once its envelope is added ([`ENVELOPE_BYTES_MAX`]). Every
@@ -270,9 +282,78 @@ pub enum Refused {
         /// The batch id.
         id: BatchId,
     },
+    /// A new client id while the deduplication table is full of clients
+    /// used within [`crate::CLIENT_IDLE_SECS_MIN`]: none may be
+    /// forgotten, so the new one waits.
+    #[error(
+        "the server holds {max} client ids, all used in the last {horizon} s: a new client id \
+         is taken once one has been idle that long (retry after {retry_after_secs} s)",
+        max = crate::CLIENTS_MAX,
+        horizon = crate::CLIENT_IDLE_SECS_MIN
+    )]
+    ClientsFull {
+        /// Seconds until one may be evicted.
+        retry_after_secs: u64,
+    },
+    /// A new idempotency key while the key table is full of keys taken
+    /// within [`keys::KEY_IDLE_SECS_MIN`].
+    #[error(
+        "the server holds {max} idempotency keys, all taken in the last {horizon} s: a new key \
+         is taken once the oldest is that old (retry after {retry_after_secs} s)",
+        max = keys::KEYS_MAX,
+        horizon = keys::KEY_IDLE_SECS_MIN
+    )]
+    KeysFull {
+        /// Seconds until the oldest key may be forgotten.
+        retry_after_secs: u64,
+    },
+    /// The idempotency key was taken on this stream by a request with
+    /// other records.
+    #[error("idempotency key reused with a different request (key {key})")]
+    KeyReused {
+        /// The key.
+        key: String,
+    },
     /// The service stopped (shutting down, or its log failed).
     #[error("the service is stopping: {0}")]
     Stopped(String),
+}
+
+impl Refused {
+    /// The native protocol's code for this refusal.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Refused::UnknownStream { .. } => ErrorCode::UnknownStream,
+            Refused::WrongFormat { .. } => ErrorCode::BadFormat,
+            Refused::TooOld { .. } => ErrorCode::TooOld,
+            Refused::TooLarge { .. } => ErrorCode::TooLarge,
+            Refused::Full | Refused::ClientsFull { .. } | Refused::KeysFull { .. } => {
+                ErrorCode::Unavailable
+            }
+            Refused::KeyReused { .. } => ErrorCode::Protocol,
+            Refused::Stopped(_) => ErrorCode::ServerStopping,
+        }
+    }
+
+    /// Seconds a client should wait before it retries, for a refusal that
+    /// passes with time.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Refused::Full => Some(1),
+            Refused::ClientsFull { retry_after_secs } | Refused::KeysFull { retry_after_secs } => {
+                Some(*retry_after_secs)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Seconds since the Unix epoch: the clock of the deduplication and key
+/// tables' horizons (a clock before the epoch reads 0).
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
 }
 
 /// A batch made durable and folded (or recognised as a duplicate).
@@ -301,6 +382,9 @@ enum Item {
         ticket: Ticket,
         receipt: Receipt,
         stream: usize,
+        /// The log sequence the service predicted for the record when it
+        /// appended it: the ticket must say the same.
+        predicted: u64,
         /// Who sent it, for the rejects log (`client c batch 7`).
         origin: String,
         queued: Instant,
@@ -781,11 +865,15 @@ impl Service {
             .as_ref()
             .and_then(|s| s.sections.get(DEDUP_SECTION))
         {
-            Some(image) => DedupTable::decode(image).context("the snapshot's dedup table")?,
+            Some(image) => {
+                DedupTable::decode(image, now_secs()).context("the snapshot's dedup table")?
+            }
             None => DedupTable::new(),
         };
         let mut keys = match snapshot.as_ref().and_then(|s| s.sections.get(KEYS_SECTION)) {
-            Some(image) => KeyTable::decode(image).context("the snapshot's idempotency keys")?,
+            Some(image) => {
+                KeyTable::decode(image, now_secs()).context("the snapshot's idempotency keys")?
+            }
             None => KeyTable::new(),
         };
 
@@ -817,12 +905,15 @@ impl Service {
                             record.sequence, envelope.stream
                         )
                     })?;
+                // The log holds it, so the tables take it whatever their
+                // room (a running table never held more).
                 match &envelope.origin {
                     Origin::Client(client, id) => {
-                        dedup.admit(client, *id);
+                        dedup.admit_logged(client, *id, now_secs());
                     }
                     Origin::Key(key) => {
-                        keys.insert(key);
+                        let digest = Digest::of(envelope.records);
+                        keys.insert_logged(envelope.stream, key, digest, now_secs());
                     }
                     Origin::None => {}
                 }
@@ -1026,9 +1117,24 @@ impl Service {
             first_rejects: Vec::new(),
             sequence: 0,
         };
+        // Admission, decided here for every edge: the stream (above),
+        // then whether the batch was taken before, then whether a new
+        // origin has room in its table; nothing is written before all
+        // three pass.
+        let now = now_secs();
+        let digest = match &origin {
+            Origin::Key(_) => Some(Digest::of(records)),
+            _ => None,
+        };
         match &origin {
             Origin::Client(client, id) => match ingest.dedup.check(client, *id) {
-                Verdict::New => {}
+                Verdict::New => {
+                    if let Err(full) = ingest.dedup.room(client, now) {
+                        return Err(Refused::ClientsFull {
+                            retry_after_secs: full.retry_after_secs,
+                        });
+                    }
+                }
                 Verdict::Duplicate => {
                     duplicate(dup, reply_to)?;
                     return Ok(reply);
@@ -1036,13 +1142,24 @@ impl Service {
                 Verdict::TooOld => return Err(Refused::TooOld { id: *id }),
             },
             Origin::Key(key) => {
-                if let Some(counts) = ingest.keys.get(key) {
-                    if let Some((accepted, rejected)) = counts {
-                        dup.accepted = accepted;
-                        dup.rejected = rejected;
+                let digest = digest.expect("computed for a key");
+                match ingest.keys.lookup(name, key, digest) {
+                    Lookup::New => {
+                        if let Err(full) = ingest.keys.room(now) {
+                            return Err(Refused::KeysFull {
+                                retry_after_secs: full.retry_after_secs,
+                            });
+                        }
                     }
-                    duplicate(dup, reply_to)?;
-                    return Ok(reply);
+                    Lookup::Retry(counts) => {
+                        if let Some((accepted, rejected)) = counts {
+                            dup.accepted = accepted;
+                            dup.rejected = rejected;
+                        }
+                        duplicate(dup, reply_to)?;
+                        return Ok(reply);
+                    }
+                    Lookup::Reused => return Err(Refused::KeyReused { key: key.clone() }),
                 }
             }
             Origin::None => {}
@@ -1103,12 +1220,17 @@ impl Service {
             Origin::Key(key) => format!("idempotency key {key}"),
             Origin::None => format!("log record {sequence}"),
         };
+        // Room was checked above under this same lock: these cannot be
+        // refused now.
         match origin {
             Origin::Client(client, id) => {
-                ingest.dedup.admit(&client, id);
+                let admitted = ingest.dedup.admit(&client, id, now);
+                assert_eq!(admitted, Ok(Verdict::New), "checked under the lock");
             }
             Origin::Key(key) => {
-                ingest.keys.insert(&key);
+                let digest = digest.expect("computed for a key");
+                let taken = ingest.keys.insert(name, &key, digest, now);
+                assert_eq!(taken, Ok(()), "checked under the lock");
             }
             Origin::None => {}
         }
@@ -1116,6 +1238,7 @@ impl Service {
             ticket,
             receipt,
             stream: index,
+            predicted: sequence,
             origin: origin_text,
             queued: Instant::now(),
             reply: reply_to,
@@ -1126,16 +1249,43 @@ impl Service {
         Ok(reply)
     }
 
-    /// The highest batch id admitted from `client`, and marks it used.
-    pub fn hello(&self, client: &ClientId) -> Option<BatchId> {
+    /// A client's hello: the highest batch id admitted from `client`
+    /// (marking it used), or [`Refused::ClientsFull`] for a client the
+    /// table does not hold while it has no room for a new one (its first
+    /// batch would be refused the same way).
+    pub fn hello(&self, client: &ClientId) -> Result<Option<BatchId>, Refused> {
+        let now = now_secs();
         let mut ingest = lock(&self.ingest);
-        ingest.dedup.touch(client);
-        ingest.dedup.highest(client)
+        if let Err(full) = ingest.dedup.room(client, now) {
+            return Err(Refused::ClientsFull {
+                retry_after_secs: full.retry_after_secs,
+            });
+        }
+        ingest.dedup.touch(client, now);
+        Ok(ingest.dedup.highest(client))
     }
 
-    /// Records the counts an idempotency key's request was answered.
-    pub fn key_answered(&self, key: &str, accepted: u64, rejected: u64) {
-        lock(&self.ingest).keys.set_counts(key, accepted, rejected);
+    /// Records the counts an idempotency key's request on `stream` was
+    /// answered.
+    pub fn key_answered(&self, stream: &str, key: &str, accepted: u64, rejected: u64) {
+        let Some(index) = self
+            .streams
+            .iter()
+            .position(|s| s.name.eq_ignore_ascii_case(stream))
+        else {
+            return;
+        };
+        let name = &self.streams[index].name;
+        lock(&self.ingest)
+            .keys
+            .set_counts(name, key, accepted, rejected);
+    }
+
+    /// Client ids and idempotency keys evicted from their tables since
+    /// the service opened.
+    pub fn evictions(&self) -> (u64, u64) {
+        let ingest = lock(&self.ingest);
+        (ingest.dedup.evicted(), ingest.keys.evicted())
     }
 
     fn fail(&self, why: &str) {
@@ -1314,6 +1464,7 @@ fn complete(
                 ticket,
                 receipt,
                 stream,
+                predicted,
                 origin,
                 queued,
                 reply,
@@ -1333,7 +1484,17 @@ fn complete(
                             .map_err(|error| format!("an engine stopped: {error:#}"))
                     });
                 let (sequence, outcome) = match waited {
-                    Ok(done) => done,
+                    Ok(done) => {
+                        // What ingest predicted under its lock is what the
+                        // log gave: the dedup and key tables, the stream
+                        // positions and the snapshots all rest on it.
+                        assert_eq!(
+                            done.0, predicted,
+                            "the log gave record {} the sequence {} where ingest predicted {}",
+                            origin, done.0, predicted
+                        );
+                        done
+                    }
                     Err(why) => {
                         mark_failed(failed, stopping, &why);
                         let _ = reply.send(Err(why.clone()));

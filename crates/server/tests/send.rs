@@ -1,7 +1,8 @@
 //! `send` against a fake server on 127.0.0.1: a thread that speaks the
-//! protocol with the crate's own [`Connection`], [`DedupTable`] and
-//! [`Decoder`], makes every admitted batch "durable" at once and keeps its
-//! payload. Its faults are scripted per connection: close after the n-th
+//! protocol with the crate's own [`Connection`] and [`Decoder`], judges
+//! batches with a [`DedupTable`] of its own (the real server's admission
+//! is the service's, tested in `lossy.rs`), makes every admitted batch
+//! "durable" at once and keeps its payload. Its faults are scripted per connection: close after the n-th
 //! batch with or without admitting it, stop with `server_stopping`, or
 //! go away (listener closed) for a while and come back on the same port.
 //!
@@ -22,8 +23,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use cardinal_server::send::{SendOptions, Summary, send};
 use cardinal_server::{
-    Ack, Action, ClientId, Connection, Decoder, DedupTable, Error, ErrorCode, Format, Frame,
-    ServerConfig, StreamName, Token, encode,
+    Ack, Action, ClientId, Connection, Decoder, DedupTable, Error, ErrorCode, ErrorFrame, Format,
+    Frame, ServerConfig, StreamName, Token, Verdict, encode,
 };
 
 /// What the fake server does on one connection (the first fault for the
@@ -43,6 +44,9 @@ enum Fault {
     Ping(usize),
     /// Close with `malformed` on the n-th batch frame.
     Malformed(usize),
+    /// As `DropAfterAdmitting`, then forget every client (as a server
+    /// that evicted the client id, or lost its data directory).
+    Forget(usize),
 }
 
 #[derive(Default)]
@@ -214,13 +218,12 @@ fn serve_one(
             if let Frame::Pong(nonce) = frame {
                 seen.pongs.push(nonce);
             }
-            let action = conn.receive(frame, &mut seen.dedup, |stream, _| {
-                if stream.as_str() == "nope" {
-                    Err((ErrorCode::UnknownStream, "no stream named nope".into()))
-                } else {
-                    Ok(())
-                }
+            let dedup = &mut seen.dedup;
+            let action = conn.receive(frame, |client| {
+                dedup.touch(client, 0);
+                Ok(dedup.highest(client))
             });
+            let client = conn.client().cloned();
             let reply = match action {
                 Action::Send(frame) => Some(frame),
                 Action::Close(frame) => {
@@ -229,23 +232,43 @@ fn serve_one(
                     let _ = socket.write_all(&out);
                     return;
                 }
-                Action::Admit(batch) => {
+                Action::Offer(batch) if batch.stream.as_str() == "nope" => {
+                    let message = "no stream named nope";
+                    let error = ErrorFrame::new(Some(batch.id), ErrorCode::UnknownStream, message);
+                    Some(Frame::Error(error))
+                }
+                Action::Offer(batch) => {
+                    let client = client.expect("batches come after the hello");
+                    let verdict = seen.dedup.admit(&client, batch.id, 0).expect("room");
+                    let duplicate = match verdict {
+                        Verdict::New => false,
+                        Verdict::Duplicate => true,
+                        Verdict::TooOld => panic!("batch {} too old", batch.id),
+                    };
                     let records = batch.payload.iter().filter(|&&b| b == b'\n').count();
-                    let before = seen.admitted.insert(batch.id.0, batch.payload.clone());
-                    assert!(before.is_none(), "batch {} admitted twice", batch.id);
-                    if let Some(Fault::DropAfterAdmitting(n) | Fault::Restart(n, _)) = fault
-                        && n == batches
-                    {
-                        return;
+                    if !duplicate {
+                        let before = seen.admitted.insert(batch.id.0, batch.payload.clone());
+                        assert!(before.is_none(), "batch {} admitted twice", batch.id);
                     }
-                    Some(conn.durable(Ack {
+                    match fault {
+                        Some(Fault::DropAfterAdmitting(n) | Fault::Restart(n, _))
+                            if n == batches =>
+                        {
+                            return;
+                        }
+                        Some(Fault::Forget(n)) if n == batches => {
+                            seen.dedup = DedupTable::new();
+                            return;
+                        }
+                        _ => {}
+                    }
+                    Some(Frame::Ack(Ack {
                         id: batch.id,
-                        accepted: records as u64,
+                        accepted: if duplicate { 0 } else { records as u64 },
                         rejected: 0,
-                        duplicate: false,
+                        duplicate,
                     }))
                 }
-                Action::AckWhenDurable(ack) => Some(conn.durable(ack)),
                 Action::Nothing => None,
             };
             if let Some(frame) = reply {
@@ -431,6 +454,31 @@ fn drops_stops_and_a_restart_lose_nothing_and_double_nothing() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// Issue 43, item 3: the server admitted the client's first batches,
+/// the connection dropped before any ack, and the server then forgot the
+/// client id. `send` resent them (counted twice) without a word; now it
+/// stops, says why, and sends nothing more. (Within the horizon the same
+/// hello ok means the batches were lost in a crash and are resent: the
+/// `drops_stops_and_a_restart` test and `lossy.rs` take that path.)
+#[test]
+fn a_server_that_forgot_a_client_whose_batches_went_unacked_stops_the_send() {
+    let dir = TempDir::new("forgot");
+    let (a, _) = csv(&dir.0, "a.csv", 200);
+    let server = FakeServer::start(vec![Fault::Forget(1)], ServerConfig::default());
+    let mut options = options(server.addr, "events", &dir.0);
+    // A real server forgets a client id only after it has been silent for
+    // CLIENT_IDLE_SECS_MIN; this one forgets at once, as if that long had
+    // passed.
+    options.server_forgets_after = Duration::ZERO;
+    match send(&[a], &options, |_| {}) {
+        Err(Error::ServerUnknown { sent }) => assert!(sent.0 >= 1, "{sent}"),
+        other => panic!("{other:?}"),
+    }
+    // The batch the server took went in once: nothing was resent.
+    let admitted: Vec<u64> = server.admitted().keys().copied().collect();
+    assert_eq!(admitted, [1]);
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /v1/streams/{name}` | a CSV or NDJSON body; `Idempotency-Key` makes retries count once; 200 `{accepted, rejected, duplicate, first_rejects, sequence}` after the log sync; 413 over [`super::Edge::body_bytes_max`]; 503 + `Retry-After` when queues are full; 400 for an unknown stream, format or bad header line |
+//! | `POST /v1/streams/{name}` | a CSV or NDJSON body; `Idempotency-Key` (scoped to the stream) makes retries count once; 200 `{accepted, rejected, duplicate, first_rejects, sequence}` after the log sync; 413 over [`super::Edge::body_bytes_max`]; 503 + `Retry-After` when queues are full or the key table is full of recent keys; 422 when the key was used on this stream with another body; 400 for an unknown stream, format or bad header line |
 //! | `GET /v1/summaries` | the streams and, per summary, groups, bytes and newest bucket |
 //! | `GET /v1/summaries/{name}?from=&to=&where=&by=&buckets=all&format=json\|csv\|table` | a live answer, printed as `cardinal run` prints |
 //! | `GET /v1/overlap?summary=&aggregate=&a=&b=&from=&to=` | two groups' audiences' overlap (conditions `a` and `b`) |
@@ -199,6 +199,17 @@ async fn ingest(
         let reply = match service.ingest(origin, &name, format, records) {
             Ok(reply) => reply,
             Err(Refused::Full) => return busy(&edge, "the stream's queues are full: retry later"),
+            Err(refused @ Refused::KeysFull { .. }) => {
+                let secs = refused.retry_after_secs().unwrap_or(1);
+                let mut response = busy(&edge, &refused.to_string());
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+                return response;
+            }
+            Err(refused @ Refused::KeyReused { .. }) => {
+                return plain(StatusCode::UNPROCESSABLE_ENTITY, refused.to_string());
+            }
             Err(refused @ Refused::Stopped(_)) => {
                 return plain(StatusCode::SERVICE_UNAVAILABLE, refused.to_string());
             }
@@ -211,7 +222,7 @@ async fn ingest(
     match reply.await {
         Ok(Ok(acked)) => {
             if let (Some(key), false) = (&key, acked.duplicate) {
-                service.key_answered(key, acked.accepted, acked.rejected);
+                service.key_answered(&name, key, acked.accepted, acked.rejected);
             }
             let rejects: Vec<String> = acked
                 .first_rejects

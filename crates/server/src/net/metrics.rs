@@ -161,6 +161,31 @@ pub fn render(edge: &Edge) -> String {
         "",
         load(&counters.batches_duplicate),
     );
+    let (clients_evicted, keys_evicted) = edge.service.evictions();
+    family(
+        &mut out,
+        "cardinal_dedup_evictions_total",
+        "counter",
+        "Client ids forgotten by the deduplication table (each idle past the horizon first).",
+    );
+    value(
+        &mut out,
+        "cardinal_dedup_evictions_total",
+        "",
+        clients_evicted,
+    );
+    family(
+        &mut out,
+        "cardinal_idempotency_key_evictions_total",
+        "counter",
+        "Idempotency keys forgotten (each held past the horizon first).",
+    );
+    value(
+        &mut out,
+        "cardinal_idempotency_key_evictions_total",
+        "",
+        keys_evicted,
+    );
     family(
         &mut out,
         "cardinal_batches_refused_full_total",

@@ -2,17 +2,28 @@
 //! while the connection's window has room, handing batches to the
 //! service, and writing each acknowledgement once the service answers.
 //!
+//! Admission is the service's: each batch goes through
+//! [`Connection::offer`] to [`crate::service::Service::ingest`], and a
+//! hello asks [`crate::service::Service::hello`] for the client's
+//! highest batch id (or a refusal while the deduplication table has no
+//! room for a new client). Nothing here keeps a table of its own.
+//!
 //! Back-pressure: a batch the service refuses as full is held and offered
 //! again after a short wait, and the task reads nothing meanwhile, so a
 //! fast client fills its socket buffers and stops (TCP flow control does
-//! the rest). Limits: [`Edge::connections_max`] (a connection past it
-//! gets an error frame and is closed), the frame limit (refused from the
-//! header), the in-flight window (the task stops reading at it), and
-//! [`Edge::idle`] (a connection silent that long with nothing pending is
-//! closed).
+//! the rest). Limits: [`Edge::connections_max`] and
+//! [`CONNECTIONS_PER_ADDRESS_MAX`] (a connection past either gets a
+//! `too_many_connections` error frame and is closed), [`HELLO_DEADLINE`]
+//! (a connection that has not said an accepted hello by then gets `idle`
+//! and is closed, however many bytes it dribbles), the frame limit
+//! (refused from the header), the in-flight window (the task stops
+//! reading at it), and [`Edge::idle`] (a connection silent that long
+//! with nothing pending is closed).
 
+use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -21,10 +32,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
 use super::Edge;
-use crate::connection::{Action, Connection};
-use crate::dedup::DedupTable;
+use crate::connection::{Action, Connection, Offered};
 use crate::frame::{Ack, Batch, BatchId, ClientId, Decoder, ErrorCode, ErrorFrame, Frame, encode};
-use crate::service::{Origin, Refused};
 
 /// How long a batch refused as full waits before it is offered again
 /// (doubling to [`FULL_WAIT_MAX`]).
@@ -32,8 +41,79 @@ const FULL_WAIT_MIN: Duration = Duration::from_millis(1);
 /// The longest wait between offers of a batch refused as full.
 const FULL_WAIT_MAX: Duration = Duration::from_millis(50);
 
+/// How long after it is accepted a connection has to say a hello the
+/// server accepts: 5 s. A client's hello is its first frame, sent as soon
+/// as it connects (a few round trips even across continents), so only a
+/// connection that means to hold a slot waits longer; without the
+/// deadline such connections, each dribbling a byte now and then to keep
+/// [`Edge::idle`] from firing, fill every slot.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The most native-protocol connections open at once from one IP
+/// address: 64, a quarter of the default limit (`CONNECTIONS_DEFAULT`),
+/// so one address cannot take every slot, while a loader running dozens
+/// of `cardinal send` processes from one machine is still served (one
+/// connection per client id is all a client uses). A connection past it
+/// gets `too_many_connections` and is closed, as one past
+/// [`Edge::connections_max`] does.
+pub const CONNECTIONS_PER_ADDRESS_MAX: usize = 64;
+
+/// Open connections per remote address (entries leave at zero).
+type PerAddress = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// A connection's place in [`PerAddress`], given back when dropped.
+struct AddressSlot {
+    table: PerAddress,
+    address: IpAddr,
+}
+
+impl AddressSlot {
+    /// Takes a place for `address`, or `None` when it holds
+    /// [`CONNECTIONS_PER_ADDRESS_MAX`] already.
+    fn take(table: &PerAddress, address: IpAddr) -> Option<AddressSlot> {
+        let mut open = table.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(address).or_insert(0);
+        if *count >= CONNECTIONS_PER_ADDRESS_MAX {
+            return None;
+        }
+        *count += 1;
+        Some(AddressSlot {
+            table: Arc::clone(table),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open
+            .get_mut(&self.address)
+            .expect("a slot taken is counted");
+        assert!(*count > 0);
+        *count -= 1;
+        if *count == 0 {
+            open.remove(&self.address);
+        }
+    }
+}
+
+/// Sends `too_many_connections` on a connection refused at a limit, from
+/// a task of its own (the accept loop does not wait on a slow client).
+fn refuse(edge: &Edge, socket: TcpStream, message: &'static str) {
+    edge.metrics.tcp_refused.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        let mut socket = socket;
+        let mut out = Vec::new();
+        let error = ErrorFrame::new(None, ErrorCode::TooManyConnections, message);
+        encode(&Frame::Error(error), &mut out);
+        let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(&out)).await;
+    });
+}
+
 /// Accepts connections until `stop` turns true.
 pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Receiver<bool>) {
+    let per_address: PerAddress = Arc::default();
     loop {
         let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -47,18 +127,18 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
             _ = stop.changed() => return,
         };
         let _ = socket.set_nodelay(true);
+        let Some(slot) = AddressSlot::take(&per_address, peer.ip()) else {
+            refuse(
+                &edge,
+                socket,
+                "too many connections from this address: retry later",
+            );
+            continue;
+        };
         let open = edge.metrics.tcp_connections.fetch_add(1, Ordering::AcqRel);
         if open >= edge.connections_max as u64 {
             edge.metrics.tcp_connections.fetch_sub(1, Ordering::AcqRel);
-            edge.metrics.tcp_refused.fetch_add(1, Ordering::Relaxed);
-            tokio::spawn(async move {
-                let mut socket = socket;
-                let mut out = Vec::new();
-                let message = "too many connections: retry later";
-                let error = ErrorFrame::new(None, ErrorCode::Unavailable, message);
-                encode(&Frame::Error(error), &mut out);
-                let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(&out)).await;
-            });
+            refuse(&edge, socket, "too many connections: retry later");
             continue;
         }
         let edge = Arc::clone(&edge);
@@ -68,6 +148,7 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
                 eprintln!("cardinal serve: connection from {peer}: {error}");
             }
             edge.metrics.tcp_connections.fetch_sub(1, Ordering::AcqRel);
+            drop(slot);
         });
     }
 }
@@ -91,6 +172,7 @@ async fn connection(
     let mut wait = FULL_WAIT_MIN;
     let mut closing = false;
     let serial = edge.metrics.tcp_serial.fetch_add(1, Ordering::Relaxed);
+    let hello_by = tokio::time::Instant::now() + HELLO_DEADLINE;
     let superseded = Arc::new(tokio::sync::Notify::new());
     // Unregisters the client id when the task ends, however it ends.
     let mut registration = Registration {
@@ -112,47 +194,36 @@ async fn connection(
                     break;
                 }
             };
-            match frame {
-                Frame::Batch(batch) if conn.client().is_some() => held = Some(batch),
-                other => {
-                    // A hello reads the highest id through the service's
-                    // table: a throwaway table carries it to the state
-                    // machine.
-                    let mut table = DedupTable::new();
-                    let hello = match &other {
-                        Frame::Hello(hello) => Some(hello.client.clone()),
-                        _ => None,
-                    };
-                    if let Some(client) = &hello
-                        && let Some(highest) = service.hello(client)
-                    {
-                        table.admit(client, highest);
-                    }
-                    match conn.receive(other, &mut table, |_, _| Ok(())) {
-                        Action::Send(frame) => {
-                            encode(&frame, &mut out);
-                            if let (Some(client), Frame::HelloOk(_)) = (hello, &frame) {
-                                // One connection per client id: an older
-                                // one is told to close (`superseded`).
-                                let mut open =
-                                    edge.clients.lock().unwrap_or_else(PoisonError::into_inner);
-                                let mine = (serial, Arc::clone(&superseded));
-                                if let Some((_, older)) = open.insert(client.clone(), mine) {
-                                    older.notify_one();
-                                }
-                                registration.client = Some(client);
-                            }
+            let greeted = conn.client().is_some();
+            let hello = |client: &ClientId| {
+                service
+                    .hello(client)
+                    .map_err(|refused| (refused.code(), refused.to_string()))
+            };
+            match conn.receive(frame, hello) {
+                Action::Offer(batch) => held = Some(batch),
+                Action::Send(frame) => {
+                    encode(&frame, &mut out);
+                    if let (false, Some(client)) = (greeted, conn.client()) {
+                        // One connection per client id: an older one is
+                        // told to close (`superseded`).
+                        let client = client.clone();
+                        let mut open = edge.clients.lock().unwrap_or_else(PoisonError::into_inner);
+                        let mine = (serial, Arc::clone(&superseded));
+                        if let Some((_, older)) = open.insert(client.clone(), mine) {
+                            older.notify_one();
                         }
-                        Action::Close(frame) => {
-                            encode(&frame, &mut out);
-                            closing = true;
-                        }
-                        _ => {}
+                        registration.client = Some(client);
                     }
                 }
+                Action::Close(frame) => {
+                    encode(&frame, &mut out);
+                    closing = true;
+                }
+                Action::Nothing => {}
             }
             if let Some(batch) = held.take() {
-                match offer(edge, &mut conn, batch, &done_to, &mut out) {
+                match offer(&mut conn, edge, batch, &done_to, &mut out) {
                     Offer::Taken => wait = FULL_WAIT_MIN,
                     Offer::Full(batch) => held = Some(batch),
                     Offer::Close => closing = true,
@@ -169,6 +240,7 @@ async fn connection(
         }
         let reading = held.is_none() && !closing && conn.wants_read();
         let idle = tokio::time::sleep(edge.idle);
+        let greeting = conn.client().is_none() && !closing;
         tokio::select! {
             read = socket.read_buf(&mut buf), if reading => {
                 if read? == 0 {
@@ -208,7 +280,7 @@ async fn connection(
             }
             _ = tokio::time::sleep(wait), if held.is_some() => {
                 if let Some(batch) = held.take() {
-                    match offer(edge, &mut conn, batch, &done_to, &mut out) {
+                    match offer(&mut conn, edge, batch, &done_to, &mut out) {
                         Offer::Taken => wait = FULL_WAIT_MIN,
                         Offer::Full(batch) => {
                             held = Some(batch);
@@ -217,6 +289,12 @@ async fn connection(
                         Offer::Close => closing = true,
                     }
                 }
+            }
+            _ = tokio::time::sleep_until(hello_by), if greeting => {
+                let message = format!("no hello within {} s of connecting", HELLO_DEADLINE.as_secs());
+                let error = ErrorFrame::new(None, ErrorCode::Idle, &message);
+                encode(&Frame::Error(error), &mut out);
+                closing = true;
             }
             _ = idle, if conn.pending() == 0 && held.is_none() => {
                 let error = ErrorFrame::new(None, ErrorCode::Idle, "idle for too long");
@@ -301,24 +379,18 @@ enum Offer {
     Close,
 }
 
-/// Hands a batch to the service; an error frame for a refusal that is the
-/// batch's fault, `Full` to wait, `Close` when the service stopped.
+/// Hands a batch to the service through [`Connection::offer`]; spawns
+/// the wait for its reply when taken.
 fn offer(
-    edge: &Edge,
     conn: &mut Connection,
+    edge: &Edge,
     batch: Batch,
     done_to: &mpsc::UnboundedSender<Done>,
     out: &mut Vec<u8>,
 ) -> Offer {
-    let client = conn.client().expect("batches come after the hello").clone();
-    let origin = Origin::Client(client, batch.id);
-    match edge
-        .service
-        .ingest(origin, batch.stream.as_str(), batch.format, &batch.payload)
-    {
-        Ok(reply) => {
-            conn.taken();
-            let id = batch.id;
+    let id = batch.id;
+    match conn.offer(&edge.service, batch) {
+        Offered::Taken(reply) => {
             let done_to = done_to.clone();
             tokio::spawn(async move {
                 let result = reply
@@ -328,27 +400,14 @@ fn offer(
             });
             Offer::Taken
         }
-        Err(Refused::Full) => Offer::Full(batch),
-        Err(refused @ Refused::Stopped(_)) => {
-            let error = ErrorFrame::new(
-                Some(batch.id),
-                ErrorCode::ServerStopping,
-                &refused.to_string(),
-            );
-            encode(&Frame::Error(error), out);
-            Offer::Close
-        }
-        Err(refused) => {
-            let code = match &refused {
-                Refused::UnknownStream { .. } => ErrorCode::UnknownStream,
-                Refused::WrongFormat { .. } => ErrorCode::BadFormat,
-                Refused::TooOld { .. } => ErrorCode::TooOld,
-                Refused::TooLarge { .. } => ErrorCode::TooLarge,
-                Refused::Full | Refused::Stopped(_) => unreachable!("handled above"),
-            };
-            let error = ErrorFrame::new(Some(batch.id), code, &refused.to_string());
-            encode(&Frame::Error(error), out);
+        Offered::Full(batch) => Offer::Full(batch),
+        Offered::Send(frame) => {
+            encode(&frame, out);
             Offer::Taken
+        }
+        Offered::Close(frame) => {
+            encode(&frame, out);
+            Offer::Close
         }
     }
 }
