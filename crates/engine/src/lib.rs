@@ -83,7 +83,8 @@ pub use batch::{
     threads_default,
 };
 pub use continuous::{
-    Continuous, ContinuousOptions, Full, Outcome, Receipt, SummaryStats, View, check_images,
+    Continuous, ContinuousOptions, Full, HEADER_LINE_BYTES_MAX, Outcome, Receipt, Records,
+    SummaryStats, View, check_images, split_header,
 };
 pub use error::Error;
 pub use fold::AGGREGATES_MAX;
