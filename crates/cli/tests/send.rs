@@ -104,11 +104,16 @@ fn serve(
             let reply = match action {
                 Action::Send(frame) | Action::Close(frame) => frame,
                 Action::Admit(batch) => {
-                    payloads
-                        .lock()
-                        .expect("lock")
-                        .extend_from_slice(&batch.payload);
-                    let records = batch.payload.iter().filter(|&&b| b == b'\n').count();
+                    // Each batch carries its file's header as its first
+                    // line; the records follow it.
+                    let mut records: &[u8] = &batch.payload;
+                    if batch.header {
+                        let end = records.iter().position(|&b| b == b'\n').expect("a line");
+                        assert_eq!(&records[..end], b"ts,user,state", "the file's header");
+                        records = &records[end + 1..];
+                    }
+                    payloads.lock().expect("lock").extend_from_slice(records);
+                    let records = records.iter().filter(|&&b| b == b'\n').count();
                     conn.durable(Ack {
                         id: batch.id,
                         accepted: records as u64,
@@ -162,7 +167,7 @@ fn every_batch_acknowledged_exits_0_with_a_summary_and_a_ledger() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(*server.payloads.lock().expect("lock"), records);
     let ledger = std::fs::read_to_string(dir.join("acked.txt")).expect("ledger");
-    let batches = ledger.lines().count();
+    let batches = ledger.lines().filter(|l| !l.starts_with('#')).count();
     assert!(batches > 5, "{ledger}");
     assert!(
         stderr.contains(&format!("acknowledged {batches} batches (0 as duplicates")),
@@ -221,4 +226,45 @@ fn no_server_and_no_stream_exit_1_with_the_reason() {
     let output = cardinal(&dir, &["send", &file, "--to", &addr]);
     let stderr = failure(&output);
     assert!(stderr.contains("--stream NAME is required"), "{stderr}");
+}
+
+/// A listener that completes connections (the kernel's backlog does) and
+/// never answers: the stuck server of issue 43, item 14.
+fn silent_listener() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    (listener, addr)
+}
+
+/// Issue 43, item 14: `--give-up-secs` holds against a server that
+/// accepts and never answers (it waited out a 30 s read timeout, twice,
+/// before).
+#[test]
+fn give_up_secs_holds_against_a_server_that_never_answers() {
+    let dir = scratch_dir("send", "silent");
+    let (file, _) = input(&dir);
+    let (_listener, addr) = silent_listener();
+    let started = std::time::Instant::now();
+    let output = cardinal(
+        &dir,
+        &[
+            "send",
+            &file,
+            "--to",
+            &addr,
+            "--stream",
+            "events",
+            "--give-up-secs",
+            "2",
+        ],
+    );
+    let took = started.elapsed();
+    let stderr = failure(&output);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("gave up on"), "{stderr}");
+    assert!(stderr.contains("without progress"), "{stderr}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
+        "gave up after {took:?}, not about 2 s"
+    );
 }

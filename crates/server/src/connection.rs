@@ -259,6 +259,7 @@ mod tests {
             id: BatchId(id),
             stream: StreamName::new("events").expect("valid"),
             format: Format::Csv,
+            header: false,
             payload: Bytes::from_static(b"1,2\n"),
         })
     }

@@ -179,6 +179,7 @@ impl Case {
             self.origins[k].clone(),
             STREAMS[self.streams[k]].0,
             Format::Csv,
+            false,
             &self.batches[k],
         )
     }
@@ -934,8 +935,9 @@ proptest! {
         origin in origins(),
         stream in "[a-z_][a-z0-9_]{0,63}",
         records in prop::collection::vec(any::<u8>(), 0..200),
+        header in any::<bool>(),
     ) {
-        let envelope = Envelope { origin, stream: &stream, records: &records };
+        let envelope = Envelope { origin, stream: &stream, records: &records, header };
         let bytes = envelope.encode();
         let decoded = Envelope::decode(&bytes).expect("decodes");
         prop_assert_eq!(&decoded, &envelope);

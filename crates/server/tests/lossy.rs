@@ -195,6 +195,7 @@ fn run(seed: u64, batches: usize) -> Outcome {
                         events.clone()
                     },
                     format: Format::Csv,
+                    header: false,
                     payload: Bytes::from(payload),
                 })
                 .expect("room");

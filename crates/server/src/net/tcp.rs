@@ -312,10 +312,13 @@ fn offer(
 ) -> Offer {
     let client = conn.client().expect("batches come after the hello").clone();
     let origin = Origin::Client(client, batch.id);
-    match edge
-        .service
-        .ingest(origin, batch.stream.as_str(), batch.format, &batch.payload)
-    {
+    match edge.service.ingest(
+        origin,
+        batch.stream.as_str(),
+        batch.format,
+        batch.header,
+        &batch.payload,
+    ) {
         Ok(reply) => {
             conn.taken();
             let id = batch.id;
@@ -341,7 +344,7 @@ fn offer(
         Err(refused) => {
             let code = match &refused {
                 Refused::UnknownStream { .. } => ErrorCode::UnknownStream,
-                Refused::WrongFormat { .. } => ErrorCode::BadFormat,
+                Refused::WrongFormat { .. } | Refused::BadHeader { .. } => ErrorCode::BadFormat,
                 Refused::TooOld { .. } => ErrorCode::TooOld,
                 Refused::Full | Refused::Stopped(_) => unreachable!("handled above"),
             };
