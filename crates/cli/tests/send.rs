@@ -268,3 +268,31 @@ fn give_up_secs_holds_against_a_server_that_never_answers() {
         "gave up after {took:?}, not about 2 s"
     );
 }
+
+/// Issue 43, item 14: `cardinal query --timeout` holds against a server
+/// that accepts and never answers (it waited 300 s before).
+#[test]
+fn query_times_out_on_a_server_that_never_answers() {
+    let dir = scratch_dir("send", "query-silent");
+    let (_listener, addr) = silent_listener();
+    let started = std::time::Instant::now();
+    let output = cardinal(
+        &dir,
+        &[
+            "query",
+            "reach",
+            "--server",
+            &format!("http://{addr}"),
+            "--timeout",
+            "2",
+        ],
+    );
+    let took = started.elapsed();
+    let stderr = failure(&output);
+    assert!(stderr.contains("no answer from"), "{stderr}");
+    assert!(stderr.contains("--timeout"), "{stderr}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
+        "failed after {took:?}, not about 2 s"
+    );
+}

@@ -1062,3 +1062,41 @@ fn ok_stderr(output: &std::process::Output) -> String {
     ok(output);
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
+
+/// Issue 43, item 14: `cardinal query` (its HTTP through `ureq`) prints
+/// the live answer the server gives, and says who did not answer when
+/// nothing listens.
+#[test]
+fn query_prints_the_live_answer() {
+    let dir = scratch_dir("serve", "query");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let server = start(&dir, "data");
+    let all = batches(3, 4, 50);
+    for (i, batch) in all.iter().enumerate() {
+        post_until_acked(&|| server.http, i, batch);
+    }
+    let address = format!("http://{}", server.http);
+    for summary in ["by_state", "reach"] {
+        let out = ok(&cardinal(
+            &dir,
+            &[
+                "query",
+                summary,
+                "--server",
+                &address,
+                "--format",
+                "json",
+                "--timeout",
+                "10",
+            ],
+        ));
+        assert_eq!(out, json_of(server.http, summary), "{summary}");
+    }
+    let stderr = failure(&cardinal(&dir, &["query", "nope", "--server", &address]));
+    assert!(stderr.contains("the server answered 4"), "{stderr}");
+    drop(server);
+    let gone = format!("http://127.0.0.1:{}", free_port());
+    let stderr = failure(&cardinal(&dir, &["query", "reach", "--server", &gone]));
+    assert!(stderr.contains("127.0.0.1"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

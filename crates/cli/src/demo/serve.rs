@@ -287,7 +287,12 @@ pub fn run(args: &Args, schema: &str) -> Result<()> {
 }
 
 fn fetch(http: &str, path: &str) -> Result<Vec<serde_json::Value>> {
-    let (status, body) = crate::serve::get(&format!("http://{http}"), path, None)?;
+    let (status, body) = crate::serve::get(
+        &format!("http://{http}"),
+        path,
+        None,
+        crate::serve::QUERY_TIMEOUT_DEFAULT,
+    )?;
     ensure!(
         status == 200,
         "GET {path}: {status} {}",
