@@ -648,6 +648,19 @@ impl Service {
                     Origin::None => {}
                 }
                 if record.sequence > stream_positions[index] {
+                    if envelope.header {
+                        // Admission checked it; a schema changed since
+                        // may not fit it, and that is said here, naming
+                        // the record, rather than by a worker stopping.
+                        let (line, _) = cardinal_engine::split_header(envelope.records);
+                        streams[index].engine.check_header(line).with_context(|| {
+                            format!(
+                                "log record {} (replaying): its header line does not fit \
+                                 stream {} of this schema",
+                                record.sequence, envelope.stream
+                            )
+                        })?;
+                    }
                     let seq = streams[index].engine.submit(cardinal_engine::Records {
                         bytes: envelope.records.to_vec(),
                         header: envelope.header,
