@@ -388,9 +388,17 @@ fn every_field_rule_refuses_what_breaks_it() {
         raw(3, &body)
     };
     assert!(matches!(decoder.decode(&batch(2, b"s")), Ok(Some(_))));
+    // The header bit (0x80) on CSV says the payload's first line is its
+    // header; on NDJSON, or on no format, it is malformed.
+    match decoder.decode(&batch(0x81, b"s")) {
+        Ok(Some((Frame::Batch(b), _))) => assert!(b.header && b.format == Format::Csv),
+        other => panic!("{other:?}"),
+    }
     for (format, stream) in [
         (0u8, &b"s"[..]),
         (3, b"s"),
+        (0x82, b"s"),
+        (0x80, b"s"),
         (1, b""),
         (1, b"a.b"),
         (1, b"../x"),
