@@ -235,7 +235,7 @@ fn report(s: &Summary, options: &SendOptions) -> String {
     let mut text = format!(
         "sent {} in {} batches to {} (stream {}, client id {}) in {}\n",
         bytes(s.bytes),
-        s.batches,
+        s.batches - s.skipped,
         options.to,
         options.stream,
         options.client,

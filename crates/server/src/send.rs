@@ -322,7 +322,7 @@ pub struct Progress {
     /// Of those, skipped: acknowledged to an earlier run, as the ledger
     /// file says.
     pub skipped: u64,
-    /// Their payload bytes (header lines included).
+    /// Their payload bytes (header lines included; skipped batches not).
     pub bytes: u64,
     /// Payload bytes of acknowledged batches.
     pub bytes_acked: u64,
@@ -367,7 +367,7 @@ pub struct Summary {
     pub rejected: u64,
     /// Connections lost or refused, each followed by another attempt.
     pub reconnects: u64,
-    /// Payload bytes of the batches.
+    /// Payload bytes of the batches, skipped ones aside.
     pub bytes: u64,
     /// Wall time.
     pub elapsed: Duration,
@@ -562,6 +562,7 @@ impl<'a> Run<'a> {
             match ledger.acked(id) {
                 Some(acked) if acked == crc => {
                     self.counts.skipped += 1;
+                    self.counts.bytes -= bytes;
                     continue;
                 }
                 Some(_) => {

@@ -44,6 +44,9 @@ enum Fault {
     Ping(usize),
     /// Close with `malformed` on the n-th batch frame.
     Malformed(usize),
+    /// From the n-th batch frame on, admit nothing and ack nothing, but
+    /// ping the client every read timeout (20 ms), forever.
+    PingsOnly(usize),
 }
 
 #[derive(Default)]
@@ -150,7 +153,15 @@ fn serve_one(
     let mut batches = 0;
     let mut out = Vec::new();
     let mut read = [0u8; 64 << 10];
+    let mut pinging = false;
     while !stop.load(Ordering::Relaxed) {
+        if pinging {
+            out.clear();
+            encode(&Frame::Ping(9), &mut out);
+            if socket.write_all(&out).is_err() {
+                return;
+            }
+        }
         match socket.read(&mut read) {
             Ok(0) => return,
             Ok(n) => buf.extend_from_slice(&read[..n]),
@@ -175,6 +186,10 @@ fn serve_one(
                 batches += 1;
                 match fault {
                     Some(Fault::DropBefore(n)) if n == batches => return,
+                    Some(Fault::PingsOnly(n)) if n <= batches => {
+                        pinging = true;
+                        continue;
+                    }
                     Some(Fault::Ping(n)) if n == batches => {
                         out.clear();
                         encode(&Frame::Ping(7), &mut out);
@@ -365,7 +380,7 @@ fn check_ledger(summary: &Summary, path: &Path) {
 }
 
 #[test]
-fn every_record_arrives_once_and_headers_are_not_sent() {
+fn every_record_arrives_once_and_each_batch_carries_its_header() {
     let dir = TempDir::new("plain");
     let (a, mut expected) = csv(&dir.0, "a.csv", 300);
     let (b, records_b) = csv(&dir.0, "b.csv", 200);
@@ -679,4 +694,25 @@ fn a_rerun_with_the_ledger_resumes_exactly_once() {
     };
     let error = send(&[a], &other, |_| {}).expect_err("another send");
     assert!(error.to_string().contains("another send"), "{error}");
+}
+
+/// Issue 43, item 14: the give-up time holds whatever the server does,
+/// here a server that keeps the connection busy with pings and never
+/// acknowledges again (every read returned a ping, so no read ever timed
+/// out and the send waited forever before).
+#[test]
+fn a_server_that_only_pings_fails_the_send_within_give_up_after() {
+    let dir = TempDir::new("pings");
+    let (a, _) = csv(&dir.0, "a.csv", 300);
+    let server = FakeServer::start(vec![Fault::PingsOnly(3); 50], ServerConfig::default());
+    let options = SendOptions {
+        give_up_after: Duration::from_millis(800),
+        ..options(server.addr, "events", &dir.0)
+    };
+    let started = Instant::now();
+    let error = send(&[a], &options, |_| {}).expect_err("never acknowledged");
+    let took = started.elapsed();
+    assert!(matches!(error, Error::GaveUp { .. }), "{error}");
+    assert!(took >= Duration::from_millis(800), "{took:?}");
+    assert!(took < Duration::from_millis(800 + 1500), "{took:?}");
 }
