@@ -22,15 +22,22 @@ const FAILURES_SHOWN_MAX: usize = 10;
 #[command(
     after_help = "The default client id is stable for the same stream and files:
 send-<stream>-<hash of the files' canonical paths>. A rerun is the same client to the
-server and its batch ids start above the first run's; it sends everything again.
+server and its batch ids start above the first run's; it sends everything again, unless
+it is given the first run's --ledger FILE: then it resumes, skipping the batches the
+ledger shows acknowledged and resending the rest with their old ids, so the server
+counts each record once however often the same command is run.
+
+A CSV file's header line is sent with each of its batches, and the server matches its
+names to the stream's columns: the file may hold them in any order; a file whose header
+lacks a declared column is refused before anything is counted.
 
 Exit status: 0 when every batch was acknowledged; 1 otherwise (batches refused, a
 server unreachable for --give-up-secs, an unreadable input), with the reason on stderr.
 
 Examples:
-  cardinal send imp.csv --to 127.0.0.1:7878 --stream impressions
-  cardinal send day1.ndjson.gz day2.ndjson.gz --to 127.0.0.1:7878 --stream events --ledger acked.txt
-  cardinal gen impressions --events 100000 -o - | cardinal send - --to 127.0.0.1:7878 --stream impressions"
+  cardinal send imp.csv --to 127.0.0.1:7400 --stream impressions
+  cardinal send day1.ndjson.gz day2.ndjson.gz --to 127.0.0.1:7400 --stream events --ledger acked.txt
+  cardinal gen impressions --events 100000 -o - | cardinal send - --to 127.0.0.1:7400 --stream impressions"
 )]
 pub struct Args {
     /// Input files of CSV or NDJSON records (gzip, zstd, lz4 or snappy
@@ -51,7 +58,8 @@ pub struct Args {
     /// .jsonl or .json in it, else csv).
     #[arg(long, value_parser = ["csv", "ndjson"])]
     pub format: Option<String>,
-    /// CSV: the first line of each file is a record, not a header.
+    /// CSV: the first line of each file is a record, not a header (the
+    /// records are then read in the stream's declared column order).
     #[arg(long)]
     pub no_header: bool,
     /// CSV: the field delimiter (so batches are cut between records).
@@ -68,12 +76,13 @@ pub struct Args {
     /// A file holding the token the server requires (its first line).
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// Write each acknowledged batch to FILE as it arrives: `id accepted
-    /// rejected duplicate`.
+    /// Write each acknowledged batch to FILE as it arrives (`id accepted
+    /// rejected duplicate crc`); when FILE holds an earlier run of the
+    /// same send, resume it: skip what it acknowledged.
     #[arg(long, value_name = "FILE")]
     pub ledger: Option<PathBuf>,
-    /// Fail when the server has been unreachable (or made no progress) for
-    /// this long.
+    /// Fail when the send has waited this long on the server without
+    /// progress (unreachable, silent, or not reading), whatever it does.
     #[arg(long, value_name = "SECS", default_value_t = 60,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub give_up_secs: u64,
@@ -116,7 +125,7 @@ pub fn run(args: &Args) -> Result<i32> {
     }
     eprintln!(
         "error: {} of {} batches were not acknowledged ({} refused by the server)",
-        summary.batches - summary.acked,
+        summary.batches - summary.acked - summary.skipped,
         summary.batches,
         summary.failed
     );
@@ -226,7 +235,7 @@ fn report(s: &Summary, options: &SendOptions) -> String {
     let mut text = format!(
         "sent {} in {} batches to {} (stream {}, client id {}) in {}\n",
         bytes(s.bytes),
-        s.batches,
+        s.batches - s.skipped,
         options.to,
         options.stream,
         options.client,
@@ -236,6 +245,12 @@ fn report(s: &Summary, options: &SendOptions) -> String {
         "  acknowledged {} batches ({} as duplicates of an earlier send), {} refused\n",
         s.acked, s.duplicates, s.failed
     );
+    if s.skipped > 0 {
+        text += &format!(
+            "  skipped {} batches the ledger shows acknowledged to an earlier run\n",
+            s.skipped
+        );
+    }
     text += &format!(
         "  records accepted {}, rejected {}; {} events/s, {}/s\n",
         s.accepted,

@@ -2,8 +2,8 @@
 //! [`cardinal_server::net::ServeConfig`], and a small HTTP client that
 //! prints a live answer.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -215,6 +215,11 @@ pub struct QueryArgs {
     /// A file holding the server's token.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// Fail when the whole request (connecting, the answer) takes longer
+    /// than this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = QUERY_TIMEOUT_DEFAULT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout: u64,
 }
 
 /// Percent-encodes a query-string value.
@@ -252,7 +257,8 @@ pub fn query(args: &QueryArgs) -> Result<()> {
         encode(&args.summary),
         params.join("&")
     );
-    let (status, body) = get(&args.server, &path, token.as_ref())?;
+    let timeout = Duration::from_secs(args.timeout);
+    let (status, body) = get(&args.server, &path, token.as_ref(), timeout)?;
     if status != 200 {
         bail!(
             "the server answered {status}: {}",
@@ -265,73 +271,63 @@ pub fn query(args: &QueryArgs) -> Result<()> {
     Ok(())
 }
 
-/// The longest answer `cardinal query` reads.
+/// The longest answer `cardinal query` reads: 1 GiB, far above any
+/// summary's answer (a summary holds at most `--groups-max` groups).
 const ANSWER_BYTES_MAX: u64 = 1 << 30;
 
-/// A blocking HTTP/1.1 GET (`Connection: close`): status and body.
-pub fn get(server: &str, path: &str, token: Option<&Token>) -> Result<(u16, Vec<u8>)> {
-    let host = server
-        .strip_prefix("http://")
-        .with_context(|| format!("--server {server}: http://host:port"))?
-        .trim_end_matches('/');
-    let address = host
-        .to_socket_addrs()
-        .with_context(|| format!("resolving {host}"))?
-        .next()
-        .with_context(|| format!("{host} resolves to no address"))?;
-    let mut socket = TcpStream::connect_timeout(&address, Duration::from_secs(5))
-        .with_context(|| format!("connecting to {server}"))?;
-    socket.set_read_timeout(Some(Duration::from_secs(300)))?;
-    let mut request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n");
-    if let Some(token) = token {
-        request.push_str(&format!(
-            "Authorization: Bearer {}\r\n",
-            String::from_utf8_lossy(token.as_bytes())
-        ));
-    }
-    request.push_str("\r\n");
-    socket.write_all(request.as_bytes())?;
-    let mut response = Vec::new();
-    socket
-        .take(ANSWER_BYTES_MAX)
-        .read_to_end(&mut response)
-        .with_context(|| format!("reading the answer from {server}"))?;
-    let end = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .context("the server's answer has no header end")?;
-    let head = String::from_utf8_lossy(&response[..end]).into_owned();
-    let status: u16 = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .context("the server's answer has no status")?;
-    let mut body = response[end + 4..].to_vec();
-    if head
-        .lines()
-        .any(|l| l.eq_ignore_ascii_case("transfer-encoding: chunked"))
-    {
-        body = unchunk(&body)?;
-    }
-    Ok((status, body))
-}
+/// How long `cardinal query` waits for a connection: 5 s (a refused one
+/// fails at once; this bounds a dropped SYN), or its whole `--timeout` if
+/// that is shorter.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-fn unchunk(mut bytes: &[u8]) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = bytes
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .context("a chunk size line is cut")?;
-        let size_text = std::str::from_utf8(&bytes[..line_end])?;
-        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
-            .context("a chunk size is not hex")?;
-        bytes = &bytes[line_end + 2..];
-        if size == 0 {
-            return Ok(out);
-        }
-        ensure!(bytes.len() >= size + 2, "a chunk is cut");
-        out.extend_from_slice(&bytes[..size]);
-        bytes = &bytes[size + 2..];
+/// `cardinal query --timeout` unless given: 60 s for the whole request,
+/// answer included. A live answer over the largest summaries here takes
+/// well under a second (2026-11, 2-core VM); a minute of silence is a
+/// stuck server.
+pub const QUERY_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+
+/// A blocking HTTP GET of `path` at `server` (`http://host:port`): status
+/// and body, within `timeout` for everything (connecting within
+/// [`CONNECT_TIMEOUT`]). `ureq` does what HTTP clients do (chunked
+/// bodies, URL parsing, keep-alive); a status other than 2xx is returned,
+/// not an error.
+pub fn get(
+    server: &str,
+    path: &str,
+    token: Option<&Token>,
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>)> {
+    ensure!(
+        server.starts_with("http://"),
+        "--server {server}: http://host:port (HTTPS: put a TLS terminator's plain side here)"
+    );
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(timeout))
+        .timeout_connect(Some(CONNECT_TIMEOUT.min(timeout)))
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .build()
+        .into();
+    let url = format!("{}{path}", server.trim_end_matches('/'));
+    let mut request = agent.get(&url);
+    if let Some(token) = token {
+        let value = format!("Bearer {}", String::from_utf8_lossy(token.as_bytes()));
+        request = request.header("Authorization", &value);
     }
+    let words = |e: ureq::Error| match e {
+        ureq::Error::Timeout(_) => anyhow::anyhow!(
+            "no answer from {server} within {} s (--timeout)",
+            timeout.as_secs_f64()
+        ),
+        other => anyhow::anyhow!("GET {url}: {other}"),
+    };
+    let mut response = request.call().map_err(words)?;
+    let status = response.status().as_u16();
+    let body = response
+        .body_mut()
+        .with_config()
+        .limit(ANSWER_BYTES_MAX)
+        .read_to_vec()
+        .map_err(words)?;
+    Ok((status, body))
 }

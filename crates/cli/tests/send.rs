@@ -109,13 +109,18 @@ fn serve(
                     let verdict = dedup.admit(client, batch.id, 0).expect("room");
                     let duplicate = verdict == Verdict::Duplicate;
                     assert_ne!(verdict, Verdict::TooOld);
-                    let records = batch.payload.iter().filter(|&&b| b == b'\n').count();
-                    if !duplicate {
-                        payloads
-                            .lock()
-                            .expect("lock")
-                            .extend_from_slice(&batch.payload);
+                    // Each batch carries its file's header as its first
+                    // line; the records follow it.
+                    let mut records: &[u8] = &batch.payload;
+                    if batch.header {
+                        let end = records.iter().position(|&b| b == b'\n').expect("a line");
+                        assert_eq!(&records[..end], b"ts,user,state", "the file's header");
+                        records = &records[end + 1..];
                     }
+                    if !duplicate {
+                        payloads.lock().expect("lock").extend_from_slice(records);
+                    }
+                    let records = records.iter().filter(|&&b| b == b'\n').count();
                     Frame::Ack(Ack {
                         id: batch.id,
                         accepted: if duplicate { 0 } else { records as u64 },
@@ -168,7 +173,7 @@ fn every_batch_acknowledged_exits_0_with_a_summary_and_a_ledger() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(*server.payloads.lock().expect("lock"), records);
     let ledger = std::fs::read_to_string(dir.join("acked.txt")).expect("ledger");
-    let batches = ledger.lines().count();
+    let batches = ledger.lines().filter(|l| !l.starts_with('#')).count();
     assert!(batches > 5, "{ledger}");
     assert!(
         stderr.contains(&format!("acknowledged {batches} batches (0 as duplicates")),
@@ -227,4 +232,73 @@ fn no_server_and_no_stream_exit_1_with_the_reason() {
     let output = cardinal(&dir, &["send", &file, "--to", &addr]);
     let stderr = failure(&output);
     assert!(stderr.contains("--stream NAME is required"), "{stderr}");
+}
+
+/// A listener that completes connections (the kernel's backlog does) and
+/// never answers: the stuck server of issue 43, item 14.
+fn silent_listener() -> (TcpListener, String) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    (listener, addr)
+}
+
+/// Issue 43, item 14: `--give-up-secs` holds against a server that
+/// accepts and never answers (it waited out a 30 s read timeout, twice,
+/// before).
+#[test]
+fn give_up_secs_holds_against_a_server_that_never_answers() {
+    let dir = scratch_dir("send", "silent");
+    let (file, _) = input(&dir);
+    let (_listener, addr) = silent_listener();
+    let started = std::time::Instant::now();
+    let output = cardinal(
+        &dir,
+        &[
+            "send",
+            &file,
+            "--to",
+            &addr,
+            "--stream",
+            "events",
+            "--give-up-secs",
+            "2",
+        ],
+    );
+    let took = started.elapsed();
+    let stderr = failure(&output);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr.contains("gave up on"), "{stderr}");
+    assert!(stderr.contains("without progress"), "{stderr}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
+        "gave up after {took:?}, not about 2 s"
+    );
+}
+
+/// Issue 43, item 14: `cardinal query --timeout` holds against a server
+/// that accepts and never answers (it waited 300 s before).
+#[test]
+fn query_times_out_on_a_server_that_never_answers() {
+    let dir = scratch_dir("send", "query-silent");
+    let (_listener, addr) = silent_listener();
+    let started = std::time::Instant::now();
+    let output = cardinal(
+        &dir,
+        &[
+            "query",
+            "reach",
+            "--server",
+            &format!("http://{addr}"),
+            "--timeout",
+            "2",
+        ],
+    );
+    let took = started.elapsed();
+    let stderr = failure(&output);
+    assert!(stderr.contains("no answer from"), "{stderr}");
+    assert!(stderr.contains("--timeout"), "{stderr}");
+    assert!(
+        took >= Duration::from_secs(2) && took < Duration::from_secs(6),
+        "failed after {took:?}, not about 2 s"
+    );
 }

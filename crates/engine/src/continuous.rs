@@ -24,10 +24,18 @@
 //! is the base itself, borrowed under its lock: reading it copies nothing,
 //! and the next snapshot waits until it is dropped.
 //!
-//! Batches hold whole records of the stream, in its declared format, with
-//! no header: a CSV stream's records are read as if under the header
-//! [`ContinuousOptions::header`] gives (by default its declared columns in
-//! order). A full queue blocks [`Continuous::submit`] and fails
+//! Batches hold whole records of the stream, in its declared format. A
+//! CSV batch may carry its own header ([`Records::header`]): its first
+//! line names the columns, matched to the declared ones by name in any
+//! order (as `cardinal run` reads a file's header), and the rest is read
+//! under it. A batch without one is read under the header
+//! [`ContinuousOptions::header`] gives (by default the declared columns
+//! in order). Each worker remembers the header its parser is under and
+//! reads a batch's only when it differs, so a client sending one header
+//! with every batch costs a comparison of a line per batch. A header is
+//! checked when a batch is admitted ([`Continuous::check_header`]), never
+//! first by a worker: a worker that meets one it cannot read stops the
+//! engine. A full queue blocks [`Continuous::submit`] and fails
 //! [`Continuous::try_submit`] with [`Full`]: the caller decides whether to
 //! wait (a socket stops reading) or refuse (HTTP answers 503).
 //!
@@ -181,6 +189,50 @@ impl Receipt {
     }
 }
 
+/// A batch's records, as a client sent them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Records {
+    /// Whole records of the stream.
+    pub bytes: Vec<u8>,
+    /// CSV only: the first line of `bytes` is a header naming the
+    /// columns of the rest ([`split_header`]), checked with
+    /// [`Continuous::check_header`] before the batch is submitted.
+    pub header: bool,
+}
+
+impl From<Vec<u8>> for Records {
+    /// Records without a header line.
+    fn from(bytes: Vec<u8>) -> Records {
+        Records {
+            bytes,
+            header: false,
+        }
+    }
+}
+
+/// The most bytes a batch's header line may hold, newline excluded: 64 KiB,
+/// room for the parser's `FIELDS_MAX` (1,024) columns with names of the
+/// dialect's longest (64 characters). A client cuts batches so that one
+/// with this header fits the least frame a server advertises.
+pub const HEADER_LINE_BYTES_MAX: usize = 64 << 10;
+
+const _: () =
+    assert!(HEADER_LINE_BYTES_MAX >= cardinal_parse::FIELDS_MAX * cardinal_route::NAME_CHARS_MAX);
+
+/// A headed batch's header line (without its line end) and the records
+/// after it. A header line ends at its first newline: a header name that
+/// holds a newline is not supported (its quote is then unterminated, and
+/// [`Continuous::check_header`] refuses it).
+pub fn split_header(bytes: &[u8]) -> (&[u8], &[u8]) {
+    let (line, rest) = match bytes.iter().position(|&b| b == b'\n') {
+        Some(end) => (&bytes[..end], &bytes[end + 1..]),
+        None => (bytes, &bytes[bytes.len()..]),
+    };
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    debug_assert!(line.len() + rest.len() <= bytes.len());
+    (line, rest)
+}
+
 /// A batch refused because every queue was full; the bytes come back.
 #[derive(Debug)]
 pub struct Full(pub Vec<u8>);
@@ -200,6 +252,8 @@ enum Message {
     Batch {
         seq: u64,
         bytes: Vec<u8>,
+        /// The first line of `bytes` is the batch's header.
+        header: bool,
         receipt: Option<SyncSender<Outcome>>,
     },
     /// Hand the partials over on this channel.
@@ -354,6 +408,7 @@ fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
 fn fold_batch<'p>(
     name: &Arc<str>,
     bytes: Vec<u8>,
+    start: usize,
     framing: Framing,
     parser: &mut Parser,
     input: u32,
@@ -362,12 +417,14 @@ fn fold_batch<'p>(
     collector: &mut Option<Collector<'p>>,
     tap: &mut crate::progress::Tap<'_>,
 ) -> Result<()> {
-    if bytes.len() <= CHUNK_BYTES_MAX {
-        batch.chunk_mut().set(name, None, 0, &bytes);
+    let records = &bytes[start..];
+    if records.len() <= CHUNK_BYTES_MAX {
+        batch.chunk_mut().set(name, None, 0, records);
         return fold_chunk(parser, input, batch, fold, collector, None, tap);
     }
-    let mut reader = LineReader::new(Input::plain(Arc::clone(name), std::io::Cursor::new(bytes)))
-        .with_framing(framing);
+    let mut cursor = std::io::Cursor::new(bytes);
+    cursor.set_position(start as u64);
+    let mut reader = LineReader::new(Input::plain(Arc::clone(name), cursor)).with_framing(framing);
     loop {
         match reader.read_chunk(batch.chunk_mut()) {
             Ok(true) => fold_chunk(parser, input, batch, fold, collector, None, tap)?,
@@ -707,17 +764,17 @@ impl Continuous {
     }
 
     /// Queues a batch, waiting while every queue is full; its number.
-    pub fn submit(&self, bytes: Vec<u8>) -> Result<u64> {
-        self.send(bytes, true, None)
+    pub fn submit(&self, records: impl Into<Records>) -> Result<u64> {
+        self.send(records.into(), true, None)
             .map_err(|e| e.unwrap_or_else(|full| anyhow!("{full}")))
     }
 
     /// [`Continuous::submit`], with a receipt that tells what became of the
     /// batch's records once a worker has folded it.
-    pub fn submit_with_receipt(&self, bytes: Vec<u8>) -> Result<(u64, Receipt)> {
+    pub fn submit_with_receipt(&self, records: impl Into<Records>) -> Result<(u64, Receipt)> {
         let (receipt, outcome) = sync_channel(1);
         let seq = self
-            .send(bytes, true, Some(receipt))
+            .send(records.into(), true, Some(receipt))
             .map_err(|e| e.unwrap_or_else(|full| anyhow!("{full}")))?;
         Ok((seq, Receipt(outcome, Arc::clone(&self.shared))))
     }
@@ -726,10 +783,10 @@ impl Continuous {
     /// [`Continuous::submit_with_receipt`]).
     pub fn try_submit_with_receipt(
         &self,
-        bytes: Vec<u8>,
+        records: impl Into<Records>,
     ) -> Result<(u64, Receipt), std::result::Result<anyhow::Error, Full>> {
         let (receipt, outcome) = sync_channel(1);
-        let seq = self.send(bytes, false, Some(receipt))?;
+        let seq = self.send(records.into(), false, Some(receipt))?;
         Ok((seq, Receipt(outcome, Arc::clone(&self.shared))))
     }
 
@@ -737,14 +794,57 @@ impl Continuous {
     /// the bytes.
     pub fn try_submit(
         &self,
-        bytes: Vec<u8>,
+        records: impl Into<Records>,
     ) -> Result<u64, std::result::Result<anyhow::Error, Full>> {
-        self.send(bytes, false, None)
+        self.send(records.into(), false, None)
+    }
+
+    /// Why `line`, a batch's header line ([`split_header`]), cannot be
+    /// read for this engine's stream, if it cannot: a CSV header must
+    /// name every declared column once (matched by name, ASCII case
+    /// aside, in any order); a column the stream does not declare is
+    /// skipped when the stream is declared `header = true` (as `cardinal
+    /// run` skips it) and refused otherwise (such a stream's records are
+    /// exactly its declared columns). A batch is checked before it is
+    /// admitted, so a worker never meets a header it cannot read.
+    pub fn check_header(&self, line: &[u8]) -> Result<()> {
+        let stream = &self.shared.plan.streams[self.shared.stream];
+        ensure!(
+            matches!(stream.format, Format::Csv),
+            "stream {} reads {}: only CSV batches carry a header line",
+            stream.name,
+            match stream.format {
+                Format::Json => "JSON",
+                _ => "another format",
+            }
+        );
+        ensure!(
+            line.len() <= HEADER_LINE_BYTES_MAX,
+            "a header line of {} bytes is over the limit of {HEADER_LINE_BYTES_MAX}",
+            line.len()
+        );
+        let Parser::Csv(mut csv) = Parser::new(stream, None)? else {
+            unreachable!("a CSV stream has a CSV parser");
+        };
+        let name: Arc<str> = Arc::from(format!("stream {}", stream.name));
+        csv.read_header(&name, line)
+            .map_err(|e| anyhow!("{e} ({})", declared_list(stream)))?;
+        let width = stream.schema.columns.len();
+        ensure!(
+            stream.header || csv.file_width() == width,
+            "the header line names {} columns the stream does not declare, and stream {} is \
+             declared without a header (header = false), so its records are exactly its \
+             columns: {}",
+            csv.file_width() - width,
+            stream.name,
+            declared_list(stream)
+        );
+        Ok(())
     }
 
     fn send(
         &self,
-        bytes: Vec<u8>,
+        records: Records,
         wait: bool,
         receipt: Option<SyncSender<Outcome>>,
     ) -> Result<u64, std::result::Result<anyhow::Error, Full>> {
@@ -753,7 +853,8 @@ impl Continuous {
         let n = submit.queues.len();
         let mut message = Message::Batch {
             seq,
-            bytes,
+            bytes: records.bytes,
+            header: records.header,
             receipt,
         };
         for turn in 0..n {
@@ -1017,6 +1118,13 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
     let framing = framing_of(stream);
     // What this worker's collector last reported to the budget.
     let mut collector_bytes = 0;
+    // The header the parser reads under now, and the one it returns to
+    // for a batch without its own (module doc).
+    let default_header = match &shared.header {
+        Some(header) => header.clone(),
+        None => declared_header(stream),
+    };
+    let mut under = default_header.clone();
     let mut batch = Batch::new();
     let mut tap = shared.progress.tap();
     while let Some(message) = inbox.pop() {
@@ -1024,6 +1132,7 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
             Message::Batch {
                 seq,
                 bytes,
+                header,
                 receipt,
             } => {
                 let before = (fold.counts.records, fold.counts.rejects);
@@ -1032,6 +1141,21 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                 }
                 // Rejects name the batch: "stream s batch 17:byte 498: ...".
                 let name: Arc<str> = Arc::from(format!("{name} batch {seq}"));
+                // Where the records start, past the batch's own header line.
+                let start = match read_batch_header(
+                    &mut parser,
+                    &mut under,
+                    &default_header,
+                    &name,
+                    &bytes,
+                    header,
+                ) {
+                    Ok(records) => bytes.len() - records.len(),
+                    Err(e) => {
+                        shared.fail(|| format!("worker {index}: {e:#}"));
+                        return Err(e);
+                    }
+                };
                 // The batch number orders equal times (as an input's
                 // index does in a run); it wraps, harmlessly.
                 #[expect(clippy::cast_possible_truncation, reason = "a tie-breaker")]
@@ -1045,6 +1169,7 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                     fold_batch(
                         &name,
                         bytes,
+                        start,
                         framing,
                         &mut parser,
                         input,
@@ -1128,6 +1253,46 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The records of a batch, with `parser` under the batch's header (its
+/// first line, when `header`) or else under `default`: the header is read
+/// only when it differs from `under`, the one the parser is under.
+fn read_batch_header<'b>(
+    parser: &mut Parser,
+    under: &mut Vec<u8>,
+    default: &[u8],
+    name: &Arc<str>,
+    bytes: &'b [u8],
+    header: bool,
+) -> Result<&'b [u8]> {
+    let Parser::Csv(csv) = parser else {
+        ensure!(!header, "{name}: a header line in a batch of a JSON stream");
+        return Ok(bytes);
+    };
+    let (line, records) = if header {
+        split_header(bytes)
+    } else {
+        (default, bytes)
+    };
+    if line != under.as_slice() {
+        csv.read_header(name, line)
+            .with_context(|| format!("{name}: its header line"))?;
+        under.clear();
+        under.extend_from_slice(line);
+    }
+    Ok(records)
+}
+
+/// The declared columns, for messages: `columns ts, user_id, kind`.
+fn declared_list(stream: &cardinal_route::Stream) -> String {
+    let names: Vec<&str> = stream
+        .schema
+        .columns
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    format!("its columns are {}", names.join(", "))
 }
 
 /// A CSV stream's declared column names as a header line.

@@ -83,8 +83,8 @@ pub use batch::{
     threads_default,
 };
 pub use continuous::{
-    Continuous, ContinuousOptions, FAILPOINT_FOLD_PANIC, Full, Outcome, Receipt, SummaryStats,
-    View, check_images,
+    Continuous, ContinuousOptions, FAILPOINT_FOLD_PANIC, Full, HEADER_LINE_BYTES_MAX, Outcome,
+    Receipt, Records, SummaryStats, View, check_images, split_header,
 };
 pub use error::Error;
 pub use fold::AGGREGATES_MAX;

@@ -788,3 +788,83 @@ fn attribution_chains_count_against_the_memory_budget() {
         "{error}"
     );
 }
+
+/// `line`'s fields (in [`HEADER`]'s order) as `order` names them.
+fn permuted(line: &str, order: &[usize]) -> String {
+    let fields: Vec<&str> = line.split(',').collect();
+    let out: Vec<&str> = order.iter().map(|&i| fields[i]).collect();
+    out.join(",")
+}
+
+/// Issue 43, item 2: a batch may carry its own header; each worker reads
+/// each batch under its own (or the declared order when it has none),
+/// whatever the batches before it carried, and ends where `execute` ends
+/// over the records in the declared order.
+#[test]
+fn each_batch_is_read_under_its_own_header() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let all = batches(7, 3_000, &[90, 210, 40]);
+    let orders: [&[usize]; 3] = [&[0, 1, 2, 3], &[3, 1, 0, 2], &[2, 3, 1, 0]];
+    let names = ["ts", "n", "x", "t"];
+    for threads in [1, 3] {
+        let engine = start(&plan, threads, 2);
+        for (k, batch) in all.iter().enumerate() {
+            let text = std::str::from_utf8(batch).expect("text");
+            let records = if k % 4 == 3 {
+                // No header: the declared order.
+                cardinal_engine::Records::from(batch.clone())
+            } else {
+                let order = orders[k % 3];
+                let header: Vec<&str> = order.iter().map(|&i| names[i]).collect();
+                let mut bytes = format!("{}\r\n", header.join(",")).into_bytes();
+                for line in text.lines() {
+                    writeln!(bytes, "{}", permuted(line, order)).expect("write");
+                }
+                let (line, _) = cardinal_engine::split_header(&bytes);
+                engine
+                    .check_header(line)
+                    .expect("a header naming every column");
+                cardinal_engine::Records {
+                    bytes,
+                    header: true,
+                }
+            };
+            engine.submit(records).expect("submit");
+        }
+        let (rollups, _, _) = engine.finish().expect("finish");
+        let got: Vec<Vec<String>> = rollups.iter().map(canonical).collect();
+        assert_eq!(got, executed(&plan, HEADER, &all, threads, "headers"));
+    }
+}
+
+/// A header that lacks a declared column, names one twice, or (on a
+/// stream declared without a header) names one it does not declare is
+/// refused with the column's name, before anything is submitted.
+#[test]
+fn check_header_names_what_does_not_fit() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let engine = start(&plan, 1, 2);
+    for (line, words) in [
+        ("ts,n,x", "\"t\""),
+        ("ts,n,x,t,N", "\"N\" twice"),
+        ("ts,n,x,t,extra", "does not declare"),
+        ("ts,\"n,x,t", "malformed"),
+    ] {
+        let error = engine.check_header(line.as_bytes()).expect_err(line);
+        let text = format!("{error:#}");
+        assert!(text.contains(words), "{line}: {text}");
+        assert!(text.contains("its columns are ts, n, x, t"), "{text}");
+    }
+    engine
+        .check_header(b"T, x ,n,ts")
+        .expect("any order, any case");
+    // Declared with a header, a stream skips columns it does not declare,
+    // as `cardinal run` does.
+    let sql = SQL.replace("WITH (time = 'ts')", "WITH (time = 'ts', header = true)");
+    let plan = Arc::new(Plan::compile(&sql).expect("compiles"));
+    let engine = start(&plan, 1, 2);
+    engine
+        .check_header(b"extra,t,x,n,ts")
+        .expect("an undeclared column skipped");
+    engine.finish().expect("finish");
+}

@@ -343,6 +343,12 @@ impl CsvParser {
         });
     }
 
+    /// The columns of the file: those its header named, or the schema's
+    /// without a header.
+    pub fn file_width(&self) -> usize {
+        self.file_width
+    }
+
     /// Reads the header from `line` (for a reader that starts after it, as
     /// the readers of later byte ranges of one file do).
     pub fn read_header(&mut self, input: &Arc<str>, line: &[u8]) -> Result<()> {

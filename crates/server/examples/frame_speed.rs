@@ -58,6 +58,7 @@ fn main() {
             id: BatchId(id),
             stream: StreamName::new("impressions").expect("valid"),
             format: Format::Csv,
+            header: false,
             payload: Bytes::from(payload.clone()),
         })
     };

@@ -135,7 +135,7 @@ fn ingest<'a>(service: &Service, batches: impl Iterator<Item = &'a [u8]>) -> u64
     let mut records = 0;
     for batch in batches {
         loop {
-            match service.ingest(Origin::None, &stream, Format::Csv, batch) {
+            match service.ingest(Origin::None, &stream, Format::Csv, false, batch) {
                 Ok(reply) => {
                     waiting.push_back(reply);
                     break;

@@ -119,6 +119,9 @@ pub struct Outgoing {
     pub stream: StreamName,
     /// The records' format.
     pub format: Format,
+    /// CSV only: the payload's first line is its header
+    /// ([`Batch::header`]).
+    pub header: bool,
     /// Whole records.
     pub payload: Bytes,
 }
@@ -310,6 +313,8 @@ pub struct Client {
     /// client when the current connection opened, as the driver measured
     /// it ([`Client::silent_for`]); `None`: not measured, taken as long.
     silence: Option<Duration>,
+    /// The last id given by [`Client::push_with_id`].
+    pushed_id: Option<BatchId>,
     pong: Option<u64>,
     ledger: Ledger,
 }
@@ -328,6 +333,7 @@ impl Client {
         assert!(config.first_batch_id.0 <= BATCH_ID_MAX);
         Client {
             next_id: config.first_batch_id.0,
+            pushed_id: None,
             config,
             link: Link::Down,
             held: VecDeque::new(),
@@ -375,6 +381,34 @@ impl Client {
     /// ([`Error::BatchTooLarge`]); a batch over a server's smaller limit
     /// fails when that server's hello ok arrives.
     pub fn push(&mut self, batch: Outgoing) -> Result<()> {
+        self.push_held(batch, None)
+    }
+
+    /// [`Client::push`] with the batch's id fixed now rather than when it
+    /// is first sent: a driver that resumes an earlier run gives each batch
+    /// the id it had then, so the server answers a batch it already holds
+    /// as a duplicate. Ids pushed so must increase.
+    ///
+    /// # Panics
+    ///
+    /// If `id` is over [`BATCH_ID_MAX`], not above every id pushed so
+    /// before, or pushed after batches without a fixed id.
+    pub fn push_with_id(&mut self, batch: Outgoing, id: BatchId) -> Result<()> {
+        assert!(id.0 <= BATCH_ID_MAX, "batch id {id} over BATCH_ID_MAX");
+        assert!(
+            self.pushed_id.is_none_or(|last| last < id),
+            "batch ids pushed must increase"
+        );
+        assert!(
+            self.held.iter().all(|h| h.id.is_some()),
+            "fixed ids follow only fixed ids"
+        );
+        self.push_held(batch, Some(id))?;
+        self.pushed_id = Some(id);
+        Ok(())
+    }
+
+    fn push_held(&mut self, batch: Outgoing, id: Option<BatchId>) -> Result<()> {
         if !self.can_push() {
             return Err(Error::Full {
                 held: self.held.len(),
@@ -387,7 +421,7 @@ impl Client {
             });
         }
         self.held.push_back(Held {
-            id: None,
+            id,
             batch,
             state: State::Waiting,
         });
@@ -469,15 +503,14 @@ impl Client {
         let held = &mut self.held[self.cursor];
         let id = *held.id.get_or_insert(BatchId(candidate));
         self.sent_max = self.sent_max.max(Some(id));
-        if id.0 == self.next_id {
-            self.next_id += 1;
-        }
+        self.next_id = self.next_id.max(id.0 + 1);
         held.state = State::Sent;
         self.cursor += 1;
         Some(Frame::Batch(Batch {
             id,
             stream: held.batch.stream.clone(),
             format: held.batch.format,
+            header: held.batch.header,
             payload: held.batch.payload.clone(),
         }))
     }
@@ -642,6 +675,7 @@ mod tests {
         Outgoing {
             stream: StreamName::new("events").expect("valid"),
             format: Format::Csv,
+            header: false,
             payload: Bytes::from(vec![b'a' + n, b'\n']),
         }
     }

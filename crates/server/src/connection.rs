@@ -201,7 +201,13 @@ impl Connection {
             .expect("batches are offered after the hello");
         assert!(!self.closed, "a batch offered after the connection closed");
         let origin = Origin::Client(client, batch.id);
-        match service.ingest(origin, batch.stream.as_str(), batch.format, &batch.payload) {
+        match service.ingest(
+            origin,
+            batch.stream.as_str(),
+            batch.format,
+            batch.header,
+            &batch.payload,
+        ) {
             Ok(reply) => {
                 self.pending += 1;
                 Offered::Taken(reply)
@@ -268,6 +274,7 @@ mod tests {
             id: BatchId(id),
             stream: StreamName::new("events").expect("valid"),
             format: Format::Csv,
+            header: false,
             payload: Bytes::from_static(b"1,2\n"),
         })
     }

@@ -12,6 +12,8 @@
 //!                   | dedup window u32 | known u8 | highest batch id u64 |
 //!                   | server bytes u8 | server |
 //!  type 3 batch     | batch id u64 | format u8 | stream bytes u8 | stream | payload ... |
+//!                   format: bits 0-6 the format (1 csv, 2 ndjson), bit 7 set when
+//!                   the payload's first line is a header (CSV only)
 //!  type 4 ack       | batch id u64 | accepted u64 | rejected u64 | duplicate u8 |    25 B
 //!  type 5 error     | code u16 | has batch u8 | batch id u64 | message bytes u16 | message |
 //!  type 6 ping      | nonce u64 |
@@ -20,7 +22,13 @@
 //!
 //! The checksum is CRC-32/ISO-HDLC (`crc32fast`) over the header's first
 //! five bytes and then the body. A batch's payload is the rest of its body.
-//! A token of 0 bytes is no token; `known` 0 means the server has no batch
+//! A batch with the header bit carries its column names as the first line
+//! of its payload, so every batch says how to read itself: the server
+//! matches the names to the stream's columns at admission, keeps the line
+//! in its log with the records, and reads the batch under it (a server
+//! never assumes a column order the client did not state). The bit was a
+//! malformed format before, so an older server refuses such a batch as
+//! malformed rather than misreading it. A token of 0 bytes is no token; `known` 0 means the server has no batch
 //! of this client and then `highest batch id` is 0; `has batch` 0 means the
 //! error is about the connection and then `batch id` is 0. Flags are 0 or 1.
 //! Every byte sequence the decoder accepts is the one [`encode`] writes for
@@ -335,7 +343,9 @@ pub enum ErrorCode {
     TooLarge,
     /// 7: a batch names a stream the server does not have.
     UnknownStream,
-    /// 8: a batch's format is not its stream's.
+    /// 8: a batch's format is not its stream's, or its header line does
+    /// not fit the stream's columns (one missing, one named twice, one
+    /// the stream does not declare where it takes none).
     BadFormat,
     /// 9: a batch id older than the deduplication window: it cannot be
     /// told apart from one already counted, so it is refused.
@@ -545,9 +555,16 @@ pub struct Batch {
     pub stream: StreamName,
     /// How the records are encoded.
     pub format: Format,
+    /// CSV only: the payload's first line is a header naming the columns
+    /// of the records after it (matched to the stream's by name).
+    pub header: bool,
     /// Whole records (a last record without its final newline is whole).
     pub payload: Bytes,
 }
+
+/// The bit of a batch's format byte that says its payload starts with a
+/// header line.
+const HEADER_BIT: u8 = 0x80;
 
 impl Batch {
     /// The bytes of this batch's frame, header included.
@@ -717,8 +734,13 @@ fn encode_body(frame: &Frame, out: &mut Vec<u8>) {
             put_u8_len(out, ok.server.as_bytes());
         }
         Frame::Batch(batch) => {
+            assert!(
+                !batch.header || batch.format == Format::Csv,
+                "a header line in a batch of {}",
+                batch.format.name()
+            );
             out.extend_from_slice(&batch.id.0.to_le_bytes());
-            out.push(batch.format.tag());
+            out.push(batch.format.tag() | if batch.header { HEADER_BIT } else { 0 });
             put_u8_len(out, batch.stream.as_str().as_bytes());
             out.extend_from_slice(&batch.payload);
         }
@@ -1026,9 +1048,17 @@ fn parse_body(tag: u8, body: &Bytes) -> Result<Frame> {
         }
         3 => {
             let id = BatchId(r.u64("the batch id")?);
-            let tag = r.u8("the format")?;
+            let byte = r.u8("the format")?;
+            let header = byte & HEADER_BIT != 0;
+            let tag = byte & !HEADER_BIT;
             let format =
                 Format::from_tag(tag).ok_or_else(|| r.malformed(format!("format tag {tag}")))?;
+            if header && format != Format::Csv {
+                return Err(r.malformed(format!(
+                    "the header bit is set in a batch of {}: only CSV carries a header line",
+                    format.name()
+                )));
+            }
             let len = usize::from(r.u8("the stream name's length")?);
             let name = r.sized(len, cardinal_route::NAME_CHARS_MAX, "the stream name")?;
             let name = std::str::from_utf8(name).map_err(|_| Error::BadName {
@@ -1042,6 +1072,7 @@ fn parse_body(tag: u8, body: &Bytes) -> Result<Frame> {
                 id,
                 stream,
                 format,
+                header,
                 payload,
             })
         }

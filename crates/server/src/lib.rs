@@ -76,6 +76,7 @@
 //! client.push(Outgoing {
 //!     stream: StreamName::new("impressions")?,
 //!     format: Format::Csv,
+//!     header: false,
 //!     payload: Bytes::from_static(b"2026-11-27T00:00:00Z,42,CA\n"),
 //! })?;
 //! let mut server = Connection::new(&ServerConfig::default());

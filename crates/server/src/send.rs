@@ -3,9 +3,10 @@
 //!
 //! ```text
 //!   files ──► LineReader ──► batch ──► Client ──► socket ──► server
-//!   (gzip,    whole records,  (header   window of    ◄── hello ok, acks,
-//!    zstd..)  about           of a CSV  W ids,           errors, pings
-//!             batch_bytes     dropped)  held ≤ W + 1
+//!   (gzip,    whole records,  (a CSV    window of    ◄── hello ok, acks,
+//!    zstd..)  about           file's    W ids,           errors, pings
+//!             batch_bytes     header    held ≤ W + 1
+//!                             first)
 //! ```
 //!
 //! One thread does everything, in a loop: read input into batches while
@@ -21,10 +22,15 @@
 //! [`SendOptions::batch_bytes`] whole records, one chunk a batch; a CSV
 //! chunk is cut only between records (a newline in a quoted field does not
 //! end one). A batch never mixes files. With [`SendOptions::header`] the
-//! first line of each CSV file is its header and is not sent. A record
-//! longer than `cardinal_source::LINE_BYTES_MAX` (1 MiB, as the server's
-//! parser limit) stops the send with an error naming the file and line; so
-//! every batch is at most [`BATCH_BYTES_MAX`] and a byte, under
+//! first line of each CSV file is its header, and every batch of the file
+//! carries it as its own first line ([`crate::Batch::header`]): the server
+//! matches its names to the stream's columns, so a file may hold them in
+//! any order, and a header that lacks one is refused before anything is
+//! counted. A record longer than `cardinal_source::LINE_BYTES_MAX` (1 MiB,
+//! as the server's parser limit) or a header over
+//! [`cardinal_engine::HEADER_LINE_BYTES_MAX`] stops the send with an error
+//! naming the file and line; so every batch is at most
+//! [`BATCH_BYTES_MAX`], a byte and a header line, under
 //! [`crate::FRAME_BYTES_MIN`], and fits the frame limit of any server.
 //!
 //! **Ids.** The state machine numbers batches: one above every id sent
@@ -32,8 +38,10 @@
 //! names for this client id, so ids are stable across reconnects within a
 //! run (a resend keeps its id and the server acknowledges it as a
 //! duplicate if it has it), and a later run with the same client id never
-//! collides with an earlier run's batches. It does not skip them either:
-//! a rerun of a finished send is counted again.
+//! collides with an earlier run's batches. Without a ledger file it does
+//! not skip them either: a rerun of a finished send is counted again.
+//! With [`SendOptions::ledger`] ids are fixed per batch of the input, and
+//! a rerun resumes: module `ledger`.
 //!
 //! **Reconnecting.** Any I/O error, end of stream, read or write timeout,
 //! undecodable bytes from the server, or error frame whose code says to
@@ -47,17 +55,23 @@
 //! a superseded client id, a server that lost acknowledged batches) end
 //! the send at once.
 //!
-//! **Timeouts.** Connecting waits at most [`SendOptions::connect_timeout`];
-//! every read and write at most [`SendOptions::io_timeout`], so a server
-//! that accepts and then hangs costs a timeout and a reconnect, never a
-//! hung client.
+//! **Timeouts.** The give-up clock runs from the moment the send starts
+//! waiting on the server (to connect, for a hello ok, for an ack) until it
+//! progresses, and every wait is cut to what is left of it: connecting
+//! waits at most the lesser of [`SendOptions::connect_timeout`] and that,
+//! every read and every `write` call at most the lesser of
+//! [`SendOptions::io_timeout`] and that. So a server that accepts and
+//! then says nothing, trickles pings, or stops reading ends the send with
+//! [`Error::GaveUp`] within [`SendOptions::give_up_after`] (and a
+//! backoff's sleep is cut too), whatever it does.
 //!
 //! **Results.** A batch the server refuses (unknown stream, wrong format,
 //! too old) is a failure in the [`Ledger`], not an error: the send goes on,
 //! and [`Summary::failed`] says how many. With [`SendOptions::ledger`] each
-//! ack is written as it arrives, one line `id accepted rejected duplicate`
-//! (duplicate 0 or 1), flushed to the operating system at once, so a test
-//! that kills the server mid-run reads exactly what was acknowledged.
+//! ack is written as it arrives, one line `id accepted rejected duplicate
+//! crc` (duplicate 0 or 1), flushed to the operating system at once, so a
+//! test that kills the server mid-run reads exactly what was acknowledged,
+//! and a rerun skips it (module `ledger`).
 //!
 //! ```no_run
 //! use std::path::PathBuf;
@@ -75,6 +89,8 @@
 //! # Ok::<(), cardinal_server::Error>(())
 //! ```
 
+mod ledger;
+
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -84,12 +100,15 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use cardinal_source::{CHUNK_BYTES_MAX, CHUNK_BYTES_MIN, Chunk, Framing, Input, LineReader};
 
-use crate::client::{Client, ClientConfig, Ledger, Outgoing, Received};
+use crate::client::{BATCH_ID_MAX, Client, ClientConfig, Ledger, Outgoing, Received};
 use crate::error::{Error, Result};
 use crate::frame::{
-    ClientId, Decoder, ErrorCode, FRAME_BYTES_MIN, Format, Frame, IN_FLIGHT_BATCHES_DEFAULT,
-    IN_FLIGHT_BATCHES_MAX, StreamName, Token, encode,
+    BatchId, ClientId, Decoder, ErrorCode, FRAME_BYTES_MIN, Format, Frame,
+    IN_FLIGHT_BATCHES_DEFAULT, IN_FLIGHT_BATCHES_MAX, StreamName, Token, encode,
 };
+use cardinal_engine::HEADER_LINE_BYTES_MAX;
+pub use ledger::LEDGER_BYTES_MAX;
+use ledger::{LedgerFile, payload_crc};
 
 /// The batch size [`SendOptions::new`] picks: 256 KiB of records, the
 /// chunk `cardinal run` reads (`cardinal_source::CHUNK_BYTES_DEFAULT`), so
@@ -112,11 +131,14 @@ pub const BATCH_BYTES_MAX: usize = CHUNK_BYTES_MAX;
 const BATCH_OVERHEAD_BYTES_MAX: usize = crate::frame::HEADER_BYTES + 8 + 1 + 1 + 64;
 
 // A chunk is at most the larger of its target size and one line of
-// `LINE_BYTES_MAX` bytes and one more (`cardinal_source`'s `lines.rs`), so
-// every batch frame fits the least frame limit a server may advertise.
-// `Run::fill` checks each batch against it too.
+// `LINE_BYTES_MAX` bytes and one more (`cardinal_source`'s `lines.rs`),
+// and a batch is a chunk with its file's header line and a newline before
+// it, so every batch frame fits the least frame limit a server may
+// advertise. `Run::next_batch` checks each batch against it too.
 const _: () = assert!(cardinal_source::LINE_BYTES_MAX <= BATCH_BYTES_MAX);
-const _: () = assert!(BATCH_BYTES_MAX + 1 + BATCH_OVERHEAD_BYTES_MAX <= FRAME_BYTES_MIN);
+const _: () = assert!(
+    BATCH_BYTES_MAX + 1 + HEADER_LINE_BYTES_MAX + 1 + BATCH_OVERHEAD_BYTES_MAX <= FRAME_BYTES_MIN
+);
 const _: () =
     assert!(BATCH_BYTES_MIN <= BATCH_BYTES_DEFAULT && BATCH_BYTES_DEFAULT <= BATCH_BYTES_MAX);
 
@@ -168,7 +190,8 @@ pub struct SendOptions {
     /// The most batch ids in flight (`1..=`[`IN_FLIGHT_BATCHES_MAX`]); the
     /// lesser of this and the server's applies.
     pub window: u32,
-    /// CSV only: the first line of each file is a header, not sent.
+    /// CSV only: the first line of each file is a header, sent as the
+    /// first line of each of the file's batches (module doc).
     pub header: bool,
     /// CSV only: the field delimiter, so that batches are cut between
     /// records (a quote opens a field only after it).
@@ -177,9 +200,11 @@ pub struct SendOptions {
     pub connect_timeout: Duration,
     /// How long one read or write on the socket may block.
     pub io_timeout: Duration,
-    /// How long reconnecting may go on without progress before failing.
+    /// How long the send may wait on the server without progress (an ack
+    /// or a refusal) before failing, whatever the server does.
     pub give_up_after: Duration,
-    /// A file to write each ack to as it arrives (module doc).
+    /// A file to write each ack to as it arrives, and to resume from when
+    /// it holds an earlier run of the same send (module `ledger`).
     pub ledger: Option<PathBuf>,
     /// How long the server keeps a silent client id
     /// ([`crate::CLIENT_IDLE_SECS_MIN`] unless the server is built
@@ -253,9 +278,18 @@ impl SendOptions {
 /// first run's. Two sends of the same files to the same stream at once
 /// would supersede each other: give one another id.
 pub fn default_client_id(stream: &StreamName, files: &[PathBuf]) -> ClientId {
+    const STREAM_CHARS_MAX: usize = 40;
+    let hash = files_hash(files);
+    // Stream names are ASCII, so any cut is at a character boundary.
+    let stream = &stream.as_str()[..stream.as_str().len().min(STREAM_CHARS_MAX)];
+    let id = format!("send-{stream}-{hash:016x}");
+    ClientId::new(&id).expect("stream names are client id characters, and 62 bytes at most")
+}
+
+/// A 64-bit FNV-1a hash of the files' canonical paths (`-` as itself).
+fn files_hash(files: &[PathBuf]) -> u64 {
     const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const FNV_PRIME: u64 = 0x0100_0000_01b3;
-    const STREAM_CHARS_MAX: usize = 40;
     let mut hash = FNV_OFFSET;
     for file in files {
         let canonical = if file.as_os_str() == "-" {
@@ -267,10 +301,22 @@ pub fn default_client_id(stream: &StreamName, files: &[PathBuf]) -> ClientId {
             hash = (hash ^ u64::from(byte)).wrapping_mul(FNV_PRIME);
         }
     }
-    // Stream names are ASCII, so any cut is at a character boundary.
-    let stream = &stream.as_str()[..stream.as_str().len().min(STREAM_CHARS_MAX)];
-    let id = format!("send-{stream}-{hash:016x}");
-    ClientId::new(&id).expect("stream names are client id characters, and 62 bytes at most")
+    hash
+}
+
+/// The first line of a ledger file: what cuts and numbers the batches.
+fn ledger_run_line(files: &[PathBuf], options: &SendOptions) -> String {
+    format!(
+        "# cardinal send ledger 1 client={} stream={} format={} header={} delimiter={} \
+         batch-bytes={} files={:016x}",
+        options.client,
+        options.stream,
+        options.format.name(),
+        u8::from(options.header && options.format == Format::Csv),
+        options.delimiter,
+        options.batch_bytes,
+        files_hash(files)
+    )
 }
 
 /// Where a send is, for a progress display.
@@ -280,7 +326,10 @@ pub struct Progress {
     pub elapsed: Duration,
     /// Batches made from the input so far.
     pub batches: u64,
-    /// Their payload bytes (headers not sent are not counted).
+    /// Of those, skipped: acknowledged to an earlier run, as the ledger
+    /// file says.
+    pub skipped: u64,
+    /// Their payload bytes (header lines included; skipped batches not).
     pub bytes: u64,
     /// Payload bytes of acknowledged batches.
     pub bytes_acked: u64,
@@ -307,6 +356,9 @@ pub struct Progress {
 pub struct Summary {
     /// Batches made from the input.
     pub batches: u64,
+    /// Of those, skipped: acknowledged to an earlier run, as the ledger
+    /// file says (not sent, not in [`Summary::acked`]).
+    pub skipped: u64,
     /// Batch frames written, resends included.
     pub sends: u64,
     /// Batches acknowledged (each once).
@@ -322,7 +374,7 @@ pub struct Summary {
     pub rejected: u64,
     /// Connections lost or refused, each followed by another attempt.
     pub reconnects: u64,
-    /// Payload bytes of the batches.
+    /// Payload bytes of the batches, skipped ones aside.
     pub bytes: u64,
     /// Wall time.
     pub elapsed: Duration,
@@ -331,9 +383,10 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// Whether every batch was acknowledged.
+    /// Whether every batch was acknowledged (in this run or, as the
+    /// ledger file says, an earlier one).
     pub fn all_acked(&self) -> bool {
-        self.failed == 0 && self.acked == self.batches
+        self.failed == 0 && self.acked + self.skipped == self.batches
     }
 }
 
@@ -351,6 +404,10 @@ pub fn send(
     let mut run = Run::new(files, options)?;
     loop {
         run.fill()?;
+        if run.client.held() == 0 {
+            // Nothing to wait on the server for: the give-up clock stops.
+            run.stalled_since = None;
+        }
         progress(&run.progress());
         if run.input.is_none() && run.client.is_done() {
             break;
@@ -374,8 +431,11 @@ pub fn send(
 struct Inputs<'a> {
     rest: std::slice::Iter<'a, PathBuf>,
     reader: Option<LineReader>,
-    /// Whether the current file's header is still to be dropped.
+    /// Whether the current file's header is still to be read.
     header_due: bool,
+    /// The current file's header line and its newline, sent before the
+    /// records of each of its batches after the first.
+    header: Option<Bytes>,
 }
 
 struct Conn {
@@ -391,14 +451,27 @@ struct Run<'a> {
     conn: Option<Conn>,
     decoder: Decoder,
     out: Vec<u8>,
-    ledger_file: Option<std::fs::File>,
+    ledger: Option<LedgerFile>,
+    /// The index in the input of the next batch made.
+    index: u64,
+    /// Checksums of the batches pushed and not resolved, by id (with a
+    /// ledger file).
+    crcs: HashMap<u64, u32>,
+    /// With a ledger file whose first id is not fixed yet: the index and
+    /// checksum of each batch pushed without an id, in push order (the
+    /// client numbers them in that order as it first sends them).
+    unnumbered: std::collections::VecDeque<(u64, u32)>,
+    /// With a ledger file: whether it was new (no first id), so the
+    /// client numbers this run's batches (else they are pushed with ids).
+    numbered_by_client: bool,
     started: Instant,
     /// Payload bytes of batches sent and not resolved, by id.
     sizes: HashMap<u64, u64>,
     counts: Progress,
     backoff: Duration,
-    /// When the first failure since the last progress happened.
-    down_since: Option<Instant>,
+    /// Since when the send has waited on the server without progress:
+    /// the give-up clock (module doc, Timeouts).
+    stalled_since: Option<Instant>,
     attempts: u64,
     /// `malformed` closes in a row (reset by progress).
     malformed: u32,
@@ -418,13 +491,11 @@ impl<'a> Run<'a> {
             server_forgets_after: options.server_forgets_after,
             ..ClientConfig::new(options.client.clone())
         };
-        let ledger_file = match &options.ledger {
-            Some(path) => Some(std::fs::File::create(path).map_err(|e| Error::LedgerFile {
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            })?),
+        let ledger = match &options.ledger {
+            Some(path) => Some(LedgerFile::open(path, &ledger_run_line(files, options))?),
             None => None,
         };
+        let ledger_new = ledger.as_ref().is_some_and(|l| l.first().is_none());
         let seed = u64::from(std::process::id())
             ^ std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -436,17 +507,22 @@ impl<'a> Run<'a> {
                 rest: files.iter(),
                 reader: None,
                 header_due: false,
+                header: None,
             }),
             chunk: Chunk::default(),
             conn: None,
             decoder: Decoder::default(),
             out: Vec::new(),
-            ledger_file,
+            ledger,
+            index: 0,
+            crcs: HashMap::new(),
+            unnumbered: std::collections::VecDeque::new(),
+            numbered_by_client: ledger_new,
             started: Instant::now(),
             sizes: HashMap::new(),
             counts: Progress::default(),
             backoff: BACKOFF_FIRST,
-            down_since: None,
+            stalled_since: None,
             malformed: 0,
             attempts: 0,
             jitter: seed | 1,
@@ -454,27 +530,75 @@ impl<'a> Run<'a> {
         })
     }
 
-    /// Reads batches while the client has room.
+    /// Reads batches while the client has room. With a ledger file, batch
+    /// `i` of the input gets id `first + i`, and one an earlier run had
+    /// acknowledged is skipped (module `ledger`).
     fn fill(&mut self) -> Result<()> {
         while self.client.can_push() {
-            let Some(payload) = self.next_batch()? else {
+            let Some((payload, header)) = self.next_batch()? else {
                 return Ok(());
             };
+            let index = self.index;
+            self.index += 1;
             let bytes = payload.len() as u64;
-            self.client.push(Outgoing {
-                stream: self.options.stream.clone(),
-                format: self.options.format,
-                payload,
-            })?;
             self.counts.batches += 1;
             self.counts.bytes += bytes;
+            let outgoing = Outgoing {
+                stream: self.options.stream.clone(),
+                format: self.options.format,
+                header,
+                payload,
+            };
+            let Some(ledger) = self.ledger.as_ref() else {
+                self.client.push(outgoing)?;
+                continue;
+            };
+            let crc = payload_crc(&outgoing.payload);
+            let (false, Some(first)) = (self.numbered_by_client, ledger.first()) else {
+                // A new ledger: the client numbers the batches as it
+                // first sends them, from the server's hello ok, and
+                // `Run::number` fixes the first id then.
+                debug_assert_eq!(self.counts.skipped, 0);
+                self.unnumbered.push_back((index, crc));
+                self.client.push(outgoing)?;
+                continue;
+            };
+            let id = first
+                .0
+                .checked_add(index)
+                .filter(|&id| id <= BATCH_ID_MAX)
+                .map(BatchId)
+                .ok_or_else(|| Error::SendOption {
+                    reason: format!("batch {index} of the input has no id left above {first}"),
+                })?;
+            match ledger.acked(id) {
+                Some(acked) if acked == crc => {
+                    self.counts.skipped += 1;
+                    self.counts.bytes -= bytes;
+                    continue;
+                }
+                Some(_) => {
+                    return Err(Error::Input {
+                        reason: format!(
+                            "batch {index} of the input (id {id}) is not the batch the ledger \
+                             file says was acknowledged: the input changed since that send, \
+                             so resuming it would count some records twice and others never \
+                             (send the changed input with a new --ledger file)"
+                        ),
+                    });
+                }
+                None => {}
+            }
+            self.crcs.insert(id.0, crc);
+            self.client.push_with_id(outgoing, id)?;
         }
         Ok(())
     }
 
-    /// The next non-empty batch of the input, or `None` at its end (then
-    /// `self.input` is `None`).
-    fn next_batch(&mut self) -> Result<Option<Bytes>> {
+    /// The next non-empty batch of the input and whether it starts with
+    /// its file's header line, or `None` at its end (then `self.input` is
+    /// `None`).
+    fn next_batch(&mut self) -> Result<Option<(Bytes, bool)>> {
         loop {
             let Some(inputs) = self.input.as_mut() else {
                 return Ok(None);
@@ -486,21 +610,39 @@ impl<'a> Run<'a> {
                 };
                 inputs.reader = Some(open(path, self.options)?);
                 inputs.header_due = self.options.format == Format::Csv && self.options.header;
+                inputs.header = None;
                 continue;
             };
             match reader.read_chunk(&mut self.chunk) {
                 Ok(false) => inputs.reader = None,
                 Ok(true) => {
-                    let mut bytes = self.chunk.bytes();
+                    let bytes = self.chunk.bytes();
+                    let mut records = bytes;
                     if inputs.header_due {
                         inputs.header_due = false;
                         let end = bytes
                             .iter()
                             .position(|&b| b == b'\n')
                             .map_or(bytes.len(), |n| n + 1);
-                        bytes = &bytes[end..];
+                        let line = &bytes[..end];
+                        if line.len() > HEADER_LINE_BYTES_MAX + 2 {
+                            let reason = format!(
+                                "{}:1: a header line of {} bytes is over the limit of \
+                                 {HEADER_LINE_BYTES_MAX} bytes",
+                                self.chunk.input,
+                                line.len()
+                            );
+                            return Err(Error::Input { reason });
+                        }
+                        let mut header = line.to_vec();
+                        if !header.ends_with(b"\n") {
+                            header.push(b'\n');
+                        }
+                        inputs.header = Some(Bytes::from(header));
+                        records = &bytes[end..];
                     }
-                    if bytes.len() + BATCH_OVERHEAD_BYTES_MAX > FRAME_BYTES_MIN {
+                    let header = inputs.header.as_ref().map_or(0, Bytes::len);
+                    if header + records.len() + BATCH_OVERHEAD_BYTES_MAX > FRAME_BYTES_MIN {
                         let line = self
                             .chunk
                             .first_line
@@ -509,13 +651,21 @@ impl<'a> Run<'a> {
                             "{}:{line}: a batch of {} bytes from here would be over the least \
                              frame limit a server may have ({FRAME_BYTES_MIN} bytes)",
                             self.chunk.input,
-                            bytes.len()
+                            header + records.len()
                         );
                         return Err(Error::Input { reason });
                     }
-                    if !bytes.is_empty() {
-                        return Ok(Some(Bytes::copy_from_slice(bytes)));
+                    if records.is_empty() {
+                        continue;
                     }
+                    // Every batch of a file with a header starts with it.
+                    let Some(line) = &inputs.header else {
+                        return Ok(Some((Bytes::copy_from_slice(records), false)));
+                    };
+                    let mut payload = Vec::with_capacity(line.len() + records.len());
+                    payload.extend_from_slice(line);
+                    payload.extend_from_slice(records);
+                    return Ok(Some((Bytes::from(payload), true)));
                 }
                 Err(cardinal_source::Error::LineTooLong {
                     input, line, bytes, ..
@@ -563,7 +713,10 @@ impl Run<'_> {
     fn connect(&mut self) -> Result<()> {
         debug_assert!(self.conn.is_none());
         self.attempts += 1;
-        let stream = match self.open_socket() {
+        let Some(left) = self.time_left() else {
+            return self.lost(self.stalled());
+        };
+        let stream = match self.open_socket(left) {
             Ok(stream) => stream,
             Err(why) => return self.lost(why),
         };
@@ -582,19 +735,36 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn open_socket(&self) -> std::result::Result<TcpStream, String> {
+    /// What is left of the give-up clock, starting it if it is not
+    /// running; `None` once it has run out.
+    fn time_left(&mut self) -> Option<Duration> {
+        let since = *self.stalled_since.get_or_insert_with(Instant::now);
+        self.options
+            .give_up_after
+            .checked_sub(since.elapsed())
+            .filter(|left| !left.is_zero())
+    }
+
+    /// The give-up clock ran out, in words.
+    fn stalled(&self) -> String {
+        format!(
+            "timed out: no progress from {} for {} s",
+            self.options.to,
+            self.options.give_up_after.as_secs_f64()
+        )
+    }
+
+    fn open_socket(&self, left: Duration) -> std::result::Result<TcpStream, String> {
         let to = &self.options.to;
         let addrs = to
             .to_socket_addrs()
             .map_err(|e| format!("cannot resolve {to}: {e}"))?;
         let mut last = format!("{to} resolves to no address");
         for addr in addrs {
-            match TcpStream::connect_timeout(&addr, self.options.connect_timeout) {
+            match TcpStream::connect_timeout(&addr, self.options.connect_timeout.min(left)) {
                 Ok(stream) => {
                     let set = |r: std::io::Result<()>| r.map_err(|e| format!("{addr}: {e}"));
                     set(stream.set_nodelay(true))?;
-                    set(stream.set_read_timeout(Some(self.options.io_timeout)))?;
-                    set(stream.set_write_timeout(Some(self.options.io_timeout)))?;
                     return Ok(stream);
                 }
                 Err(e) => last = format!("connecting to {addr}: {e}"),
@@ -612,34 +782,106 @@ impl Run<'_> {
             if let Frame::Batch(batch) = &frame {
                 self.counts.sends += 1;
                 self.sizes.insert(batch.id.0, batch.payload.len() as u64);
+                self.number(batch.id)?;
             }
             self.write(&frame)?;
         }
         Ok(())
     }
 
-    fn write(&mut self, frame: &Frame) -> Result<()> {
-        let Some(conn) = self.conn.as_mut() else {
+    /// With a ledger file, before batch `id` is first sent: fixes the
+    /// input's first id in the ledger (durably) if it is not yet, and
+    /// checks that `id` is the first id plus the batch's index, as a
+    /// resume will take it (module `ledger`).
+    fn number(&mut self, id: BatchId) -> Result<()> {
+        let Some(ledger) = self.ledger.as_mut() else {
             return Ok(());
         };
+        if self.crcs.contains_key(&id.0) {
+            return Ok(());
+        }
+        let (index, crc) = self
+            .unnumbered
+            .pop_front()
+            .expect("a batch first sent was pushed without an id");
+        let first = match ledger.first() {
+            Some(first) => first,
+            None => {
+                assert_eq!(index, 0, "the input's first batch is sent first");
+                ledger.set_first(id)?;
+                id
+            }
+        };
+        if first.0.checked_add(index) != Some(id.0) {
+            return Err(Error::Protocol {
+                reason: format!(
+                    "batch {index} of the input got id {id}, not {first} + {index}: the \
+                     server's ids for client {} moved during the send (another process with \
+                     this client id?), so the ledger file could not resume it",
+                    self.options.client
+                ),
+            });
+        }
+        self.crcs.insert(id.0, crc);
+        Ok(())
+    }
+
+    /// Writes `frame`, each `write` call bounded by the io timeout and
+    /// what is left of the give-up clock (module doc, Timeouts).
+    fn write(&mut self, frame: &Frame) -> Result<()> {
+        if self.conn.is_none() {
+            return Ok(());
+        }
         if matches!(frame, Frame::Hello(_) | Frame::Batch(_)) {
             self.spoke = Some(Instant::now());
         }
         self.out.clear();
         encode(frame, &mut self.out);
-        match conn.stream.write_all(&self.out) {
-            Ok(()) => Ok(()),
-            Err(e) => self.lost(format!("writing to {}: {}", self.options.to, io_words(&e))),
+        let mut at = 0;
+        while at < self.out.len() {
+            let Some(left) = self.time_left() else {
+                return self.lost(self.stalled());
+            };
+            let conn = self.conn.as_mut().expect("checked above");
+            let wrote = conn
+                .stream
+                .set_write_timeout(Some(self.options.io_timeout.min(left)))
+                .and_then(|()| conn.stream.write(&self.out[at..]));
+            match wrote {
+                Ok(0) => return self.lost(format!("{} closed the connection", self.options.to)),
+                Ok(n) => at += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return self.lost(format!("writing to {}: {}", self.options.to, io_words(&e)));
+                }
+            }
         }
+        Ok(())
     }
 
     /// Reads what the server sent and handles every whole frame: waiting
     /// up to the io timeout for some if `blocking`, else taking only what
     /// has arrived.
     fn receive(&mut self, blocking: bool) -> Result<()> {
-        let Some(conn) = self.conn.as_mut() else {
+        if self.conn.is_none() {
             return Ok(());
+        }
+        let left = if blocking {
+            let Some(left) = self.time_left() else {
+                return self.lost(self.stalled());
+            };
+            left
+        } else {
+            Duration::ZERO
         };
+        let conn = self.conn.as_mut().expect("checked above");
+        if blocking
+            && let Err(e) = conn
+                .stream
+                .set_read_timeout(Some(self.options.io_timeout.min(left)))
+        {
+            return self.lost(format!("{}: {e}", self.options.to));
+        }
         let start = conn.buf.len();
         conn.buf.resize(start + READ_BYTES, 0);
         if !blocking && let Err(e) = conn.stream.set_nonblocking(true) {
@@ -689,29 +931,19 @@ impl Run<'_> {
         match self.client.receive(frame)? {
             Received::Ready { .. } | Received::Pinged | Received::Pong(_) => {}
             Received::Acked(ack) => {
-                if let Some(file) = self.ledger_file.as_mut() {
-                    let line = format!(
-                        "{} {} {} {}\n",
-                        ack.id,
-                        ack.accepted,
-                        ack.rejected,
-                        u8::from(ack.duplicate)
-                    );
-                    file.write_all(line.as_bytes())
-                        .map_err(|e| Error::LedgerFile {
-                            path: self
-                                .options
-                                .ledger
-                                .as_ref()
-                                .map_or_else(String::new, |p| p.display().to_string()),
-                            reason: e.to_string(),
-                        })?;
+                if let Some(ledger) = self.ledger.as_mut() {
+                    let crc = self
+                        .crcs
+                        .remove(&ack.id.0)
+                        .expect("every batch pushed with a ledger has its checksum");
+                    ledger.record(&ack, crc)?;
                 }
                 self.counts.bytes_acked += self.sizes.remove(&ack.id.0).unwrap_or(0);
                 self.progressed();
             }
             Received::Failed(failure) => {
                 self.sizes.remove(&failure.batch.0);
+                self.crcs.remove(&failure.batch.0);
                 self.progressed();
             }
             Received::Reconnect { code, message } => {
@@ -747,7 +979,7 @@ impl Run<'_> {
 
     fn progressed(&mut self) {
         self.malformed = 0;
-        self.down_since = None;
+        self.stalled_since = None;
         self.backoff = BACKOFF_FIRST;
         self.attempts = 0;
     }
@@ -761,15 +993,9 @@ impl Run<'_> {
     /// then wait before the next attempt, or give up.
     fn lost(&mut self, why: String) -> Result<()> {
         self.close();
-        let now = Instant::now();
-        let since = *self.down_since.get_or_insert(now);
-        let waited = now.duration_since(since);
-        let Some(left) = self
-            .options
-            .give_up_after
-            .checked_sub(waited)
-            .filter(|l| !l.is_zero())
-        else {
+        let since = *self.stalled_since.get_or_insert_with(Instant::now);
+        let waited = since.elapsed();
+        let Some(left) = self.time_left() else {
             return Err(Error::GaveUp {
                 to: self.options.to.clone(),
                 waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
@@ -809,6 +1035,7 @@ impl Run<'_> {
         let p = self.progress();
         Summary {
             batches: p.batches,
+            skipped: p.skipped,
             sends: p.sends,
             acked: p.acked,
             duplicates: p.duplicates,

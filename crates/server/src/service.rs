@@ -74,7 +74,11 @@
 //! **Log records.** The payload of each record is an envelope
 //! ([`Envelope`]): version, origin (a client id and its batch id, an
 //! idempotency key, or nothing), the stream's name, then the records as
-//! received.
+//! received. A CSV batch that carries its header line keeps it there (a
+//! flag says so), so replay reads each batch under the header it was
+//! admitted with; the header is checked at admission, before the batch
+//! is logged, with the check the engine's reading relies on, so nothing
+//! enters the log that replay cannot read.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -172,18 +176,31 @@ pub enum Origin {
 
 /// A batch's log record payload (module doc, Log records):
 /// `version u8 = 1 | origin u8 (0 none, 1 client, 2 key) | stream len u8 |
-/// stream | origin len u8 | origin bytes | batch id u64 | records`.
+/// stream | origin len u8 | origin bytes | batch id u64 | records`, or, for
+/// a batch whose records start with a header line, `version u8 = 2 |
+/// flags u8 = 1 |` and the rest as in version 1. Batches without a header
+/// are written in version 1, so a log of them stays readable by builds
+/// that know only it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Envelope<'a> {
     /// Who sent it.
     pub origin: Origin,
     /// The stream's name as the plan declares it.
     pub stream: &'a str,
-    /// The records.
+    /// The records, as received.
     pub records: &'a [u8],
+    /// CSV only: the first line of `records` is their header.
+    pub header: bool,
 }
 
+/// The envelope of a batch without a header line.
 const ENVELOPE_VERSION: u8 = 1;
+
+/// The envelope with a flags byte after the version.
+const ENVELOPE_VERSION_FLAGS: u8 = 2;
+
+/// Of the flags byte: the records start with a header line.
+const ENVELOPE_FLAG_HEADER: u8 = 1;
 
 impl Envelope<'_> {
     /// The payload bytes.
@@ -193,8 +210,13 @@ impl Envelope<'_> {
             Origin::Client(client, id) => (1, client.as_str(), id.0),
             Origin::Key(key) => (2, key.as_str(), 0),
         };
-        let mut out = Vec::with_capacity(13 + self.stream.len() + name.len() + self.records.len());
-        out.push(ENVELOPE_VERSION);
+        let mut out = Vec::with_capacity(14 + self.stream.len() + name.len() + self.records.len());
+        if self.header {
+            out.push(ENVELOPE_VERSION_FLAGS);
+            out.push(ENVELOPE_FLAG_HEADER);
+        } else {
+            out.push(ENVELOPE_VERSION);
+        }
         out.push(kind);
         out.push(u8::try_from(self.stream.len()).expect("stream names are short"));
         out.extend_from_slice(self.stream.as_bytes());
@@ -208,13 +230,24 @@ impl Envelope<'_> {
     /// Reads a payload made by [`Envelope::encode`], checking every field.
     pub fn decode(payload: &[u8]) -> Result<Envelope<'_>> {
         let bad = |what: &str| anyhow!("a log record's envelope is damaged: {what}");
-        let [version, kind, stream_len, rest @ ..] = payload else {
+        let (header, payload) = match payload {
+            [ENVELOPE_VERSION, ..] => (false, &payload[1..]),
+            [ENVELOPE_VERSION_FLAGS, flags, rest @ ..] => {
+                ensure!(
+                    *flags == ENVELOPE_FLAG_HEADER,
+                    bad(&format!("flags {flags:#04x}"))
+                );
+                (true, rest)
+            }
+            [version, ..] => bail!(
+                "a log record's envelope has version {version}; this build reads \
+                 {ENVELOPE_VERSION} and {ENVELOPE_VERSION_FLAGS}"
+            ),
+            [] => return Err(bad("too short")),
+        };
+        let [kind, stream_len, rest @ ..] = payload else {
             return Err(bad("too short"));
         };
-        ensure!(
-            *version == ENVELOPE_VERSION,
-            "a log record's envelope has version {version}; this build reads {ENVELOPE_VERSION}"
-        );
         let stream_len = usize::from(*stream_len);
         ensure!(rest.len() > stream_len, bad("cut in the stream name"));
         let stream = std::str::from_utf8(&rest[..stream_len]).map_err(|_| bad("stream name"))?;
@@ -241,6 +274,7 @@ impl Envelope<'_> {
             origin,
             stream,
             records,
+            header,
         })
     }
 }
@@ -276,6 +310,14 @@ pub enum Refused {
     /// Every queue of the stream's engine is full: retry later.
     #[error("the stream's queues are full: retry later")]
     Full,
+    /// The batch's header line does not fit the stream's columns.
+    #[error("the batch's header line does not fit its stream: {reason}")]
+    BadHeader {
+        /// The stream.
+        stream: String,
+        /// Why, naming the column.
+        reason: String,
+    },
     /// The batch id is older than the deduplication window.
     #[error("batch {id} is older than the deduplication window: it may have been counted")]
     TooOld {
@@ -324,7 +366,7 @@ impl Refused {
     pub fn code(&self) -> ErrorCode {
         match self {
             Refused::UnknownStream { .. } => ErrorCode::UnknownStream,
-            Refused::WrongFormat { .. } => ErrorCode::BadFormat,
+            Refused::WrongFormat { .. } | Refused::BadHeader { .. } => ErrorCode::BadFormat,
             Refused::TooOld { .. } => ErrorCode::TooOld,
             Refused::TooLarge { .. } => ErrorCode::TooLarge,
             Refused::Full | Refused::ClientsFull { .. } | Refused::KeysFull { .. } => {
@@ -918,7 +960,23 @@ impl Service {
                     Origin::None => {}
                 }
                 if record.sequence > stream_positions[index] && !set_aside {
-                    let seq = streams[index].engine.submit(envelope.records.to_vec())?;
+                    if envelope.header {
+                        // Admission checked it; a schema changed since
+                        // may not fit it, and that is said here, naming
+                        // the record, rather than by a worker stopping.
+                        let (line, _) = cardinal_engine::split_header(envelope.records);
+                        streams[index].engine.check_header(line).with_context(|| {
+                            format!(
+                                "log record {} (replaying): its header line does not fit \
+                                 stream {} of this schema",
+                                record.sequence, envelope.stream
+                            )
+                        })?;
+                    }
+                    let seq = streams[index].engine.submit(cardinal_engine::Records {
+                        bytes: envelope.records.to_vec(),
+                        header: envelope.header,
+                    })?;
                     let (first, list) = &mut pending[index];
                     if list.is_empty() {
                         *first = seq;
@@ -1079,12 +1137,15 @@ impl Service {
     }
 
     /// Takes a batch (module doc): refused at once, or a reply that comes
-    /// once it is durable and folded.
+    /// once it is durable and folded. With `header`, the first line of a
+    /// CSV batch's `records` is its header: checked against the stream's
+    /// columns before anything else, and logged with the records.
     pub fn ingest(
         &self,
         origin: Origin,
         stream: &str,
         format: Format,
+        header: bool,
         records: &[u8],
     ) -> Result<Reply, Refused> {
         let index = self.check_stream(stream, format)?;
@@ -1095,6 +1156,16 @@ impl Service {
             });
         }
         let name = &self.streams[index].name;
+        if header {
+            let (line, _) = cardinal_engine::split_header(records);
+            self.streams[index]
+                .engine
+                .check_header(line)
+                .map_err(|e| Refused::BadHeader {
+                    stream: name.clone(),
+                    reason: format!("{e:#}"),
+                })?;
+        }
         let (reply_to, reply) = tokio::sync::oneshot::channel();
         let mut ingest = lock(&self.ingest);
         if self.stopping.load(Ordering::Acquire) {
@@ -1165,7 +1236,11 @@ impl Service {
             Origin::None => {}
         }
         let engine = &self.streams[index].engine;
-        let (seq, receipt) = match engine.try_submit_with_receipt(records.to_vec()) {
+        let taken = engine.try_submit_with_receipt(cardinal_engine::Records {
+            bytes: records.to_vec(),
+            header,
+        });
+        let (seq, receipt) = match taken {
             Ok(taken) => taken,
             Err(Err(_full)) => {
                 self.counters
@@ -1187,6 +1262,7 @@ impl Service {
             origin: origin.clone(),
             stream: name,
             records,
+            header,
         }
         .encode();
         let ticket = match self.wal.append(

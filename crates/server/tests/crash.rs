@@ -179,6 +179,7 @@ impl Case {
             self.origins[k].clone(),
             STREAMS[self.streams[k]].0,
             Format::Csv,
+            false,
             &self.batches[k],
         )
     }
@@ -959,8 +960,9 @@ proptest! {
         origin in origins(),
         stream in "[a-z_][a-z0-9_]{0,63}",
         records in prop::collection::vec(any::<u8>(), 0..200),
+        header in any::<bool>(),
     ) {
-        let envelope = Envelope { origin, stream: &stream, records: &records };
+        let envelope = Envelope { origin, stream: &stream, records: &records, header };
         let bytes = envelope.encode();
         let decoded = Envelope::decode(&bytes).expect("decodes");
         prop_assert_eq!(&decoded, &envelope);
@@ -991,4 +993,60 @@ proptest! {
             }
         }
     }
+}
+
+/// Issue 43, item 2: a batch's header line is checked at admission (a
+/// missing column refused, naming it, with nothing logged), kept in the
+/// log with the records so that a restart after a crash replays the batch
+/// under it to the same state, and a restart under a schema the logged
+/// header no longer fits says which record rather than failing a worker.
+#[test]
+fn headed_batches_are_checked_at_admission_and_replayed_under_their_header() {
+    let plan = Arc::new(Plan::compile(SQL).expect("compiles"));
+    let dir = SimDir::new();
+    let service = open(&plan, &dir, &options(1 << 20, 8)).expect("open");
+    let body = "kind,revenue,ts,user_id,b\r\n\
+                click,1.5,2026-11-01T00:00:00Z,7,1\n\
+                view,2,2026-11-01T01:00:00Z,8,1\n";
+    let taken = service.ingest(Origin::None, "ev", Format::Csv, true, body.as_bytes());
+    let acked = wait(taken.expect("taken")).expect("acked");
+    assert_eq!((acked.accepted, acked.rejected), (2, 0));
+    let lacking = b"ts,b,user_id,kind\n2026-11-01T00:00:00Z,1,7,click\n";
+    let refused = service
+        .ingest(Origin::None, "ev", Format::Csv, true, lacking)
+        .expect_err("refused");
+    assert!(matches!(refused, Refused::BadHeader { .. }), "{refused}");
+    assert!(refused.to_string().contains("\"revenue\""), "{refused}");
+    // The same records in the declared order, without a header: the state
+    // a headed batch must reach.
+    let declared = Plan::compile(SQL).expect("compiles");
+    let plain = "2026-11-01T00:00:00Z,1,7,click,1.5\n2026-11-01T01:00:00Z,1,8,view,2\n";
+    let want = {
+        let other = SimDir::new();
+        let service = open(&Arc::new(declared), &other, &options(1 << 20, 8)).expect("open");
+        let taken = service.ingest(Origin::None, "ev", Format::Csv, false, plain.as_bytes());
+        wait(taken.expect("taken")).expect("acked");
+        let want = state(&service);
+        service.close().expect("a clean close");
+        want
+    };
+    assert_eq!(state(&service), want);
+    let image = dir.crash(0);
+    service.close().expect("a clean close");
+    // Each open below is on a copy: a close's snapshot would cover the log.
+    let service = open(&plan, &image.crash(0), &options(1 << 20, 8)).expect("reopen");
+    assert_eq!(
+        service.opened().replayed,
+        1,
+        "only the admitted batch was logged"
+    );
+    assert_eq!(state(&service), want, "replayed under its header");
+    service.close().expect("a clean close");
+    // A schema whose `ev` has another column the logged header lacks.
+    let changed = SQL.replace("revenue DOUBLE)", "revenue DOUBLE, site TEXT)");
+    let changed = Arc::new(Plan::compile(&changed).expect("compiles"));
+    let error = open(&changed, &image.crash(0), &options(1 << 20, 8)).expect_err("refused");
+    let text = format!("{error:#}");
+    assert!(text.contains("log record 1"), "{text}");
+    assert!(text.contains("\"site\""), "{text}");
 }

@@ -356,16 +356,18 @@ fn the_service_scopes_keys_per_stream_and_checks_their_body() {
     let other: &[u8] = b"2026-11-01T00:00:00Z,2\n";
     for round in 0..2 {
         let service = open(&dir);
-        let first = service.ingest(key(), "a", Format::Csv, one).expect("taken");
+        let first = service
+            .ingest(key(), "a", Format::Csv, false, one)
+            .expect("taken");
         assert_eq!(wait(first).duplicate, round == 1, "round {round}");
-        let reused = service.ingest(key(), "a", Format::Csv, other);
+        let reused = service.ingest(key(), "a", Format::Csv, false, other);
         assert!(
             matches!(reused, Err(Refused::KeyReused { .. })),
             "round {round}: {reused:?}"
         );
         // The same key on another stream is another request.
         let elsewhere = service
-            .ingest(key(), "b", Format::Csv, other)
+            .ingest(key(), "b", Format::Csv, false, other)
             .expect("taken");
         assert_eq!(wait(elsewhere).duplicate, round == 1, "round {round}");
         // A power cut's image: no snapshot, so the restart rebuilds the

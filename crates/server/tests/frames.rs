@@ -137,15 +137,22 @@ fn frame() -> impl Strategy<Value = Frame> {
         (
             id.clone(),
             stream(),
-            prop_oneof![Just(Format::Csv), Just(Format::Ndjson)],
+            prop_oneof![
+                Just((Format::Csv, false)),
+                Just((Format::Csv, true)),
+                Just((Format::Ndjson, false))
+            ],
             proptest::collection::vec(any::<u8>(), 0..600)
         )
-            .prop_map(|(id, stream, format, payload)| Frame::Batch(Batch {
-                id,
-                stream,
-                format,
-                payload: Bytes::from(payload),
-            })),
+            .prop_map(
+                |(id, stream, (format, header), payload)| Frame::Batch(Batch {
+                    id,
+                    stream,
+                    format,
+                    header,
+                    payload: Bytes::from(payload),
+                })
+            ),
         (id.clone(), any::<u64>(), any::<u64>(), any::<bool>()).prop_map(
             |(id, accepted, rejected, duplicate)| Frame::Ack(Ack {
                 id,
@@ -289,6 +296,7 @@ fn forged_lengths_are_refused_from_the_header_without_allocating() {
         id: BatchId(1),
         stream: StreamName::new("s").expect("valid"),
         format: Format::Csv,
+        header: false,
         payload: Bytes::from(vec![b'x'; FRAME_BYTES_DEFAULT - HEADER_BYTES - 11]),
     });
     let bytes = bytes_of(&batch);
@@ -380,9 +388,17 @@ fn every_field_rule_refuses_what_breaks_it() {
         raw(3, &body)
     };
     assert!(matches!(decoder.decode(&batch(2, b"s")), Ok(Some(_))));
+    // The header bit (0x80) on CSV says the payload's first line is its
+    // header; on NDJSON, or on no format, it is malformed.
+    match decoder.decode(&batch(0x81, b"s")) {
+        Ok(Some((Frame::Batch(b), _))) => assert!(b.header && b.format == Format::Csv),
+        other => panic!("{other:?}"),
+    }
     for (format, stream) in [
         (0u8, &b"s"[..]),
         (3, b"s"),
+        (0x82, b"s"),
+        (0x80, b"s"),
         (1, b""),
         (1, b"a.b"),
         (1, b"../x"),

@@ -220,6 +220,7 @@ fn run(plan: &Arc<Plan>, seed: u64, batches: usize) -> Outcome {
                         events.clone()
                     },
                     format: Format::Csv,
+                    header: false,
                     payload: Bytes::from(payload),
                 })
                 .expect("room");
@@ -396,7 +397,13 @@ fn run(plan: &Arc<Plan>, seed: u64, batches: usize) -> Outcome {
     for &id in acked_by_id.keys() {
         let origin = Origin::Client(client_id.clone(), BatchId(id));
         let reply = service
-            .ingest(origin, "events", Format::Csv, b"2026-11-01T10:00:00Z,0,0\n")
+            .ingest(
+                origin,
+                "events",
+                Format::Csv,
+                false,
+                b"2026-11-01T10:00:00Z,0,0\n",
+            )
             .expect("taken");
         assert!(wait(reply).duplicate, "seed {seed}: batch {id} is known");
     }

@@ -6,8 +6,9 @@
 //! batch with or without admitting it, stop with `server_stopping`, or
 //! go away (listener closed) for a while and come back on the same port.
 //!
-//! The checks: the admitted payloads, joined in id order, are the input
-//! without its headers (every record once: none lost, none doubled); the
+//! The checks: the admitted payloads, joined in id order and each without
+//! the header line it carries, are the input without its headers (every
+//! record once: none lost, none doubled); the
 //! ledger file and the summary agree with the server; a server that never
 //! comes back, or hangs, fails the send within its give-up time.
 
@@ -47,6 +48,9 @@ enum Fault {
     /// As `DropAfterAdmitting`, then forget every client (as a server
     /// that evicted the client id, or lost its data directory).
     Forget(usize),
+    /// From the n-th batch frame on, admit nothing and ack nothing, but
+    /// ping the client every read timeout (20 ms), forever.
+    PingsOnly(usize),
 }
 
 #[derive(Default)]
@@ -153,7 +157,15 @@ fn serve_one(
     let mut batches = 0;
     let mut out = Vec::new();
     let mut read = [0u8; 64 << 10];
+    let mut pinging = false;
     while !stop.load(Ordering::Relaxed) {
+        if pinging {
+            out.clear();
+            encode(&Frame::Ping(9), &mut out);
+            if socket.write_all(&out).is_err() {
+                return;
+            }
+        }
         match socket.read(&mut read) {
             Ok(0) => return,
             Ok(n) => buf.extend_from_slice(&read[..n]),
@@ -178,6 +190,10 @@ fn serve_one(
                 batches += 1;
                 match fault {
                     Some(Fault::DropBefore(n)) if n == batches => return,
+                    Some(Fault::PingsOnly(n)) if n <= batches => {
+                        pinging = true;
+                        continue;
+                    }
                     Some(Fault::Ping(n)) if n == batches => {
                         out.clear();
                         encode(&Frame::Ping(7), &mut out);
@@ -245,9 +261,16 @@ fn serve_one(
                         Verdict::Duplicate => true,
                         Verdict::TooOld => panic!("batch {} too old", batch.id),
                     };
-                    let records = batch.payload.iter().filter(|&&b| b == b'\n').count();
+                    // A CSV batch carries its file's header first.
+                    let mut payload = batch.payload.clone();
+                    if batch.header {
+                        let end = payload.iter().position(|&b| b == b'\n').expect("a line");
+                        assert_eq!(&payload[..end], b"site,n,note", "the file's header");
+                        payload = payload.slice(end + 1..);
+                    }
+                    let records = payload.iter().filter(|&&b| b == b'\n').count();
                     if !duplicate {
-                        let before = seen.admitted.insert(batch.id.0, batch.payload.clone());
+                        let before = seen.admitted.insert(batch.id.0, payload);
                         assert!(before.is_none(), "batch {} admitted twice", batch.id);
                     }
                     match fault {
@@ -336,18 +359,22 @@ fn csv(dir: &Path, name: &str, rows: usize) -> (PathBuf, Vec<u8>) {
     (path, records)
 }
 
-/// The ledger file's lines as (id, accepted, rejected, duplicate).
+/// The ledger file's ack lines as (id, accepted, rejected, duplicate)
+/// (after its `#` lines; the fifth field, a checksum, is the resume's).
 fn ledger_lines(path: &Path) -> Vec<(u64, u64, u64, bool)> {
     std::fs::read_to_string(path)
         .expect("ledger file")
         .lines()
+        .filter(|line| !line.starts_with('#'))
         .map(|line| {
-            let f: Vec<u64> = line
-                .split(' ')
+            let f: Vec<&str> = line.split(' ').collect();
+            assert_eq!(f.len(), 5, "{line}");
+            assert_eq!(f[4].len(), 8, "a crc32 in hex: {line}");
+            let n: Vec<u64> = f[..4]
+                .iter()
                 .map(|n| n.parse().expect("a number"))
                 .collect();
-            assert_eq!(f.len(), 4, "{line}");
-            (f[0], f[1], f[2], f[3] == 1)
+            (n[0], n[1], n[2], n[3] == 1)
         })
         .collect()
 }
@@ -376,7 +403,7 @@ fn check_ledger(summary: &Summary, path: &Path) {
 }
 
 #[test]
-fn every_record_arrives_once_and_headers_are_not_sent() {
+fn every_record_arrives_once_and_each_batch_carries_its_header() {
     let dir = TempDir::new("plain");
     let (a, mut expected) = csv(&dir.0, "a.csv", 300);
     let (b, records_b) = csv(&dir.0, "b.csv", 200);
@@ -398,7 +425,9 @@ fn every_record_arrives_once_and_headers_are_not_sent() {
     );
     let newlines = expected.iter().filter(|&&b| b == b'\n').count() as u64;
     assert_eq!(summary.accepted, newlines);
-    assert_eq!(summary.bytes, expected.len() as u64);
+    // Each batch's bytes: its records and its file's header line.
+    let header_bytes = summary.batches * "site,n,note\n".len() as u64;
+    assert_eq!(summary.bytes, expected.len() as u64 + header_bytes);
     assert!(calls > 0);
     // Each batch is whole records: no batch ends inside a quoted field.
     for payload in server.admitted().values() {
@@ -522,7 +551,12 @@ fn a_new_run_of_the_same_client_starts_above_the_servers_highest() {
     let dir = TempDir::new("rerun");
     let (a, _) = csv(&dir.0, "a.csv", 50);
     let server = FakeServer::start(Vec::new(), ServerConfig::default());
-    let options = options(server.addr, "events", &dir.0);
+    // Without a ledger file: a rerun is a new send (with one, it resumes:
+    // `a_rerun_with_the_ledger_resumes_exactly_once`).
+    let options = SendOptions {
+        ledger: None,
+        ..options(server.addr, "events", &dir.0)
+    };
     let first = send(std::slice::from_ref(&a), &options, |_| {}).expect("sent");
     let second = send(&[a], &options, |_| {}).expect("sent");
     let first_high = first.ledger.highest_acked().expect("acked").0;
@@ -611,6 +645,7 @@ fn ndjson_gzip_and_a_missing_file() {
     // NDJSON has no header: every line arrives.
     assert_eq!(server.joined(), lines);
     let missing = dir.0.join("missing.csv");
+    options.ledger = None;
     let error = send(&[missing], &options, |_| {}).expect_err("missing");
     assert!(matches!(error, Error::Input { .. }));
     assert!(error.to_string().contains("missing.csv"), "{error}");
@@ -634,7 +669,11 @@ fn the_same_malformed_refusal_again_and_again_stops_the_send() {
     let always = vec![Fault::Malformed(1); 20];
     let server = FakeServer::start(always, ServerConfig::default());
     let started = std::time::Instant::now();
-    match send(&[path], &options(server.addr, "events", &dir.0), |_| {}) {
+    let options = SendOptions {
+        ledger: None,
+        ..options(server.addr, "events", &dir.0)
+    };
+    match send(&[path], &options, |_| {}) {
         Err(Error::Refused { code, message }) => {
             assert_eq!(code, ErrorCode::Malformed);
             assert!(message.contains("3 times in a row"), "{message}");
@@ -642,4 +681,86 @@ fn the_same_malformed_refusal_again_and_again_stops_the_send() {
         other => panic!("{other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// Issue 43, item 15: a send that failed part way (here: its server gone
+/// for longer than its give-up time, after admitting a batch it never
+/// acknowledged) run again with the same ledger file skips what was
+/// acknowledged and resends the rest with the same ids: every record is
+/// admitted once, the unacknowledged-but-admitted batch is answered as a
+/// duplicate. Before, the rerun sent everything again under new ids.
+#[test]
+fn a_rerun_with_the_ledger_resumes_exactly_once() {
+    let dir = TempDir::new("resume");
+    let (a, expected) = csv(&dir.0, "a.csv", 600);
+    let server = FakeServer::start(
+        vec![Fault::Restart(6, Duration::from_millis(2500))],
+        ServerConfig::default(),
+    );
+    let options = SendOptions {
+        give_up_after: Duration::from_millis(700),
+        ..options(server.addr, "events", &dir.0)
+    };
+    let error = send(std::slice::from_ref(&a), &options, |_| {}).expect_err("gave up");
+    assert!(matches!(error, Error::GaveUp { .. }), "{error}");
+    let acked_before = ledger_lines(options.ledger.as_deref().expect("set")).len() as u64;
+    assert!(
+        acked_before >= 3,
+        "{acked_before} acks before the server went"
+    );
+    // The server is back on the same port: the same command again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(server.addr).is_err() {
+        assert!(Instant::now() < deadline, "the fake server came back");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let summary = send(std::slice::from_ref(&a), &options, |_| {}).expect("resumed");
+    assert!(summary.all_acked(), "{summary:?}");
+    assert_eq!(summary.skipped, acked_before, "{summary:?}");
+    assert!(
+        summary.duplicates >= 1,
+        "the admitted, unacked batch: {summary:?}"
+    );
+    assert_eq!(server.joined(), expected, "every record exactly once");
+    // A third run finds everything acknowledged and sends nothing.
+    let admitted = server.admitted().len();
+    let again = send(std::slice::from_ref(&a), &options, |_| {}).expect("nothing to do");
+    assert!(again.all_acked(), "{again:?}");
+    assert_eq!((again.sends, again.skipped), (0, again.batches));
+    assert_eq!(server.admitted().len(), admitted);
+    // An input changed since is refused, not resumed.
+    let mut changed = std::fs::read(&a).expect("read");
+    let at = changed.len() / 2;
+    changed[at] = if changed[at] == b'x' { b'y' } else { b'x' };
+    std::fs::write(&a, changed).expect("write");
+    let error = send(std::slice::from_ref(&a), &options, |_| {}).expect_err("changed");
+    assert!(error.to_string().contains("input changed"), "{error}");
+    // Another send's options are refused too.
+    let other = SendOptions {
+        batch_bytes: 1024,
+        ..options.clone()
+    };
+    let error = send(&[a], &other, |_| {}).expect_err("another send");
+    assert!(error.to_string().contains("another send"), "{error}");
+}
+
+/// Issue 43, item 14: the give-up time holds whatever the server does,
+/// here a server that keeps the connection busy with pings and never
+/// acknowledges again (every read returned a ping, so no read ever timed
+/// out and the send waited forever before).
+#[test]
+fn a_server_that_only_pings_fails_the_send_within_give_up_after() {
+    let dir = TempDir::new("pings");
+    let (a, _) = csv(&dir.0, "a.csv", 300);
+    let server = FakeServer::start(vec![Fault::PingsOnly(3); 50], ServerConfig::default());
+    let options = SendOptions {
+        give_up_after: Duration::from_millis(800),
+        ..options(server.addr, "events", &dir.0)
+    };
+    let started = Instant::now();
+    let error = send(&[a], &options, |_| {}).expect_err("never acknowledged");
+    let took = started.elapsed();
+    assert!(matches!(error, Error::GaveUp { .. }), "{error}");
+    assert!(took >= Duration::from_millis(800), "{took:?}");
+    assert!(took < Duration::from_millis(800 + 1500), "{took:?}");
 }

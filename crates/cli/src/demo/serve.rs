@@ -176,6 +176,9 @@ pub fn run(args: &Args, schema: &str) -> Result<()> {
     let mut server = start(&dir, &listen, &http)?;
     println!("1. cardinal serve schema.sql --listen {listen} --http {http} --data data");
     let expected_batches = (written.bytes / (64 << 10)).max(2);
+    // A ledger left by an earlier tour in the same directory would make
+    // this send resume that one: each tour is a new send.
+    let _ = std::fs::remove_file(dir.join("ledger.txt"));
     let started = Instant::now();
     let mut send = Command::new(std::env::current_exe()?)
         .args([
@@ -284,7 +287,12 @@ pub fn run(args: &Args, schema: &str) -> Result<()> {
 }
 
 fn fetch(http: &str, path: &str) -> Result<Vec<serde_json::Value>> {
-    let (status, body) = crate::serve::get(&format!("http://{http}"), path, None)?;
+    let (status, body) = crate::serve::get(
+        &format!("http://{http}"),
+        path,
+        None,
+        crate::serve::QUERY_TIMEOUT_DEFAULT,
+    )?;
     ensure!(
         status == 200,
         "GET {path}: {status} {}",

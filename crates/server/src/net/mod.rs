@@ -91,28 +91,6 @@ pub struct Edge {
     >,
 }
 
-impl Edge {
-    /// The declared header line of a CSV stream (its column names joined
-    /// by its delimiter).
-    pub fn header_of(&self, stream: &str) -> String {
-        self.service
-            .plan()
-            .streams
-            .iter()
-            .find(|s| s.name.eq_ignore_ascii_case(stream))
-            .map(|s| {
-                let delimiter = char::from(s.delimiter).to_string();
-                s.schema
-                    .columns
-                    .iter()
-                    .map(|c| c.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(&delimiter)
-            })
-            .unwrap_or_default()
-    }
-}
-
 /// How `cardinal serve` runs.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {

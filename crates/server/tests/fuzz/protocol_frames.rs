@@ -30,6 +30,7 @@ pub fn check_protocol_frames(data: &[u8]) {
             .push(Outgoing {
                 stream: StreamName::new("s").expect("valid"),
                 format: Format::Csv,
+                header: false,
                 payload: Bytes::from(vec![n, b'\n']),
             })
             .expect("room");
