@@ -836,3 +836,44 @@ fn refused_within(dir: &Path, args: &[&str]) -> String {
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Issue 43, item 7: a second server must not write a data directory a
+/// first one serves, even once a file in it that served as the lock is
+/// unlinked (a tmp cleaner, a wrong `rm`): the lock is the directory's.
+#[test]
+fn a_second_server_is_refused_even_after_the_lock_file_is_unlinked() {
+    let dir = scratch_dir("serve", "second-server");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let mut first = start(&dir, "data");
+    let batch = "ts,user_id,state,amount\n2026-11-01T00:00:00Z,1,CA,5\n";
+    post_until_acked(&|| first.http, 0, batch);
+    // Whatever lock file the data directory holds goes, as a cleaner would
+    // remove it (builds before this one locked `data/LOCK`).
+    for entry in std::fs::read_dir(dir.join("data")).expect("data") {
+        let path = entry.expect("entry").path();
+        if path.file_name().is_some_and(|n| n == "LOCK") {
+            std::fs::remove_file(&path).expect("unlink LOCK");
+        }
+    }
+    let refused = refused_within(
+        &dir,
+        &[
+            "serve",
+            "schema.sql",
+            "--data",
+            "data",
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ],
+    );
+    assert!(refused.contains("another cardinal serve"), "{refused}");
+    // The first one is unharmed: it still acknowledges, and its log holds
+    // only its own records.
+    post_until_acked(&|| first.http, 1, batch);
+    let body = json_of(first.http, "reach");
+    assert!(body.contains("\"events\":2"), "{body}");
+    terminate(&mut first);
+    let _ = std::fs::remove_dir_all(&dir);
+}

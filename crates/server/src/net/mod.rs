@@ -155,19 +155,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     }
     std::fs::create_dir_all(&config.data)
         .with_context(|| format!("creating the data directory {}", config.data.display()))?;
-    let lock_path = config.data.join("LOCK");
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        bail!(
-            "another cardinal serve is using {} (its LOCK is held)",
-            config.data.display()
-        );
-    }
+    let lock = lock_data_dir(&config.data)?;
     // Bind first: a port in use fails at once, not after a recovery.
     let bind = |address: SocketAddr| -> Result<std::net::TcpListener> {
         let listener = std::net::TcpListener::bind(address)
@@ -242,6 +230,31 @@ pub fn serve(config: ServeConfig) -> Result<()> {
             // Nothing more is written: the next start recovers from disk.
             let _ = service.close();
             Err(error)
+        }
+    }
+}
+
+/// Takes an exclusive `flock` on the data directory itself, held for the
+/// process's life (released when it exits, however it exits).
+///
+/// The directory, not a file in it: a lock file can be unlinked while a
+/// server runs (a tmp cleaner, a wrong `rm`), and the next server then
+/// creates a new file with a new inode and locks that, so two servers
+/// append to one log and both acknowledge. A directory cannot be unlinked
+/// while it holds the log, and a directory opened read-only takes `flock`
+/// like a file (Linux, the BSDs, macOS), as `run --out` locks its folder
+/// (`export/src/outdir.rs`). A `LOCK` file older builds left is ignored.
+fn lock_data_dir(data: &std::path::Path) -> Result<File> {
+    let lock = File::open(data)
+        .with_context(|| format!("opening the data directory {}", data.display()))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "another cardinal serve is using {} (it holds the directory's lock)",
+            data.display()
+        ),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("locking the data directory {}", data.display()))
         }
     }
 }
