@@ -594,7 +594,25 @@ fn claims_between(bytes: &[u8], from: usize, until: usize) -> (Vec<Claimed>, boo
         }
         at += RECORD_HEADER_BYTES + length;
     }
+    if at != until && whole_with_its_length_flipped(&bytes[from..until]) {
+        // One record whose length field is what was damaged.
+        claims.truncate(1);
+        return (claims, true);
+    }
     (claims, at == until)
+}
+
+/// Whether `bytes` are one whole record but for its length field.
+fn whole_with_its_length_flipped(bytes: &[u8]) -> bool {
+    if bytes.len() <= RECORD_HEADER_BYTES
+        || bytes.len() > RECORD_HEADER_BYTES + RECORD_PAYLOAD_BYTES_MAX
+    {
+        return false;
+    }
+    let mut fixed = bytes.to_vec();
+    let len = u32::try_from(bytes.len() - RECORD_HEADER_BYTES).expect("under the payload limit");
+    fixed[..4].copy_from_slice(&len.to_le_bytes());
+    parse_record(&fixed, 0).is_ok()
 }
 
 /// Whether the bad record at `at` is a torn write (module docs,
@@ -605,14 +623,8 @@ fn tear(bytes: &[u8], at: usize, bad: &BadRecord) -> Option<String> {
             // A length field flipped upwards also runs past the end: if the
             // record is whole with the length the file leaves it, the bytes
             // all reached the disk and one of them is wrong.
-            let left = bytes.len() - at;
-            if left > RECORD_HEADER_BYTES {
-                let mut fixed = bytes[at..].to_vec();
-                let len = u32::try_from(left - RECORD_HEADER_BYTES).unwrap_or(u32::MAX);
-                fixed[..4].copy_from_slice(&len.to_le_bytes());
-                if parse_record(&fixed, 0).is_ok() {
-                    return None;
-                }
+            if whole_with_its_length_flipped(&bytes[at..]) {
+                return None;
             }
             Some(format!("{why}, by the end of the file"))
         }

@@ -270,6 +270,15 @@ fn log_opened(service: &Service) {
     if let Some(repaired) = &opened.repaired {
         eprintln!("cardinal serve: write-ahead log: {repaired}");
     }
+    if let Some(moved) = &opened.moved {
+        eprintln!("cardinal serve: write-ahead log: {moved}");
+    }
+    if let Some(fallback) = &opened.fallback {
+        eprintln!("cardinal serve: {fallback}");
+    }
+    for aside in &opened.snapshots_set_aside {
+        eprintln!("cardinal serve: a damaged snapshot set aside as {aside}");
+    }
     eprintln!(
         "cardinal serve: recovered from {} and {} log records ({} bytes) in {:.3} s",
         opened.snapshot.as_deref().unwrap_or("no snapshot"),
