@@ -1275,7 +1275,8 @@ fn recover(dir: &dyn Dir, options: WalOptions) -> Result<Recovered, Error> {
                 }
                 let offset = damage.offset();
                 let salvage = salvage.get_or_insert_with(|| Salvage::new(&segment.name, damage));
-                let expected = next.unwrap_or(segment.base);
+                // Sequences start at 1, whatever a file name says.
+                let expected = next.unwrap_or(segment.base).max(1);
                 let done = salvage_segment(
                     dir,
                     &Damaged {
@@ -1500,6 +1501,13 @@ fn salvage_segment(
                     continue;
                 }
                 let gap = record.sequence - expected;
+                if gap > u64::from(u32::MAX) {
+                    // No log skips that far: a record's bytes that happen to
+                    // check out (or forged ones) are passed over as damage.
+                    salvage.pass_over(name, bytes, at, end, expected);
+                    at = end;
+                    continue;
+                }
                 let planned =
                     runs.is_empty() && record.sequence == segment.base && gap == deliberate;
                 if !planned {
@@ -1558,13 +1566,7 @@ fn salvage_segment(
                 ),
             ));
         }
-        let skipped32 = u32::try_from(*skipped).map_err(|_| {
-            Error::io(
-                "repair",
-                &target,
-                std::io::Error::other(format!("a gap of {skipped} sequences is too long")),
-            )
-        })?;
+        let skipped32 = u32::try_from(*skipped).expect("longer gaps are passed over as damage");
         let temp = format!("{target}.repair");
         let mut file = dir
             .create(&temp)
