@@ -115,7 +115,7 @@ impl Edge {
 pub struct ServeConfig {
     /// The compiled schema.
     pub plan: Arc<Plan>,
-    /// The data directory (log, snapshots, lock).
+    /// The data directory (log and snapshots; locked itself while served).
     pub data: PathBuf,
     /// The native protocol's address.
     pub listen: SocketAddr,
