@@ -17,9 +17,14 @@
 //!   any batch lost or counted twice. Some recoveries are cut again:
 //!   while reopening, or midway through their resends.
 //! - **Failed syncs and writes** stop the service; a restart recovers.
-//! - **Byte flips**: in the log's tail (cut), in its middle (refused with
-//!   segment and offset, opened with `repair`), in the newest snapshots
-//!   (fallen back past, state still exact).
+//! - **Byte flips**: in the log's last record and in its middle (refused
+//!   with segment, offset and origin; `repair` keeps every other record
+//!   and names the one lost), in the newest snapshots (fallen back past,
+//!   state still exact), in the only snapshot (the log rebuilds the state
+//!   when it reaches back to sequence 1, else the refusal lists the files).
+//! - **Short or missing logs** below a snapshot's positions (a repair's
+//!   cut, deleted segments): the log moves forward past them, or opening
+//!   refuses and `repair` goes on; batches acknowledged after survive.
 //! - **Envelopes** round-trip, and truncations and garbage are refused
 //!   without a panic.
 //!

@@ -699,7 +699,8 @@ mod tests {
         file.sync_data().expect("sync");
         dir.sync_dir().expect("sync dir");
         let mut buf = b"old".to_vec();
-        dir.read_uncached_into("x", &mut buf).expect("read past the cache");
+        dir.read_uncached_into("x", &mut buf)
+            .expect("read past the cache");
         assert_eq!(buf, b"hello");
         dir.truncate("x", 2).expect("truncate");
         assert_eq!(dir.read("x").expect("read"), b"he");
