@@ -28,7 +28,10 @@ use clap::Parser;
 
 SIGTERM or SIGINT: stop accepting, finish what was taken, write a snapshot,
 exit 0. After a crash, the next start recovers from the newest snapshot and
-the write-ahead log; `--repair` truncates a damaged log (keeping a copy).")]
+the write-ahead log. Damage (not a torn tail) refuses to start, naming the
+segment, offset and the record's sender; `--repair` keeps a copy of each
+damaged segment and salvages every intact record, listing what it lost.
+One server per data directory: the directory itself is locked.")]
 pub struct ServeArgs {
     /// The schema (CREATE STREAM / SUMMARY / ATTRIBUTION statements).
     pub schema: PathBuf,
@@ -88,8 +91,10 @@ pub struct ServeArgs {
     /// to the day files.
     #[arg(long, requires = "out")]
     pub hll_hex: bool,
-    /// Repair a damaged write-ahead log: keep a copy of the damaged
-    /// segment beside it and truncate at the damage.
+    /// Repair a damaged write-ahead log: keep a copy of each damaged
+    /// segment beside it, keep every record whose checksum and sequence
+    /// hold, and report the sequences and senders it could not keep; a
+    /// log that ends below a snapshot's positions goes on past them.
     #[arg(long)]
     pub repair: bool,
 }

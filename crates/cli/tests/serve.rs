@@ -1716,3 +1716,112 @@ fn query_prints_the_live_answer() {
     assert!(stderr.contains("127.0.0.1"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Issue 43, item 7: a second server must not write a data directory a
+/// first one serves, even once a file in it that served as the lock is
+/// unlinked (a tmp cleaner, a wrong `rm`): the lock is the directory's.
+#[test]
+fn a_second_server_is_refused_even_after_the_lock_file_is_unlinked() {
+    let dir = scratch_dir("serve", "second-server");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let mut first = start(&dir, "data");
+    let batch = "ts,user_id,state,amount\n2026-11-01T00:00:00Z,1,CA,5\n";
+    post_until_acked(&|| first.http, 0, batch);
+    // Whatever lock file the data directory holds goes, as a cleaner would
+    // remove it (builds before this one locked `data/LOCK`).
+    for entry in std::fs::read_dir(dir.join("data")).expect("data") {
+        let path = entry.expect("entry").path();
+        if path.file_name().is_some_and(|n| n == "LOCK") {
+            std::fs::remove_file(&path).expect("unlink LOCK");
+        }
+    }
+    let refused = refused_within(
+        &dir,
+        &[
+            "serve",
+            "schema.sql",
+            "--data",
+            "data",
+            "--listen",
+            "127.0.0.1:0",
+            "--http",
+            "127.0.0.1:0",
+        ],
+    );
+    assert!(refused.contains("another cardinal serve"), "{refused}");
+    // The first one is unharmed: it still acknowledges, and its log holds
+    // only its own records.
+    post_until_acked(&|| first.http, 1, batch);
+    let body = json_of(first.http, "reach");
+    assert!(body.contains("\"events\":2"), "{body}");
+    terminate(&mut first);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Issue 43, items 5 and 6b, as a user meets them: a flipped byte in the
+/// last (complete) log record stops the start, naming the segment, the
+/// offset and the batch's idempotency key; `--repair` keeps a copy, and
+/// as the snapshot already holds that batch, the log goes on past it and
+/// nothing acknowledged is missing.
+#[test]
+fn a_flipped_byte_in_the_last_log_record_is_refused_then_repaired() {
+    let dir = scratch_dir("serve", "flipped-record");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let mut server = start(&dir, "data");
+    for i in 0..3 {
+        let batch = format!("ts,user_id,state,amount\n2026-11-01T00:00:0{i}Z,{i},CA,5\n");
+        post_until_acked(&|| server.http, i, &batch);
+    }
+    terminate(&mut server);
+    let data = dir.join("data");
+    let segment = std::fs::read_dir(&data)
+        .expect("data")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .find(|name| name.starts_with("wal-") && name.ends_with(".log"))
+        .expect("a log segment");
+    let path = data.join(&segment);
+    let mut bytes = std::fs::read(&path).expect("read");
+    // Walk the records (a 32-byte segment header, then records of a
+    // 32-byte head and `length` payload bytes) to the last one.
+    let mut at = 32;
+    let mut last = at;
+    while at + 32 <= bytes.len() {
+        last = at;
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4")) as usize;
+        at += 32 + len;
+    }
+    assert_eq!(at, bytes.len(), "whole records");
+    // A byte of its CSV text (not the final newline).
+    let flipped = bytes.len() - 3;
+    bytes[flipped] ^= 0x01;
+    std::fs::write(&path, &bytes).expect("write");
+    let args = [
+        "serve",
+        "schema.sql",
+        "--data",
+        "data",
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
+    ];
+    let refused = refused_within(&dir, &args);
+    assert!(
+        refused.contains(&segment)
+            && refused.contains(&format!("offset {last}"))
+            && refused.contains("idempotency key batch-2"),
+        "{refused}"
+    );
+    let mut server = start_with(&dir, "data", &["--repair"]);
+    let log = std::fs::read_to_string(dir.join("serve.log")).expect("log");
+    assert!(log.contains("lost 1 record"), "{log}");
+    assert!(log.contains("moved forward"), "{log}");
+    assert!(
+        data.join(format!("{segment}.damaged-at-{last}")).exists(),
+        "no copy of the damaged segment"
+    );
+    let body = json_of(server.http, "reach");
+    assert!(body.contains("\"events\":3"), "{body}");
+    terminate(&mut server);
+    let _ = std::fs::remove_dir_all(&dir);
+}

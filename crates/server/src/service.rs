@@ -57,7 +57,15 @@
 //! images. A stream idle since its last covered batch takes the last
 //! sequence appended, so an idle stream does not hold back trimming.
 //! Replay starts after the lowest position and gives each stream only the
-//! records after its own.
+//! records after its own. The log never restarts below the highest
+//! position a kept snapshot names (`LogFloor`): a log that ends below it
+//! (a repair cut a record the snapshot covers, or segments were deleted)
+//! moves forward past it when every stream is saved through it, and
+//! otherwise opening refuses naming the missing sequences (`--repair`
+//! goes on); else new appends would reuse sequences a snapshot counts as
+//! read, and new snapshots would be named below the old one. With every
+//! snapshot damaged, the log alone rebuilds the state when it reaches
+//! back to sequence 1; damaged snapshots are renamed `<name>.damaged`.
 //!
 //! **Records set aside.** A batch admitted is one replay reads back (the
 //! size and envelope are checked at admission), and the engine folds a
@@ -538,6 +546,13 @@ pub struct Opened {
     pub cut: Option<String>,
     /// The log damage repaired, in words.
     pub repaired: Option<String>,
+    /// The log moved forward past its end to a snapshot's position, in
+    /// words.
+    pub moved: Option<String>,
+    /// Every snapshot was damaged and the log rebuilt the state, in words.
+    pub fallback: Option<String>,
+    /// Damaged snapshots renamed aside (`<name>.damaged`).
+    pub snapshots_set_aside: Vec<String>,
     /// Records replayed from the log, and their bytes.
     pub replayed: u64,
     /// Bytes of records replayed.
@@ -601,6 +616,220 @@ fn image_key(stream: &str, image: &str) -> String {
 
 const DEDUP_SECTION: &str = "dedup";
 const KEYS_SECTION: &str = "keys";
+
+/// The highest log position the kept snapshots name, against what the
+/// loaded state covers: the log never restarts below it (module doc,
+/// Positions), or new appends would reuse sequences a snapshot already
+/// counts as read, and new snapshots would be named below the old ones.
+#[derive(Debug)]
+struct LogFloor {
+    /// The highest sequence any kept snapshot names: a stream's position,
+    /// or a damaged snapshot's file name (a lower bound of its positions).
+    named: u64,
+    /// The snapshot file that names it.
+    by: String,
+    /// Every stream's records through this sequence are in the loaded
+    /// state (the loaded snapshot's sequence, its least position).
+    covered: u64,
+    /// Streams saved only through a position below `named`.
+    behind: Vec<(String, u64)>,
+}
+
+impl LogFloor {
+    fn of(
+        snapshot: Option<&Snapshot>,
+        loaded: Option<&str>,
+        damaged: &[(u64, String)],
+    ) -> LogFloor {
+        let mut floor = LogFloor {
+            named: 0,
+            by: String::new(),
+            covered: snapshot.map_or(0, |s| s.sequence),
+            behind: Vec::new(),
+        };
+        if let (Some(snapshot), Some(name)) = (snapshot, loaded) {
+            let highest = snapshot
+                .positions
+                .values()
+                .copied()
+                .chain([snapshot.sequence])
+                .max()
+                .unwrap_or(0);
+            floor.named = highest;
+            floor.by = name.to_owned();
+        }
+        for (sequence, name) in damaged {
+            if *sequence > floor.named {
+                floor.named = *sequence;
+                floor.by = format!("the damaged snapshot {name}");
+            }
+        }
+        if let Some(snapshot) = snapshot {
+            floor.behind = snapshot
+                .positions
+                .iter()
+                .filter(|(_, position)| **position < floor.named)
+                .map(|(key, position)| {
+                    let name = key.strip_prefix("stream/").unwrap_or(key);
+                    (name.to_owned(), *position)
+                })
+                .collect();
+        }
+        assert!(floor.covered <= floor.named);
+        floor
+    }
+
+    /// What the log is asked to start at least at: past `named` when
+    /// nothing the state needs is missing, or a person said to go on.
+    fn next_sequence_min(&self, repair: bool) -> u64 {
+        if self.covered >= self.named || repair {
+            self.named + 1
+        } else {
+            1
+        }
+    }
+
+    /// Refuses a log that ends below `named` (unless it moved forward), or
+    /// says in words how it moved.
+    fn check(&self, recovery: &cardinal_store::Recovery) -> Result<Option<String>> {
+        let end = recovery
+            .moved
+            .as_ref()
+            .map_or(recovery.next_sequence, |moved| moved.from)
+            - 1;
+        if end >= self.named {
+            assert!(
+                recovery.moved.is_none(),
+                "a log that reaches the floor stays"
+            );
+            return Ok(None);
+        }
+        let behind = self
+            .behind
+            .iter()
+            .map(|(stream, position)| format!("{stream} (saved through {position})"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let missing = format!(
+            "the write-ahead log ends at sequence {end}, below sequence {} that {} names",
+            self.named, self.by
+        );
+        let Some(moved) = &recovery.moved else {
+            bail!(
+                "{missing}: records {}..={} are missing (log segments deleted, or cut by a \
+                 repair), and acknowledged batches of streams {} may be among them. Put the \
+                 missing wal-* segments back, or start with --repair to go on from sequence {} \
+                 without them",
+                end + 1,
+                self.named,
+                if behind.is_empty() {
+                    "whose snapshot is damaged".to_owned()
+                } else {
+                    behind
+                },
+                self.named + 1
+            );
+        };
+        assert_eq!(moved.to, self.named + 1, "moved to the floor");
+        Ok(Some(if self.covered >= self.named {
+            format!(
+                "{missing}; every stream's state is saved through it, so nothing is missing: \
+                 the log moved forward to sequence {} ({})",
+                moved.to, moved.segment
+            )
+        } else {
+            format!(
+                "{missing}: records {}..={} are missing, and acknowledged batches of streams {} \
+                 may be among them; --repair moved the log forward to sequence {} ({})",
+                end + 1,
+                self.named,
+                if behind.is_empty() {
+                    "whose snapshot is damaged".to_owned()
+                } else {
+                    behind
+                },
+                moved.to,
+                moved.segment
+            )
+        }))
+    }
+}
+
+/// A damaged log record's claimed origin in words: its sequence, and the
+/// client and batch (or idempotency key) and stream its envelope names,
+/// unverified (its checksum failed).
+fn describe_claimed(claimed: &cardinal_store::Claimed) -> String {
+    let origin = match Envelope::decode(&claimed.head) {
+        Ok(envelope) => {
+            let who = match &envelope.origin {
+                Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
+                Origin::Key(key) => format!("idempotency key {key}"),
+                Origin::None => "a request without an idempotency key".to_owned(),
+            };
+            format!("{who} on stream {}", envelope.stream)
+        }
+        Err(_) => format!(
+            "source {} batch {}, its envelope unreadable",
+            claimed.source.0, claimed.batch.0
+        ),
+    };
+    format!(
+        "sequence {}, {origin} (as its damaged bytes claim)",
+        claimed.sequence
+    )
+}
+
+/// A log repair in words: what was kept, exactly what could not be, and
+/// where the copies are.
+fn describe_repair(repair: &cardinal_store::Repair) -> String {
+    let lost = if repair.lost.is_empty() {
+        "nothing lost".to_owned()
+    } else {
+        let ranges: Vec<String> = repair
+            .lost
+            .iter()
+            .map(|lost| {
+                let range = match lost.last {
+                    Some(last) if last == lost.first => format!("sequence {last}"),
+                    Some(last) => format!(
+                        "sequences {}..={last} ({} records)",
+                        lost.first,
+                        last + 1 - lost.first
+                    ),
+                    None => format!("the records from sequence {} on", lost.first),
+                };
+                let claims: Vec<String> = lost.claimed.iter().map(describe_claimed).collect();
+                format!(
+                    "{range}, at offset {} of {} ({} damaged bytes{}{})",
+                    lost.offset,
+                    lost.segment,
+                    lost.bytes,
+                    if claims.is_empty() { "" } else { "; records: " },
+                    claims.join("; ")
+                )
+            })
+            .collect();
+        let count = repair.lost_count();
+        format!(
+            "lost {} record{}: {}",
+            count.map_or_else(|| "an unknown number of".to_owned(), |n| n.to_string()),
+            if count == Some(1) { "" } else { "s" },
+            ranges.join(" | ")
+        )
+    };
+    format!(
+        "repaired {} (damage from offset {}): kept {} records of the damaged segments, {lost}; \
+         {} records of sequences already taken dropped; copies: {}; segments written: {}. \
+         The damage: {}",
+        repair.segment,
+        repair.offset,
+        repair.salvaged,
+        repair.stale,
+        repair.copies.join(", "),
+        repair.written.join(", "),
+        repair.reason
+    )
+}
 
 fn format_name(format: StreamFormat) -> &'static str {
     match format {
@@ -750,6 +979,7 @@ impl Service {
                         WalOptions {
                             segment_bytes: options.segment_bytes,
                             repair: false,
+                            ..WalOptions::default()
                         },
                     )
                     .context("opening the write-ahead log")?;
@@ -804,7 +1034,16 @@ impl Service {
              WITH (format = 'csv' or 'json'))"
         );
         let snapshots = Snapshots::new(Arc::clone(&dir));
-        let loaded: Option<Loaded> = snapshots.load_newest().context("reading the snapshots")?;
+        // Every snapshot damaged: the log alone rebuilds the state if it
+        // reaches back to sequence 1 (checked at replay).
+        let loaded: Option<Loaded> = match snapshots.load_newest() {
+            Ok(loaded) => loaded,
+            Err(cardinal_store::Error::NoValidSnapshot { reasons }) => {
+                opened.skipped = reasons;
+                None
+            }
+            Err(error) => return Err(error).context("reading the snapshots"),
+        };
         let (snapshot, positions) = match loaded {
             Some(loaded) => {
                 opened.snapshot = Some(loaded.name.clone());
@@ -814,34 +1053,46 @@ impl Service {
             }
             None => (None, BTreeMap::new()),
         };
-        let (wal, recovery) = Wal::open(
+        // Snapshot files newer than the one loaded are damaged (skipped).
+        let loaded_sequence = snapshot.as_ref().map(|s| s.sequence);
+        let damaged: Vec<(u64, String)> = snapshots
+            .list()
+            .context("listing the snapshots")?
+            .into_iter()
+            .filter(|(sequence, _)| loaded_sequence.is_none_or(|loaded| *sequence > loaded))
+            .collect();
+        let floor = LogFloor::of(snapshot.as_ref(), opened.snapshot.as_deref(), &damaged);
+        let (wal, recovery) = match Wal::open(
             Arc::clone(&dir),
             WalOptions {
                 segment_bytes: options.segment_bytes,
                 repair: options.repair,
+                next_sequence_min: floor.next_sequence_min(options.repair),
             },
-        )
-        .context("opening the write-ahead log")?;
+        ) {
+            Ok(opened) => opened,
+            Err(error) => {
+                let origin = match &error {
+                    cardinal_store::Error::Corrupt {
+                        claimed: Some(claimed),
+                        ..
+                    } => format!(" (the damaged record: {})", describe_claimed(claimed)),
+                    _ => String::new(),
+                };
+                return Err(anyhow!(error).context(format!(
+                    "opening the write-ahead log{origin}; start with --repair to keep a copy \
+                     and salvage every intact record"
+                )));
+            }
+        };
         opened.cut = recovery.cut.as_ref().map(|cut| {
             format!(
                 "cut a torn tail of {} bytes at offset {} of {}: {}",
                 cut.bytes, cut.offset, cut.segment, cut.reason
             )
         });
-        opened.repaired = recovery.repaired.as_ref().map(|r| {
-            format!(
-                "repaired {} at offset {} (copy: {}; set aside: {}): {}",
-                r.segment,
-                r.offset,
-                r.copy.as_deref().unwrap_or("none"),
-                if r.set_aside.is_empty() {
-                    "none".to_owned()
-                } else {
-                    r.set_aside.join(", ")
-                },
-                r.reason
-            )
-        });
+        opened.repaired = recovery.repaired.as_ref().map(describe_repair);
+        opened.moved = floor.check(&recovery)?;
 
         // Engines, from the snapshot's images when there is one.
         let mut streams = Vec::with_capacity(inputs.len());
@@ -991,7 +1242,26 @@ impl Service {
                 failure = Some(e);
             }
         })
-        .context("replaying the write-ahead log")?;
+        .map_err(|error| match error {
+            cardinal_store::Error::ReplayGap { first, .. }
+                if snapshot.is_none() && !damaged.is_empty() =>
+            {
+                anyhow!(
+                    "no valid snapshot ({}), and the write-ahead log starts at sequence {first}, \
+                     not 1, so it cannot rebuild the state alone. Restore a snapshot from a \
+                     backup; or, to start an empty store (losing every batch they hold), move \
+                     these files out of the data directory: {}",
+                    opened.skipped.join("; "),
+                    damaged
+                        .iter()
+                        .map(|(_, name)| name.clone())
+                        .chain(wal.segments())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+            other => anyhow!(other).context("replaying the write-ahead log"),
+        })?;
         if let Some(e) = failure {
             return Err(e);
         }
@@ -1012,6 +1282,27 @@ impl Service {
                     None => e.context(format!("replaying stream {}", stream.name)),
                 });
             }
+        }
+        if snapshot.is_none() && !damaged.is_empty() {
+            opened.fallback = Some(format!(
+                "no valid snapshot ({} damaged): rebuilt the state from the write-ahead log, \
+                 which reaches back to sequence 1 ({} records)",
+                damaged.len(),
+                opened.replayed
+            ));
+        }
+        // The damaged snapshots leave the kept set (the state no longer
+        // counts on them, and a new snapshot may be named below them);
+        // their bytes stay for a person to look at.
+        for (_, name) in &damaged {
+            let aside = format!("{name}.damaged");
+            dir.rename(name, &aside)
+                .with_context(|| format!("setting the damaged snapshot {name} aside"))?;
+            opened.snapshots_set_aside.push(aside);
+        }
+        if !damaged.is_empty() {
+            dir.sync_dir()
+                .context("syncing the data directory after setting snapshots aside")?;
         }
         let counters = Arc::new(Counters {
             records: streams.iter().map(|_| AtomicU64::new(0)).collect(),

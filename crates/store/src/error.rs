@@ -2,6 +2,8 @@
 
 use std::io;
 
+use crate::wal::Claimed;
+
 /// What went wrong writing, reading or recovering the store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -58,12 +60,15 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// A record that fails its checksum or is cut short, with valid
-    /// records after it (or in a segment that is not the newest): damage,
-    /// not a torn write. `--repair` keeps a copy and truncates here.
+    /// A record that fails its checksum and was not torn by a crash: a
+    /// complete one, or one with valid records after it, or one in a
+    /// segment that is not the newest (`wal` module docs, Recovery).
+    /// `--repair` keeps a copy and salvages every intact record.
     #[error(
-        "WAL segment {segment}: damaged record at offset {offset} ({reason}); {after}; \
-         refusing to open (repair keeps a copy of the segment and truncates there)"
+        "WAL segment {segment}: damaged record at offset {offset} ({reason}){}; {after}; \
+         refusing to open (a repair keeps a copy of the segment and salvages every intact \
+         record)",
+        claimed_words(.claimed.as_deref())
     )]
     Corrupt {
         /// The segment's file name.
@@ -75,6 +80,9 @@ pub enum Error {
         /// What follows it (a valid record at some offset, or a newer
         /// segment).
         after: String,
+        /// What the record's own header claims (unverified), when a whole
+        /// header is there.
+        claimed: Option<Box<Claimed>>,
     },
     /// A sequence is missing: a valid record or segment does not continue
     /// the sequence before it.
@@ -117,6 +125,16 @@ pub enum Error {
         /// Why each was refused, newest first.
         reasons: Vec<String>,
     },
+}
+
+/// `; its header claims sequence N, source S, batch B` for a message.
+fn claimed_words(claimed: Option<&Claimed>) -> String {
+    claimed.map_or_else(String::new, |c| {
+        format!(
+            "; its header claims sequence {}, source {}, batch {}, {} payload bytes",
+            c.sequence, c.source.0, c.batch.0, c.length
+        )
+    })
 }
 
 impl Error {

@@ -22,7 +22,9 @@
 //!   the tail, one of: nothing (most often), all of it, a prefix cut at a
 //!   random byte (a torn write), or a prefix whose last part reads as
 //!   zeros (ext4 `data=writeback`: the size reached the disk, the data did
-//!   not). A truncate not yet synced may be undone, bringing the old bytes
+//!   not) from a [`SECTOR_BYTES`] boundary of the file on, as a disk
+//!   writes a sector whole or not at all (the premise of the WAL's rule
+//!   for telling a tear from damage). A truncate not yet synced may be undone, bringing the old bytes
 //!   back.
 //! - **Names.** Creates, renames and removes since the directory's last
 //!   `sync_dir` form a log; a crash applies a random prefix of it
@@ -32,6 +34,20 @@
 //!
 //! Nothing else is lost: bytes synced under a durable name survive every
 //! crash, which is the promise the WAL builds on.
+//!
+//! # Reading at recovery
+//!
+//! After a failed `fsync` the kernel may have marked the dirty pages clean
+//! without writing them, and a process started later (the restart that
+//! recovers) would read those pages from the cache: records that are not
+//! on the disk, which the next reboot loses after they were replayed and
+//! acknowledged as duplicates. [`Dir::read_uncached_into`], which WAL
+//! recovery reads every segment with, first asks the kernel to drop the
+//! file's clean cached pages (`posix_fadvise(POSIX_FADV_DONTNEED)`), so
+//! the read comes from the disk. The residual, documented rather than
+//! closed: the advice is advice (pages mapped by another process, or
+//! under writeback at that instant, stay), and `O_DIRECT`, which would
+//! close it, needs aligned buffers and fails on some file systems (tmpfs).
 //!
 //! # Faults
 //!
@@ -57,6 +73,8 @@ use std::fs::{File as StdFile, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::wal::SECTOR_BYTES;
 
 /// A file opened for appending through a [`Dir`].
 pub trait DirFile: Send + fmt::Debug {
@@ -84,6 +102,11 @@ pub trait Dir: Send + Sync + fmt::Debug {
     fn read_into(&self, name: &str, buf: &mut Vec<u8>) -> io::Result<()> {
         *buf = self.read(name)?;
         Ok(())
+    }
+    /// Reads the whole of `name` into `buf` from the disk, not from pages
+    /// the kernel cached (module docs, Reading at recovery).
+    fn read_uncached_into(&self, name: &str, buf: &mut Vec<u8>) -> io::Result<()> {
+        self.read_into(name, buf)
     }
     /// Cuts `name` to `len` bytes (durable after a `sync_data` of it).
     fn truncate(&self, name: &str, len: u64) -> io::Result<()>;
@@ -172,6 +195,23 @@ impl Dir for OsDir {
     fn read_into(&self, name: &str, buf: &mut Vec<u8>) -> io::Result<()> {
         use std::io::Read;
         let mut file = std::fs::File::open(self.join(name)?)?;
+        let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+        buf.clear();
+        buf.try_reserve(len)?;
+        file.read_to_end(buf)?;
+        Ok(())
+    }
+    fn read_uncached_into(&self, name: &str, buf: &mut Vec<u8>) -> io::Result<()> {
+        use std::io::Read;
+        use std::os::fd::AsRawFd;
+        let mut file = std::fs::File::open(self.join(name)?)?;
+        // SAFETY: `posix_fadvise` reads no memory of ours; the descriptor
+        // is open for the whole call (borrowed from `file`).
+        let rc = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        // It returns the error number itself; a file system that ignores
+        // the advice still reads correctly, so only a bad descriptor would
+        // matter, and the read below reports that.
+        debug_assert!(rc == 0 || rc == libc::ESPIPE, "posix_fadvise: {rc}");
         let len = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
         buf.clear();
         buf.try_reserve(len)?;
@@ -384,8 +424,11 @@ fn crash_bytes(inode: &Inode, choose: &mut Choices) -> Vec<u8> {
         4 => bytes.extend_from_slice(tail),
         5 | 6 => bytes.extend_from_slice(&tail[..choose.upto(tail.len())]),
         _ => {
+            // A disk writes whole sectors: what reached it ends at a
+            // sector boundary of the file (or is none of the tail).
             let len = choose.upto(tail.len());
-            let written = choose.upto(len);
+            let reached = base.len() + choose.upto(len);
+            let written = (reached / SECTOR_BYTES * SECTOR_BYTES).saturating_sub(base.len());
             bytes.extend_from_slice(&tail[..written]);
             bytes.resize(base.len() + len, 0);
         }
@@ -655,6 +698,10 @@ mod tests {
         file.append(b"hello").expect("append");
         file.sync_data().expect("sync");
         dir.sync_dir().expect("sync dir");
+        let mut buf = b"old".to_vec();
+        dir.read_uncached_into("x", &mut buf)
+            .expect("read past the cache");
+        assert_eq!(buf, b"hello");
         dir.truncate("x", 2).expect("truncate");
         assert_eq!(dir.read("x").expect("read"), b"he");
         dir.rename("x", "y").expect("rename");

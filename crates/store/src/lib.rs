@@ -5,9 +5,12 @@
 //! - [`Wal`] ([`wal`]): records `(source, batch, payload)` appended from any
 //!   thread, numbered, written by one writer thread and acknowledged once
 //!   an `fdatasync` covers them ([`Ticket::wait`]). [`Wal::open`] checks
-//!   every segment, cuts a torn tail and refuses damage with its segment
-//!   and offset ([`Recovery`] says what it did); [`Wal::replay`] yields the
-//!   records after a snapshot's sequence.
+//!   every segment, cuts a torn tail (a record cut short by the end of the
+//!   file, or reaching into a sector of zeros) and refuses damage (a
+//!   complete record with a bad checksum, among others) with its segment,
+//!   offset and claimed origin; a repair salvages every intact record and
+//!   reports what it could not keep ([`Recovery`] says what it did);
+//!   [`Wal::replay`] yields the records after a snapshot's sequence.
 //! - [`Snapshots`] ([`snapshot`]): a [`Snapshot`] (WAL sequence, positions
 //!   per source, named sections of bytes) written atomically, the newest
 //!   [`SNAPSHOTS_KEPT`] kept, loaded newest-valid-first.
@@ -59,6 +62,6 @@ pub use error::Error;
 pub use fs::{Dir, DirFile, Fault, OsDir, SimDir};
 pub use snapshot::{Loaded, SNAPSHOTS_KEPT, Snapshot, Snapshots};
 pub use wal::{
-    BatchId, Cut, Record, Recovery, Repair, SYNC_RECORDS_BUCKETS, SYNC_SECONDS_BUCKETS, SourceId,
-    Ticket, Wal, WalOptions, WalStats,
+    BatchId, Claimed, Cut, Lost, Moved, Record, Recovery, Repair, SYNC_RECORDS_BUCKETS,
+    SYNC_SECONDS_BUCKETS, SourceId, Ticket, Wal, WalOptions, WalStats,
 };

@@ -43,6 +43,9 @@
 //! are removed only through the *oldest kept* snapshot's sequence (the
 //! server passes [`Snapshots::oldest_kept`] to `Wal::remove_through`), so
 //! the records after any kept snapshot are still in the log.
+//! [`Snapshots::write`] refuses a snapshot named below the newest kept,
+//! so a stale snapshot can never win over newer state; the server renames
+//! damaged ones aside once it has recovered past them.
 
 // Maintainer notes: a layout change bumps `SNAPSHOT_VERSION` and touches
 // `Snapshot::encode_head`, `Snapshots::write`, `Snapshot::decode`, the
@@ -344,8 +347,22 @@ impl Snapshots {
 
     /// Writes `snapshot` durably (module docs, Writing); returns its file
     /// name.
+    ///
+    /// Refuses a snapshot named below the newest one kept: snapshots only
+    /// move forward (loading takes the newest name, so one written below
+    /// it would never be loaded, and the stale one would win).
     pub fn write(&self, snapshot: &Snapshot) -> Result<String, Error> {
         let name = snapshot_name(snapshot.sequence);
+        if let Some((newest, newest_name)) = self.list()?.pop()
+            && snapshot.sequence < newest
+        {
+            return Err(Error::Snapshot {
+                name,
+                reason: format!(
+                    "named below {newest_name}, which is kept: snapshots only move forward"
+                ),
+            });
+        }
         let temp = format!(
             "{PREFIX}{:0SEQUENCE_DIGITS$}{TEMP_SUFFIX}",
             snapshot.sequence
@@ -516,6 +533,12 @@ mod tests {
         let loaded = snapshots.load_newest().expect("load").expect("some");
         assert_eq!(loaded.snapshot, sample(50));
         assert!(loaded.skipped.is_empty());
+        // Issue 43, item 6b: never named below the newest kept.
+        let below = snapshots.write(&sample(45)).expect_err("below");
+        assert!(below.to_string().contains("only move forward"), "{below}");
+        snapshots
+            .write(&sample(50))
+            .expect("the same name replaces");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 //! back; all integers are little-endian:
 //!
 //! ```text
-//! header  | magic "CARDWAL\0" 8 | version u32 | zero u32 | base sequence u64 | crc32c u32 | zero u32 |
+//! header  | magic "CARDWAL\0" 8 | version u32 | skipped u32 | base sequence u64 | crc32c u32 | zero u32 |
 //!           crc32c covers bytes 0..24
 //! record  | length u32 | crc32c u32 | sequence u64 | source id u64 | batch id u64 | payload (length bytes) |
 //!           crc32c covers everything after itself: bytes 8..32 and the payload
@@ -19,7 +19,10 @@
 //!
 //! Sequences start at 1 and go up by one with no gap across the whole log;
 //! a segment's first record is its base sequence, and the next segment's
-//! base is one past its last record. A record of 64 KiB costs 32 bytes of
+//! base is one past its last record plus its `skipped` count. `skipped`
+//! is 0 except in a segment a repair or a move forward started past
+//! sequences the log lost (module docs, Recovery and Moving forward); a
+//! build before it refuses such a header (its bytes 12..16 were zero). A record of 64 KiB costs 32 bytes of
 //! framing (0.05%); one of 1 KiB, 3%.
 //!
 //! # Group commit
@@ -51,33 +54,66 @@
 //!
 //! # Recovery
 //!
-//! [`Wal::open`] reads every segment in order and checks every header,
-//! record checksum and sequence, like SQLite's WAL (the first invalid frame
-//! ends the log) and Kafka's log recovery (truncate at the first bad batch
-//! of an unclean segment), but it tells a torn write from damage
-//! (TigerBeetle does the same, with more redundancy):
+//! [`Wal::open`] reads every segment in order (after `posix_fadvise
+//! (DONTNEED)`, see [`crate::fs`]) and checks every header, record checksum
+//! and sequence. It tells a torn write from damage the way etcd's WAL does
+//! (`wal/decoder.go`, `isTornEntry`), on the premise that a disk writes a
+//! [`SECTOR_BYTES`] sector whole or not at all:
 //!
 //! - **Torn tail** (cut, reported in [`Recovery::cut`]): in the newest
-//!   segment, a record that is cut short or fails its checksum with no
-//!   valid record anywhere after it. A crash can leave exactly this, and
-//!   what it loses was never acknowledged. The file is truncated there. A
-//!   newest segment shorter than a header whose header is bad was created
-//!   but never synced: it is removed.
-//! - **Damage** (refuses to open, [`Error::Corrupt`], [`Error::BadHeader`],
-//!   [`Error::Gap`], each naming segment and offset): a bad record with a
-//!   valid one after it, any bad record in an older segment (those were
-//!   synced whole before the next was created), a bad header, a sequence
-//!   that does not continue the one before it. Cutting there could drop
-//!   acknowledged records, so a person decides: with
-//!   [`WalOptions::repair`] the damaged segment is copied beside itself
-//!   (`<segment>.damaged-at-<offset>`) and truncated at the damage, and
-//!   every newer segment is renamed aside (`<segment>.set-aside`).
+//!   segment, with no valid record anywhere after it, a record that is
+//!   *cut short by the end of the file*, or whose bytes *reach into zeros
+//!   that run from a sector boundary to the end of the file* (the size of
+//!   an extended file reached the disk, its data did not: ext4
+//!   `data=writeback`, or preallocated space). A crash leaves exactly
+//!   these, and what they lose was never acknowledged. The file is
+//!   truncated there. A newest segment shorter than a header whose header
+//!   is bad was created but never synced: it is removed.
+//! - **Damage** (refuses to open: [`Error::Corrupt`] names the segment, the
+//!   offset and what the record's own header says of its sequence, source
+//!   and batch, unverified; [`Error::BadHeader`], [`Error::Gap`]): a
+//!   *complete* record with a bad checksum and no such zeros (a flipped
+//!   byte, even in the very last record), a record cut short that would be
+//!   whole with the length the file leaves it (its length field flipped),
+//!   a bad record with a valid one after it, any bad record in an older
+//!   segment (those were synced whole before the next was created), a bad
+//!   header, a sequence that does not continue the one before it. Cutting
+//!   there could drop acknowledged records, so a person decides.
+//!
+//! With [`WalOptions::repair`] damage is *salvaged*, not cut: each
+//! damaged segment is copied beside itself (`<segment>.damaged-at-
+//! <offset>`), and every record in it whose own checksum holds and whose
+//! sequence continues the log is kept (a bad header costs no record).
+//! The kept records are written to new segments, through temp files
+//! renamed over the old names; where sequences are missing, the next kept
+//! record starts a segment whose header says how many sequences it skips.
+//! [`Repair`] reports exactly what could not be kept: per missing range
+//! the sequences, the damaged bytes, and what the damaged records' own
+//! headers claim (the caller turns that into a client and batch); records
+//! whose sequence was already taken (another writer's) are dropped and
+//! counted. A crash during a repair leaves the copies; running it again
+//! finishes it.
 //!
 //! A bad record's successor is looked for byte by byte, taking only a
 //! record whose sequence is plausible (no lower than the bad one's, no
 //! higher than the bytes left could hold) and whose checksum holds, so
 //! garbage after a torn write is not taken for a record (a random match is
 //! a 2^-32 checksum chance on top of the sequence's).
+//!
+//! The residual: a damaged last record whose genuine bytes end in zeros
+//! across a sector boundary reads as a tear (a record's last bytes are
+//! payload, a newline for every batch the server logs), and a flipped
+//! length field of the very last record that is not also whole with the
+//! length the file leaves reads as a record cut short.
+//!
+//! # Moving forward
+//!
+//! [`WalOptions::next_sequence_min`] makes the log never restart below a
+//! sequence (the highest a snapshot names): when it ends below, opening
+//! starts a segment at that sequence whose header says how many sequences
+//! it skips, and [`Recovery::moved`] says so. A skipped range is part of
+//! the log's history, so recovery, replay and the next open accept it;
+//! anything else missing is still a gap.
 //!
 //! Then [`Wal::replay`] yields the records after a snapshot's sequence,
 //! checking every checksum again.
@@ -94,7 +130,7 @@
 // `check_header`, the fuzz target `fuzz/fuzz_targets/wal_records.rs` and
 // the layout above.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -128,6 +164,21 @@ pub const QUEUE_BYTES_MAX: usize = 64 << 20;
 /// The most records queued for the writer (bounds the per-record
 /// bookkeeping of tiny records the byte limit would let through).
 pub const QUEUE_RECORDS_MAX: usize = 65_536;
+
+/// The unit a disk writes whole or not at all, on which torn writes are
+/// told from damage (module docs, Recovery): 512 bytes, the smallest
+/// logical sector of any disk Linux drives, and etcd's `minSectorSize`.
+/// A 4 KiB-sector disk tears at multiples of it, which the rule covers.
+pub const SECTOR_BYTES: usize = 512;
+/// The most payload bytes of a damaged record kept in [`Claimed::head`]:
+/// 1 KiB, more than the server's envelope before its records (at most
+/// 522 bytes: stream and origin names of up to 255 each), so a caller can
+/// name the client and batch of a record it lost.
+pub const CLAIMED_HEAD_BYTES_MAX: usize = 1024;
+/// The most damaged records described per missing range of a repair:
+/// 16, enough to name who to ask for a resend in any ordinary case, while
+/// a segment of garbage cannot make the report as large as the segment.
+pub const CLAIMED_PER_LOSS_MAX: usize = 16;
 
 const MAGIC: [u8; 8] = *b"CARDWAL\0";
 const SEGMENT_PREFIX: &str = "wal-";
@@ -170,6 +221,10 @@ pub struct WalOptions {
     pub segment_bytes: u64,
     /// Repair damage instead of refusing to open (module docs, Recovery).
     pub repair: bool,
+    /// The least sequence the next append may get: a log that ends below
+    /// it moves forward to it (module docs, Moving forward). 1 asks
+    /// nothing.
+    pub next_sequence_min: u64,
 }
 
 impl Default for WalOptions {
@@ -177,6 +232,7 @@ impl Default for WalOptions {
         WalOptions {
             segment_bytes: SEGMENT_BYTES_MAX,
             repair: false,
+            next_sequence_min: 1,
         }
     }
 }
@@ -194,19 +250,93 @@ pub struct Cut {
     pub reason: String,
 }
 
-/// Damage that opening with [`WalOptions::repair`] truncated.
+/// What a damaged record's own header says of it: unverified, as its
+/// checksum failed, but what a person needs to find who sent it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// The sequence it claims.
+    pub sequence: u64,
+    /// The source it claims.
+    pub source: SourceId,
+    /// The batch id it claims.
+    pub batch: BatchId,
+    /// The payload length it claims.
+    pub length: u32,
+    /// The first payload bytes there are, at most
+    /// [`CLAIMED_HEAD_BYTES_MAX`] (the caller's envelope and origin).
+    pub head: Vec<u8>,
+}
+
+/// Sequences a repair could not keep.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lost {
+    /// The first missing sequence.
+    pub first: u64,
+    /// The last one, when a kept record after the range tells it (`None`:
+    /// the range runs to the end of the log, and `claimed` says how many
+    /// damaged records were there).
+    pub last: Option<u64>,
+    /// Where the damaged bytes were (or the segment after a gap with none).
+    pub segment: String,
+    /// Their offset in it.
+    pub offset: u64,
+    /// How many damaged bytes were passed over (0: the records were
+    /// missing, not damaged).
+    pub bytes: u64,
+    /// What the damaged records' own headers claim, at most
+    /// [`CLAIMED_PER_LOSS_MAX`].
+    pub claimed: Vec<Claimed>,
+}
+
+impl Lost {
+    /// How many sequences are missing, when known.
+    pub fn count(&self) -> Option<u64> {
+        self.last.map(|last| last + 1 - self.first)
+    }
+}
+
+/// Damage that opening with [`WalOptions::repair`] salvaged (module docs,
+/// Recovery).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repair {
-    /// The damaged segment's file name.
+    /// The first damaged segment's file name.
     pub segment: String,
-    /// Where it was truncated (0: it was set aside whole).
+    /// Where its damage starts (0: its header, or a gap before it).
     pub offset: u64,
-    /// The copy of the damaged segment kept beside it, if it was copied.
+    /// The copy of the first damaged segment kept beside it.
     pub copy: Option<String>,
-    /// Newer segments renamed aside (their records came after the damage).
-    pub set_aside: Vec<String>,
+    /// Copies of every segment the repair rewrote, the first's included.
+    pub copies: Vec<String>,
+    /// The segments the repair wrote, with the records it kept.
+    pub written: Vec<String>,
+    /// Records kept from the damaged segments.
+    pub salvaged: u64,
+    /// The sequences that could not be kept.
+    pub lost: Vec<Lost>,
+    /// Valid records dropped because their sequence was already taken
+    /// (another writer's, or a segment copied in twice).
+    pub stale: u64,
     /// The error opening would have refused with.
     pub reason: String,
+}
+
+impl Repair {
+    /// The sequences lost, when every range's end is known.
+    pub fn lost_count(&self) -> Option<u64> {
+        self.lost.iter().map(Lost::count).sum()
+    }
+}
+
+/// A log that ended below [`WalOptions::next_sequence_min`] and moved
+/// forward to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Moved {
+    /// The sequence the log would have given next.
+    pub from: u64,
+    /// The sequence it gives next now.
+    pub to: u64,
+    /// The segment started at `to`.
+    pub segment: String,
 }
 
 /// What opening found.
@@ -223,6 +353,8 @@ pub struct Recovery {
     pub cut: Option<Cut>,
     /// The damage that was repaired, if any.
     pub repaired: Option<Repair>,
+    /// The move forward past the log's end, if any.
+    pub moved: Option<Moved>,
 }
 
 /// Upper bounds (seconds) of the buckets of [`WalStats::sync_seconds`]:
@@ -274,10 +406,14 @@ pub fn parse_segment_name(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-fn encode_header(base: u64) -> [u8; SEGMENT_HEADER_BYTES] {
+/// A segment header: `skipped` sequences before `base` are not in the log
+/// on purpose (module docs, Layout).
+fn encode_header(base: u64, skipped: u32) -> [u8; SEGMENT_HEADER_BYTES] {
+    assert!(u64::from(skipped) < base, "sequences start at 1");
     let mut header = [0u8; SEGMENT_HEADER_BYTES];
     header[..8].copy_from_slice(&MAGIC);
     header[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    header[12..16].copy_from_slice(&skipped.to_le_bytes());
     header[16..24].copy_from_slice(&base.to_le_bytes());
     let crc = crc32c::crc32c(&header[..24]);
     header[24..28].copy_from_slice(&crc.to_le_bytes());
@@ -292,8 +428,9 @@ fn le_u64(bytes: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("eight bytes"))
 }
 
-/// Checks a segment header against the base its name gives.
-fn check_header(bytes: &[u8], base: u64) -> Result<(), String> {
+/// Checks a segment header against the base its name gives; returns its
+/// `skipped` count.
+fn check_header(bytes: &[u8], base: u64) -> Result<u64, String> {
     if bytes.len() < SEGMENT_HEADER_BYTES {
         return Err(format!(
             "{} bytes, shorter than a {SEGMENT_HEADER_BYTES}-byte header",
@@ -314,7 +451,7 @@ fn check_header(bytes: &[u8], base: u64) -> Result<(), String> {
     if version != VERSION {
         return Err(format!("version {version}, expected {VERSION}"));
     }
-    if le_u32(bytes, 12) != 0 || le_u32(bytes, 28) != 0 {
+    if le_u32(bytes, 28) != 0 {
         return Err("reserved header bytes are not zero".to_string());
     }
     let found = le_u64(bytes, 16);
@@ -323,7 +460,13 @@ fn check_header(bytes: &[u8], base: u64) -> Result<(), String> {
             "header base sequence {found}, file name says {base}"
         ));
     }
-    Ok(())
+    let skipped = u64::from(le_u32(bytes, 12));
+    if skipped >= base {
+        return Err(format!(
+            "header skips {skipped} sequences before base {base}"
+        ));
+    }
+    Ok(skipped)
 }
 
 /// Appends one framed record to `out`.
@@ -415,6 +558,103 @@ fn find_valid_after(bytes: &[u8], from: usize, expected: u64) -> Option<(usize, 
     })
 }
 
+/// What the header at `at` claims, if a whole record header is there.
+fn claimed_at(bytes: &[u8], at: usize) -> Option<Claimed> {
+    if bytes.len().saturating_sub(at) < RECORD_HEADER_BYTES {
+        return None;
+    }
+    let length = le_u32(bytes, at);
+    let from = at + RECORD_HEADER_BYTES;
+    let until = from
+        .saturating_add(length as usize)
+        .min(from + CLAIMED_HEAD_BYTES_MAX)
+        .min(bytes.len());
+    Some(Claimed {
+        sequence: le_u64(bytes, at + 8),
+        source: SourceId(le_u64(bytes, at + 16)),
+        batch: BatchId(le_u64(bytes, at + 24)),
+        length,
+        head: bytes[from..until].to_vec(),
+    })
+}
+
+/// The damaged records' claims in `bytes[from..until]`, walking their
+/// claimed lengths (at most [`CLAIMED_PER_LOSS_MAX`]), and whether the
+/// walk ends exactly at `until` (then they count the records there).
+fn claims_between(bytes: &[u8], from: usize, until: usize) -> (Vec<Claimed>, bool) {
+    let mut claims = Vec::new();
+    let mut at = from;
+    while at < until && claims.len() < CLAIMED_PER_LOSS_MAX {
+        let Some(claimed) = claimed_at(&bytes[..until], at) else {
+            break;
+        };
+        let length = claimed.length as usize;
+        claims.push(claimed);
+        if length > RECORD_PAYLOAD_BYTES_MAX {
+            break;
+        }
+        at += RECORD_HEADER_BYTES + length;
+    }
+    if at != until && whole_with_its_length_flipped(&bytes[from..until]) {
+        // One record whose length field is what was damaged.
+        claims.truncate(1);
+        return (claims, true);
+    }
+    (claims, at == until)
+}
+
+/// Whether `bytes` are one whole record but for its length field.
+fn whole_with_its_length_flipped(bytes: &[u8]) -> bool {
+    if bytes.len() <= RECORD_HEADER_BYTES
+        || bytes.len() > RECORD_HEADER_BYTES + RECORD_PAYLOAD_BYTES_MAX
+    {
+        return false;
+    }
+    let mut fixed = bytes.to_vec();
+    let len = u32::try_from(bytes.len() - RECORD_HEADER_BYTES).expect("under the payload limit");
+    fixed[..4].copy_from_slice(&len.to_le_bytes());
+    parse_record(&fixed, 0).is_ok()
+}
+
+/// Whether the bad record at `at` is a torn write (module docs,
+/// Recovery): what it looks like, or `None` for damage.
+fn tear(bytes: &[u8], at: usize, bad: &BadRecord) -> Option<String> {
+    match bad {
+        BadRecord::Incomplete(why) => {
+            // A length field flipped upwards also runs past the end: if the
+            // record is whole with the length the file leaves it, the bytes
+            // all reached the disk and one of them is wrong.
+            if whole_with_its_length_flipped(&bytes[at..]) {
+                return None;
+            }
+            Some(format!("{why}, by the end of the file"))
+        }
+        BadRecord::Invalid(why) => {
+            let length = if bytes.len() - at >= 4 {
+                le_u32(bytes, at) as usize
+            } else {
+                0
+            };
+            let end = at
+                .saturating_add(RECORD_HEADER_BYTES)
+                .saturating_add(length)
+                .min(bytes.len());
+            // Where the zeros the file ends with begin.
+            let zeros = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            let sector = zeros.div_ceil(SECTOR_BYTES) * SECTOR_BYTES;
+            if zeros <= at || sector < end {
+                Some(format!(
+                    "{why}, and zeros run from offset {} to the end of the file (a sector \
+                     that never reached the disk)",
+                    zeros.max(at)
+                ))
+            } else {
+                None
+            }
+        }
+    }
+}
+
 /// What is wrong with a segment, before it becomes an [`Error`].
 #[derive(Debug)]
 enum Damage {
@@ -423,6 +663,7 @@ enum Damage {
         offset: usize,
         reason: String,
         after: String,
+        claimed: Option<Box<Claimed>>,
     },
     Gap {
         offset: usize,
@@ -447,11 +688,13 @@ impl Damage {
                 offset,
                 reason,
                 after,
+                claimed,
             } => Error::Corrupt {
                 segment,
                 offset: offset as u64,
                 reason,
                 after,
+                claimed,
             },
             Damage::Gap {
                 offset,
@@ -470,6 +713,8 @@ impl Damage {
 /// A segment that checked out.
 #[derive(Debug)]
 struct Scanned {
+    /// Its header's `skipped` count.
+    skipped: u64,
     /// Where its valid records end.
     end: usize,
     /// The sequence after its last record.
@@ -478,9 +723,24 @@ struct Scanned {
     torn: Option<String>,
 }
 
-/// Checks a whole segment (module docs, Recovery).
-fn scan_segment(bytes: &[u8], base: u64, newest: bool) -> Result<Scanned, Damage> {
-    check_header(bytes, base).map_err(Damage::Header)?;
+/// Checks a whole segment (module docs, Recovery); `expected` is the
+/// sequence the log before it ends at (`None` for the first segment).
+fn scan_segment(
+    bytes: &[u8],
+    base: u64,
+    expected: Option<u64>,
+    newest: bool,
+) -> Result<Scanned, Damage> {
+    let skipped = check_header(bytes, base).map_err(Damage::Header)?;
+    if let Some(expected) = expected
+        && base - skipped != expected
+    {
+        return Err(Damage::Gap {
+            offset: 0,
+            expected,
+            found: base,
+        });
+    }
     let mut at = SEGMENT_HEADER_BYTES;
     let mut expected = base;
     while at < bytes.len() {
@@ -497,29 +757,36 @@ fn scan_segment(bytes: &[u8], base: u64, newest: bool) -> Result<Scanned, Damage
                 at = end;
             }
             Err(bad) => {
-                let reason = bad.to_string();
                 let after = match find_valid_after(bytes, at + 1, expected) {
                     Some((offset, sequence)) => {
                         format!("a valid record (sequence {sequence}) follows at offset {offset}")
                     }
                     None if !newest => "the segment is not the newest".to_string(),
-                    None => {
-                        return Ok(Scanned {
-                            end: at,
-                            next: expected,
-                            torn: Some(reason),
-                        });
-                    }
+                    None => match tear(bytes, at, &bad) {
+                        Some(torn) => {
+                            return Ok(Scanned {
+                                skipped,
+                                end: at,
+                                next: expected,
+                                torn: Some(torn),
+                            });
+                        }
+                        None => {
+                            "it is the last record, complete: damage, not a torn write".to_string()
+                        }
+                    },
                 };
                 return Err(Damage::Record {
                     offset: at,
-                    reason,
+                    reason: bad.to_string(),
                     after,
+                    claimed: claimed_at(bytes, at).map(Box::new),
                 });
             }
         }
     }
     Ok(Scanned {
+        skipped,
         end: at,
         next: expected,
         torn: None,
@@ -530,6 +797,9 @@ fn scan_segment(bytes: &[u8], base: u64, newest: bool) -> Result<Scanned, Damage
 struct Segment {
     base: u64,
     name: String,
+    /// Sequences before `base` the log skips on purpose (module docs,
+    /// Layout): the previous segment's records end at `base - skipped`.
+    skipped: u64,
 }
 
 /// A ticket's outcome: the sequence, or why the log stopped.
@@ -659,22 +929,25 @@ impl Wal {
                 max: SEGMENT_BYTES_MAX,
             });
         }
-        let (segments, next, active_len, cut, repaired) = recover(dir.as_ref(), options)?;
+        let Recovered {
+            segments,
+            next,
+            active_len,
+            cut,
+            repaired,
+            moved,
+        } = recover(dir.as_ref(), options)?;
         let active = segments.last().expect("recovery leaves a segment").clone();
-        let mut file = dir
+        let file = dir
             .open_append(&active.name)
             .map_err(|e| Error::io("open", &active.name, e))?;
-        if cut.is_some() || repaired.is_some() {
-            // Make the truncation durable before anything is appended.
-            file.sync_data()
-                .map_err(|e| Error::io("sync_data", &active.name, e))?;
-        }
         let recovery = Recovery {
             segments: segments.len(),
             first_sequence: segments[0].base,
             next_sequence: next,
             cut,
             repaired,
+            moved,
         };
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
@@ -776,16 +1049,23 @@ impl Wal {
     /// under it since opening.
     pub fn replay(&self, after: u64, mut each: impl FnMut(Record<'_>)) -> Result<u64, Error> {
         let segments = self.shared.segments().clone();
-        let first = segments[0].base;
+        // A first segment that skips sequences holds the log from before
+        // them: nothing between is missing by accident.
+        let first = segments[0].base - segments[0].skipped;
         if after.saturating_add(1) < first {
             return Err(Error::ReplayGap { after, first });
         }
         let mut count = 0;
-        let mut expected = after.saturating_add(1).max(first);
+        let mut expected = after.saturating_add(1);
         // One buffer for every segment: fresh pages are touched once.
         let mut bytes = Vec::new();
         for (i, segment) in segments.iter().enumerate() {
-            let end = segments.get(i + 1).map_or(self.recovered_next, |s| s.base);
+            // Where its records end: the next segment's base, less what
+            // that one skips; no further than opening found.
+            let end = segments
+                .get(i + 1)
+                .map_or(self.recovered_next, |s| s.base - s.skipped)
+                .min(self.recovered_next);
             if end <= expected || segment.base >= self.recovered_next {
                 continue;
             }
@@ -800,6 +1080,7 @@ impl Wal {
                     offset: at as u64,
                     reason: bad.to_string(),
                     after: "the segment changed since the log was opened".to_string(),
+                    claimed: claimed_at(&bytes, at).map(Box::new),
                 })?;
                 if record.sequence != sequence {
                     return Err(Error::Gap {
@@ -905,43 +1186,43 @@ impl Drop for Wal {
     }
 }
 
-/// What [`recover`] leaves: segments, next sequence, the active segment's
-/// length, what was cut and what was repaired.
-type Recovered = (Vec<Segment>, u64, usize, Option<Cut>, Option<Repair>);
+/// What [`recover`] leaves.
+struct Recovered {
+    segments: Vec<Segment>,
+    next: u64,
+    /// The active (newest) segment's length.
+    active_len: usize,
+    cut: Option<Cut>,
+    repaired: Option<Repair>,
+    moved: Option<Moved>,
+}
 
 /// Checks every segment in order (module docs, Recovery).
 fn recover(dir: &dyn Dir, options: WalOptions) -> Result<Recovered, Error> {
     let names = dir.list().map_err(|e| Error::io("list", "", e))?;
+    let taken: BTreeSet<String> = names.iter().cloned().collect();
     let mut found: Vec<Segment> = names
         .into_iter()
-        .filter_map(|name| parse_segment_name(&name).map(|base| Segment { base, name }))
+        .filter_map(|name| {
+            parse_segment_name(&name).map(|base| Segment {
+                base,
+                name,
+                skipped: 0,
+            })
+        })
         .collect();
     found.sort_by_key(|s| s.base);
     let mut kept: Vec<Segment> = Vec::new();
     let mut next: Option<u64> = None;
     let mut active_len = SEGMENT_HEADER_BYTES;
     let mut cut = None;
-    let mut repaired = None;
+    let mut salvage: Option<Salvage> = None;
     let count = found.len();
     // One buffer for every segment: fresh pages are touched once.
     let mut bytes = Vec::new();
     for (i, segment) in found.iter().enumerate() {
         let newest = i + 1 == count;
-        if let Some(expected) = next
-            && segment.base != expected
-        {
-            let damage = Damage::Gap {
-                offset: 0,
-                expected,
-                found: segment.base,
-            };
-            if !options.repair {
-                return Err(damage.into_error(&segment.name));
-            }
-            repaired = Some(set_aside(dir, &found[i..], None, damage)?);
-            break;
-        }
-        dir.read_into(&segment.name, &mut bytes)
+        dir.read_uncached_into(&segment.name, &mut bytes)
             .map_err(|e| Error::io("read", &segment.name, e))?;
         if newest
             && bytes.len() <= SEGMENT_HEADER_BYTES
@@ -960,11 +1241,16 @@ fn recover(dir: &dyn Dir, options: WalOptions) -> Result<Recovered, Error> {
             next = next.or(Some(segment.base));
             break;
         }
-        match scan_segment(&bytes, segment.base, newest) {
+        match scan_segment(&bytes, segment.base, next, newest) {
             Ok(scanned) => {
                 if let Some(reason) = scanned.torn {
                     dir.truncate(&segment.name, scanned.end as u64)
                         .map_err(|e| Error::io("truncate", &segment.name, e))?;
+                    // Durable before anything is appended, to this segment
+                    // or to one a move forward starts.
+                    dir.open_append(&segment.name)
+                        .and_then(|mut file| file.sync_data())
+                        .map_err(|e| Error::io("sync_data", &segment.name, e))?;
                     cut = Some(Cut {
                         segment: segment.name.clone(),
                         offset: scanned.end as u64,
@@ -972,86 +1258,357 @@ fn recover(dir: &dyn Dir, options: WalOptions) -> Result<Recovered, Error> {
                         reason,
                     });
                 }
+                if let Some(salvage) = salvage.as_mut() {
+                    // Damaged bytes before a segment that continues the
+                    // log held no missing sequence.
+                    salvage.pending = None;
+                }
                 next = Some(scanned.next);
                 active_len = scanned.end;
-                kept.push(segment.clone());
+                kept.push(Segment {
+                    skipped: scanned.skipped,
+                    ..segment.clone()
+                });
             }
             Err(damage) => {
                 if !options.repair {
                     return Err(damage.into_error(&segment.name));
                 }
                 let offset = damage.offset();
-                if let Damage::Header(_) = damage {
-                    repaired = Some(set_aside(dir, &found[i..], None, damage)?);
-                    next = next.or(Some(segment.base));
-                } else {
-                    // Keep the records before the damage.
-                    let copy = format!("{}.damaged-at-{offset}", segment.name);
-                    let mut file = dir
-                        .create(&copy)
-                        .map_err(|e| Error::io("create", &copy, e))?;
-                    file.append(&bytes)
-                        .map_err(|e| Error::io("append", &copy, e))?;
-                    file.sync_data()
-                        .map_err(|e| Error::io("sync_data", &copy, e))?;
-                    dir.truncate(&segment.name, offset as u64)
-                        .map_err(|e| Error::io("truncate", &segment.name, e))?;
-                    let records_before = scan_segment(&bytes[..offset], segment.base, true)
-                        .expect("the records before the first damage are valid");
-                    next = Some(records_before.next);
-                    active_len = offset;
-                    kept.push(segment.clone());
-                    repaired = Some(set_aside(dir, &found[i + 1..], Some(copy), damage)?);
-                    if let Some(repair) = repaired.as_mut() {
-                        repair.segment = segment.name.clone();
-                        repair.offset = offset as u64;
-                    }
+                let salvage = salvage.get_or_insert_with(|| Salvage::new(&segment.name, damage));
+                // Sequences start at 1, whatever a file name says.
+                let expected = next.unwrap_or(segment.base).max(1);
+                let done = salvage_segment(
+                    dir,
+                    &Damaged {
+                        segment,
+                        bytes: &bytes,
+                        offset,
+                        expected,
+                        newest,
+                    },
+                    salvage,
+                    &taken,
+                )?;
+                next = Some(done.next);
+                if let Some(last) = done.segments.last() {
+                    active_len = done.active_len;
+                    assert!(kept.last().is_none_or(|k| k.base < last.base));
                 }
-                break;
+                kept.extend(done.segments);
+                if done.cut.is_some() {
+                    cut = done.cut;
+                }
             }
         }
     }
-    let next = next.unwrap_or(1);
-    if kept.is_empty() {
-        let name = segment_name(next);
+    let repaired = salvage.map(Salvage::finish);
+    let mut next = next.unwrap_or(1);
+    let mut moved = None;
+    if kept.is_empty() || next < options.next_sequence_min {
+        // A new log, or one moved forward (module docs, Moving forward).
+        let base = next.max(options.next_sequence_min);
+        let skipped = u32::try_from(base - next).map_err(|_| Error::Option {
+            name: "next_sequence_min",
+            value: options.next_sequence_min,
+            min: 1,
+            max: next.saturating_add(u64::from(u32::MAX)),
+        })?;
+        let name = segment_name(base);
         let mut file = dir
             .create(&name)
             .map_err(|e| Error::io("create", &name, e))?;
-        file.append(&encode_header(next))
+        file.append(&encode_header(base, skipped))
             .map_err(|e| Error::io("append", &name, e))?;
         file.sync_data()
             .map_err(|e| Error::io("sync_data", &name, e))?;
         dir.sync_dir().map_err(|e| Error::io("sync_dir", "", e))?;
-        kept.push(Segment { base: next, name });
+        if skipped > 0 {
+            moved = Some(Moved {
+                from: next,
+                to: base,
+                segment: name.clone(),
+            });
+        }
+        kept.push(Segment {
+            base,
+            name,
+            skipped: u64::from(skipped),
+        });
+        next = base;
         active_len = SEGMENT_HEADER_BYTES;
     }
-    Ok((kept, next, active_len, cut, repaired))
+    Ok(Recovered {
+        segments: kept,
+        next,
+        active_len,
+        cut,
+        repaired,
+        moved,
+    })
 }
 
-/// Renames `segments` aside (repair) and syncs the directory.
-fn set_aside(
+/// A repair under way over the segments that failed their checks
+/// (module docs, Recovery).
+struct Salvage {
+    repair: Repair,
+    /// Damaged bytes passed over, whose missing sequences the next kept
+    /// record tells (`last` is set then).
+    pending: Option<Lost>,
+    /// Whether the pending bytes' claimed lengths walk exactly to their
+    /// end, so `claimed` counts their records.
+    pending_exact: bool,
+}
+
+impl Salvage {
+    fn new(segment: &str, damage: Damage) -> Salvage {
+        let offset = damage.offset() as u64;
+        Salvage {
+            repair: Repair {
+                segment: segment.to_string(),
+                offset,
+                copy: None,
+                copies: Vec::new(),
+                written: Vec::new(),
+                salvaged: 0,
+                lost: Vec::new(),
+                stale: 0,
+                reason: damage.into_error(segment).to_string(),
+            },
+            pending: None,
+            pending_exact: false,
+        }
+    }
+
+    /// Damaged bytes at `offset..until` of `segment`, passed over.
+    fn pass_over(
+        &mut self,
+        segment: &str,
+        bytes: &[u8],
+        offset: usize,
+        until: usize,
+        expected: u64,
+    ) {
+        let (claims, exact) = claims_between(bytes, offset, until);
+        match self.pending.as_mut() {
+            Some(pending) => {
+                pending.bytes += (until - offset) as u64;
+                let room = CLAIMED_PER_LOSS_MAX - pending.claimed.len();
+                pending.claimed.extend(claims.into_iter().take(room));
+                self.pending_exact &= exact;
+            }
+            None => {
+                self.pending = Some(Lost {
+                    first: expected,
+                    last: None,
+                    segment: segment.to_string(),
+                    offset: offset as u64,
+                    bytes: (until - offset) as u64,
+                    claimed: claims,
+                });
+                self.pending_exact = exact;
+            }
+        }
+    }
+
+    /// A kept record at `sequence` when `expected` was next: the missing
+    /// range before it, if any, is lost.
+    fn resume(&mut self, segment: &str, offset: usize, expected: u64, sequence: u64) {
+        assert!(sequence >= expected);
+        let pending = self.pending.take();
+        if sequence == expected {
+            return;
+        }
+        let mut lost = pending.unwrap_or_else(|| Lost {
+            first: expected,
+            last: None,
+            segment: segment.to_string(),
+            offset: offset as u64,
+            bytes: 0,
+            claimed: Vec::new(),
+        });
+        assert_eq!(lost.first, expected, "nothing was kept since the damage");
+        lost.last = Some(sequence - 1);
+        self.repair.lost.push(lost);
+    }
+
+    fn finish(mut self) -> Repair {
+        if let Some(mut lost) = self.pending.take() {
+            // Damage at the end of the log: its claimed lengths say how
+            // many records it held when they walk exactly to its end.
+            if self.pending_exact && !lost.claimed.is_empty() {
+                lost.last = Some(lost.first + lost.claimed.len() as u64 - 1);
+            }
+            self.repair.lost.push(lost);
+        }
+        self.repair.copy = self.repair.copies.first().cloned();
+        self.repair
+    }
+}
+
+/// A segment that failed its checks, for [`salvage_segment`].
+struct Damaged<'a> {
+    segment: &'a Segment,
+    bytes: &'a [u8],
+    /// Where its damage starts (names the copy).
+    offset: usize,
+    /// The sequence the log before it ends at.
+    expected: u64,
+    newest: bool,
+}
+
+/// What [`salvage_segment`] leaves.
+struct Salvaged {
+    segments: Vec<Segment>,
+    next: u64,
+    active_len: usize,
+    cut: Option<Cut>,
+}
+
+/// Keeps every record of a damaged segment whose checksum holds and whose
+/// sequence continues the log, in runs of consecutive sequences, each
+/// written as a segment; copies the damaged one aside (module docs,
+/// Recovery).
+fn salvage_segment(
     dir: &dyn Dir,
-    segments: &[Segment],
-    copy: Option<String>,
-    damage: Damage,
-) -> Result<Repair, Error> {
-    let first = segments.first().map(|s| s.name.clone()).unwrap_or_default();
-    let offset = damage.offset() as u64;
-    let reason = damage.into_error(&first).to_string();
-    let mut names = Vec::new();
-    for segment in segments {
-        let aside = format!("{}.set-aside", segment.name);
-        dir.rename(&segment.name, &aside)
-            .map_err(|e| Error::io("rename", &segment.name, e))?;
-        names.push(aside);
+    damaged: &Damaged<'_>,
+    salvage: &mut Salvage,
+    taken: &BTreeSet<String>,
+) -> Result<Salvaged, Error> {
+    let Damaged {
+        segment,
+        bytes,
+        offset,
+        newest,
+        ..
+    } = *damaged;
+    let name = &segment.name;
+    // A valid header's skip was decided before: not a loss.
+    let deliberate = match check_header(bytes, segment.base) {
+        Ok(skipped) if segment.base - skipped == damaged.expected => skipped,
+        _ => 0,
+    };
+    // Runs of consecutive records: first sequence, skipped, record bytes.
+    let mut runs: Vec<(u64, u64, Vec<u8>)> = Vec::new();
+    let mut expected = damaged.expected;
+    let mut at = SEGMENT_HEADER_BYTES.min(bytes.len());
+    let mut cut = None;
+    while at < bytes.len() {
+        match parse_record(bytes, at) {
+            Ok((record, end)) => {
+                if record.sequence < expected {
+                    salvage.repair.stale += 1;
+                    at = end;
+                    continue;
+                }
+                let gap = record.sequence - expected;
+                if gap > u64::from(u32::MAX) {
+                    // No log skips that far: a record's bytes that happen to
+                    // check out (or forged ones) are passed over as damage.
+                    salvage.pass_over(name, bytes, at, end, expected);
+                    at = end;
+                    continue;
+                }
+                let planned =
+                    runs.is_empty() && record.sequence == segment.base && gap == deliberate;
+                if !planned {
+                    salvage.resume(name, at, expected, record.sequence);
+                } else {
+                    salvage.pending = None;
+                }
+                if runs.is_empty() || gap > 0 {
+                    runs.push((record.sequence, gap, Vec::new()));
+                }
+                let run = runs.last_mut().expect("a run was started");
+                run.2.extend_from_slice(&bytes[at..end]);
+                salvage.repair.salvaged += 1;
+                expected = record.sequence + 1;
+                at = end;
+            }
+            Err(bad) => {
+                let resume = find_valid_after(bytes, at + 1, expected);
+                if resume.is_none()
+                    && newest
+                    && let Some(reason) = tear(bytes, at, &bad)
+                {
+                    cut = Some(Cut {
+                        segment: name.clone(),
+                        offset: at as u64,
+                        bytes: (bytes.len() - at) as u64,
+                        reason,
+                    });
+                    break;
+                }
+                let until = resume.map_or(bytes.len(), |(offset, _)| offset);
+                salvage.pass_over(name, bytes, at, until, expected);
+                at = until;
+            }
+        }
+    }
+    let copy = format!("{name}.damaged-at-{offset}");
+    let mut file = dir
+        .create(&copy)
+        .map_err(|e| Error::io("create", &copy, e))?;
+    file.append(bytes)
+        .map_err(|e| Error::io("append", &copy, e))?;
+    file.sync_data()
+        .map_err(|e| Error::io("sync_data", &copy, e))?;
+    let mut renames = Vec::with_capacity(runs.len());
+    let mut segments = Vec::with_capacity(runs.len());
+    for (first, skipped, records) in &runs {
+        let target = segment_name(*first);
+        if &target != name && taken.contains(&target) {
+            return Err(Error::io(
+                "repair",
+                &target,
+                std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    format!("records salvaged from {name} would replace this segment"),
+                ),
+            ));
+        }
+        let skipped32 = u32::try_from(*skipped).expect("longer gaps are passed over as damage");
+        let temp = format!("{target}.repair");
+        let mut file = dir
+            .create(&temp)
+            .map_err(|e| Error::io("create", &temp, e))?;
+        file.append(&encode_header(*first, skipped32))
+            .map_err(|e| Error::io("append", &temp, e))?;
+        file.append(records)
+            .map_err(|e| Error::io("append", &temp, e))?;
+        file.sync_data()
+            .map_err(|e| Error::io("sync_data", &temp, e))?;
+        renames.push((temp, target.clone()));
+        segments.push(Segment {
+            base: *first,
+            name: target,
+            skipped: *skipped,
+        });
+    }
+    // The copy and the new segments are durable before the damaged
+    // segment's name changes.
+    dir.sync_dir().map_err(|e| Error::io("sync_dir", "", e))?;
+    if !renames.iter().any(|(_, target)| target == name) {
+        dir.remove(name).map_err(|e| Error::io("remove", name, e))?;
+    }
+    for (temp, target) in &renames {
+        dir.rename(temp, target)
+            .map_err(|e| Error::io("rename", temp, e))?;
     }
     dir.sync_dir().map_err(|e| Error::io("sync_dir", "", e))?;
-    Ok(Repair {
-        segment: first,
-        offset,
-        copy,
-        set_aside: names,
-        reason,
+    salvage.repair.copies.push(copy);
+    salvage
+        .repair
+        .written
+        .extend(segments.iter().map(|s| s.name.clone()));
+    let active_len = runs.last().map_or(SEGMENT_HEADER_BYTES, |run| {
+        SEGMENT_HEADER_BYTES + run.2.len()
+    });
+    Ok(Salvaged {
+        segments,
+        next: expected,
+        active_len,
+        cut,
     })
 }
 
@@ -1187,7 +1744,7 @@ impl Writer {
             .dir
             .create(&name)
             .map_err(|e| Error::io("create", &name, e))?;
-        file.append(&encode_header(self.next))
+        file.append(&encode_header(self.next, 0))
             .map_err(|e| Error::io("append", &name, e))?;
         file.sync_data()
             .map_err(|e| Error::io("sync_data", &name, e))?;
@@ -1199,6 +1756,7 @@ impl Writer {
         self.shared.segments().push(Segment {
             base: self.next,
             name,
+            skipped: 0,
         });
         self.shared.rolls.fetch_add(1, Ordering::Relaxed);
         Ok(())
@@ -1261,8 +1819,9 @@ mod tests {
 
     #[test]
     fn a_header_checks_magic_version_and_base() {
-        let header = encode_header(42);
-        assert_eq!(check_header(&header, 42), Ok(()));
+        let header = encode_header(42, 0);
+        assert_eq!(check_header(&header, 42), Ok(0));
+        assert_eq!(check_header(&encode_header(42, 41), 42), Ok(41));
         assert!(check_header(&header, 43).is_err());
         assert!(check_header(&header[..31], 42).is_err());
         let mut flipped = header;
@@ -1270,8 +1829,33 @@ mod tests {
         assert!(check_header(&flipped, 42).is_err());
     }
 
+    #[test]
+    fn a_record_reaching_into_a_zero_sector_is_torn_and_a_short_zero_run_is_not() {
+        // The third record spans the first sector boundary of the file.
+        let payload = vec![b'x'; 300];
+        let bytes = segment(&[(1, &payload), (2, &payload)], 1);
+        let second = SEGMENT_HEADER_BYTES + RECORD_HEADER_BYTES + payload.len();
+        assert!(second < SECTOR_BYTES && bytes.len() > SECTOR_BYTES);
+        // The sector from 512 on never reached the disk: torn.
+        let mut unwritten = bytes.clone();
+        unwritten[SECTOR_BYTES..].fill(0);
+        let scanned = scan_segment(&unwritten, 1, None, true).expect("torn");
+        assert_eq!((scanned.end, scanned.next), (second, 2));
+        assert!(scanned.torn.expect("torn").contains("zeros"));
+        // Zeros from inside a sector only (no whole sector of them): a
+        // record the disk wrote, with bad bytes: damage.
+        let mut zeroed = bytes.clone();
+        let from = bytes.len() - 10;
+        zeroed[from..].fill(0);
+        assert!(from > SECTOR_BYTES);
+        assert!(matches!(
+            scan_segment(&zeroed, 1, None, true),
+            Err(Damage::Record { offset, .. }) if offset == second
+        ));
+    }
+
     fn segment(records: &[(u64, &[u8])], base: u64) -> Vec<u8> {
-        let mut bytes = encode_header(base).to_vec();
+        let mut bytes = encode_header(base, 0).to_vec();
         for (sequence, payload) in records {
             encode_record(
                 &mut bytes,
@@ -1289,19 +1873,19 @@ mod tests {
         let bytes = segment(&[(5, b"aaaa"), (6, b"bbbb"), (7, b"cccc")], 5);
         let third = SEGMENT_HEADER_BYTES + 2 * (RECORD_HEADER_BYTES + 4);
         // Cut short: torn.
-        let scanned = scan_segment(&bytes[..bytes.len() - 1], 5, true).expect("torn");
+        let scanned = scan_segment(&bytes[..bytes.len() - 1], 5, None, true).expect("torn");
         assert_eq!((scanned.end, scanned.next), (third, 7));
         assert!(scanned.torn.is_some());
         // The same bytes in an older segment: damage.
         assert!(matches!(
-            scan_segment(&bytes[..bytes.len() - 1], 5, false),
+            scan_segment(&bytes[..bytes.len() - 1], 5, None, false),
             Err(Damage::Record { offset, .. }) if offset == third
         ));
         // A flip in the middle record: valid records follow, damage.
         let mut flipped = bytes.clone();
         flipped[third - 1] ^= 0x40;
         let second = SEGMENT_HEADER_BYTES + RECORD_HEADER_BYTES + 4;
-        match scan_segment(&flipped, 5, true) {
+        match scan_segment(&flipped, 5, None, true) {
             Err(Damage::Record { offset, after, .. }) => {
                 assert_eq!(offset, second);
                 assert!(after.contains(&format!("offset {third}")), "{after}");
@@ -1312,12 +1896,48 @@ mod tests {
         // the data): torn.
         let mut zeros = bytes.clone();
         zeros.resize(bytes.len() + 100, 0);
-        let scanned = scan_segment(&zeros, 5, true).expect("torn");
+        let scanned = scan_segment(&zeros, 5, None, true).expect("torn");
         assert_eq!(scanned.end, bytes.len());
+        // A flip in the last record, whole: damage, naming what its header
+        // claims.
+        let mut last = bytes.clone();
+        last[third + RECORD_HEADER_BYTES + 1] ^= 0x01;
+        match scan_segment(&last, 5, None, true) {
+            Err(Damage::Record {
+                offset, claimed, ..
+            }) => {
+                assert_eq!(offset, third);
+                let claimed = claimed.expect("a whole header");
+                assert_eq!((claimed.sequence, claimed.batch), (7, BatchId(7)));
+                assert_eq!(claimed.head, b"cbcc".to_vec());
+            }
+            other => panic!("{other:?}"),
+        }
+        // Its length flipped upwards: cut short, but whole with the length
+        // the file leaves it: damage.
+        let mut long = bytes.clone();
+        long[third + 2] ^= 0x01;
+        assert!(matches!(
+            scan_segment(&long, 5, None, true),
+            Err(Damage::Record { offset, .. }) if offset == third
+        ));
+        // A segment continues the one before it, or says what it skips.
+        assert!(matches!(
+            scan_segment(&bytes, 5, Some(4), true),
+            Err(Damage::Gap { expected: 4, .. })
+        ));
+        let mut skipping = encode_header(5, 2).to_vec();
+        skipping.extend_from_slice(&bytes[SEGMENT_HEADER_BYTES..]);
+        assert_eq!(
+            scan_segment(&skipping, 5, Some(3), true)
+                .expect("skips")
+                .skipped,
+            2
+        );
         // A skipped sequence is a gap, not a tear.
         let gap = segment(&[(5, b"a"), (7, b"b")], 5);
         assert!(matches!(
-            scan_segment(&gap, 5, true),
+            scan_segment(&gap, 5, None, true),
             Err(Damage::Gap {
                 expected: 6,
                 found: 7,

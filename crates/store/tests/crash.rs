@@ -99,6 +99,7 @@ fn run_ops(ops: &[Op], crash_op: u64, seed: u64, segment_bytes: u64) -> Result<(
     let options = WalOptions {
         segment_bytes,
         repair: false,
+        ..WalOptions::default()
     };
     let disk = SimDir::new();
     disk.crash_at(crash_op, seed);
@@ -209,6 +210,7 @@ fn run_threads(
     let options = WalOptions {
         segment_bytes: 1_024,
         repair: false,
+        ..WalOptions::default()
     };
     let disk = SimDir::new();
     disk.crash_at(crash_op, seed);

@@ -19,6 +19,7 @@ fn options(segment_bytes: u64, repair: bool) -> WalOptions {
     WalOptions {
         segment_bytes,
         repair,
+        ..WalOptions::default()
     }
 }
 
@@ -49,28 +50,55 @@ fn batches(wal: &Wal, after: u64) -> Vec<u64> {
     out
 }
 
+/// Issue 43, item 5: a flipped byte in the last, complete record is
+/// damage, not a torn tail: opening refuses, naming segment, offset and
+/// what the record's header says of its origin; repair keeps a copy and
+/// reports the one record it could not keep.
 #[test]
-fn a_flip_in_the_last_record_is_a_torn_tail_cut_and_reported() {
+fn a_flip_in_the_last_complete_record_is_damage_not_a_tear() {
     let disk = log_of(5, 1 << 20);
     let name = segment_name(1);
     disk.poke(&name, record_at(4) + RECORD_HEADER_BYTES + 3, 0xee);
-    let (wal, recovery) =
-        Wal::open(Arc::new(disk.clone()), options(1 << 20, false)).expect("opens");
-    let cut = recovery.cut.expect("cut");
-    assert_eq!(cut.segment, name);
-    assert_eq!(cut.offset, record_at(4) as u64);
-    assert_eq!(cut.bytes, RECORD_BYTES as u64);
-    assert!(cut.reason.contains("checksum"), "{}", cut.reason);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    match Wal::open(Arc::clone(&dir), options(1 << 20, false)) {
+        Err(error @ Error::Corrupt { .. }) => {
+            let text = error.to_string();
+            let Error::Corrupt {
+                segment,
+                offset,
+                reason,
+                claimed,
+                ..
+            } = error
+            else {
+                unreachable!()
+            };
+            assert_eq!(segment, name);
+            assert_eq!(offset, record_at(4) as u64);
+            assert!(reason.contains("checksum"), "{reason}");
+            let claimed = claimed.expect("a whole header");
+            assert_eq!((claimed.sequence, claimed.batch), (5, BatchId(4)));
+            assert!(text.contains("sequence 5, source 1, batch 4"), "{text}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Refusing changed nothing.
+    assert_eq!(disk.len_of(&name), Some(record_at(5)));
+    let (wal, recovery) = Wal::open(Arc::clone(&dir), options(1 << 20, true)).expect("repairs");
+    assert_eq!(recovery.cut, None);
+    let repair = recovery.repaired.expect("repaired");
+    let copy = repair.copy.clone().expect("a copy");
+    assert_eq!(disk.len_of(&copy), Some(record_at(5)));
+    assert_eq!(repair.salvaged, 4);
+    assert_eq!(repair.lost.len(), 1);
+    let lost = &repair.lost[0];
+    assert_eq!((lost.first, lost.count()), (5, Some(1)));
+    assert_eq!(lost.claimed[0].batch, BatchId(4));
     assert_eq!(recovery.next_sequence, 5);
     assert_eq!(batches(&wal, 0), vec![0, 1, 2, 3]);
-    assert_eq!(disk.len_of(&name), Some(record_at(4)));
-    // The log goes on from the cut.
-    let sequence = wal
-        .append(SourceId(1), BatchId(99), vec![1; 3])
-        .expect("append")
-        .wait()
-        .expect("durable");
-    assert_eq!(sequence, 5);
+    drop(wal);
+    let (_, recovery) = Wal::open(dir, options(1 << 20, false)).expect("opens clean");
+    assert_eq!((recovery.cut, recovery.repaired), (None, None));
 }
 
 #[test]
@@ -99,6 +127,7 @@ fn a_flip_in_the_middle_refuses_to_open_then_repair_keeps_a_copy() {
             offset,
             reason,
             after,
+            ..
         }) => {
             assert_eq!(segment, name);
             assert_eq!(offset, record_at(2) as u64);
@@ -117,15 +146,27 @@ fn a_flip_in_the_middle_refuses_to_open_then_repair_keeps_a_copy() {
     let repair = recovery.repaired.expect("repaired");
     assert_eq!(repair.segment, name);
     assert_eq!(repair.offset, record_at(2) as u64);
-    let copy = repair.copy.expect("a copy");
+    let copy = repair.copy.clone().expect("a copy");
     assert_eq!(disk.len_of(&copy), Some(record_at(5)));
-    assert_eq!(batches(&wal, 0), vec![0, 1]);
-    assert_eq!(recovery.next_sequence, 3);
+    // Every intact record is kept, the ones after the damage too; the one
+    // damaged is reported with what its header claims.
+    assert_eq!(batches(&wal, 0), vec![0, 1, 3, 4]);
+    assert_eq!(repair.lost.len(), 1);
+    assert_eq!((repair.lost[0].first, repair.lost[0].count()), (3, Some(1)));
+    assert_eq!(repair.lost[0].claimed[0].sequence, 3);
+    assert_eq!(recovery.next_sequence, 6);
     drop(wal);
-    // The copy is not taken for a segment.
+    // The copy is not taken for a segment, and the skip is the log's own.
     let (wal, recovery) = Wal::open(dir, options(1 << 20, false)).expect("opens clean");
     assert_eq!((recovery.cut, recovery.repaired), (None, None));
-    assert_eq!(batches(&wal, 0), vec![0, 1]);
+    assert_eq!(batches(&wal, 0), vec![0, 1, 3, 4]);
+    assert_eq!(batches(&wal, 3), vec![3, 4]);
+    let sequence = wal
+        .append(SourceId(1), BatchId(99), vec![1; 3])
+        .expect("append")
+        .wait()
+        .expect("durable");
+    assert_eq!(sequence, 6);
 }
 
 /// Five records of 72 bytes in segments of at most 200 bytes: two records
@@ -159,12 +200,16 @@ fn damage_in_an_older_segment_refuses_even_at_its_end() {
     let (wal, recovery) =
         Wal::open(Arc::clone(&dir), options(SMALL_SEGMENT, true)).expect("repairs");
     let repair = recovery.repaired.expect("repaired");
-    assert_eq!(
-        repair.set_aside,
-        vec![format!("{}.set-aside", segment_name(5))]
-    );
-    assert_eq!(batches(&wal, 0), vec![0, 1, 2]);
-    assert_eq!(recovery.next_sequence, 4);
+    // The newer segment is kept whole; it now says it skips sequence 4.
+    assert_eq!(batches(&wal, 0), vec![0, 1, 2, 4]);
+    assert_eq!(recovery.next_sequence, 6);
+    assert_eq!(repair.lost.len(), 1);
+    assert_eq!((repair.lost[0].first, repair.lost[0].last), (4, Some(4)));
+    assert_eq!(repair.lost[0].segment, segment_name(3));
+    drop(wal);
+    let (wal, recovery) = Wal::open(dir, options(SMALL_SEGMENT, false)).expect("opens clean");
+    assert_eq!(recovery.repaired, None);
+    assert_eq!(batches(&wal, 0), vec![0, 1, 2, 4]);
 }
 
 #[test]
@@ -199,8 +244,96 @@ fn a_bad_header_refuses() {
         other => panic!("{other:?}"),
     }
     let (wal, recovery) = Wal::open(dir, options(SMALL_SEGMENT, true)).expect("repairs");
-    assert_eq!(batches(&wal, 0), vec![0, 1, 2, 3]);
-    assert_eq!(recovery.next_sequence, 5);
+    assert_eq!(batches(&wal, 0), vec![0, 1, 2, 3, 4]);
+    assert_eq!(recovery.next_sequence, 6);
+    let repair = recovery.repaired.expect("repaired");
+    assert_eq!(repair.lost, Vec::new());
+    assert_eq!(repair.salvaged, 1);
+}
+
+/// Issue 43, item 6: one flipped byte in a segment header costs no
+/// record: repair rewrites the header and keeps every record.
+#[test]
+fn repair_after_a_flipped_header_keeps_every_record() {
+    let disk = log_of(300, 1 << 20);
+    let name = segment_name(1);
+    disk.poke(&name, 9, 0x40);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    assert!(matches!(
+        Wal::open(Arc::clone(&dir), options(1 << 20, false)),
+        Err(Error::BadHeader { .. })
+    ));
+    let (wal, recovery) = Wal::open(Arc::clone(&dir), options(1 << 20, true)).expect("repairs");
+    let repair = recovery.repaired.expect("repaired");
+    assert_eq!(repair.salvaged, 300);
+    assert_eq!((repair.lost.clone(), repair.stale), (Vec::new(), 0));
+    assert_eq!(repair.written, vec![name.clone()]);
+    assert_eq!(disk.len_of(&repair.copies[0]), Some(record_at(300)));
+    assert_eq!(batches(&wal, 0), (0..300).collect::<Vec<u64>>());
+    drop(wal);
+    let (wal, recovery) = Wal::open(dir, options(1 << 20, false)).expect("opens clean");
+    assert_eq!((recovery.cut, recovery.repaired), (None, None));
+    assert_eq!(batches(&wal, 0).len(), 300);
+}
+
+/// Issue 43, item 6: records of another writer (a sequence already taken)
+/// and garbage between records are dropped and counted; the ranges lost
+/// are named.
+#[test]
+fn repair_reports_stale_records_and_each_lost_range() {
+    let disk = log_of(10, 1 << 20);
+    let name = segment_name(1);
+    // Records 3 and 7 damaged (batches 2 and 6).
+    disk.poke(&name, record_at(2) + 40, 0x11);
+    disk.poke(&name, record_at(6) + 40, 0x11);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    let (wal, recovery) = Wal::open(Arc::clone(&dir), options(1 << 20, true)).expect("repairs");
+    let repair = recovery.repaired.expect("repaired");
+    let ranges: Vec<(u64, Option<u64>)> = repair.lost.iter().map(|l| (l.first, l.last)).collect();
+    assert_eq!(ranges, vec![(3, Some(3)), (7, Some(7))]);
+    assert_eq!(repair.lost_count(), Some(2));
+    assert_eq!(repair.salvaged, 8);
+    assert_eq!(batches(&wal, 0), vec![0, 1, 3, 4, 5, 7, 8, 9]);
+    assert_eq!(
+        repair.written,
+        vec![segment_name(1), segment_name(4), segment_name(8)]
+    );
+}
+
+/// Issue 43, item 6b: a log that ends below a sequence the caller names
+/// (a snapshot's) moves forward to it, and the move is part of the log.
+#[test]
+fn a_log_below_its_minimum_moves_forward_and_stays_moved() {
+    let disk = log_of(3, 1 << 20);
+    let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+    let moved = WalOptions {
+        next_sequence_min: 10,
+        ..options(1 << 20, false)
+    };
+    let (wal, recovery) = Wal::open(Arc::clone(&dir), moved).expect("opens");
+    let jump = recovery.moved.expect("moved");
+    assert_eq!((jump.from, jump.to), (4, 10));
+    assert_eq!(recovery.next_sequence, 10);
+    assert_eq!(batches(&wal, 0), vec![0, 1, 2]);
+    let sequence = wal
+        .append(SourceId(1), BatchId(50), vec![5; 4])
+        .expect("append")
+        .wait()
+        .expect("durable");
+    assert_eq!(sequence, 10);
+    drop(wal);
+    let (wal, recovery) = Wal::open(Arc::clone(&dir), options(1 << 20, false)).expect("clean");
+    assert_eq!((recovery.moved, recovery.next_sequence), (None, 11));
+    assert_eq!(batches(&wal, 0), vec![0, 1, 2, 50]);
+    assert_eq!(batches(&wal, 5), vec![50]);
+    drop(wal);
+    // No log at all (its segments deleted): it starts at the minimum.
+    let empty: Arc<dyn Dir> = Arc::new(SimDir::new());
+    let (wal, recovery) = Wal::open(Arc::clone(&empty), moved).expect("opens");
+    assert_eq!(recovery.next_sequence, 10);
+    assert_eq!(recovery.moved.map(|m| m.from), Some(1));
+    assert_eq!(batches(&wal, 0), Vec::<u64>::new());
+    assert_eq!(batches(&wal, 9), Vec::<u64>::new());
 }
 
 #[test]
@@ -313,4 +446,63 @@ fn os_dir_round_trip() {
     assert_eq!(batches(&wal, 3), vec![3, 4, 5, 6]);
     drop(wal);
     std::fs::remove_dir_all(&root).expect("cleanup");
+}
+
+/// Issue 43, item 6, as a law: whatever bytes are flipped in a log of
+/// several segments (headers included), repair opens, and it keeps
+/// exactly the records none of whose bytes was flipped, in order.
+mod salvage {
+    use super::*;
+    use proptest::prelude::*;
+
+    const SEGMENT: u64 = 600;
+    const COUNT: u64 = 40;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(96))]
+        #[test]
+        fn repair_keeps_every_record_no_flip_touched(
+            flips in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), 1u8..=255), 1..5)
+        ) {
+            let disk = log_of(COUNT, SEGMENT);
+            let dir: Arc<dyn Dir> = Arc::new(disk.clone());
+            let segments = dir.list().expect("list");
+            // Where each batch's record is: (segment, from, to).
+            let mut places = Vec::new();
+            for name in &segments {
+                let bytes = dir.read(name).expect("read");
+                let mut at = SEGMENT_HEADER_BYTES;
+                while at < bytes.len() {
+                    let batch = u64::from_le_bytes(bytes[at + 24..at + 32].try_into().expect("8"));
+                    places.push((name.clone(), at, at + RECORD_BYTES, batch));
+                    at += RECORD_BYTES;
+                }
+            }
+            prop_assert_eq!(places.len() as u64, COUNT);
+            let mut touched = std::collections::BTreeSet::new();
+            for (segment, offset, xor) in &flips {
+                let name = segment.get(&segments);
+                let len = disk.len_of(name).expect("a segment");
+                let at = offset.index(len);
+                let byte = dir.read(name).expect("read")[at];
+                disk.poke(name, at, byte ^ xor);
+                for (place, from, to, batch) in &places {
+                    if place == name && (*from..*to).contains(&at) {
+                        touched.insert(*batch);
+                    }
+                }
+            }
+            let (wal, recovery) = Wal::open(Arc::clone(&dir), options(SEGMENT, true)).expect("repair opens");
+            let want: Vec<u64> = (0..COUNT).filter(|b| !touched.contains(b)).collect();
+            prop_assert_eq!(batches(&wal, 0), want.clone());
+            if let Some(repair) = &recovery.repaired {
+                prop_assert!(repair.salvaged as usize <= want.len());
+            }
+            drop(wal);
+            // The repaired log opens clean and says the same.
+            let (wal, recovery) = Wal::open(dir, options(SEGMENT, false)).expect("opens clean");
+            prop_assert_eq!(recovery.repaired, None);
+            prop_assert_eq!(batches(&wal, 0), want);
+        }
+    }
 }

@@ -96,7 +96,7 @@ pub struct Edge {
 pub struct ServeConfig {
     /// The compiled schema.
     pub plan: Arc<Plan>,
-    /// The data directory (log, snapshots, lock).
+    /// The data directory (log and snapshots; locked itself while served).
     pub data: PathBuf,
     /// The native protocol's address.
     pub listen: SocketAddr,
@@ -136,19 +136,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     }
     std::fs::create_dir_all(&config.data)
         .with_context(|| format!("creating the data directory {}", config.data.display()))?;
-    let lock_path = config.data.join("LOCK");
-    let lock = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .with_context(|| format!("opening {}", lock_path.display()))?;
-    if lock.try_lock().is_err() {
-        bail!(
-            "another cardinal serve is using {} (its LOCK is held)",
-            config.data.display()
-        );
-    }
+    let lock = lock_data_dir(&config.data)?;
     // Heard from here on, recovery included: a signal always works.
     let signals = listen_for_signals()?;
     // Bind first: a port in use fails at once, not after a recovery.
@@ -229,6 +217,31 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     }
 }
 
+/// Takes an exclusive `flock` on the data directory itself, held for the
+/// process's life (released when it exits, however it exits).
+///
+/// The directory, not a file in it: a lock file can be unlinked while a
+/// server runs (a tmp cleaner, a wrong `rm`), and the next server then
+/// creates a new file with a new inode and locks that, so two servers
+/// append to one log and both acknowledge. A directory cannot be unlinked
+/// while it holds the log, and a directory opened read-only takes `flock`
+/// like a file (Linux, the BSDs, macOS), as `run --out` locks its folder
+/// (`export/src/outdir.rs`). A `LOCK` file older builds left is ignored.
+fn lock_data_dir(data: &std::path::Path) -> Result<File> {
+    let lock = File::open(data)
+        .with_context(|| format!("opening the data directory {}", data.display()))?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "another cardinal serve is using {} (it holds the directory's lock)",
+            data.display()
+        ),
+        Err(std::fs::TryLockError::Error(error)) => {
+            Err(error).with_context(|| format!("locking the data directory {}", data.display()))
+        }
+    }
+}
+
 fn log_opened(service: &Service) {
     let opened = service.opened();
     for skipped in &opened.skipped {
@@ -239,6 +252,15 @@ fn log_opened(service: &Service) {
     }
     if let Some(repaired) = &opened.repaired {
         eprintln!("cardinal serve: write-ahead log: {repaired}");
+    }
+    if let Some(moved) = &opened.moved {
+        eprintln!("cardinal serve: write-ahead log: {moved}");
+    }
+    if let Some(fallback) = &opened.fallback {
+        eprintln!("cardinal serve: {fallback}");
+    }
+    for aside in &opened.snapshots_set_aside {
+        eprintln!("cardinal serve: a damaged snapshot set aside as {aside}");
     }
     for said in &opened.set_aside {
         eprintln!("cardinal serve: {said}");
