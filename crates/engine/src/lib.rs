@@ -86,6 +86,7 @@ pub use continuous::{
     Continuous, ContinuousOptions, Full, Outcome, Receipt, SummaryStats, View, check_images,
 };
 pub use error::Error;
+pub use feed::{REJECT_CODES, reject_code};
 pub use fold::AGGREGATES_MAX;
 pub use jobs::is_fifo;
 pub use query::{
