@@ -28,9 +28,9 @@ Exit status: 0 when every batch was acknowledged; 1 otherwise (batches refused, 
 server unreachable for --give-up-secs, an unreadable input), with the reason on stderr.
 
 Examples:
-  cardinal send imp.csv --to 127.0.0.1:7878 --stream impressions
-  cardinal send day1.ndjson.gz day2.ndjson.gz --to 127.0.0.1:7878 --stream events --ledger acked.txt
-  cardinal gen impressions --events 100000 -o - | cardinal send - --to 127.0.0.1:7878 --stream impressions"
+  cardinal send imp.csv --to 127.0.0.1:7400 --stream impressions
+  cardinal send day1.ndjson.gz day2.ndjson.gz --to 127.0.0.1:7400 --stream events --ledger acked.txt
+  cardinal gen impressions --events 100000 -o - | cardinal send - --to 127.0.0.1:7400 --stream impressions"
 )]
 pub struct Args {
     /// Input files of CSV or NDJSON records (gzip, zstd, lz4 or snappy
