@@ -455,7 +455,9 @@ fn metrics_pass_promtool_and_label_with_codes() {
             .and_then(|r| r.split('"').next())
             .expect("a reason");
         assert!(
-            reason.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+            reason
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
             "{line}"
         );
     }

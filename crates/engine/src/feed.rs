@@ -373,7 +373,7 @@ mod reject_code_tests {
         for code in &codes {
             assert!(REJECT_CODES.contains(code), "{code}");
             assert!(
-                code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'),
+                code.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
                 "{code} is snake_case"
             );
         }

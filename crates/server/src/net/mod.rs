@@ -320,27 +320,75 @@ pub fn fit_connections(tcp: usize, http: usize) -> Result<(usize, usize)> {
     assert!(tcp >= 1 && http >= 1, "a cap of at least one connection");
     let wanted = (tcp + http) as u64 + FD_RESERVE;
     let limit = raise_nofile(wanted).context("reading RLIMIT_NOFILE")?;
-    let budget = limit.saturating_sub(FD_RESERVE);
-    if budget < 2 {
+    let Some((tcp_fit, http_fit)) = split_caps(limit, tcp, http) else {
         bail!(
             "only {limit} file descriptors (ulimit -n): cardinal serve keeps {FD_RESERVE} \
              for its log and snapshots and needs at least {} (ulimit -n {})",
             FD_RESERVE + 2,
             FD_RESERVE + 2
         );
+    };
+    if (tcp_fit, http_fit) != (tcp, http) {
+        eprintln!(
+            "cardinal serve: {limit} file descriptors (ulimit -n): at most {tcp_fit} native \
+             and {http_fit} HTTP connections, {FD_RESERVE} kept for the log, snapshots and \
+             day files"
+        );
     }
-    if wanted <= limit {
-        return Ok((tcp, http));
+    Ok((tcp_fit, http_fit))
+}
+
+/// The caps that fit `limit` descriptors less [`FD_RESERVE`]: the asked
+/// ones when they fit, else both shrunk in proportion (at least one
+/// each); `None` when not even that fits.
+fn split_caps(limit: u64, tcp: usize, http: usize) -> Option<(usize, usize)> {
+    let budget = usize::try_from(limit.saturating_sub(FD_RESERVE)).unwrap_or(usize::MAX);
+    if budget < 2 {
+        return None;
     }
-    let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+    if tcp + http <= budget {
+        return Some((tcp, http));
+    }
     let tcp_fit = (budget * tcp / (tcp + http)).clamp(1, budget - 1);
     let http_fit = (budget - tcp_fit).min(http);
     assert!(tcp_fit + http_fit <= budget, "the caps fit the budget");
-    eprintln!(
-        "cardinal serve: {limit} file descriptors (ulimit -n): at most {tcp_fit} native and \
-         {http_fit} HTTP connections, {FD_RESERVE} kept for the log, snapshots and day files"
-    );
-    Ok((tcp_fit, http_fit))
+    assert!(tcp_fit >= 1 && http_fit >= 1, "each edge keeps a connection");
+    Some((tcp_fit, http_fit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_fit_under_the_descriptor_limit() {
+        assert_eq!(split_caps(1024, 256, 256), Some((256, 256)));
+        assert_eq!(split_caps(256, 256, 256), Some((64, 64)));
+        assert_eq!(split_caps(300, 4096, 256), Some((161, 11)));
+        assert_eq!(split_caps(FD_RESERVE + 2, 256, 256), Some((1, 1)));
+        assert_eq!(split_caps(FD_RESERVE + 1, 1, 1), None);
+        assert_eq!(split_caps(u64::MAX, 4096, 4096), Some((4096, 4096)));
+    }
+
+    #[test]
+    fn only_running_out_is_transient() {
+        let os = |code| std::io::Error::from_raw_os_error(code);
+        let store = |code| cardinal_store::Error::Io {
+            op: "create",
+            name: "snapshot-1.tmp".into(),
+            source: os(code),
+        };
+        for code in [libc::EMFILE, libc::ENFILE, libc::ENOSPC, libc::ENOMEM] {
+            let error = anyhow::Error::new(store(code)).context("writing a snapshot");
+            assert!(transient(&error), "{error:#}");
+            assert!(transient(&anyhow::Error::new(os(code))));
+        }
+        for code in [libc::EIO, libc::EROFS, libc::EACCES] {
+            let error = anyhow::Error::new(store(code)).context("writing a snapshot");
+            assert!(!transient(&error), "{error:#}");
+        }
+        assert!(!transient(&anyhow::anyhow!("the completer stopped")));
+    }
 }
 
 /// The soft `RLIMIT_NOFILE`, first raised to `wanted` (at most the hard
