@@ -275,14 +275,17 @@ pub fn reject_code(reason: &str) -> &'static str {
         return code;
     }
     let evaluated = [
-        (cardinal_route::EvalError::MissingTime { column: 0 }, "no_event_time"),
+        (
+            cardinal_route::EvalError::MissingTime { column: 0 },
+            "no_event_time",
+        ),
         (cardinal_route::EvalError::Overflow, "integer_overflow"),
-        (cardinal_route::EvalError::DivisionByZero, "division_by_zero"),
+        (
+            cardinal_route::EvalError::DivisionByZero,
+            "division_by_zero",
+        ),
     ];
-    if let Some((_, code)) = evaluated
-        .iter()
-        .find(|(e, _)| eval_reason(e) == reason)
-    {
+    if let Some((_, code)) = evaluated.iter().find(|(e, _)| eval_reason(e) == reason) {
         return code;
     }
     match reason {
@@ -373,7 +376,8 @@ mod reject_code_tests {
         for code in &codes {
             assert!(REJECT_CODES.contains(code), "{code}");
             assert!(
-                code.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                code.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
                 "{code} is snake_case"
             );
         }

@@ -80,7 +80,10 @@ pub struct Slots {
 impl Slots {
     /// HTTP connections open now (closing ones included).
     pub fn open(&self) -> usize {
-        self.open.lock().unwrap_or_else(PoisonError::into_inner).len()
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 }
 
@@ -116,7 +119,11 @@ pub async fn accept(
         let stop = stop.clone();
         tokio::spawn(async move {
             serve_connection(socket, &slot, router, stop).await;
-            let mut open = edge.slots.open.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut open = edge
+                .slots
+                .open
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let removed = open.remove(&serial);
             assert!(removed.is_some(), "a connection leaves the table once");
         });
@@ -138,9 +145,9 @@ fn admit(edge: &Edge) -> Option<(u64, Arc<Slot>)> {
         if closing >= CLOSING_MAX {
             return None;
         }
-        let idle = open.values().find(|s| {
-            !s.busy.load(Ordering::Acquire) && !s.closing.load(Ordering::Acquire)
-        })?;
+        let idle = open
+            .values()
+            .find(|s| !s.busy.load(Ordering::Acquire) && !s.closing.load(Ordering::Acquire))?;
         idle.closing.store(true, Ordering::Release);
         idle.close.notify_one();
         edge.metrics.http_evicted.fetch_add(1, Ordering::Relaxed);

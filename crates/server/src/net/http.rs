@@ -49,8 +49,8 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::{Body, HttpBody as _};
 use axum::extract::{MatchedPath, Path, Query, Request, State};
-use axum::middleware::Next;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cardinal_engine::{Buckets, Selector, answer, hll_aggregates, overlap};
@@ -324,7 +324,10 @@ async fn ingest(
     if format == Format::Ndjson && body.trim_ascii_start().starts_with(b"[") {
         // The lines take as many bytes again as the array, until it drops.
         if !in_flight.grow(body.len() as u64) {
-            return closing(busy(&edge, "too many request bodies in flight: retry later"));
+            return closing(busy(
+                &edge,
+                "too many request bodies in flight: retry later",
+            ));
         }
         body = match json_array_lines(&body) {
             Ok(lines) => lines,
@@ -503,10 +506,11 @@ pub fn json_array_lines(body: &[u8]) -> Result<Vec<u8>, String> {
     let mut parser = serde_json::Deserializer::from_slice(body);
     serde::Deserializer::deserialize_seq(&mut parser, Lines(&mut out))
         .and_then(|()| parser.end())
-        .map_err(|e| {
-            format!("the body starts with '[' but is not a JSON array of records: {e}")
-        })?;
-    assert!(out.len() <= body.len() + 1, "no line is longer than its element");
+        .map_err(|e| format!("the body starts with '[' but is not a JSON array of records: {e}"))?;
+    assert!(
+        out.len() <= body.len() + 1,
+        "no line is longer than its element"
+    );
     Ok(out)
 }
 

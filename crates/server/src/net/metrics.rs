@@ -120,7 +120,9 @@ pub fn render(edge: &Edge) -> String {
             Ok(view) => {
                 let mut by_code = std::collections::BTreeMap::<&str, u64>::new();
                 for (reason, n) in &view.counts().rejects_by_reason {
-                    *by_code.entry(cardinal_engine::reject_code(reason)).or_default() += n;
+                    *by_code
+                        .entry(cardinal_engine::reject_code(reason))
+                        .or_default() += n;
                 }
                 for (code, n) in by_code {
                     let labels = format!("stream=\"{}\",reason=\"{code}\"", label(stream));

@@ -352,43 +352,11 @@ fn split_caps(limit: u64, tcp: usize, http: usize) -> Option<(usize, usize)> {
     let tcp_fit = (budget * tcp / (tcp + http)).clamp(1, budget - 1);
     let http_fit = (budget - tcp_fit).min(http);
     assert!(tcp_fit + http_fit <= budget, "the caps fit the budget");
-    assert!(tcp_fit >= 1 && http_fit >= 1, "each edge keeps a connection");
+    assert!(
+        tcp_fit >= 1 && http_fit >= 1,
+        "each edge keeps a connection"
+    );
     Some((tcp_fit, http_fit))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn caps_fit_under_the_descriptor_limit() {
-        assert_eq!(split_caps(1024, 256, 256), Some((256, 256)));
-        assert_eq!(split_caps(256, 256, 256), Some((64, 64)));
-        assert_eq!(split_caps(300, 4096, 256), Some((161, 11)));
-        assert_eq!(split_caps(FD_RESERVE + 2, 256, 256), Some((1, 1)));
-        assert_eq!(split_caps(FD_RESERVE + 1, 1, 1), None);
-        assert_eq!(split_caps(u64::MAX, 4096, 4096), Some((4096, 4096)));
-    }
-
-    #[test]
-    fn only_running_out_is_transient() {
-        let os = |code| std::io::Error::from_raw_os_error(code);
-        let store = |code| cardinal_store::Error::Io {
-            op: "create",
-            name: "snapshot-1.tmp".into(),
-            source: os(code),
-        };
-        for code in [libc::EMFILE, libc::ENFILE, libc::ENOSPC, libc::ENOMEM] {
-            let error = anyhow::Error::new(store(code)).context("writing a snapshot");
-            assert!(transient(&error), "{error:#}");
-            assert!(transient(&anyhow::Error::new(os(code))));
-        }
-        for code in [libc::EIO, libc::EROFS, libc::EACCES] {
-            let error = anyhow::Error::new(store(code)).context("writing a snapshot");
-            assert!(!transient(&error), "{error:#}");
-        }
-        assert!(!transient(&anyhow::anyhow!("the completer stopped")));
-    }
 }
 
 /// The soft `RLIMIT_NOFILE`, first raised to `wanted` (at most the hard
@@ -430,18 +398,19 @@ pub fn transient(error: &anyhow::Error) -> bool {
                 _ => None,
             }
         });
-        io.and_then(std::io::Error::raw_os_error).is_some_and(|code| {
-            [
-                libc::EMFILE,
-                libc::ENFILE,
-                libc::ENOSPC,
-                libc::EDQUOT,
-                libc::ENOMEM,
-                libc::EINTR,
-                libc::EAGAIN,
-            ]
-            .contains(&code)
-        })
+        io.and_then(std::io::Error::raw_os_error)
+            .is_some_and(|code| {
+                [
+                    libc::EMFILE,
+                    libc::ENFILE,
+                    libc::ENOSPC,
+                    libc::EDQUOT,
+                    libc::ENOMEM,
+                    libc::EINTR,
+                    libc::EAGAIN,
+                ]
+                .contains(&code)
+            })
     })
 }
 
@@ -621,5 +590,40 @@ async fn run(
             Ok(())
         }
         Some(why) => bail!("stopping: {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_fit_under_the_descriptor_limit() {
+        assert_eq!(split_caps(1024, 256, 256), Some((256, 256)));
+        assert_eq!(split_caps(256, 256, 256), Some((64, 64)));
+        assert_eq!(split_caps(300, 4096, 256), Some((161, 11)));
+        assert_eq!(split_caps(FD_RESERVE + 2, 256, 256), Some((1, 1)));
+        assert_eq!(split_caps(FD_RESERVE + 1, 1, 1), None);
+        assert_eq!(split_caps(u64::MAX, 4096, 4096), Some((4096, 4096)));
+    }
+
+    #[test]
+    fn only_running_out_is_transient() {
+        let os = |code| std::io::Error::from_raw_os_error(code);
+        let store = |code| cardinal_store::Error::Io {
+            op: "create",
+            name: "snapshot-1.tmp".into(),
+            source: os(code),
+        };
+        for code in [libc::EMFILE, libc::ENFILE, libc::ENOSPC, libc::ENOMEM] {
+            let error = anyhow::Error::new(store(code)).context("writing a snapshot");
+            assert!(transient(&error), "{error:#}");
+            assert!(transient(&anyhow::Error::new(os(code))));
+        }
+        for code in [libc::EIO, libc::EROFS, libc::EACCES] {
+            let error = anyhow::Error::new(store(code)).context("writing a snapshot");
+            assert!(!transient(&error), "{error:#}");
+        }
+        assert!(!transient(&anyhow::anyhow!("the completer stopped")));
     }
 }
