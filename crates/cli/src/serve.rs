@@ -29,7 +29,8 @@ use clap::Parser;
 
 SIGTERM or SIGINT: stop accepting, finish what was taken, write a snapshot,
 exit 0. After a crash, the next start recovers from the newest snapshot and
-the write-ahead log; `--repair` truncates a damaged log (keeping a copy).")]
+the write-ahead log; `--repair` truncates a damaged log (keeping a copy).
+Every HTTP route, parameter, status code and limit: docs/http.md.")]
 pub struct ServeArgs {
     /// The schema (CREATE STREAM / SUMMARY / ATTRIBUTION statements).
     pub schema: PathBuf,

@@ -63,10 +63,13 @@ pub const HTTP_CONNECTIONS_MAX: usize = 4096;
 /// File descriptors no connection may take: the log's open segments (two
 /// around a rotation), a snapshot being written and the directory it is
 /// synced through, the lock, day files and their folders being replaced
-/// (`--out`), `/proc/self` reads for `/metrics`, stdio, and the runtime's
-/// own (epoll, its wakers). Counted on 2026-11-28 at under 40 in use
-/// beside the sockets while a snapshot and day files were written; 128
-/// leaves room for what changes later.
+/// (`--out`), `/proc/self` reads for `/metrics`, stdio, the runtime's
+/// own (epoll, its wakers), and native refusals being written
+/// ([`tcp::REFUSING_MAX`], 16) and HTTP connections being evicted
+/// ([`accept::CLOSING_MAX`], 16). A server of two streams with
+/// only its scrape open held 17 (`process_open_fds`, 2026-11-28, the
+/// 2-core development machine); 128 leaves the log, snapshots and day
+/// files several times what they use at once.
 pub const FD_RESERVE: u64 = 128;
 /// How long an HTTP ingest body may take to arrive before its deadline is
 /// extended by what arrived (see [`BODY_RATE_MIN_BYTES_PER_SEC`]): a body
@@ -105,6 +108,8 @@ pub struct EdgeMetrics {
     pub http_in_flight_bytes: AtomicU64,
     /// Numbers native-protocol connections.
     pub tcp_serial: AtomicU64,
+    /// Native refusals being written ([`tcp::REFUSING_MAX`]).
+    pub tcp_refusing: AtomicU64,
     /// HTTP connections refused at the cap (every one busy).
     pub http_refused: AtomicU64,
     /// Idle HTTP connections closed to make room at the cap.

@@ -29,6 +29,11 @@ use crate::service::{Origin, Refused};
 /// How long a batch refused as full waits before it is offered again
 /// (doubling to [`FULL_WAIT_MAX`]).
 const FULL_WAIT_MIN: Duration = Duration::from_millis(1);
+/// Refusals (error frame, then close) written at once past the
+/// connection cap; a refused connection past these is closed unanswered,
+/// so a flood of connections holds at most this many descriptors beyond
+/// the cap (within [`super::FD_RESERVE`]).
+pub const REFUSING_MAX: u64 = 16;
 /// The longest wait between offers of a batch refused as full.
 const FULL_WAIT_MAX: Duration = Duration::from_millis(50);
 
@@ -51,6 +56,15 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
         if open >= edge.connections_max as u64 {
             edge.metrics.tcp_connections.fetch_sub(1, Ordering::AcqRel);
             edge.metrics.tcp_refused.fetch_add(1, Ordering::Relaxed);
+            // A refusal's socket is a descriptor too: past REFUSING_MAX
+            // being written, one is closed at once (FD_RESERVE counts
+            // these).
+            let refusing = &edge.metrics.tcp_refusing;
+            if refusing.fetch_add(1, Ordering::AcqRel) >= REFUSING_MAX {
+                refusing.fetch_sub(1, Ordering::AcqRel);
+                continue;
+            }
+            let edge = Arc::clone(&edge);
             tokio::spawn(async move {
                 let mut socket = socket;
                 let mut out = Vec::new();
@@ -58,6 +72,8 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
                 let error = ErrorFrame::new(None, ErrorCode::Unavailable, message);
                 encode(&Frame::Error(error), &mut out);
                 let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(&out)).await;
+                drop(socket);
+                edge.metrics.tcp_refusing.fetch_sub(1, Ordering::AcqRel);
             });
             continue;
         }
