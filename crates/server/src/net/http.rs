@@ -911,3 +911,68 @@ async fn healthz(
 pub fn body(text: &str) -> Body {
     Body::from(text.to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_scheme_in_any_case() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer   abc "), Some("abc"));
+        assert_eq!(bearer("BEARER\tabc"), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer"), None);
+        assert_eq!(bearer("Bearer   "), None);
+        assert_eq!(bearer("Bearerabc"), None);
+    }
+
+    #[test]
+    fn charsets_other_than_utf8_are_refused() {
+        assert_eq!(
+            content_type("text/csv; charset=UTF-8; header=present"),
+            Ok(Some((Format::Csv, true)))
+        );
+        assert_eq!(
+            content_type("application/x-ndjson; charset=\"us-ascii\""),
+            Ok(Some((Format::Ndjson, false)))
+        );
+        for refused in [
+            "text/csv; charset=utf-16",
+            "text/csv;charset=latin1",
+            "application/json; charset=UTF-16LE",
+            "text/html",
+        ] {
+            assert!(content_type(refused).is_err(), "{refused}");
+        }
+        assert_eq!(
+            content_type("text/csv; header=absent"),
+            Ok(Some((Format::Csv, false)))
+        );
+    }
+
+    #[test]
+    fn a_json_array_becomes_one_line_per_element() {
+        let body = b" [ {\"a\": 1,\n \"b\": \"x\\ny\"}, [1, 2],\r\n \"s\" ] ";
+        let lines = json_array_lines(body).expect("an array");
+        assert_eq!(
+            String::from_utf8(lines).expect("utf-8"),
+            "{\"a\": 1,  \"b\": \"x\\ny\"}\n[1, 2]\n\"s\"\n"
+        );
+        assert_eq!(json_array_lines(b"[]").expect("empty"), b"");
+        for malformed in [&b"[{}"[..], b"[{}] x", b"[{},]", b"{}"] {
+            let error = json_array_lines(malformed).expect_err("malformed");
+            assert!(error.contains("not a JSON array"), "{error}");
+        }
+    }
+
+    #[test]
+    fn long_messages_are_cut_at_a_character() {
+        assert_eq!(cut_message("short".into()), "short");
+        let long = "é".repeat(MESSAGE_BYTES_MAX);
+        let cut = cut_message(long.clone());
+        assert!(cut.len() <= MESSAGE_BYTES_MAX, "{}", cut.len());
+        assert!(cut.ends_with("more bytes]"), "{cut}");
+        assert!(long.starts_with(cut.split(" [").next().expect("a head")));
+    }
+}
