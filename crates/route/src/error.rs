@@ -111,8 +111,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The most characters of a source line [`snippet`] shows: a window
 /// around the caret, so a refusal of a 40 KB one-line expression quotes
-/// a screen line of it, not all of it.
-pub(crate) const SNIPPET_CHARS_MAX: usize = 120;
+/// a couple of screen lines of it, not all of it. A declaration's lines
+/// are shorter (the longest in the test cases is 251 characters) and
+/// are shown whole.
+pub(crate) const SNIPPET_CHARS_MAX: usize = 256;
 
 /// Renders `line | text` and a caret line under characters
 /// `column..column + width` (1-based, in characters). A line longer than
