@@ -149,7 +149,7 @@ fn known_params(params: &HashMap<String, String>, known: &[&str]) -> Result<(), 
 /// protocol cuts its error messages.
 const MESSAGE_BYTES_MAX: usize = crate::frame::MESSAGE_BYTES_MAX;
 
-/// `message` cut to at most [`MESSAGE_BYTES_MAX`] bytes at a character
+/// `message` cut to at most [`crate::frame::MESSAGE_BYTES_MAX`] bytes at a character
 /// boundary, saying how much was cut.
 pub fn cut_message(message: String) -> String {
     if message.len() <= MESSAGE_BYTES_MAX {
