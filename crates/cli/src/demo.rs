@@ -59,7 +59,7 @@ const CAMPAIGNS_SHOWN: usize = 8;
 #[command(
     args_conflicts_with_subcommands = true,
     after_help = "Examples:
-  cardinal demo                              10M events; about 20 s on 2 cores
+  cardinal demo                              10M events; about 6 s on 2 cores
   cardinal demo --events 1000000 --out demo/ keep the per-day files in ./demo
   cardinal demo sketches                     every sketch on its own, next to exact sets
   cardinal demo serve                        send into serve, kill -9 midway, nothing lost"

@@ -55,7 +55,7 @@ fn keep_freed_memory() {
 #[command(name = "cardinal", version, propagate_version = true)]
 #[command(after_help = "Start here, in a checkout (the README's two commands):
   cargo run --release -- demo     10M generated ad events through the engine,
-                                  every answer next to the truth (~20 s on 2 cores)
+                                  every answer next to the truth (~6 s on 2 cores)
   cargo test --workspace          the tests
 
 Examples:

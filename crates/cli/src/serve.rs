@@ -11,8 +11,9 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail, ensure};
 use cardinal_route::Plan;
 use cardinal_server::net::{
-    BODY_BYTES_DEFAULT, BODY_BYTES_MAX, CONNECTIONS_DEFAULT, CONNECTIONS_MAX, IDLE_DEFAULT,
-    SNAPSHOT_EVERY_DEFAULT, SNAPSHOT_LOG_BYTES_DEFAULT, ServeConfig,
+    BODY_BYTES_DEFAULT, BODY_BYTES_MAX, CONNECTIONS_DEFAULT, CONNECTIONS_MAX,
+    HTTP_CONNECTIONS_DEFAULT, HTTP_CONNECTIONS_MAX, IDLE_DEFAULT, SNAPSHOT_EVERY_DEFAULT,
+    SNAPSHOT_LOG_BYTES_DEFAULT, ServeConfig,
 };
 use cardinal_server::service::ServiceOptions;
 use cardinal_server::{Limits, Token};
@@ -31,7 +32,8 @@ exit 0. After a crash, the next start recovers from the newest snapshot and
 the write-ahead log. Damage (not a torn tail) refuses to start, naming the
 segment, offset and the record's sender; `--repair` keeps a copy of each
 damaged segment and salvages every intact record, listing what it lost.
-One server per data directory: the directory itself is locked.")]
+One server per data directory: the directory itself is locked.
+Every HTTP route, parameter, status code and limit: docs/http.md.")]
 pub struct ServeArgs {
     /// The schema (CREATE STREAM / SUMMARY / ATTRIBUTION statements).
     pub schema: PathBuf,
@@ -74,6 +76,10 @@ pub struct ServeArgs {
     /// Native-protocol connections served at once.
     #[arg(long, default_value_t = CONNECTIONS_DEFAULT, value_parser = connections_arg)]
     pub connections: usize,
+    /// HTTP connections served at once; at the limit a new one closes the
+    /// oldest idle one (both limits shrink to fit `ulimit -n`).
+    #[arg(long, default_value_t = HTTP_CONNECTIONS_DEFAULT, value_parser = http_connections_arg)]
+    pub http_connections: usize,
     /// The largest HTTP ingest body, in bytes.
     #[arg(long, default_value_t = BODY_BYTES_DEFAULT, value_parser = body_arg)]
     pub body_max: usize,
@@ -110,6 +116,17 @@ fn connections_arg(text: &str) -> Result<usize, String> {
     }
 }
 
+fn http_connections_arg(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if (1..=HTTP_CONNECTIONS_MAX).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("1 to {HTTP_CONNECTIONS_MAX}"))
+    }
+}
+
 fn body_arg(text: &str) -> Result<usize, String> {
     let n: usize = text
         .parse()
@@ -120,6 +137,12 @@ fn body_arg(text: &str) -> Result<usize, String> {
         Err(format!("1 to {BODY_BYTES_MAX} bytes"))
     }
 }
+
+/// The shortest token `serve` takes without a warning: 16 bytes of
+/// random text carry at least 96 bits (base64) to 128 bits (raw), more
+/// than an online guesser can try; OWASP asks 64 bits of entropy of a
+/// session id.
+pub const TOKEN_BYTES_WARN_MIN: usize = 16;
 
 /// Reads a token file: its first line, trimmed.
 pub fn read_token(path: &std::path::Path) -> Result<Token> {
@@ -132,6 +155,36 @@ pub fn read_token(path: &std::path::Path) -> Result<Token> {
         path.display()
     );
     Token::new(token.as_bytes()).with_context(|| format!("the token in {}", path.display()))
+}
+
+/// What is weak about a server's token file, one warning a line: a token
+/// shorter than [`TOKEN_BYTES_WARN_MIN`], a file other users can read or
+/// write (ssh refuses such key files; a server warns, so an existing
+/// deployment still starts).
+pub fn token_warnings(path: &std::path::Path, token: &Token) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut warnings = Vec::new();
+    let length = token.as_bytes().len();
+    if length < TOKEN_BYTES_WARN_MIN {
+        warnings.push(format!(
+            "the token in {} is {length} bytes: use at least {TOKEN_BYTES_WARN_MIN} random \
+             bytes (for example `openssl rand -hex 16`)",
+            path.display()
+        ));
+    }
+    if let Ok(metadata) = std::fs::metadata(path) {
+        let mode = metadata.permissions().mode();
+        if mode & 0o077 != 0 {
+            warnings.push(format!(
+                "the token file {} is readable or writable by other users (mode {:o}): \
+                 chmod 600 {}",
+                path.display(),
+                mode & 0o777,
+                path.display()
+            ));
+        }
+    }
+    warnings
 }
 
 /// Runs `cardinal serve`.
@@ -159,6 +212,11 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             .map(|d| i64::from(d) * day_ms),
     };
     let token = args.token_file.as_deref().map(read_token).transpose()?;
+    if let (Some(path), Some(token)) = (&args.token_file, &token) {
+        for warning in token_warnings(path, token) {
+            eprintln!("cardinal serve: warning: {warning}");
+        }
+    }
     cardinal_server::net::serve(ServeConfig {
         plan: Arc::new(plan),
         data: args.data.clone(),
@@ -168,6 +226,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         service,
         limits: Limits::default_limits(),
         connections_max: args.connections,
+        http_connections_max: args.http_connections,
         idle: Duration::from_secs(args.idle),
         body_bytes_max: args.body_max,
         snapshot_every: Duration::from_secs(args.snapshot_every),

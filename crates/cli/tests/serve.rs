@@ -532,7 +532,7 @@ fn http_limits_and_errors_are_clear() {
         "cardinal_engine_queue_capacity_batches{stream=\"events\"}",
         "cardinal_events_accepted_total{stream=\"events\"} 1",
         "cardinal_wal_fsync_seconds_bucket",
-        "cardinal_summary_groups{summary=\"by_state\"} 1",
+        "cardinal_rollup_groups{summary=\"by_state\"} 1",
     ] {
         assert!(body.contains(family), "{family} in\n{body}");
     }

@@ -234,3 +234,156 @@ impl HashMemo {
         }
     }
 }
+
+/// The stable, snake_case code of a reject reason as [`Counts`] keys it
+/// (`rejects_by_reason`): what `/metrics` labels rejects with, where the
+/// reasons' wording may change. Every reason the engine gives has its own
+/// code (a test walks them); `other` is for none of them.
+pub fn reject_code(reason: &str) -> &'static str {
+    use cardinal_event::ValueError;
+    use cardinal_parse::RejectReason;
+    let parsed = RejectReason::ALL
+        .iter()
+        .find(|r| r.to_string() == reason)
+        .map(|r| match r {
+            RejectReason::FieldsMax => "fields_max",
+            RejectReason::RecordBytesMax => "record_bytes_max",
+            RejectReason::TooFewFields => "too_few_fields",
+            RejectReason::TooManyFields => "too_many_fields",
+            RejectReason::UnterminatedQuote => "unterminated_quote",
+            RejectReason::TextAfterQuote => "text_after_quote",
+            RejectReason::NotAnObject => "not_an_object",
+            RejectReason::JsonSyntax => "json_syntax",
+            RejectReason::BadEscape => "bad_escape",
+            RejectReason::NotScalar => "not_scalar",
+            RejectReason::DepthMax => "depth_max",
+            RejectReason::DuplicateKey => "duplicate_key",
+            RejectReason::InvalidUtf8 => "invalid_utf8",
+            _ => "other",
+        });
+    if let Some(code) = parsed {
+        return code;
+    }
+    let values = [
+        (ValueError::BigInt, "not_bigint"),
+        (ValueError::Double, "not_double"),
+        (ValueError::Bool, "not_boolean"),
+        (ValueError::Timestamp, "not_timestamp"),
+        (ValueError::OutOfRange, "out_of_range"),
+    ];
+    if let Some((_, code)) = values.iter().find(|(v, _)| v.to_string() == reason) {
+        return code;
+    }
+    let evaluated = [
+        (
+            cardinal_route::EvalError::MissingTime { column: 0 },
+            "no_event_time",
+        ),
+        (cardinal_route::EvalError::Overflow, "integer_overflow"),
+        (
+            cardinal_route::EvalError::DivisionByZero,
+            "division_by_zero",
+        ),
+    ];
+    if let Some((_, code)) = evaluated.iter().find(|(e, _)| eval_reason(e) == reason) {
+        return code;
+    }
+    match reason {
+        KEY_TOO_LONG => "key_too_long",
+        crate::worker::LINE_TOO_LONG => "line_too_long",
+        crate::worker::INPUT_CUT_SHORT => "input_unreadable",
+        crate::worker::BAD_HEADER => "bad_header",
+        _ => "other",
+    }
+}
+
+/// Every code [`reject_code`] gives, `other` last.
+pub const REJECT_CODES: [&str; 26] = [
+    "fields_max",
+    "record_bytes_max",
+    "too_few_fields",
+    "too_many_fields",
+    "unterminated_quote",
+    "text_after_quote",
+    "not_an_object",
+    "json_syntax",
+    "bad_escape",
+    "not_scalar",
+    "depth_max",
+    "duplicate_key",
+    "invalid_utf8",
+    "not_bigint",
+    "not_double",
+    "not_boolean",
+    "not_timestamp",
+    "out_of_range",
+    "no_event_time",
+    "integer_overflow",
+    "division_by_zero",
+    "key_too_long",
+    "line_too_long",
+    "input_unreadable",
+    "bad_header",
+    "other",
+];
+
+/// The reject reason of a record whose group key is longer than
+/// `rollup::KEY_BYTES_MAX`.
+pub(crate) const KEY_TOO_LONG: &str = "group key too long";
+
+#[cfg(test)]
+mod reject_code_tests {
+    use super::*;
+
+    #[test]
+    fn every_reason_has_its_own_code() {
+        use cardinal_event::ValueError;
+        let mut reasons: Vec<String> = cardinal_parse::RejectReason::ALL
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        for value in [
+            ValueError::BigInt,
+            ValueError::Double,
+            ValueError::Bool,
+            ValueError::Timestamp,
+            ValueError::OutOfRange,
+        ] {
+            let field = cardinal_route::EvalError::Field {
+                column: 3,
+                reason: value,
+            };
+            reasons.push(eval_reason(&field));
+        }
+        for e in [
+            cardinal_route::EvalError::MissingTime { column: 2 },
+            cardinal_route::EvalError::Overflow,
+            cardinal_route::EvalError::DivisionByZero,
+        ] {
+            reasons.push(eval_reason(&e));
+        }
+        for constant in [
+            KEY_TOO_LONG,
+            crate::worker::LINE_TOO_LONG,
+            crate::worker::INPUT_CUT_SHORT,
+            crate::worker::BAD_HEADER,
+        ] {
+            reasons.push(constant.to_owned());
+        }
+        let mut codes: Vec<&str> = reasons.iter().map(|r| reject_code(r)).collect();
+        assert!(!codes.contains(&"other"), "{reasons:?} -> {codes:?}");
+        assert_eq!(codes.len(), REJECT_CODES.len() - 1);
+        for code in &codes {
+            assert!(REJECT_CODES.contains(code), "{code}");
+            assert!(
+                code.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+                "{code} is snake_case"
+            );
+        }
+        codes.sort_unstable();
+        codes.dedup();
+        assert_eq!(codes.len(), REJECT_CODES.len() - 1, "codes are distinct");
+        assert_eq!(reject_code("something new"), "other");
+    }
+}

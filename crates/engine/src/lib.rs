@@ -87,6 +87,7 @@ pub use continuous::{
     Receipt, Records, SummaryStats, View, check_images, split_header,
 };
 pub use error::Error;
+pub use feed::{REJECT_CODES, reject_code};
 pub use fold::AGGREGATES_MAX;
 pub use jobs::is_fifo;
 pub use query::{

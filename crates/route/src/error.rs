@@ -109,27 +109,53 @@ impl EvalError {
 /// The result type of this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The most characters of a source line [`snippet`] shows: a window
+/// around the caret, so a refusal of a 40 KB one-line expression quotes
+/// a couple of screen lines of it, not all of it. A declaration's lines
+/// are shorter (the longest in the test cases is 251 characters) and
+/// are shown whole.
+pub(crate) const SNIPPET_CHARS_MAX: usize = 256;
+
 /// Renders `line | text` and a caret line under characters
-/// `column..column + width` (1-based, in characters).
+/// `column..column + width` (1-based, in characters). A line longer than
+/// [`SNIPPET_CHARS_MAX`] is cut to a window that starts a little before
+/// the caret, with `...` where text was left out.
 pub(crate) fn snippet(source: &str, line: u64, column: u64, width: u64) -> String {
     let index = usize::try_from(line.saturating_sub(1)).unwrap_or(usize::MAX);
     let text = source.lines().nth(index).unwrap_or("");
     let number = line.to_string();
     let gutter = " ".repeat(number.len());
-    let skip = usize::try_from(column.saturating_sub(1)).unwrap_or(usize::MAX);
+    let chars: Vec<char> = text.chars().collect();
+    let skip = usize::try_from(column.saturating_sub(1))
+        .unwrap_or(usize::MAX)
+        .min(chars.len());
+    // The window: all of a short line; else from a sixth of the window
+    // before the caret, at most SNIPPET_CHARS_MAX characters.
+    let (start, end) = if chars.len() <= SNIPPET_CHARS_MAX {
+        (0, chars.len())
+    } else {
+        let start = skip
+            .saturating_sub(SNIPPET_CHARS_MAX / 6)
+            .min(chars.len() - SNIPPET_CHARS_MAX);
+        (start, start + SNIPPET_CHARS_MAX)
+    };
+    assert!(start <= skip && end - start <= SNIPPET_CHARS_MAX);
+    let before = if start > 0 { "..." } else { "" };
+    let after = if end < chars.len() { "..." } else { "" };
+    let shown: String = chars[start..end].iter().collect();
     // Tabs stay tabs under the caret so that it lines up however they
     // render; every other character becomes a space.
-    let pad: String = text
-        .chars()
-        .take(skip)
-        .map(|c| if c == '\t' { '\t' } else { ' ' })
-        .collect();
-    let available = text.chars().count().saturating_sub(skip).max(1);
+    let pad: String = " ".repeat(before.len())
+        + &chars[start..skip]
+            .iter()
+            .map(|&c| if c == '\t' { '\t' } else { ' ' })
+            .collect::<String>();
+    let available = end.saturating_sub(skip).max(1);
     let width = usize::try_from(width.max(1))
         .unwrap_or(usize::MAX)
         .min(available);
     format!(
-        "{gutter} |\n{number} | {text}\n{gutter} | {pad}{}",
+        "{gutter} |\n{number} | {before}{shown}{after}\n{gutter} | {pad}{}",
         "^".repeat(width)
     )
 }
@@ -147,6 +173,28 @@ mod tests {
         );
         // Past the end of the line: one caret after the last character.
         assert_eq!(snippet("ab", 1, 3, 9), "  |\n1 | ab\n  |   ^");
+    }
+
+    #[test]
+    fn a_long_line_is_cut_to_a_window_around_the_caret() {
+        // Issue 43, item 16: an 8,000-term expression's refusal quoted
+        // the whole 40 KB line.
+        let line = "a = 1 OR ".repeat(8_000);
+        let at = 5_000 * 9 + 1;
+        let shown = snippet(&line, 1, at, 1);
+        assert!(shown.len() < 3 * SNIPPET_CHARS_MAX, "{shown}");
+        let lines: Vec<&str> = shown.lines().collect();
+        let text = lines[1].strip_prefix("1 | ").expect("the source line");
+        assert!(text.starts_with("...") && text.ends_with("..."), "{text}");
+        let caret = lines[2].find('^').expect("a caret");
+        // The caret stands under the character it names.
+        assert_eq!(&lines[1][caret..caret + 5], "a = 1");
+        // The start and the end of a long line are shown without dots on
+        // their own side.
+        let first = snippet(&line, 1, 1, 1);
+        assert!(first.lines().nth(1).expect("line").starts_with("1 | a = 1"));
+        let last = snippet(&line, 1, 72_000, 1);
+        assert!(last.lines().nth(1).expect("line").starts_with("1 | ..."));
     }
 
     #[test]

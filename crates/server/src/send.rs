@@ -79,7 +79,7 @@
 //! use cardinal_server::{ClientId, Format, StreamName};
 //!
 //! let options = SendOptions::new(
-//!     "127.0.0.1:7878",
+//!     "127.0.0.1:7400",
 //!     ClientId::new("loader-1")?,
 //!     StreamName::new("impressions")?,
 //!     Format::Csv,

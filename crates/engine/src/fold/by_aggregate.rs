@@ -748,7 +748,7 @@ impl Fold<'_> {
                     &mut self.counts,
                     &mut self.reject_lines,
                     self.shown,
-                    "group key too long",
+                    crate::feed::KEY_TOO_LONG,
                     &format!("{name}: {}", where_(&record)),
                 );
             }

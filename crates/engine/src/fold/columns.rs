@@ -750,7 +750,7 @@ impl<'a> Fold<'a> {
                         &mut self.counts,
                         &mut self.reject_lines,
                         self.shown,
-                        "group key too long",
+                        crate::feed::KEY_TOO_LONG,
                         &format!("{name}: {row}"),
                     );
                 }

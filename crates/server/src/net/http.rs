@@ -1,32 +1,58 @@
 //! The HTTP API (axum): ingest, live answers, rejects, metrics, health.
+//! Every route, parameter, status and limit is described for users in
+//! `docs/http.md`; keep the two in step.
 //!
 //! | route | what |
 //! |---|---|
-//! | `POST /v1/streams/{name}` | a CSV or NDJSON body; `Idempotency-Key` (scoped to the stream) makes retries count once; 200 `{accepted, rejected, duplicate, first_rejects, sequence}` after the log sync; 413 over [`super::Edge::body_bytes_max`]; 503 + `Retry-After` when queues are full or the key table is full of recent keys; 422 when the key was used on this stream with another body; 400 for an unknown stream, format or bad header line |
+//! | `POST /v1/streams/{name}` | a CSV, NDJSON or JSON-array body; `Idempotency-Key` (scoped to the stream) makes retries count once; 200 `{accepted, rejected, duplicate, first_rejects, sequence}` after the log sync; 413 over [`super::Edge::body_bytes_max`]; 408 past the body's read deadline; 415 for a media type or charset not read; 422 when the key was used on this stream with another body; 503 + `Retry-After` when queues or the in-flight budget are full, or the key table is full of recent keys; 400 for an unknown stream or bad header line |
 //! | `GET /v1/summaries` | the streams and, per summary, groups, bytes and newest bucket |
 //! | `GET /v1/summaries/{name}?from=&to=&where=&by=&buckets=all&format=json\|csv\|table` | a live answer, printed as `cardinal run` prints |
-//! | `GET /v1/overlap?summary=&aggregate=&a=&b=&from=&to=` | two groups' audiences' overlap (conditions `a` and `b`) |
+//! | `GET /v1/overlap?summary=&aggregate=&a=&b=&from=&to=&format=` | two groups' audiences' overlap (conditions `a` and `b`) |
 //! | `GET /v1/rejects` | the newest rejected lines |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz` | 200 once recovered and ready, 503 once failed |
+//!
+//! A query parameter a route does not read is refused (400, naming the
+//! ones it reads): `bucket=all` for `buckets=all` must not pass as a
+//! query that silently ignored it.
 //!
 //! CSV bodies are records in the stream's declared column order; with
 //! `Content-Type: text/csv; header=present` (RFC 4180) the first line is a
 //! header naming the columns, matched to the declared ones by name in any
 //! order (as `cardinal run` and `cardinal send` read them; a missing or
-//! doubled column is a 400 naming it) and not counted. With a
-//! token configured every route but `/healthz` needs `Authorization:
-//! Bearer <token>` (compared in constant time). Nothing from a request
+//! doubled column is a 400 naming it) and not counted. An
+//! NDJSON stream also takes a JSON array of records (a body whose first
+//! character other than white space is `[`): each element becomes one
+//! line before the body is logged, so the log holds NDJSON either way. A
+//! `charset` other than UTF-8 (or its subset US-ASCII) is refused with
+//! 415, never read as UTF-8.
+//!
+//! Bodies: the bytes of ingest bodies read and awaiting their
+//! acknowledgement are bounded by [`super::HTTP_IN_FLIGHT_BYTES_MAX`], and
+//! a body reserves what it has *read*, as it reads it, never what its
+//! `Content-Length` announces: a client that announces 16 MiB and sends
+//! nothing holds nothing. A body must arrive by its deadline,
+//! [`super::BODY_READ_TIMEOUT`] extended by a second per
+//! [`super::BODY_RATE_MIN_BYTES_PER_SEC`] read, or it is answered 408 and
+//! its connection closed, so a stalled body cannot hold a connection
+//! either.
+//!
+//! With a token configured every route but `/healthz` needs
+//! `Authorization: Bearer <token>` (the scheme in any case, RFC 7235
+//! §2.1; the token compared in constant time). Nothing from a request
 //! becomes a path.
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, to_bytes};
-use axum::extract::{Path, Query, Request, State};
+use axum::body::{Body, HttpBody as _};
+use axum::extract::{MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cardinal_engine::{Buckets, Selector, answer, hll_aggregates, overlap};
@@ -37,21 +63,112 @@ use crate::frame::Format;
 use crate::keys;
 use crate::service::{Origin, Refused};
 
+/// The routes, as `cardinal_http_requests_total` labels them (a request
+/// no route matched is labelled `unmatched`).
+pub const ROUTES: [&str; 7] = [
+    "/v1/streams/{name}",
+    "/v1/summaries",
+    "/v1/summaries/{name}",
+    "/v1/overlap",
+    "/v1/rejects",
+    "/metrics",
+    "/healthz",
+];
+
+/// The query parameters each route reads; any other is refused.
+const SUMMARY_PARAMS: [&str; 6] = ["from", "to", "where", "by", "buckets", "format"];
+const OVERLAP_PARAMS: [&str; 7] = ["summary", "aggregate", "a", "b", "from", "to", "format"];
+
 /// The router over `edge`.
 pub fn router(edge: Arc<Edge>) -> Router {
     Router::new()
-        .route("/v1/streams/{name}", post(ingest))
-        .route("/v1/summaries", get(summaries))
-        .route("/v1/summaries/{name}", get(summary))
-        .route("/v1/overlap", get(overlap_route))
-        .route("/v1/rejects", get(rejects))
-        .route("/metrics", get(metrics))
-        .route("/healthz", get(healthz))
+        .route(ROUTES[0], post(ingest))
+        .route(ROUTES[1], get(summaries))
+        .route(ROUTES[2], get(summary))
+        .route(ROUTES[3], get(overlap_route))
+        .route(ROUTES[4], get(rejects))
+        .route(ROUTES[5], get(metrics))
+        .route(ROUTES[6], get(healthz))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&edge),
+            track,
+        ))
         .with_state(edge)
 }
 
+/// Counts each request by route and status, and times live answers.
+async fn track(State(edge): State<Arc<Edge>>, request: Request, next: Next) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .and_then(|matched| ROUTES.iter().find(|r| **r == matched.as_str()))
+        .copied()
+        .unwrap_or("unmatched");
+    let started = Instant::now();
+    let response = next.run(request).await;
+    if route == ROUTES[2] || route == ROUTES[3] {
+        edge.metrics.query_seconds.observe(started.elapsed());
+    }
+    let status = response.status().as_u16();
+    *edge
+        .metrics
+        .http_requests
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry((route, status))
+        .or_default() += 1;
+    response
+}
+
+/// Refuses a query parameter outside `known`, naming those it reads.
+#[allow(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per refused request"
+)]
+fn known_params(params: &HashMap<String, String>, known: &[&str]) -> Result<(), Response> {
+    let mut unknown: Vec<&str> = params
+        .keys()
+        .map(String::as_str)
+        .filter(|name| !known.contains(name))
+        .collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    unknown.sort_unstable();
+    let reads = if known.is_empty() {
+        "this route reads no query parameters".to_owned()
+    } else {
+        format!("this route reads {}", known.join(", "))
+    };
+    Err(plain(
+        StatusCode::BAD_REQUEST,
+        format!("unknown query parameter {}: {reads}", unknown.join(", ")),
+    ))
+}
+
+/// The longest message a plain-text error carries: a refusal quoting a
+/// request (a 40 KB condition, say) is cut here, as the native
+/// protocol cuts its error messages.
+const MESSAGE_BYTES_MAX: usize = crate::frame::MESSAGE_BYTES_MAX;
+
+/// `message` cut to at most [`crate::frame::MESSAGE_BYTES_MAX`] bytes at a character
+/// boundary, saying how much was cut.
+pub fn cut_message(message: String) -> String {
+    if message.len() <= MESSAGE_BYTES_MAX {
+        return message;
+    }
+    let mut end = MESSAGE_BYTES_MAX - 40;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    let cut = message.len() - end;
+    let out = format!("{} [{cut} more bytes]", &message[..end]);
+    assert!(out.len() <= MESSAGE_BYTES_MAX, "the cut message fits");
+    out
+}
+
 fn plain(status: StatusCode, message: impl Into<String>) -> Response {
-    let mut body = message.into();
+    let mut body = cut_message(message.into());
     body.push('\n');
     (
         status,
@@ -76,8 +193,8 @@ fn authorized(edge: &Edge, headers: &HeaderMap) -> Result<(), Response> {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .and_then(|v| crate::frame::Token::new(v.trim().as_bytes()).ok());
+        .and_then(bearer)
+        .and_then(|v| crate::frame::Token::new(v.as_bytes()).ok());
     match given {
         Some(given) if token.matches(&given) => Ok(()),
         _ => Err((
@@ -89,26 +206,55 @@ fn authorized(edge: &Edge, headers: &HeaderMap) -> Result<(), Response> {
     }
 }
 
+/// The credentials of an `Authorization: Bearer <token>` value: the
+/// scheme is matched in any case (RFC 7235 §2.1), white space around the
+/// token is dropped.
+pub fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once([' ', '\t'])?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+        .filter(|token| !token.is_empty())
+}
+
 /// The body's format from its `Content-Type`, and whether a CSV body
 /// starts with a header line.
-fn body_format(headers: &HeaderMap) -> Result<Option<(Format, bool)>, String> {
+fn body_format(headers: &HeaderMap) -> Result<Option<(Format, bool)>, (StatusCode, String)> {
     let Some(value) = headers.get(header::CONTENT_TYPE) else {
         return Ok(None);
     };
-    let value = value
-        .to_str()
-        .map_err(|_| "Content-Type is not text".to_owned())?;
-    content_type(value)
+    let value = value.to_str().map_err(|_| {
+        (
+            StatusCode::BAD_REQUEST,
+            "Content-Type is not text".to_owned(),
+        )
+    })?;
+    content_type(value).map_err(|why| (StatusCode::UNSUPPORTED_MEDIA_TYPE, why))
 }
 
 /// Reads a `Content-Type` value: the body's format (`None`: the stream's
 /// own), and whether a CSV body starts with a header line
-/// (`header=present`, RFC 4180).
+/// (`header=present`, RFC 4180). Refuses (for a 415) a media type not
+/// read here, and a `charset` other than UTF-8 or US-ASCII: the bytes
+/// are read as UTF-8, and UTF-16 read so would be garbage counted.
 pub fn content_type(value: &str) -> Result<Option<(Format, bool)>, String> {
     let value = value.to_ascii_lowercase();
     let mut parts = value.split(';').map(str::trim);
     let mime = parts.next().unwrap_or("");
-    let header_present = parts.any(|p| p.replace(' ', "") == "header=present");
+    let mut header_present = false;
+    for parameter in parts {
+        let (name, text) = parameter.split_once('=').unwrap_or((parameter, ""));
+        let text = text.trim().trim_matches('"');
+        match name.trim() {
+            "header" => header_present = text == "present",
+            "charset" if !matches!(text, "utf-8" | "utf8" | "us-ascii") => {
+                return Err(format!(
+                    "charset={text} is not read here: send UTF-8 (charset=utf-8)"
+                ));
+            }
+            _ => {}
+        }
+    }
     match mime {
         "text/csv" => Ok(Some((Format::Csv, header_present))),
         "application/x-ndjson"
@@ -126,16 +272,20 @@ pub fn content_type(value: &str) -> Result<Option<(Format, bool)>, String> {
 async fn ingest(
     State(edge): State<Arc<Edge>>,
     Path(name): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
     request: Request,
 ) -> Response {
     let headers = request.headers().clone();
     if let Err(denied) = authorized(&edge, &headers) {
         return denied;
     }
+    if let Err(refused) = known_params(&params, &[]) {
+        return refused;
+    }
     let service = &edge.service;
     let format = match body_format(&headers) {
         Ok(format) => format,
-        Err(why) => return plain(StatusCode::BAD_REQUEST, why),
+        Err((status, why)) => return plain(status, why),
     };
     let stream_format = match service.check_stream(&name, Format::Csv) {
         Ok(_) => Format::Csv,
@@ -163,15 +313,29 @@ async fn ingest(
     {
         return too_large(limit);
     }
-    // Memory: the bodies in flight are bounded, whatever the clients.
-    let reserved = length.unwrap_or(limit as u64);
-    let Some(_in_flight) = InFlight::reserve(&edge, reserved) else {
-        return busy(&edge, "too many request bodies in flight: retry later");
+    // Memory: the bodies in flight are bounded, whatever the clients; a
+    // body reserves what it has read, and is held to a deadline.
+    let mut in_flight = InFlight {
+        edge: &edge,
+        bytes: 0,
     };
-    let body = match to_bytes(request.into_body(), limit).await {
+    let mut body = match read_body(&edge, request.into_body(), limit, &mut in_flight).await {
         Ok(body) => body,
-        Err(_) => return too_large(limit),
+        Err(refused) => return refused,
     };
+    if format == Format::Ndjson && body.trim_ascii_start().starts_with(b"[") {
+        // The lines take as many bytes again as the array, until it drops.
+        if !in_flight.grow(body.len() as u64) {
+            return closing(busy(
+                &edge,
+                "too many request bodies in flight: retry later",
+            ));
+        }
+        body = match json_array_lines(&body) {
+            Ok(lines) => lines,
+            Err(why) => return plain(StatusCode::BAD_REQUEST, why),
+        };
+    }
     let key = match &origin {
         Origin::Key(key) => Some(key.clone()),
         _ => None,
@@ -242,23 +406,135 @@ fn busy(edge: &Edge, why: &str) -> Response {
     response
 }
 
+/// A response after which the connection is closed (the body was not
+/// all read: what is left of it must not be taken for a next request).
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
+/// Reads an ingest body of at most `limit` bytes, growing `in_flight` by
+/// each piece before keeping it, by the deadline the module doc gives.
+#[allow(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per refused request"
+)]
+async fn read_body(
+    edge: &Edge,
+    mut body: Body,
+    limit: usize,
+    in_flight: &mut InFlight<'_>,
+) -> Result<Vec<u8>, Response> {
+    let started = tokio::time::Instant::now();
+    let mut bytes = Vec::new();
+    loop {
+        let earned = bytes.len() as u64 / super::BODY_RATE_MIN_BYTES_PER_SEC;
+        let deadline = started + super::BODY_READ_TIMEOUT + Duration::from_secs(earned);
+        let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+        let frame = match tokio::time::timeout_at(deadline, next).await {
+            Err(_) => {
+                edge.metrics
+                    .http_body_timeouts
+                    .fetch_add(1, Ordering::Relaxed);
+                return Err(closing(plain(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the body did not arrive in time ({} bytes in {} s; a body gets {} s \
+                         and one more per {} bytes)",
+                        bytes.len(),
+                        started.elapsed().as_secs(),
+                        super::BODY_READ_TIMEOUT.as_secs(),
+                        super::BODY_RATE_MIN_BYTES_PER_SEC
+                    ),
+                )));
+            }
+            Ok(None) => return Ok(bytes),
+            Ok(Some(Err(error))) => {
+                return Err(closing(plain(
+                    StatusCode::BAD_REQUEST,
+                    format!("reading the body failed: {error}"),
+                )));
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        // Trailers carry nothing ingest reads.
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if bytes.len() + data.len() > limit {
+            return Err(closing(too_large(limit)));
+        }
+        if !in_flight.grow(data.len() as u64) {
+            return Err(closing(busy(
+                edge,
+                "too many request bodies in flight: retry later",
+            )));
+        }
+        bytes.extend_from_slice(&data);
+    }
+}
+
+/// A JSON array of records as NDJSON: each element on a line of its own,
+/// in order. Elements are copied as they are parsed (no tree is built);
+/// a line break inside an element can only be white space between its
+/// tokens (JSON strings escape theirs), so it becomes a space.
+pub fn json_array_lines(body: &[u8]) -> Result<Vec<u8>, String> {
+    struct Lines<'o>(&'o mut Vec<u8>);
+    impl<'de> serde::de::Visitor<'de> for Lines<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON array of records")
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while let Some(record) = seq.next_element::<&'de serde_json::value::RawValue>()? {
+                self.0.extend(
+                    record
+                        .get()
+                        .bytes()
+                        .map(|b| if b == b'\n' || b == b'\r' { b' ' } else { b }),
+                );
+                self.0.push(b'\n');
+            }
+            Ok(())
+        }
+    }
+    let mut out = Vec::with_capacity(body.len());
+    let mut parser = serde_json::Deserializer::from_slice(body);
+    serde::Deserializer::deserialize_seq(&mut parser, Lines(&mut out))
+        .and_then(|()| parser.end())
+        .map_err(|e| format!("the body starts with '[' but is not a JSON array of records: {e}"))?;
+    assert!(
+        out.len() <= body.len() + 1,
+        "no line is longer than its element"
+    );
+    Ok(out)
+}
+
 /// Bytes of a request body counted against
-/// [`super::HTTP_IN_FLIGHT_BYTES_MAX`] until dropped.
+/// [`super::HTTP_IN_FLIGHT_BYTES_MAX`] until dropped, grown as the body
+/// is read.
 struct InFlight<'e> {
     edge: &'e Edge,
     bytes: u64,
 }
 
-impl<'e> InFlight<'e> {
-    fn reserve(edge: &'e Edge, bytes: u64) -> Option<InFlight<'e>> {
-        let counter = &edge.metrics.http_in_flight_bytes;
-        let before = counter.fetch_add(bytes, Ordering::AcqRel);
-        // One body alone is always let in (it is within the body limit).
-        if before > 0 && before + bytes > super::HTTP_IN_FLIGHT_BYTES_MAX {
-            counter.fetch_sub(bytes, Ordering::AcqRel);
-            return None;
+impl InFlight<'_> {
+    /// Counts `more` bytes; `false` (nothing counted) when that would
+    /// pass the budget while other bodies hold part of it. A body alone
+    /// may always grow to its limit, so one large body is never refused.
+    fn grow(&mut self, more: u64) -> bool {
+        let counter = &self.edge.metrics.http_in_flight_bytes;
+        let before = counter.fetch_add(more, Ordering::AcqRel);
+        assert!(before >= self.bytes, "the counter holds this body's bytes");
+        let others = before - self.bytes;
+        if others > 0 && before + more > super::HTTP_IN_FLIGHT_BYTES_MAX {
+            counter.fetch_sub(more, Ordering::AcqRel);
+            return false;
         }
-        Some(InFlight { edge, bytes })
+        self.bytes += more;
+        true
     }
 }
 
@@ -286,9 +562,16 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f).await.ok()
 }
 
-async fn summaries(State(edge): State<Arc<Edge>>, headers: HeaderMap) -> Response {
+async fn summaries(
+    State(edge): State<Arc<Edge>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(denied) = authorized(&edge, &headers) {
         return denied;
+    }
+    if let Err(refused) = known_params(&params, &[]) {
+        return refused;
     }
     let work = Arc::clone(&edge);
     let body = blocking(move || -> anyhow::Result<String> {
@@ -398,6 +681,9 @@ async fn summary(
     if let Err(denied) = authorized(&edge, &headers) {
         return denied;
     }
+    if let Err(refused) = known_params(&params, &SUMMARY_PARAMS) {
+        return refused;
+    }
     let mut query = cardinal_engine::Query {
         summary: name.clone(),
         ..Default::default()
@@ -488,6 +774,9 @@ async fn overlap_route(
     if let Err(denied) = authorized(&edge, &headers) {
         return denied;
     }
+    if let Err(refused) = known_params(&params, &OVERLAP_PARAMS) {
+        return refused;
+    }
     let Some(name) = params.get("summary").cloned() else {
         return plain(StatusCode::BAD_REQUEST, "summary= is required");
     };
@@ -541,9 +830,16 @@ async fn overlap_route(
     }
 }
 
-async fn rejects(State(edge): State<Arc<Edge>>, headers: HeaderMap) -> Response {
+async fn rejects(
+    State(edge): State<Arc<Edge>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(denied) = authorized(&edge, &headers) {
         return denied;
+    }
+    if let Err(refused) = known_params(&params, &[]) {
+        return refused;
     }
     let kept = edge
         .service
@@ -566,9 +862,16 @@ async fn rejects(State(edge): State<Arc<Edge>>, headers: HeaderMap) -> Response 
     )
 }
 
-async fn metrics(State(edge): State<Arc<Edge>>, headers: HeaderMap) -> Response {
+async fn metrics(
+    State(edge): State<Arc<Edge>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(denied) = authorized(&edge, &headers) {
         return denied;
+    }
+    if let Err(refused) = known_params(&params, &[]) {
+        return refused;
     }
     let work = Arc::clone(&edge);
     match blocking(move || super::metrics::render(&work)).await {
@@ -585,7 +888,13 @@ async fn metrics(State(edge): State<Arc<Edge>>, headers: HeaderMap) -> Response 
     }
 }
 
-async fn healthz(State(edge): State<Arc<Edge>>) -> Response {
+async fn healthz(
+    State(edge): State<Arc<Edge>>,
+    Query(params): Query<HashMap<String, String>>,
+) -> Response {
+    if let Err(refused) = known_params(&params, &[]) {
+        return refused;
+    }
     match edge.service.failed() {
         None => plain(StatusCode::OK, "ok"),
         Some(why) => plain(StatusCode::SERVICE_UNAVAILABLE, why),
@@ -595,4 +904,69 @@ async fn healthz(State(edge): State<Arc<Edge>>) -> Response {
 /// A body that is the whole of `text` (for tests of the router).
 pub fn body(text: &str) -> Body {
     Body::from(text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_scheme_in_any_case() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer   abc "), Some("abc"));
+        assert_eq!(bearer("BEARER\tabc"), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer"), None);
+        assert_eq!(bearer("Bearer   "), None);
+        assert_eq!(bearer("Bearerabc"), None);
+    }
+
+    #[test]
+    fn charsets_other_than_utf8_are_refused() {
+        assert_eq!(
+            content_type("text/csv; charset=UTF-8; header=present"),
+            Ok(Some((Format::Csv, true)))
+        );
+        assert_eq!(
+            content_type("application/x-ndjson; charset=\"us-ascii\""),
+            Ok(Some((Format::Ndjson, false)))
+        );
+        for refused in [
+            "text/csv; charset=utf-16",
+            "text/csv;charset=latin1",
+            "application/json; charset=UTF-16LE",
+            "text/html",
+        ] {
+            assert!(content_type(refused).is_err(), "{refused}");
+        }
+        assert_eq!(
+            content_type("text/csv; header=absent"),
+            Ok(Some((Format::Csv, false)))
+        );
+    }
+
+    #[test]
+    fn a_json_array_becomes_one_line_per_element() {
+        let body = b" [ {\"a\": 1,\n \"b\": \"x\\ny\"}, [1, 2],\r\n \"s\" ] ";
+        let lines = json_array_lines(body).expect("an array");
+        assert_eq!(
+            String::from_utf8(lines).expect("utf-8"),
+            "{\"a\": 1,  \"b\": \"x\\ny\"}\n[1, 2]\n\"s\"\n"
+        );
+        assert_eq!(json_array_lines(b"[]").expect("empty"), b"");
+        for malformed in [&b"[{}"[..], b"[{}] x", b"[{},]", b"{}"] {
+            let error = json_array_lines(malformed).expect_err("malformed");
+            assert!(error.contains("not a JSON array"), "{error}");
+        }
+    }
+
+    #[test]
+    fn long_messages_are_cut_at_a_character() {
+        assert_eq!(cut_message("short".into()), "short");
+        let long = "é".repeat(MESSAGE_BYTES_MAX);
+        let cut = cut_message(long.clone());
+        assert!(cut.len() <= MESSAGE_BYTES_MAX, "{}", cut.len());
+        assert!(cut.ends_with("more bytes]"), "{cut}");
+        assert!(long.starts_with(cut.split(" [").next().expect("a head")));
+    }
 }

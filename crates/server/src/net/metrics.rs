@@ -1,6 +1,23 @@
 //! `/metrics` in the Prometheus text format (version 0.0.4), with
 //! Prometheus naming: base units (`_seconds`, `_bytes`), `_total` for
-//! counters, one `# HELP` and `# TYPE` per family.
+//! counters, one `# HELP` and `# TYPE` per family, and no type's name in
+//! a family's (promtool's lint: `cardinal_summary_bytes` read as "a
+//! summary", so the per-summary families are `cardinal_rollup_*`). CI
+//! runs `promtool check metrics` over a live server's answer
+//! (`crates/cli/tests/serve.rs`).
+//!
+//! Labels take values from fixed sets or from the schema, never from
+//! input: rejects by [`cardinal_engine::reject_code`] (snake_case codes,
+//! not the reasons' wording), requests by route template and status,
+//! streams and summaries by their declared names.
+//!
+//! `process_*` are read from `/proc/self` as the Go and Python clients
+//! read them, so the usual dashboards work unchanged.
+//!
+//! ADVICE: a counter added here belongs in `docs/http.md`'s table of
+//! families too. The deduplication table's and idempotency keys'
+//! evictions go beside `cardinal_batches_deduplicated_total` once those
+//! tables count them.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -101,12 +118,27 @@ pub fn render(edge: &Edge) -> String {
     for (i, stream) in streams.iter().enumerate() {
         match service.view(i) {
             Ok(view) => {
+                let mut by_code = std::collections::BTreeMap::<&str, u64>::new();
                 for (reason, n) in &view.counts().rejects_by_reason {
-                    let labels =
-                        format!("stream=\"{}\",reason=\"{}\"", label(stream), label(reason));
+                    *by_code
+                        .entry(cardinal_engine::reject_code(reason))
+                        .or_default() += n;
+                }
+                for (code, n) in by_code {
+                    let labels = format!("stream=\"{}\",reason=\"{code}\"", label(stream));
                     value(&mut out, "cardinal_events_rejected_total", &labels, n);
                 }
-                views.push(Some(view.summary_stats()));
+                let stats = view.summary_stats();
+                let rollups: Vec<Dropped> = stats
+                    .iter()
+                    .filter_map(|s| view.rollup(&s.name))
+                    .map(|rollup| Dropped {
+                        expired: rollup.dropped_expired(),
+                        future: rollup.dropped_future(),
+                        watermark: rollup.watermark().map(|t| t.0),
+                    })
+                    .collect();
+                views.push(Some((stream.to_string(), stats, rollups)));
             }
             Err(_) => views.push(None),
         }
@@ -333,25 +365,67 @@ pub fn render(edge: &Edge) -> String {
         service.opened().replayed,
     );
 
+    let held: Vec<_> = views.iter().flatten().collect();
     family(
         &mut out,
-        "cardinal_summary_groups",
+        "cardinal_rollup_groups",
         "gauge",
-        "Groups held, by summary.",
+        "Groups a summary's rollup holds, by summary.",
     );
-    let mut bytes = String::new();
-    for stats in views.iter().flatten().flatten() {
-        let labels = format!("summary=\"{}\"", label(&stats.name));
-        value(&mut out, "cardinal_summary_groups", &labels, stats.groups);
-        value(&mut bytes, "cardinal_summary_bytes", &labels, stats.bytes);
+    for (_, stats, _) in &held {
+        for stats in stats {
+            let labels = format!("summary=\"{}\"", label(&stats.name));
+            value(&mut out, "cardinal_rollup_groups", &labels, stats.groups);
+        }
     }
     family(
         &mut out,
-        "cardinal_summary_bytes",
+        "cardinal_rollup_bytes",
         "gauge",
-        "Bytes held, by summary.",
+        "Bytes a summary's rollup holds (as the memory budget counts them), by summary.",
     );
-    out.push_str(&bytes);
+    for (_, stats, _) in &held {
+        for stats in stats {
+            let labels = format!("summary=\"{}\"", label(&stats.name));
+            value(&mut out, "cardinal_rollup_bytes", &labels, stats.bytes);
+        }
+    }
+    family(
+        &mut out,
+        "cardinal_events_dropped_total",
+        "counter",
+        "Records a summary dropped: its bucket past the retention window \
+         (reason=\"retention\") or too far ahead of the watermark (reason=\"future_tolerance\").",
+    );
+    for (_, stats, dropped) in &held {
+        for (stats, dropped) in stats.iter().zip(dropped) {
+            let summary = label(&stats.name);
+            for (reason, n) in [
+                ("retention", dropped.expired),
+                ("future_tolerance", dropped.future),
+            ] {
+                let labels = format!("summary=\"{summary}\",reason=\"{reason}\"");
+                value(&mut out, "cardinal_events_dropped_total", &labels, n);
+            }
+        }
+    }
+    family(
+        &mut out,
+        "cardinal_stream_watermark_seconds",
+        "gauge",
+        "A stream's event-time watermark (the newest of its summaries'), Unix seconds.",
+    );
+    for (stream, _, dropped) in &held {
+        if let Some(ms) = dropped.iter().filter_map(|d| d.watermark).max() {
+            let labels = format!("stream=\"{}\"", label(stream));
+            value(
+                &mut out,
+                "cardinal_stream_watermark_seconds",
+                &labels,
+                ms as f64 / 1e3,
+            );
+        }
+    }
 
     family(
         &mut out,
@@ -387,6 +461,95 @@ pub fn render(edge: &Edge) -> String {
     value(&mut out, "cardinal_http_in_flight_bytes", "", in_flight);
     family(
         &mut out,
+        "cardinal_http_connections",
+        "gauge",
+        "HTTP connections open.",
+    );
+    value(&mut out, "cardinal_http_connections", "", edge.slots.open());
+    family(
+        &mut out,
+        "cardinal_http_connections_closed_total",
+        "counter",
+        "HTTP connections closed at the cap: the oldest idle one (reason=\"evicted\") \
+         or the new one, every other being busy (reason=\"refused\").",
+    );
+    for (reason, counter) in [
+        ("evicted", &edge.metrics.http_evicted),
+        ("refused", &edge.metrics.http_refused),
+    ] {
+        let labels = format!("reason=\"{reason}\"");
+        value(
+            &mut out,
+            "cardinal_http_connections_closed_total",
+            &labels,
+            load(counter),
+        );
+    }
+    family(
+        &mut out,
+        "cardinal_http_body_timeouts_total",
+        "counter",
+        "HTTP ingest bodies cut off at their read deadline (408).",
+    );
+    value(
+        &mut out,
+        "cardinal_http_body_timeouts_total",
+        "",
+        load(&edge.metrics.http_body_timeouts),
+    );
+    family(
+        &mut out,
+        "cardinal_http_requests_total",
+        "counter",
+        "HTTP requests answered, by route template and status.",
+    );
+    let requests = edge
+        .metrics
+        .http_requests
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    for ((route, status), n) in requests {
+        let labels = format!("route=\"{}\",status=\"{status}\"", label(route));
+        value(&mut out, "cardinal_http_requests_total", &labels, n);
+    }
+    let queries = &edge.metrics.query_seconds;
+    let query_counts: Vec<u64> = queries.counts.iter().map(load).collect();
+    histogram(
+        &mut out,
+        "cardinal_query_duration_seconds",
+        "Live answers (GET /v1/summaries/{name}, /v1/overlap), from request to response.",
+        &LATENCY_BUCKETS,
+        &query_counts,
+        load(&queries.sum_micros) as f64 / 1e6,
+    );
+    family(
+        &mut out,
+        "cardinal_snapshot_failures_total",
+        "counter",
+        "Snapshots that failed for a transient reason (no descriptor, space or memory) and were retried.",
+    );
+    value(
+        &mut out,
+        "cardinal_snapshot_failures_total",
+        "",
+        load(&edge.metrics.snapshot_failures),
+    );
+    family(
+        &mut out,
+        "cardinal_build_info",
+        "gauge",
+        "Always 1; the labels say which build answers.",
+    );
+    value(
+        &mut out,
+        "cardinal_build_info",
+        &format!("version=\"{}\"", label(env!("CARGO_PKG_VERSION"))),
+        1,
+    );
+    process(&mut out);
+    family(
+        &mut out,
         "cardinal_up_seconds",
         "gauge",
         "Seconds since the service started.",
@@ -398,4 +561,108 @@ pub fn render(edge: &Edge) -> String {
         edge.started.elapsed().as_secs_f64(),
     );
     out
+}
+
+/// What a summary's rollup dropped, and its watermark (ms).
+struct Dropped {
+    expired: u64,
+    future: u64,
+    watermark: Option<i64>,
+}
+
+/// The standard `process_*` families, from `/proc/self` (Linux); a file
+/// that cannot be read leaves its families out rather than failing the
+/// scrape.
+fn process(out: &mut String) {
+    // SAFETY: sysconf reads a configuration value and touches no memory.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    // SAFETY: as above.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if let Ok(stat) = std::fs::read_to_string("/proc/self/stat")
+        && let Some((_, after)) = stat.rsplit_once(')')
+        && ticks > 0
+    {
+        // Fields after the command's closing parenthesis, from field 3
+        // (state) on: utime is field 14, stime 15, starttime 22, vsize
+        // 23, rss 24 (proc(5)).
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+        let ticks = ticks as f64;
+        if let (Some(user), Some(system)) = (field(14), field(15)) {
+            family(
+                out,
+                "process_cpu_seconds_total",
+                "counter",
+                "Total user and system CPU time spent in seconds.",
+            );
+            value(
+                out,
+                "process_cpu_seconds_total",
+                "",
+                (user + system) as f64 / ticks,
+            );
+        }
+        if let Some(bytes) = field(23) {
+            family(
+                out,
+                "process_virtual_memory_bytes",
+                "gauge",
+                "Virtual memory size in bytes.",
+            );
+            value(out, "process_virtual_memory_bytes", "", bytes);
+        }
+        if let (Some(pages), Ok(page)) = (field(24), u64::try_from(page)) {
+            family(
+                out,
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory size in bytes.",
+            );
+            value(out, "process_resident_memory_bytes", "", pages * page);
+        }
+        let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("btime "))
+                .and_then(|t| t.trim().parse::<u64>().ok())
+        });
+        if let (Some(start), Some(boot)) = (field(22), boot) {
+            family(
+                out,
+                "process_start_time_seconds",
+                "gauge",
+                "Start time of the process since unix epoch in seconds.",
+            );
+            value(
+                out,
+                "process_start_time_seconds",
+                "",
+                boot as f64 + start as f64 / ticks,
+            );
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {
+        // The directory's own descriptor is one of the entries.
+        let open = entries.count().saturating_sub(1);
+        family(
+            out,
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+        );
+        value(out, "process_open_fds", "", open);
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        family(
+            out,
+            "process_max_fds",
+            "gauge",
+            "Maximum number of open file descriptors.",
+        );
+        value(out, "process_max_fds", "", limit.rlim_cur);
+    }
 }

@@ -7,7 +7,19 @@
 //! engine has its own workers; the log has its writer; the completer
 //! answers acknowledgements; snapshots and live views run on tokio's
 //! blocking pool, never on a socket task.
+//!
+//! File descriptors: every socket is one, and so are the log's segments,
+//! snapshots being written and day files. The connection caps of both
+//! edges are fitted under `RLIMIT_NOFILE` less [`FD_RESERVE`] at start
+//! ([`fit_connections`]), so no number of clients can take the
+//! descriptors the service needs; how the HTTP edge keeps idle clients
+//! from holding its slots is at the top of [`accept`]. A snapshot that
+//! fails for a transient reason (no descriptor, no space, no memory) is
+//! retried with a backoff ([`SNAPSHOT_RETRY_FIRST`] doubling to
+//! [`SNAPSHOT_RETRY_MAX`]): the log still holds every batch, so nothing
+//! is lost while it waits.
 
+pub mod accept;
 pub mod http;
 pub mod metrics;
 pub mod tcp;
@@ -45,6 +57,40 @@ pub const BODY_BYTES_MAX: usize = crate::service::BATCH_BYTES_MAX;
 /// acknowledgement at once: past it a request is answered 503 before its
 /// body is read, so memory does not grow with the number of clients.
 pub const HTTP_IN_FLIGHT_BYTES_MAX: u64 = 256 << 20;
+/// HTTP connections served at once by default: as many as the native
+/// protocol's default, so the two edges together fit in the 1,024
+/// descriptors most systems give a process, with [`FD_RESERVE`] to spare.
+pub const HTTP_CONNECTIONS_DEFAULT: usize = 256;
+/// The most connections `--http-connections` may allow.
+pub const HTTP_CONNECTIONS_MAX: usize = 4096;
+/// File descriptors no connection may take: the log's open segments (two
+/// around a rotation), a snapshot being written and the directory it is
+/// synced through, the lock, day files and their folders being replaced
+/// (`--out`), `/proc/self` reads for `/metrics`, stdio, the runtime's
+/// own (epoll, its wakers), and native refusals being written
+/// ([`tcp::REFUSING_MAX`], 16) and HTTP connections being evicted
+/// ([`accept::CLOSING_MAX`], 16). A server of two streams with
+/// only its scrape open held 17 (`process_open_fds`, 2026-11-28, the
+/// 2-core development machine); 128 leaves the log, snapshots and day
+/// files several times what they use at once.
+pub const FD_RESERVE: u64 = 128;
+/// How long an HTTP ingest body may take to arrive before its deadline is
+/// extended by what arrived (see [`BODY_RATE_MIN_BYTES_PER_SEC`]): a body
+/// that sends nothing for this long is answered 408 and closed.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The slowest an HTTP ingest body may arrive on average: its deadline
+/// grows by one second per this many bytes read, as Apache's
+/// `mod_reqtimeout` `MinRate` does. 64 KiB/s is half a megabit per
+/// second, well under any link a loader runs on, and lets a 256 MiB body
+/// (`BODY_BYTES_MAX`) take up to 68 minutes.
+pub const BODY_RATE_MIN_BYTES_PER_SEC: u64 = 64 << 10;
+/// The first wait before a snapshot that failed for a transient reason is
+/// tried again.
+pub const SNAPSHOT_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between tries of a failing snapshot: a minute, so a
+/// freed disk or descriptor is used soon, and the log line repeats at
+/// most once a minute.
+pub const SNAPSHOT_RETRY_MAX: Duration = Duration::from_secs(60);
 /// How often a snapshot is written by default.
 pub const SNAPSHOT_EVERY_DEFAULT: Duration = Duration::from_secs(60);
 /// Log bytes since the last snapshot that trigger the next one early.
@@ -65,6 +111,20 @@ pub struct EdgeMetrics {
     pub http_in_flight_bytes: AtomicU64,
     /// Numbers native-protocol connections.
     pub tcp_serial: AtomicU64,
+    /// Native refusals being written ([`tcp::REFUSING_MAX`]).
+    pub tcp_refusing: AtomicU64,
+    /// HTTP connections refused at the cap (every one busy).
+    pub http_refused: AtomicU64,
+    /// Idle HTTP connections closed to make room at the cap.
+    pub http_evicted: AtomicU64,
+    /// HTTP ingest bodies cut off at their read deadline (408).
+    pub http_body_timeouts: AtomicU64,
+    /// Snapshots that failed for a transient reason and were retried.
+    pub snapshot_failures: AtomicU64,
+    /// HTTP requests answered, by route template and status.
+    pub http_requests: std::sync::Mutex<std::collections::BTreeMap<(&'static str, u16), u64>>,
+    /// Latency of live answers (`/v1/summaries/{name}`, `/v1/overlap`).
+    pub query_seconds: crate::service::Histogram,
 }
 
 /// What every socket task shares.
@@ -74,8 +134,12 @@ pub struct Edge {
     pub service: Arc<Service>,
     /// The protocol's limits and token.
     pub protocol: ServerConfig,
-    /// Connections served at once.
+    /// Native-protocol connections served at once.
     pub connections_max: usize,
+    /// HTTP connections served at once.
+    pub http_connections_max: usize,
+    /// The open HTTP connections ([`accept`]).
+    pub slots: accept::Slots,
     /// Idle time before a connection is closed.
     pub idle: Duration,
     /// The largest HTTP ingest body.
@@ -108,8 +172,10 @@ pub struct ServeConfig {
     pub service: ServiceOptions,
     /// Protocol limits (frame bytes, in-flight batches).
     pub limits: Limits,
-    /// Connections at once.
+    /// Native-protocol connections at once.
     pub connections_max: usize,
+    /// HTTP connections at once.
+    pub http_connections_max: usize,
     /// Idle time before a connection is closed.
     pub idle: Duration,
     /// The largest HTTP body.
@@ -147,6 +213,8 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         Ok(listener)
     };
     let listeners = (bind(config.listen)?, bind(config.http)?);
+    let (connections_max, http_connections_max) =
+        fit_connections(config.connections_max, config.http_connections_max)?;
     let dir = Arc::new(
         OsDir::open(&config.data).with_context(|| format!("opening {}", config.data.display()))?,
     );
@@ -168,7 +236,9 @@ pub fn serve(config: ServeConfig) -> Result<()> {
             token: config.token.clone(),
             ..ServerConfig::default()
         },
-        connections_max: config.connections_max,
+        connections_max,
+        http_connections_max,
+        slots: accept::Slots::default(),
         idle: config.idle,
         body_bytes_max: config.body_bytes_max,
         metrics: EdgeMetrics::default(),
@@ -240,6 +310,109 @@ fn lock_data_dir(data: &std::path::Path) -> Result<File> {
             Err(error).with_context(|| format!("locking the data directory {}", data.display()))
         }
     }
+}
+
+/// Fits the native and HTTP connection caps under the process's
+/// descriptor limit less [`FD_RESERVE`]: the soft limit is raised toward
+/// the hard one as far as the caps need (as Go's runtime raises it at
+/// start), and if that is not enough both caps shrink in proportion, with
+/// a log line. Fails when not even one connection of each kind fits.
+pub fn fit_connections(tcp: usize, http: usize) -> Result<(usize, usize)> {
+    assert!(tcp >= 1 && http >= 1, "a cap of at least one connection");
+    let wanted = (tcp + http) as u64 + FD_RESERVE;
+    let limit = raise_nofile(wanted).context("reading RLIMIT_NOFILE")?;
+    let Some((tcp_fit, http_fit)) = split_caps(limit, tcp, http) else {
+        bail!(
+            "only {limit} file descriptors (ulimit -n): cardinal serve keeps {FD_RESERVE} \
+             for its log and snapshots and needs at least {} (ulimit -n {})",
+            FD_RESERVE + 2,
+            FD_RESERVE + 2
+        );
+    };
+    if (tcp_fit, http_fit) != (tcp, http) {
+        eprintln!(
+            "cardinal serve: {limit} file descriptors (ulimit -n): at most {tcp_fit} native \
+             and {http_fit} HTTP connections, {FD_RESERVE} kept for the log, snapshots and \
+             day files"
+        );
+    }
+    Ok((tcp_fit, http_fit))
+}
+
+/// The caps that fit `limit` descriptors less [`FD_RESERVE`]: the asked
+/// ones when they fit, else both shrunk in proportion (at least one
+/// each); `None` when not even that fits.
+fn split_caps(limit: u64, tcp: usize, http: usize) -> Option<(usize, usize)> {
+    let budget = usize::try_from(limit.saturating_sub(FD_RESERVE)).unwrap_or(usize::MAX);
+    if budget < 2 {
+        return None;
+    }
+    if tcp + http <= budget {
+        return Some((tcp, http));
+    }
+    let tcp_fit = (budget * tcp / (tcp + http)).clamp(1, budget - 1);
+    let http_fit = (budget - tcp_fit).min(http);
+    assert!(tcp_fit + http_fit <= budget, "the caps fit the budget");
+    assert!(
+        tcp_fit >= 1 && http_fit >= 1,
+        "each edge keeps a connection"
+    );
+    Some((tcp_fit, http_fit))
+}
+
+/// The soft `RLIMIT_NOFILE`, first raised to `wanted` (at most the hard
+/// limit) when it is lower.
+fn raise_nofile(wanted: u64) -> std::io::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` we own and reads nothing else.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if limit.rlim_cur == libc::RLIM_INFINITY || limit.rlim_cur >= wanted {
+        return Ok(limit.rlim_cur.min(u64::MAX as libc::rlim_t));
+    }
+    let raised = libc::rlimit {
+        rlim_cur: wanted.min(limit.rlim_max),
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: setrlimit reads one `rlimit` we own; raising the soft limit
+    // up to the hard one needs no privilege.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        return Ok(raised.rlim_cur);
+    }
+    Ok(limit.rlim_cur)
+}
+
+/// Whether a failed snapshot may succeed if tried again: it ran out of
+/// descriptors, space or memory, or was interrupted. A snapshot is a new
+/// file written beside the kept ones, so a failed one leaves nothing to
+/// undo (its temporary file is removed by the next); any other failure
+/// (an I/O error, a sync that failed) still stops the server.
+pub fn transient(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        let io = cause.downcast_ref::<std::io::Error>().or_else(|| {
+            match cause.downcast_ref::<cardinal_store::Error>() {
+                Some(cardinal_store::Error::Io { source, .. }) => Some(source),
+                _ => None,
+            }
+        });
+        io.and_then(std::io::Error::raw_os_error)
+            .is_some_and(|code| {
+                [
+                    libc::EMFILE,
+                    libc::ENFILE,
+                    libc::ENOSPC,
+                    libc::EDQUOT,
+                    libc::ENOMEM,
+                    libc::EINTR,
+                    libc::EAGAIN,
+                ]
+                .contains(&code)
+            })
+    })
 }
 
 fn log_opened(service: &Service) {
@@ -403,20 +576,23 @@ async fn run(
     );
     let (stop_to, stop) = watch::channel(false);
     let accept = tokio::spawn(tcp::accept(tcp, Arc::clone(&edge), stop.clone()));
-    let mut http_stop = stop.clone();
     let router = http::router(Arc::clone(&edge));
-    let web = tokio::spawn(async move {
-        axum::serve(http, router)
-            .with_graceful_shutdown(async move {
-                let _ = http_stop.changed().await;
-            })
-            .await
-    });
+    let web = tokio::spawn(accept::accept(
+        http,
+        Arc::clone(&edge),
+        router,
+        stop.clone(),
+    ));
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut last_snapshot = Instant::now();
     let mut log_bytes_at_snapshot = edge.service.wal_stats().bytes;
     type Snapshotting = tokio::task::JoinHandle<Result<(crate::service::Written, usize)>>;
     let mut snapshotting: Option<Snapshotting> = None;
+    // A failed snapshot: when to try again, the wait after that, and the
+    // log size before it (so it is due again).
+    let mut retry_at: Option<Instant> = None;
+    let mut retry_wait = SNAPSHOT_RETRY_FIRST;
+    let mut log_bytes_before = log_bytes_at_snapshot;
     let failure = loop {
         tokio::select! {
             _ = signals.changed() => break None,
@@ -428,12 +604,26 @@ async fn run(
                 if let Some(task) = &snapshotting && task.is_finished() {
                     let task = snapshotting.take().expect("checked");
                     match task.await {
-                        Ok(Ok((written, files))) => eprintln!(
-                            "cardinal serve: snapshot {} ({} bytes, {:.3} s, ingest paused {:.1} ms, {} log segments removed{})",
-                            written.name, written.bytes, written.seconds,
-                            written.paused.as_secs_f64() * 1e3, written.trimmed,
-                            if files > 0 { format!("; {files} day files written") } else { String::new() }
-                        ),
+                        Ok(Ok((written, files))) => {
+                            retry_at = None;
+                            retry_wait = SNAPSHOT_RETRY_FIRST;
+                            eprintln!(
+                                "cardinal serve: snapshot {} ({} bytes, {:.3} s, ingest paused {:.1} ms, {} log segments removed{})",
+                                written.name, written.bytes, written.seconds,
+                                written.paused.as_secs_f64() * 1e3, written.trimmed,
+                                if files > 0 { format!("; {files} day files written") } else { String::new() }
+                            );
+                        }
+                        Ok(Err(error)) if transient(&error) => {
+                            edge.metrics.snapshot_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            eprintln!(
+                                "cardinal serve: a snapshot failed: {error:#}; trying again in {} s (the log keeps every batch meanwhile)",
+                                retry_wait.as_secs()
+                            );
+                            retry_at = Some(Instant::now() + retry_wait);
+                            retry_wait = (retry_wait * 2).min(SNAPSHOT_RETRY_MAX);
+                            log_bytes_at_snapshot = log_bytes_before;
+                        }
                         Ok(Err(error)) => {
                             let why = format!("a snapshot failed: {error:#}");
                             exit_within(FAILED_EXIT_WITHIN, &why);
@@ -450,9 +640,12 @@ async fn run(
                 // An idle service writes no new snapshot: nothing changed.
                 let due = (last_snapshot.elapsed() >= config.snapshot_every
                     && log_bytes > log_bytes_at_snapshot)
-                    || log_bytes - log_bytes_at_snapshot >= config.snapshot_log_bytes;
-                if due && snapshotting.is_none() {
+                    || log_bytes - log_bytes_at_snapshot >= config.snapshot_log_bytes
+                    || retry_at.is_some_and(|at| Instant::now() >= at);
+                let waiting = retry_at.is_some_and(|at| Instant::now() < at);
+                if due && snapshotting.is_none() && !waiting {
                     last_snapshot = Instant::now();
+                    log_bytes_before = log_bytes_at_snapshot;
                     log_bytes_at_snapshot = log_bytes;
                     let service = Arc::clone(&edge.service);
                     let days = days.clone();
@@ -476,6 +669,7 @@ async fn run(
             .tcp_connections
             .load(std::sync::atomic::Ordering::Acquire)
             > 0
+            || edge.slots.open() > 0
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -490,5 +684,40 @@ async fn run(
             Ok(())
         }
         Some(why) => bail!("stopping: {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn caps_fit_under_the_descriptor_limit() {
+        assert_eq!(split_caps(1024, 256, 256), Some((256, 256)));
+        assert_eq!(split_caps(256, 256, 256), Some((64, 64)));
+        assert_eq!(split_caps(300, 4096, 256), Some((161, 11)));
+        assert_eq!(split_caps(FD_RESERVE + 2, 256, 256), Some((1, 1)));
+        assert_eq!(split_caps(FD_RESERVE + 1, 1, 1), None);
+        assert_eq!(split_caps(u64::MAX, 4096, 4096), Some((4096, 4096)));
+    }
+
+    #[test]
+    fn only_running_out_is_transient() {
+        let os = |code| std::io::Error::from_raw_os_error(code);
+        let store = |code| cardinal_store::Error::Io {
+            op: "create",
+            name: "snapshot-1.tmp".into(),
+            source: os(code),
+        };
+        for code in [libc::EMFILE, libc::ENFILE, libc::ENOSPC, libc::ENOMEM] {
+            let error = anyhow::Error::new(store(code)).context("writing a snapshot");
+            assert!(transient(&error), "{error:#}");
+            assert!(transient(&anyhow::Error::new(os(code))));
+        }
+        for code in [libc::EIO, libc::EROFS, libc::EACCES] {
+            let error = anyhow::Error::new(store(code)).context("writing a snapshot");
+            assert!(!transient(&error), "{error:#}");
+        }
+        assert!(!transient(&anyhow::anyhow!("the completer stopped")));
     }
 }

@@ -38,6 +38,11 @@ use crate::frame::{Ack, Batch, BatchId, ClientId, Decoder, ErrorCode, ErrorFrame
 /// How long a batch refused as full waits before it is offered again
 /// (doubling to [`FULL_WAIT_MAX`]).
 const FULL_WAIT_MIN: Duration = Duration::from_millis(1);
+/// Refusals (error frame, then close) written at once past the
+/// connection cap; a refused connection past these is closed unanswered,
+/// so a flood of connections holds at most this many descriptors beyond
+/// the cap (within [`super::FD_RESERVE`]).
+pub const REFUSING_MAX: u64 = 16;
 /// The longest wait between offers of a batch refused as full.
 const FULL_WAIT_MAX: Duration = Duration::from_millis(50);
 
@@ -100,14 +105,24 @@ impl Drop for AddressSlot {
 
 /// Sends `too_many_connections` on a connection refused at a limit, from
 /// a task of its own (the accept loop does not wait on a slow client).
-fn refuse(edge: &Edge, socket: TcpStream, message: &'static str) {
+fn refuse(edge: &Arc<Edge>, socket: TcpStream, message: &'static str) {
     edge.metrics.tcp_refused.fetch_add(1, Ordering::Relaxed);
+    // A refusal's socket is a descriptor too: past REFUSING_MAX being
+    // written, one is closed at once (FD_RESERVE counts these).
+    let refusing = &edge.metrics.tcp_refusing;
+    if refusing.fetch_add(1, Ordering::AcqRel) >= REFUSING_MAX {
+        refusing.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let edge = Arc::clone(edge);
     tokio::spawn(async move {
         let mut socket = socket;
         let mut out = Vec::new();
         let error = ErrorFrame::new(None, ErrorCode::TooManyConnections, message);
         encode(&Frame::Error(error), &mut out);
         let _ = tokio::time::timeout(Duration::from_secs(1), socket.write_all(&out)).await;
+        drop(socket);
+        edge.metrics.tcp_refusing.fetch_sub(1, Ordering::AcqRel);
     });
 }
 
