@@ -162,20 +162,39 @@ impl OsDir {
     }
 }
 
+/// A failpoint for tests of a full disk through real processes: with
+/// this environment variable naming a path, every [`OsDir`] append, sync
+/// and create fails with `ENOSPC` while a file exists at that path, and
+/// works again once it is removed. Read once per process.
+pub const FAILPOINT_DISK_FULL: &str = "CARDINAL_FAILPOINT_DISK_FULL";
+
+/// `ENOSPC` while [`FAILPOINT_DISK_FULL`]'s file exists.
+fn disk_full() -> io::Result<()> {
+    static PATH: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let path = PATH.get_or_init(|| std::env::var_os(FAILPOINT_DISK_FULL).map(PathBuf::from));
+    match path {
+        Some(path) if path.exists() => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+        _ => Ok(()),
+    }
+}
+
 #[derive(Debug)]
 struct OsFile(StdFile);
 
 impl DirFile for OsFile {
     fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        disk_full()?;
         self.0.write_all(bytes)
     }
     fn sync_data(&mut self) -> io::Result<()> {
+        disk_full()?;
         self.0.sync_data()
     }
 }
 
 impl Dir for OsDir {
     fn create(&self, name: &str) -> io::Result<Box<dyn DirFile>> {
+        disk_full()?;
         let file = OpenOptions::new()
             .write(true)
             .create(true)

@@ -282,7 +282,7 @@ async fn ingest(
     if let Err(refused) = known_params(&params, &[]) {
         return refused;
     }
-    let service = &edge.service;
+    let service = edge.service();
     let format = match body_format(&headers) {
         Ok(format) => format,
         Err((status, why)) => return plain(status, why),
@@ -360,9 +360,8 @@ async fn ingest(
             Err(refused @ Refused::KeyReused { .. }) => {
                 return plain(StatusCode::UNPROCESSABLE_ENTITY, refused.to_string());
             }
-            Err(refused @ Refused::Stopped(_)) => {
-                return plain(StatusCode::SERVICE_UNAVAILABLE, refused.to_string());
-            }
+            // A failed log recovers in process: the client retries.
+            Err(refused @ Refused::Stopped(_)) => return busy(&edge, &refused.to_string()),
             Err(Refused::TooLarge { .. }) => return too_large(limit),
             Err(refused) => return plain(StatusCode::BAD_REQUEST, refused.to_string()),
         };
@@ -575,7 +574,7 @@ async fn summaries(
     }
     let work = Arc::clone(&edge);
     let body = blocking(move || -> anyhow::Result<String> {
-        let service = &work.service;
+        let service = work.service();
         let plan = service.plan();
         let mut streams = Vec::new();
         for name in service.streams() {
@@ -723,9 +722,9 @@ async fn summary(
     let work = Arc::clone(&edge);
     let result = blocking(
         move || -> Result<(String, &'static str), (StatusCode, String)> {
-            let service = &work.service;
+            let service = work.service();
             let bad = |e: cardinal_engine::Error| (StatusCode::BAD_REQUEST, e.to_string());
-            with_rollup(service, &name, |declared, rollup| {
+            with_rollup(&service, &name, |declared, rollup| {
                 let answered = answer(declared, rollup, &query).map_err(bad)?;
                 let results = answered.results().map_err(bad)?;
                 let mut out = Vec::new();
@@ -794,8 +793,8 @@ async fn overlap_route(
     let text = params.get("format").is_some_and(|f| f == "text");
     let work = Arc::clone(&edge);
     let result = blocking(move || -> Result<String, (StatusCode, String)> {
-        let service = &work.service;
-        with_rollup(service, &name, |declared, rollup| {
+        let service = work.service();
+        with_rollup(&service, &name, |declared, rollup| {
             let aggregate = match aggregate {
                 Some(aggregate) => aggregate,
                 None => match &hll_aggregates(declared, rollup)[..] {
@@ -841,8 +840,8 @@ async fn rejects(
     if let Err(refused) = known_params(&params, &[]) {
         return refused;
     }
-    let kept = edge
-        .service
+    let service = edge.service();
+    let kept = service
         .rejects
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -895,7 +894,7 @@ async fn healthz(
     if let Err(refused) = known_params(&params, &[]) {
         return refused;
     }
-    match edge.service.failed() {
+    match edge.service().failed() {
         None => plain(StatusCode::OK, "ok"),
         Some(why) => plain(StatusCode::SERVICE_UNAVAILABLE, why),
     }

@@ -88,7 +88,7 @@ fn histogram(
 /// The whole exposition (takes a live view of each engine for the
 /// summaries' sizes).
 pub fn render(edge: &Edge) -> String {
-    let service = &edge.service;
+    let service = edge.service();
     let counters = &service.counters;
     let mut out = String::with_capacity(4 << 10);
     let streams = service.streams();
@@ -193,7 +193,7 @@ pub fn render(edge: &Edge) -> String {
         "",
         load(&counters.batches_duplicate),
     );
-    let (clients_evicted, keys_evicted) = edge.service.evictions();
+    let (clients_evicted, keys_evicted) = edge.service().evictions();
     family(
         &mut out,
         "cardinal_dedup_evictions_total",
@@ -534,6 +534,18 @@ pub fn render(edge: &Edge) -> String {
         "cardinal_snapshot_failures_total",
         "",
         load(&edge.metrics.snapshot_failures),
+    );
+    family(
+        &mut out,
+        "cardinal_log_failures_total",
+        "counter",
+        "Times the write-ahead log failed to write or sync (a full disk, no descriptors) and the service recovered from disk in process.",
+    );
+    value(
+        &mut out,
+        "cardinal_log_failures_total",
+        "",
+        load(&edge.metrics.log_failures),
     );
     family(
         &mut out,

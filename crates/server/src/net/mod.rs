@@ -121,6 +121,8 @@ pub struct EdgeMetrics {
     pub http_body_timeouts: AtomicU64,
     /// Snapshots that failed for a transient reason and were retried.
     pub snapshot_failures: AtomicU64,
+    /// Log failures recovered from in process.
+    pub log_failures: AtomicU64,
     /// HTTP requests answered, by route template and status.
     pub http_requests: std::sync::Mutex<std::collections::BTreeMap<(&'static str, u16), u64>>,
     /// Latency of live answers (`/v1/summaries/{name}`, `/v1/overlap`).
@@ -130,8 +132,9 @@ pub struct EdgeMetrics {
 /// What every socket task shares.
 #[derive(Debug)]
 pub struct Edge {
-    /// The service.
-    pub service: Arc<Service>,
+    /// The service: replaced by a fresh one recovered from disk after its
+    /// log failed ([`Edge::service`], module doc of `run`).
+    service: std::sync::RwLock<Arc<Service>>,
     /// The protocol's limits and token.
     pub protocol: ServerConfig,
     /// Native-protocol connections served at once.
@@ -153,6 +156,30 @@ pub struct Edge {
     pub clients: std::sync::Mutex<
         std::collections::HashMap<crate::ClientId, (u64, Arc<tokio::sync::Notify>)>,
     >,
+}
+
+impl Edge {
+    /// The service now: after a failed log, the failed one (answering
+    /// queries, refusing ingest) until a fresh one has recovered from disk.
+    pub fn service(&self) -> Arc<Service> {
+        Arc::clone(
+            &self
+                .service
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    /// Puts `fresh` in place of the service; the one it replaces.
+    fn replace_service(&self, fresh: Arc<Service>) -> Arc<Service> {
+        std::mem::replace(
+            &mut *self
+                .service
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            fresh,
+        )
+    }
 }
 
 /// How `cardinal serve` runs.
@@ -219,7 +246,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         OsDir::open(&config.data).with_context(|| format!("opening {}", config.data.display()))?,
     );
     let started = Instant::now();
-    let service = Service::open(Arc::clone(&config.plan), dir, &config.service)?;
+    let service = Service::open(Arc::clone(&config.plan), dir.clone(), &config.service)?;
     log_opened(&service);
     let days = match &config.out {
         Some((out, days)) => Some(Arc::new(std::sync::Mutex::new(
@@ -230,7 +257,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     };
     let service = Arc::new(service);
     let edge = Arc::new(Edge {
-        service: Arc::clone(&service),
+        service: std::sync::RwLock::new(Arc::clone(&service)),
         protocol: ServerConfig {
             limits: config.limits,
             token: config.token.clone(),
@@ -253,7 +280,17 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     let days_at_end = days.clone();
-    let outcome = runtime.block_on(run(&config, Arc::clone(&edge), days, listeners, signals));
+    drop(service);
+    let outcome = runtime.block_on(run(
+        &config,
+        Arc::clone(&edge),
+        days,
+        listeners,
+        signals,
+        dir,
+    ));
+    // The service now: the first, or one recovered in process since.
+    let service = edge.service();
     drop(edge);
     runtime.shutdown_timeout(Duration::from_secs(2));
     let service = match Arc::try_unwrap(service) {
@@ -493,6 +530,27 @@ fn snapshot_and_days(
     Ok((written, files))
 }
 
+/// The first wait before a server whose log failed opens its data
+/// directory again, in process, as a restart would (doubling to
+/// [`RECOVER_WAIT_MAX`] while it fails: a disk still full).
+pub const RECOVER_WAIT_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between two tries at recovering in process.
+pub const RECOVER_WAIT_MAX: Duration = Duration::from_secs(30);
+
+/// How a service's failure reads when its log failed to write or sync:
+/// the failure the server recovers from in process.
+const LOG_FAILED: &str = "the write-ahead log failed";
+
+/// A recovery in process under way (module doc, `run`).
+struct Recovering {
+    /// When to try next.
+    at: Instant,
+    /// The wait after a failed try.
+    wait: Duration,
+    /// The open in progress.
+    task: Option<tokio::task::JoinHandle<Result<Service>>>,
+}
+
 /// How soon a failed server's process ends, whatever its orderly stop
 /// is waiting on: a supervisor restarts it, and the next start recovers
 /// from disk (nothing more is written once the service has failed).
@@ -565,6 +623,7 @@ async fn run(
     days: Option<Arc<std::sync::Mutex<crate::days::DayFiles>>>,
     (tcp, http): (std::net::TcpListener, std::net::TcpListener),
     mut signals: watch::Receiver<bool>,
+    dir: Arc<OsDir>,
 ) -> Result<()> {
     let tcp = tokio::net::TcpListener::from_std(tcp)?;
     let http = tokio::net::TcpListener::from_std(http)?;
@@ -585,9 +644,11 @@ async fn run(
     ));
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut last_snapshot = Instant::now();
-    let mut log_bytes_at_snapshot = edge.service.wal_stats().bytes;
+    let mut log_bytes_at_snapshot = edge.service().wal_stats().bytes;
     type Snapshotting = tokio::task::JoinHandle<Result<(crate::service::Written, usize)>>;
     let mut snapshotting: Option<Snapshotting> = None;
+    // After the log failed: when to try opening from disk again.
+    let mut recovering: Option<Recovering> = None;
     // A failed snapshot: when to try again, the wait after that, and the
     // log size before it (so it is due again).
     let mut retry_at: Option<Instant> = None;
@@ -597,9 +658,77 @@ async fn run(
         tokio::select! {
             _ = signals.changed() => break None,
             _ = tick.tick() => {
-                if let Some(why) = edge.service.failed() {
-                    exit_within(FAILED_EXIT_WITHIN, &why);
-                    break Some(why);
+                if let Some(why) = edge.service().failed() {
+                    // A log that failed to write or sync (a full disk, no
+                    // descriptors) is recovered from in process, as a
+                    // restart would; anything else ends the process.
+                    if !why.starts_with(LOG_FAILED) {
+                        exit_within(FAILED_EXIT_WITHIN, &why);
+                        break Some(why);
+                    }
+                    match &mut recovering {
+                        None => {
+                            eprintln!(
+                                "cardinal serve: {why}; ingest refused, queries answered from \
+                                 the state before it, recovering from disk in process"
+                            );
+                            edge.metrics.log_failures.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            recovering = Some(Recovering {
+                                at: Instant::now(),
+                                wait: RECOVER_WAIT_FIRST,
+                                task: None,
+                            });
+                        }
+                        Some(state) => {
+                            // A snapshot of the failed service ends in an
+                            // error the failure already says.
+                            if snapshotting.as_ref().is_some_and(tokio::task::JoinHandle::is_finished) {
+                                snapshotting = None;
+                            }
+                            if let Some(task) = &state.task && task.is_finished() {
+                                let task = state.task.take().expect("checked");
+                                match task.await {
+                                    Ok(Ok(fresh)) => {
+                                        log_opened(&fresh);
+                                        let old = edge.replace_service(Arc::new(fresh));
+                                        eprintln!(
+                                            "cardinal serve: recovered in process after: {why}"
+                                        );
+                                        log_bytes_at_snapshot = edge.service().wal_stats().bytes;
+                                        last_snapshot = Instant::now();
+                                        recovering = None;
+                                        // Its engines' threads join as it goes.
+                                        tokio::task::spawn_blocking(move || drop(old));
+                                        continue;
+                                    }
+                                    Ok(Err(error)) => eprintln!(
+                                        "cardinal serve: recovering from disk failed: {error:#}; \
+                                         trying again in {} s",
+                                        state.wait.as_secs()
+                                    ),
+                                    Err(error) => {
+                                        let why = format!("recovering from disk panicked: {error}");
+                                        exit_within(FAILED_EXIT_WITHIN, &why);
+                                        break Some(why);
+                                    }
+                                }
+                                state.at = Instant::now() + state.wait;
+                                state.wait = (state.wait * 2).min(RECOVER_WAIT_MAX);
+                            }
+                            if state.task.is_none()
+                                && Instant::now() >= state.at
+                                && snapshotting.is_none()
+                            {
+                                let plan = Arc::clone(&config.plan);
+                                let options = config.service.clone();
+                                let dir: Arc<dyn cardinal_store::Dir> = dir.clone();
+                                state.task = Some(tokio::task::spawn_blocking(move || {
+                                    Service::open(plan, dir, &options)
+                                }));
+                            }
+                        }
+                    }
+                    continue;
                 }
                 if let Some(task) = &snapshotting && task.is_finished() {
                     let task = snapshotting.take().expect("checked");
@@ -624,6 +753,8 @@ async fn run(
                             retry_wait = (retry_wait * 2).min(SNAPSHOT_RETRY_MAX);
                             log_bytes_at_snapshot = log_bytes_before;
                         }
+                        // The log failed under it: recovered from next.
+                        Ok(Err(_)) if edge.service().failed().is_some_and(|why| why.starts_with(LOG_FAILED)) => {}
                         Ok(Err(error)) => {
                             let why = format!("a snapshot failed: {error:#}");
                             exit_within(FAILED_EXIT_WITHIN, &why);
@@ -636,7 +767,7 @@ async fn run(
                         }
                     }
                 }
-                let log_bytes = edge.service.wal_stats().bytes;
+                let log_bytes = edge.service().wal_stats().bytes;
                 // An idle service writes no new snapshot: nothing changed.
                 let due = (last_snapshot.elapsed() >= config.snapshot_every
                     && log_bytes > log_bytes_at_snapshot)
@@ -647,7 +778,7 @@ async fn run(
                     last_snapshot = Instant::now();
                     log_bytes_before = log_bytes_at_snapshot;
                     log_bytes_at_snapshot = log_bytes;
-                    let service = Arc::clone(&edge.service);
+                    let service = Arc::clone(&edge.service());
                     let days = days.clone();
                     snapshotting = Some(tokio::task::spawn_blocking(move || {
                         snapshot_and_days(&service, days.as_deref())
@@ -657,7 +788,7 @@ async fn run(
         }
     };
     let _ = stop_to.send(true);
-    edge.service.stop_ingest();
+    edge.service().stop_ingest();
     if let Some(task) = snapshotting.take() {
         let _ = task.await;
     }

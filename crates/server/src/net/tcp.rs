@@ -176,7 +176,7 @@ async fn connection(
     edge: &Edge,
     mut stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    let service = &edge.service;
+    let service = edge.service();
     let mut conn = Connection::new(&edge.protocol);
     let decoder = Decoder::new(edge.protocol.limits.frame_bytes_max as usize);
     let mut buf = BytesMut::with_capacity(64 << 10);
@@ -404,7 +404,7 @@ fn offer(
     out: &mut Vec<u8>,
 ) -> Offer {
     let id = batch.id;
-    match conn.offer(&edge.service, batch) {
+    match conn.offer(&edge.service(), batch) {
         Offered::Taken(reply) => {
             let done_to = done_to.clone();
             tokio::spawn(async move {
