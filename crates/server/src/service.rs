@@ -893,10 +893,7 @@ fn segment_of(segments: &[String], sequence: u64) -> String {
     segments
         .iter()
         .rfind(|name| {
-            name.strip_prefix("wal-")
-                .and_then(|n| n.strip_suffix(".log"))
-                .and_then(|n| n.parse::<u64>().ok())
-                .is_some_and(|base| base <= sequence)
+            cardinal_store::wal::parse_segment_name(name).is_some_and(|base| base <= sequence)
         })
         .cloned()
         .unwrap_or_else(|| "no segment".to_owned())
@@ -911,11 +908,8 @@ fn origin_text(origin: &Origin, sequence: u64) -> String {
     }
 }
 
-/// Sets log record `sequence` aside: its payload and a line saying who
-/// sent it go into `set-aside-<sequence>.record`, written and synced
-/// before the start goes on; every later start skips the record. Says
-/// what it did on stderr and in `opened`.
-fn set_aside(dir: &dyn Dir, wal: &Wal, sequence: u64, why: &str) -> Result<String> {
+/// Log record `sequence`: its payload and who sent it, in words.
+fn logged_record(wal: &Wal, sequence: u64) -> Result<(Vec<u8>, String)> {
     let mut found: Option<(Vec<u8>, String)> = None;
     wal.replay(sequence.saturating_sub(1), |record| {
         if record.sequence == sequence {
@@ -926,10 +920,22 @@ fn set_aside(dir: &dyn Dir, wal: &Wal, sequence: u64, why: &str) -> Result<Strin
             found = Some((record.payload.to_vec(), origin));
         }
     })
-    .context("reading the record to set aside")?;
-    let (payload, origin) =
-        found.with_context(|| format!("log record {sequence} is not in the log"))?;
-    let segment = segment_of(&wal.segments(), sequence);
+    .with_context(|| format!("reading log record {sequence}"))?;
+    found.with_context(|| format!("log record {sequence} is not in the log"))
+}
+
+/// Sets log record `sequence` (in `segment`, sent by `origin`) aside: its
+/// payload and a line saying who sent it go into
+/// `set-aside-<sequence>.record`, written and synced before the start
+/// goes on; every later start skips the record. Says what it did, for
+/// stderr and `opened`.
+fn set_aside(
+    dir: &dyn Dir,
+    sequence: u64,
+    segment: &str,
+    (payload, origin): &(Vec<u8>, String),
+    why: &str,
+) -> Result<String> {
     let name = set_aside_name(sequence);
     let staging = format!("{name}.tmp");
     let mut file = dir.create(&staging)?;
@@ -939,7 +945,7 @@ fn set_aside(dir: &dyn Dir, wal: &Wal, sequence: u64, why: &str) -> Result<Strin
         payload.len()
     )
     .into_bytes();
-    text.extend_from_slice(&payload);
+    text.extend_from_slice(payload);
     file.append(&text)?;
     file.sync_data()?;
     drop(file);
@@ -984,16 +990,9 @@ impl Service {
                     )
                     .context("opening the write-ahead log")?;
                     let segment = segment_of(&wal.segments(), sequence);
+                    let record = logged_record(&wal, sequence)?;
+                    let origin = &record.1;
                     if !options.repair {
-                        let mut origin = String::from("an unknown sender");
-                        wal.replay(sequence.saturating_sub(1), |record| {
-                            if record.sequence == sequence
-                                && let Ok(envelope) = Envelope::decode(record.payload)
-                            {
-                                origin = origin_text(&envelope.origin, sequence);
-                            }
-                        })
-                        .context("reading the record that cannot be folded")?;
                         bail!(
                             "log record {sequence} (segment {segment}; from {origin}) cannot be \
                              folded: {why}. Start with --repair to set it aside in {} (kept, \
@@ -1006,7 +1005,7 @@ impl Service {
                         "{SET_ASIDE_PER_START_MAX} log records set aside in one start and another \
                          cannot be folded (record {sequence}, segment {segment}): {why}"
                     );
-                    let said = set_aside(&*dir, &wal, sequence, &why)?;
+                    let said = set_aside(&*dir, sequence, &segment, &record, &why)?;
                     wal.close().context("closing the write-ahead log")?;
                     set_aside_now.push(said);
                 }
@@ -1686,20 +1685,8 @@ impl Service {
     /// crash. Call it after taking the views to publish: each batch they
     /// hold was appended before the ingest lock taken here was free.
     pub fn wait_durable(&self) -> Result<()> {
-        let wait = {
-            let ingest = lock(&self.ingest);
-            let (done, wait) = std::sync::mpsc::sync_channel(1);
-            ingest
-                .completer
-                .as_ref()
-                .context("the service is closed")?
-                .send(Item::Sync(done))
-                .map_err(|_| anyhow!("the completer stopped"))?;
-            wait
-        };
-        wait.recv()
-            .map_err(|_| anyhow!("the completer stopped"))?
-            .map_err(|e| anyhow!("{e}"))
+        let synced = queue_sync(&lock(&self.ingest))?;
+        wait_synced(&synced)
     }
 
     /// Writes a snapshot of everything (module doc) and trims the log.
@@ -1738,18 +1725,9 @@ impl Service {
             let mut image = Vec::new();
             ingest.keys.encode(&mut image);
             snapshot.sections.insert(KEYS_SECTION.into(), image);
-            let (done, wait) = std::sync::mpsc::sync_channel(1);
-            ingest
-                .completer
-                .as_ref()
-                .context("the service is closed")?
-                .send(Item::Sync(done))
-                .map_err(|_| anyhow!("the completer stopped"))?;
-            wait
+            queue_sync(&ingest)?
         };
-        sync.recv()
-            .map_err(|_| anyhow!("the completer stopped"))?
-            .map_err(|e| anyhow!("{e}"))?;
+        wait_synced(&sync)?;
         snapshot.sequence = snapshot.positions.values().copied().min().unwrap_or(0);
         let bytes = snapshot.encode()?.len() as u64;
         let name = self
@@ -1808,6 +1786,28 @@ impl Service {
         }
         Ok(written)
     }
+}
+
+/// Queues a barrier behind everything appended so far (the caller holds
+/// the ingest lock); [`wait_synced`] returns once all of it is durable
+/// and folded.
+fn queue_sync(ingest: &Ingest) -> Result<Receiver<Result<(), String>>> {
+    let (done, synced) = std::sync::mpsc::sync_channel(1);
+    ingest
+        .completer
+        .as_ref()
+        .context("the service is closed")?
+        .send(Item::Sync(done))
+        .map_err(|_| anyhow!("the completer stopped"))?;
+    Ok(synced)
+}
+
+/// Waits for a barrier [`queue_sync`] queued.
+fn wait_synced(synced: &Receiver<Result<(), String>>) -> Result<()> {
+    synced
+        .recv()
+        .map_err(|_| anyhow!("the completer stopped"))?
+        .map_err(|e| anyhow!("{e}"))
 }
 
 /// Records the first reason the service failed and stops its ingest.

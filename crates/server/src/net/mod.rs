@@ -556,6 +556,13 @@ struct Recovering {
 /// from disk (nothing more is written once the service has failed).
 pub const FAILED_EXIT_WITHIN: Duration = Duration::from_secs(5);
 
+/// Starts the bound on a failed server's stop ([`FAILED_EXIT_WITHIN`]);
+/// `why`, for the loop to break with.
+fn exiting(why: String) -> String {
+    exit_within(FAILED_EXIT_WITHIN, &why);
+    why
+}
+
 /// Ends the process with status 1 once `within` has passed, from a thread
 /// of its own, saying why: the bound on a failed server's stop.
 fn exit_within(within: Duration, why: &str) {
@@ -663,8 +670,7 @@ async fn run(
                     // descriptors) is recovered from in process, as a
                     // restart would; anything else ends the process.
                     if !why.starts_with(LOG_FAILED) {
-                        exit_within(FAILED_EXIT_WITHIN, &why);
-                        break Some(why);
+                        break Some(exiting(why));
                     }
                     match &mut recovering {
                         None => {
@@ -707,9 +713,9 @@ async fn run(
                                         state.wait.as_secs()
                                     ),
                                     Err(error) => {
-                                        let why = format!("recovering from disk panicked: {error}");
-                                        exit_within(FAILED_EXIT_WITHIN, &why);
-                                        break Some(why);
+                                        break Some(exiting(format!(
+                                            "recovering from disk panicked: {error}"
+                                        )));
                                     }
                                 }
                                 state.at = Instant::now() + state.wait;
@@ -756,14 +762,10 @@ async fn run(
                         // The log failed under it: recovered from next.
                         Ok(Err(_)) if edge.service().failed().is_some_and(|why| why.starts_with(LOG_FAILED)) => {}
                         Ok(Err(error)) => {
-                            let why = format!("a snapshot failed: {error:#}");
-                            exit_within(FAILED_EXIT_WITHIN, &why);
-                            break Some(why);
+                            break Some(exiting(format!("a snapshot failed: {error:#}")));
                         }
                         Err(error) => {
-                            let why = format!("a snapshot panicked: {error}");
-                            exit_within(FAILED_EXIT_WITHIN, &why);
-                            break Some(why);
+                            break Some(exiting(format!("a snapshot panicked: {error}")));
                         }
                     }
                 }
