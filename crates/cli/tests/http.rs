@@ -121,30 +121,13 @@ fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Option<(u16, String)> {
-    let mut socket = TcpStream::connect_timeout(&address, Duration::from_secs(2)).ok()?;
-    socket
-        .set_read_timeout(Some(Duration::from_secs(20)))
-        .ok()?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    socket.write_all(head.as_bytes()).ok()?;
-    let _ = socket.write_all(body);
-    read_response(&mut socket)
-}
-
-fn read_response(socket: &mut TcpStream) -> Option<(u16, String)> {
-    let mut response = Vec::new();
-    socket.read_to_end(&mut response).ok()?;
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
-    Some((status, body))
+    common::http_request(
+        address,
+        (method, path),
+        headers,
+        body,
+        Duration::from_secs(20),
+    )
 }
 
 /// Posts `ROWS` until it is acknowledged; how long that took.
@@ -312,7 +295,7 @@ fn stalled_bodies_neither_block_ingest_nor_stay() {
         socket
             .set_read_timeout(Some(Duration::from_secs(20)))
             .expect("timeout");
-        let (status, body) = read_response(socket).expect("an answer");
+        let (status, body) = common::http_response(socket).expect("an answer");
         assert_eq!(status, 408, "{body}");
     }
     assert!(started.elapsed() < Duration::from_secs(16));

@@ -157,27 +157,13 @@ fn request(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> Option<(u16, String)> {
-    let mut socket = TcpStream::connect_timeout(&address, Duration::from_secs(2)).ok()?;
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .ok()?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
-    }
-    head.push_str("\r\n");
-    socket.write_all(head.as_bytes()).ok()?;
-    // A server may answer (413) and close before the body is all sent.
-    let _ = socket.write_all(body);
-    let mut response = Vec::new();
-    socket.read_to_end(&mut response).ok()?;
-    let text = String::from_utf8_lossy(&response).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
-    Some((status, body))
+    common::http_request(
+        address,
+        (method, path),
+        headers,
+        body,
+        Duration::from_secs(30),
+    )
 }
 
 /// Posts batch `i` until it is acknowledged (200), whatever restarts in
@@ -815,8 +801,14 @@ fn retention_bounds_a_served_state_across_restarts() {
 /// Runs `cardinal ARGS` expecting it to fail at start: its stderr; a
 /// panic if it still runs after 30 s (it is killed first).
 fn refused_within(dir: &Path, args: &[&str]) -> String {
+    refused_within_env(dir, args, &[])
+}
+
+/// [`refused_within`] under more environment variables.
+fn refused_within_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -1355,8 +1347,9 @@ fn a_batch_the_engine_cannot_fold_stops_the_server_and_repair_sets_it_aside() {
     eprintln!("exited {:?} after the failure", started.elapsed());
     // The next start meets the record and stops, naming it, in bounded
     // time (the failpoint still on: the record is still one it cannot fold).
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
-        .args([
+    let stderr = refused_within_env(
+        &dir,
+        &[
             "serve",
             "schema.sql",
             "--data",
@@ -1365,32 +1358,9 @@ fn a_batch_the_engine_cannot_fold_stops_the_server_and_repair_sets_it_aside() {
             "127.0.0.1:0",
             "--listen",
             "127.0.0.1:0",
-        ])
-        .envs(failpoint)
-        .current_dir(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starts");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the start neither refused nor ended"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("read");
-    assert!(!status.success());
+        ],
+        &failpoint,
+    );
     assert!(
         stderr.contains("log record 2")
             && stderr.contains("idempotency key bad")

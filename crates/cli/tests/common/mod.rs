@@ -79,3 +79,50 @@ pub fn csv_lines(out: &Path, summary: &str) -> Vec<String> {
     }
     lines
 }
+
+/// One HTTP/1.1 request on a fresh connection to `address`, waiting up
+/// to `read_timeout` for the answer: its status and body, `None` when the
+/// connection failed (a server down).
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn http_request(
+    address: std::net::SocketAddr,
+    (method, path): (&str, &str),
+    headers: &[(&str, &str)],
+    body: &[u8],
+    read_timeout: std::time::Duration,
+) -> Option<(u16, String)> {
+    use std::io::Write as _;
+    let mut socket =
+        std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_secs(2)).ok()?;
+    socket.set_read_timeout(Some(read_timeout)).ok()?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    socket.write_all(head.as_bytes()).ok()?;
+    // A server may answer (413) and close before the body is all sent.
+    let _ = socket.write_all(body);
+    http_response(&mut socket)
+}
+
+/// Reads an HTTP response to its end: its status and body.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn http_response(socket: &mut std::net::TcpStream) -> Option<(u16, String)> {
+    use std::io::Read as _;
+    let mut response = Vec::new();
+    socket.read_to_end(&mut response).ok()?;
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
+    Some((status, body))
+}
