@@ -589,43 +589,46 @@ fn kafka_families(out: &mut String, kafka: &crate::source::kafka::Stats) {
     let labels = |topic: &str, partition: i32| {
         format!("topic=\"{}\",partition=\"{partition}\"", label(topic))
     };
-    type Get = fn(&crate::source::kafka::PartitionStats) -> i64;
+    type Get = fn(&crate::source::kafka::PartitionStats) -> Option<i64>;
     let per_partition: [(&str, &str, &str, Get); 5] = [
         (
             "cardinal_kafka_lag_records",
             "gauge",
-            "Offsets between the partition's high watermark and the next offset handed to the engine (control records of transactions count too).",
-            |p| (p.high - p.read).max(0),
+            "Offsets between the partition's high watermark and where reading stands (absent until the broker has given the watermark).",
+            |p| p.watermarks.map(|(_, high)| (high - p.read).max(0)),
         ),
         (
             "cardinal_kafka_offset_read",
             "gauge",
             "The next offset of the partition handed to the engine.",
-            |p| p.read,
+            |p| Some(p.read),
         ),
         (
             "cardinal_kafka_offset_covered",
             "gauge",
             "The next offset of the partition the last snapshot covers (what a restart resumes from).",
-            |p| p.covered,
+            |p| Some(p.covered),
         ),
         (
             "cardinal_kafka_high_watermark",
             "gauge",
             "The partition's high watermark, as last read from the broker.",
-            |p| p.high,
+            |p| p.watermarks.map(|(_, high)| high),
         ),
         (
             "cardinal_kafka_paused",
             "gauge",
             "1 while the partition is paused because its engine is full.",
-            |p| i64::from(p.paused),
+            |p| Some(i64::from(p.paused)),
         ),
     ];
     for (name, kind, help, get) in per_partition {
         family(out, name, kind, help);
         for ((topic, partition), stats) in &partitions {
-            value(out, name, &labels(topic, *partition), get(stats));
+            // Unknown until the broker has said (no lag of 0 before).
+            if let Some(v) = get(stats) {
+                value(out, name, &labels(topic, *partition), v);
+            }
         }
     }
     family(

@@ -296,7 +296,7 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
             let current: crate::source::kafka::Current = Arc::new(move || reading.service());
             let started = crate::source::kafka::Kafka::start(kafka, current, Arc::clone(stats))?;
             for (stream, pull) in &config.service.pulled {
-                println!(
+                eprintln!(
                     "cardinal serve: stream {stream} reads Kafka topic {} partitions {} of {}",
                     pull.topic,
                     pull.partitions

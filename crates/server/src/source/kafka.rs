@@ -349,10 +349,9 @@ pub struct PartitionStats {
     pub read: i64,
     /// The next offset the last snapshot covers.
     pub covered: i64,
-    /// The partition's low and high watermarks, as last read.
-    pub low: i64,
-    /// The high watermark.
-    pub high: i64,
+    /// The partition's low and high watermarks, as last read (`None`
+    /// until the broker has told them: no lag is shown before).
+    pub watermarks: Option<(i64, i64)>,
     /// Whether the partition is paused (its engine full).
     pub paused: bool,
 }
@@ -766,7 +765,7 @@ impl Reader {
                     }
                 }
                 Some(Err(error)) => self.consumer_error(service, &pull, &building, &error)?,
-                None => {}
+                None => self.idle(&pull, &building),
             }
             if any_held || last_flush.elapsed() >= FLUSH_EVERY {
                 last_flush = Instant::now();
@@ -782,6 +781,25 @@ impl Reader {
                 if building.values().any(|b| b.held) {
                     std::thread::sleep(RETRY_FULL_EVERY);
                 }
+            }
+        }
+    }
+
+    /// Nothing to read: the consumer's position of each partition with
+    /// nothing waiting is where reading stands (past the markers that end
+    /// transactions, which are never handed out), for the lag.
+    fn idle(&self, pull: &Pull, building: &BTreeMap<i32, Building>) {
+        let Ok(positions) = self.consumer.position() else {
+            return;
+        };
+        let mut stats = lock(&self.stats.partitions);
+        for element in positions.elements() {
+            let p = element.partition();
+            let waiting = building.get(&p).is_some_and(|b| b.messages > 0 || b.held);
+            if let (Offset::Offset(at), false) = (element.offset(), waiting)
+                && let Some(entry) = stats.get_mut(&(pull.topic.clone(), p))
+            {
+                entry.read = entry.read.max(at);
             }
         }
     }
@@ -960,8 +978,7 @@ impl Watcher {
                     if let Some(entry) =
                         lock(&self.stats.partitions).get_mut(&(pull.topic.clone(), p))
                     {
-                        entry.low = low;
-                        entry.high = high;
+                        entry.watermarks = Some((low, high));
                     }
                 }
                 Err(error) => {
