@@ -71,6 +71,10 @@ pub const BATCH_BYTES_TARGET: usize = 1 << 20;
 /// freshness goal even on a slow topic.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
+/// Messages between two looks at whether the source must stop or its
+/// service was replaced (an idle poll looks too).
+const CHECK_EVERY_TURNS: u32 = 256;
+
 /// How often a held batch is offered again while the engine is full.
 pub const RETRY_FULL_EVERY: Duration = Duration::from_millis(5);
 
@@ -79,6 +83,12 @@ pub const RETRY_FULL_EVERY: Duration = Duration::from_millis(5);
 /// queue), enough to keep a worker busy while a fetch is in flight, and a
 /// bound on what a node holds from the broker beyond its batches.
 pub const PREFETCH_KBYTES: u32 = 32 << 10;
+
+/// The most bytes one fetch response brings (`fetch.max.bytes`): 16 MiB,
+/// several batches of every partition per round trip on loopback, and a
+/// third of librdkafka's default, so a node's memory beside its state is
+/// this, the prefetch queue and the engine's queues.
+pub const FETCH_BYTES_MAX: u32 = 16 << 20;
 
 /// How often the watcher reads the partitions' watermarks for the lag.
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
@@ -239,6 +249,9 @@ fn client_config(brokers: &str, group: &str) -> ClientConfig {
         // librdkafka otherwise backs off a second once its queue is full.
         .set("fetch.queue.backoff.ms", "1")
         .set("queued.max.messages.kbytes", PREFETCH_KBYTES.to_string())
+        // One fetch response in memory at a time is at most this (the
+        // default is 50 MiB); a message larger than it still arrives.
+        .set("fetch.max.bytes", FETCH_BYTES_MAX.to_string())
         .set("socket.timeout.ms", "10000")
         .set("log_level", "3");
     config
@@ -721,20 +734,31 @@ impl Reader {
             }
         }
         let mut last_flush = Instant::now();
+        // Set by a consumer error: the next message clears the broker's
+        // away state (a lock taken once, not per message).
+        let mut errored = false;
+        let mut turns: u32 = 0;
         loop {
-            if self.stop.load(Ordering::Acquire) {
-                return Ok(None);
-            }
-            let now = (self.current)();
-            if !Arc::ptr_eq(&now, service) {
-                self.consumer.unassign().context("unassigning partitions")?;
-                return Ok(Some(now));
-            }
-            drop(now);
-            if service.failed().is_some() {
-                // Ingest is refused; the edge recovers or exits.
-                std::thread::sleep(RETRY_FULL_EVERY * 10);
-                continue;
+            // Stopping, a failed or replaced service: looked at every
+            // CHECK_EVERY_TURNS messages (a lock and a reference count
+            // each, not per message).
+            turns = turns.wrapping_add(1);
+            if turns % CHECK_EVERY_TURNS == 0 || building.values().any(|b| b.held) {
+                if self.stop.load(Ordering::Acquire) {
+                    return Ok(None);
+                }
+                let now = (self.current)();
+                if !Arc::ptr_eq(&now, service) {
+                    self.consumer.unassign().context("unassigning partitions")?;
+                    return Ok(Some(now));
+                }
+                drop(now);
+                if service.failed().is_some() {
+                    // Ingest is refused; the edge recovers or exits.
+                    std::thread::sleep(RETRY_FULL_EVERY * 10);
+                    turns = 0;
+                    continue;
+                }
             }
             let any_held = building.values().any(|b| b.held);
             let wait = if any_held {
@@ -744,7 +768,10 @@ impl Reader {
             };
             match self.consumer.poll(wait) {
                 Some(Ok(message)) => {
-                    lock(&self.stats.broker_away).take();
+                    if errored {
+                        errored = false;
+                        lock(&self.stats.broker_away).take();
+                    }
                     let p = message.partition();
                     let offset = message.offset();
                     let batch = building.entry(p).or_default();
@@ -764,8 +791,14 @@ impl Reader {
                         self.offer(service, index, &pull, p, batch)?;
                     }
                 }
-                Some(Err(error)) => self.consumer_error(service, &pull, &building, &error)?,
-                None => self.idle(&pull, &building),
+                Some(Err(error)) => {
+                    errored = true;
+                    self.consumer_error(service, &pull, &building, &error)?;
+                }
+                None => {
+                    self.idle(&pull, &building);
+                    turns = CHECK_EVERY_TURNS - 1;
+                }
             }
             if any_held || last_flush.elapsed() >= FLUSH_EVERY {
                 last_flush = Instant::now();
