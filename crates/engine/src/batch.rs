@@ -11,10 +11,10 @@ use cardinal_rollup::{AggKind, BytesGauge, Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{AggregateKind, Plan, Summary};
 
 use crate::attribute;
-use crate::fold::*;
-use crate::jobs::*;
+use crate::fold::AGGREGATES_MAX;
+use crate::jobs::{assign_jobs, is_streamed, plan_jobs};
 use crate::progress::Progress;
-use crate::worker::*;
+use crate::worker::{WorkerOutput, worker};
 
 /// What workers counted, summed over them after a run.
 #[derive(Debug, Default, Clone)]

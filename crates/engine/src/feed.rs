@@ -4,8 +4,8 @@ use cardinal_event::Timestamp;
 use cardinal_rollup::{AggKind, Folded, KeyHash, Rollup, Shape};
 use cardinal_route::{Arg, Routed, Summary};
 
-use crate::batch::*;
-use crate::fold::*;
+use crate::batch::Counts;
+use crate::fold::REJECTS_SHOWN_MAX;
 
 /// How one aggregate takes a routed record, decided once per run from
 /// its kind, so that folding a record is one `match` per aggregate on a

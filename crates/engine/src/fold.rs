@@ -53,16 +53,16 @@ use cardinal_event::Record;
 use cardinal_rollup::{BytesGauge, Folded, KeyHash, Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{ColumnCache, ColumnPlan, Routed, Scratch, Summary};
 
-use crate::batch::*;
-use crate::feed::*;
+use crate::batch::{Counts, group_limit_error};
+use crate::feed::{Feed, HashMemo, eval_reason, eval_text, feeds_of, fold_routed_at, reject};
 use crate::pending::{PENDING_BYTES_MAX, Pending};
-use crate::worker::*;
+use crate::worker::{BAD_HEADER, INPUT_CUT_SHORT};
 
 mod by_aggregate;
 pub(crate) mod columns;
 mod lane;
 
-use lane::*;
+use lane::{LaneFold, reads_a_typed_column_twice, route_lanes};
 
 /// Most aggregates one summary may have: each record's inputs live in a
 /// fixed array on the stack, so routing allocates nothing.
@@ -522,6 +522,8 @@ impl<'a> Fold<'a> {
 #[cfg(test)]
 mod fold_tests {
     use super::*;
+    use crate::batch::shape_of;
+    use crate::feed::{fold_routed, id_of};
     use cardinal_event::Timestamp;
     use cardinal_rollup::AggKind;
     use cardinal_rollup::Input;

@@ -28,12 +28,12 @@ use cardinal_route::{Format, Plan, Summary};
 use cardinal_source::LineReader;
 
 use crate::attribute;
-use crate::batch::*;
-use crate::feed::*;
-use crate::fold::*;
-use crate::jobs::*;
+use crate::batch::Counts;
+use crate::feed::{eval_reason, where_};
+use crate::fold::Fold;
+use crate::jobs::{Job, framing_of};
 use crate::progress::Progress;
-use crate::shared::*;
+use crate::shared::{SHARED_CHUNKS_PER_TURN, SharedInput, SharedRead};
 
 /// What one worker hands back.
 pub(crate) struct WorkerOutput<'p> {

@@ -5,7 +5,8 @@ use cardinal_event::{Record, Timestamp};
 use cardinal_rollup::{Folded, KeyHash};
 use cardinal_route::{Arg, Scratch, Summary};
 
-use super::*;
+use super::{Lane, PREFETCH_DEPTH};
+use crate::feed::{HashMemo, fold_routed, update_states};
 
 /// What [`Lane::fold_route`] did with a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
