@@ -79,12 +79,16 @@ use cardinal_source::{CHUNK_BYTES_MAX, Framing, Input, LineReader};
 use cardinal_chains::Router;
 
 use crate::attribute::{self, Collected, Collector, Setup, Stats};
-use crate::batch::{Counts, budget_error, group_limit_error, pick_stream, shape_of};
-use crate::fold::{Fold, REJECTS_SHOWN_MAX};
+use crate::counts::Counts;
+use crate::error::{budget_error, group_limit_error};
+use crate::fold::Fold;
 use crate::jobs::framing_of;
+use crate::parser::Parser;
+use crate::plan::{pick_stream, shape_of};
 use crate::progress::Progress;
 use crate::queue::{PushError, Queue};
-use crate::worker::{LINE_TOO_LONG, Parser, fold_chunk};
+use crate::rejects::{LINE_TOO_LONG, REJECTS_SHOWN_MAX};
+use crate::worker::fold_chunk;
 
 /// Batches one worker's queue holds by default before `submit` waits.
 pub const QUEUE_BATCHES_DEFAULT: usize = 64;
