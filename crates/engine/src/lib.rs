@@ -115,8 +115,8 @@ mod worker;
 
 pub use batch::{EngineOptions, Executed, THREADS_MAX, execute, plain_bytes, threads_default};
 pub use continuous::{
-    Continuous, ContinuousOptions, FAILPOINT_FOLD_PANIC, Full, HEADER_LINE_BYTES_MAX, Outcome,
-    Receipt, Records, SummaryStats, View, check_images, split_header,
+    Continuous, ContinuousOptions, EngineSeq, FAILPOINT_FOLD_PANIC, HEADER_LINE_BYTES_MAX, Outcome,
+    Receipt, Records, SubmitError, SummaryStats, View, check_images, split_header,
 };
 pub use counts::Counts;
 pub use error::Error;
