@@ -93,8 +93,6 @@
 //! it works and why; the measurements behind its thresholds are told in
 //! bench/JOURNAL.md, under the section names it gives.
 
-#![warn(clippy::wildcard_imports)]
-
 pub mod attribute;
 mod batch;
 pub mod continuous;
