@@ -27,10 +27,11 @@
 //! | `error` | the typed [`Error`] of live answers, and the errors of the run's limits |
 //!
 //! The modules are layered: each uses only modules of lower layers, so
-//! the graph of which uses which has no cycle, and each names what it
-//! imports (no glob imports: clippy's `wildcard_imports` warns). A
-//! module's files in its directory (`fold/`, `attribute/`) are parts of
-//! it; test modules may use any module.
+//! the graph of which uses which has no cycle (`tests/layers.rs` reads
+//! it off the sources), and each names what it imports (no glob imports:
+//! clippy's `wildcard_imports` warns). A module's files in its directory
+//! (`fold/`, `attribute/`) are parts of it; test modules may use any
+//! module.
 //!
 //! ```text
 //!  layer  module      uses (of this crate)
