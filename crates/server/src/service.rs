@@ -96,7 +96,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use cardinal_engine::{Continuous, ContinuousOptions, Receipt, View, check_images};
+use cardinal_engine::{Continuous, ContinuousOptions, Receipt, SubmitError, View, check_images};
 use cardinal_rollup::Limits;
 use cardinal_route::{Format as StreamFormat, Plan};
 use cardinal_store::{Dir, Loaded, Snapshot, Snapshots, Ticket, Wal, WalOptions, WalStats};
@@ -1422,7 +1422,7 @@ impl Service {
                     })?;
                     let (first, list) = &mut pending[index];
                     if list.is_empty() {
-                        *first = seq;
+                        *first = seq.get();
                     }
                     list.push_back(At::Log(record.sequence));
                     opened.replayed += 1;
@@ -1462,10 +1462,9 @@ impl Service {
         for (index, stream) in streams.iter().enumerate() {
             if let Err(e) = stream.engine.snapshot() {
                 let (first, list) = &pending[index];
-                let sequence = stream
-                    .engine
-                    .failed_batch()
-                    .and_then(|seq| list.get(usize::try_from(seq.checked_sub(*first)?).ok()?));
+                let sequence = stream.engine.failed_batch().and_then(|seq| {
+                    list.get(usize::try_from(seq.get().checked_sub(*first)?).ok()?)
+                });
                 return Err(match sequence {
                     Some(&At::Log(sequence)) => anyhow::Error::new(Unfoldable {
                         sequence,
@@ -1755,13 +1754,13 @@ impl Service {
         });
         let (seq, receipt) = match taken {
             Ok(taken) => taken,
-            Err(Err(_full)) => {
+            Err(SubmitError::Full(_)) => {
                 self.counters
                     .batches_refused_full
                     .fetch_add(1, Ordering::Relaxed);
                 return Err(Refused::Full);
             }
-            Err(Ok(error)) => {
+            Err(error @ SubmitError::Stopped(_)) => {
                 let why = format!("the engine of stream {name} stopped: {error:#}");
                 self.fail(&why);
                 return Err(Refused::Stopped(why));
@@ -1792,11 +1791,11 @@ impl Service {
             .fetch_add(records.len() as u64, Ordering::Relaxed);
         let (first, list) = &mut ingest.pending[index];
         if list.is_empty() {
-            *first = seq;
+            *first = seq.get();
         }
         debug_assert_eq!(
             *first + list.len() as u64,
-            seq,
+            seq.get(),
             "engine numbers follow the log"
         );
         list.push_back(At::Log(sequence));
@@ -2041,7 +2040,7 @@ impl Service {
                     .sections
                     .insert(image_key(&stream.name, &name), image);
             }
-            let covers = view.covers();
+            let covers = view.covers().get();
             drop(view);
             let ingest = &mut *lock(&self.ingest);
             let last = ingest.next_sequence - 1;
