@@ -1867,13 +1867,14 @@ impl Service {
             });
         let (seq, receipt) = match taken {
             Ok(taken) => taken,
-            Err(Err(full)) => return Err(Offer::Full(full.0)),
-            Err(Ok(error)) => {
-                let why = format!("the engine of stream {} stopped: {error:#}", stream.name);
+            Err(SubmitError::Full(records)) => return Err(Offer::Full(records.bytes)),
+            Err(error @ SubmitError::Stopped(_)) => {
+                let why = format!("the engine of stream {} stopped: {error}", stream.name);
                 self.fail(&why);
                 return Err(Offer::Stopped(why));
             }
         };
+        let seq = seq.get();
         let (first, list) = &mut ingest.pending[index];
         if list.is_empty() {
             *first = seq;
@@ -1989,7 +1990,7 @@ impl Service {
         let view = stream.engine.snapshot()?;
         let mut coverage = Coverage::default();
         if let Some(pull) = &stream.pull {
-            let covers = view.covers();
+            let covers = view.covers().get();
             let ingest = lock(&self.ingest);
             let mut next = ingest.covered[index].clone();
             let (first, list) = &ingest.pending[index];
