@@ -268,9 +268,42 @@ fn read_committed_assign_pause_commit_metadata_and_out_of_range() {
         KafkaError::MessageConsumption(RDKafkaErrorCode::AutoOffsetReset),
         "the error names no partition: find it by comparing positions with low watermarks"
     );
-    // The error does not say which partition: the low watermarks do.
+    // The other partition keeps delivering, and the failed one stays put:
+    // no second error, no records, its position unchanged. The error does
+    // not say which partition failed: the low watermarks do.
+    let mut errors_after = Vec::new();
+    let mut partition_2_ended = false;
+    while !partition_2_ended {
+        assert!(
+            Instant::now() < deadline,
+            "partition 2 not read to its end within {READ_TIMEOUT:?}"
+        );
+        match late.poll(POLL_INTERVAL) {
+            None => {}
+            Some(Ok(message)) => {
+                assert_eq!(message.partition(), 2);
+                partition_2 += 1;
+            }
+            Some(Err(KafkaError::PartitionEOF(partition))) => partition_2_ended |= partition == 2,
+            Some(Err(e)) => errors_after.push(e),
+        }
+    }
+    {
+        let position = late.position().expect("position");
+        let of = |p| position.find_partition(&topic, p).map(|e| e.offset());
+        eprintln!(
+            "after the error: position of partition 1 {:?}, of partition 2 {:?}; later errors {errors_after:?}",
+            of(1),
+            of(2)
+        );
+        assert_eq!(
+            partition_2, 8,
+            "partition 2: 2 plain and 6 committed records"
+        );
+        assert_eq!(of(2), Some(Offset::Offset(16)));
+    }
     let (low, _) = broker.watermarks(&topic, 1);
-    assert!(low > 0);
+    assert_eq!(low, 5);
     // Starting again at the low watermark reads what is left.
     assign_from(&late, &topic, &[(1, low)]);
     let rest = read_to_end(&late, &[1]);

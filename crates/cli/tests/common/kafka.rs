@@ -62,11 +62,12 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a test may wait for records it expects to read, in all.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// How long closing a consumer may take. It takes ~100 ms (leaving its
-/// group's coordinator); once, in a loaded run here, librdkafka's
-/// `rd_kafka_destroy` waited forever for a broker thread instead, so a
-/// test closes its consumers through [`close`], which fails rather than
-/// hangs.
+/// How long closing a consumer may take. It takes ~100 ms (a group
+/// consumer leaves its coordinator). librdkafka's destroy waits forever
+/// while a partition list it returned (`position`, `committed_offsets`)
+/// is still alive, since such a list holds references to the consumer's
+/// partitions: drop those lists first. [`close`] turns a mistake of that
+/// kind into a failure instead of a hung test run.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One poll of a consumer: short, so that the overall deadline is checked
