@@ -64,9 +64,9 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// How long closing a consumer may take. It takes ~100 ms (a group
 /// consumer leaves its coordinator). librdkafka's destroy waits forever
-/// while a partition list it returned (`position`, `committed_offsets`)
-/// is still alive, since such a list holds references to the consumer's
-/// partitions: drop those lists first. [`close`] turns a mistake of that
+/// while a partition list it returned is still alive (seen with
+/// `position`'s; such a list holds references to the consumer's
+/// partitions): drop those lists first. [`close`] turns a mistake of that
 /// kind into a failure instead of a hung test run.
 pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
