@@ -2,9 +2,11 @@
 //! a Kafka source is built on, each checked once: a read_committed
 //! `BaseConsumer` on explicitly assigned partitions and offsets (no group
 //! membership) skips aborted transactions; pause and resume; offsets
-//! committed with metadata strings and read back; watermarks; and an
-//! offset deleted by retention reported as an error under
-//! `auto.offset.reset=error`, never skipped silently.
+//! committed with metadata strings and read back; watermarks and the last
+//! stable offset of an open transaction; and an offset deleted by
+//! retention reported as an error under `auto.offset.reset=error`, never
+//! skipped silently, then recovered from by re-assigning that partition
+//! alone (`incremental_unassign` and `incremental_assign`).
 //!
 //! Needs a broker: `CARDINAL_KAFKA=HOST:PORT` or `CARDINAL_KAFKA=start`
 //! (see tests/common/kafka.rs); skips without one unless
@@ -304,9 +306,48 @@ fn read_committed_assign_pause_commit_metadata_and_out_of_range() {
     }
     let (low, _) = broker.watermarks(&topic, 1);
     assert_eq!(low, 5);
-    // Starting again at the low watermark reads what is left.
-    assign_from(&late, &topic, &[(1, low)]);
+    // `seek_partitions` cannot move a partition out of this state (it
+    // answers "Local: Erroneous state"); taking the partition out of the
+    // assignment and adding it back at the low watermark, the rest of the
+    // assignment untouched, reads what is left.
+    {
+        let mut seek = TopicPartitionList::new();
+        seek.add_partition_offset(&topic, 1, Offset::Offset(low))
+            .expect("a seek");
+        let sought = late
+            .seek_partitions(seek, ANSWER_TIMEOUT)
+            .expect("seek_partitions");
+        let error = sought.elements()[0]
+            .error()
+            .expect_err("seek of a failed partition");
+        assert_eq!(
+            error,
+            KafkaError::OffsetFetch(RDKafkaErrorCode::State),
+            "{error}"
+        );
+    }
+    late.incremental_unassign(&partition_list(&topic, &[1]))
+        .expect("incremental_unassign");
+    let mut again = TopicPartitionList::new();
+    again
+        .add_partition_offset(&topic, 1, Offset::Offset(low))
+        .expect("an assignment");
+    late.incremental_assign(&again).expect("incremental_assign");
+    {
+        let assignment = late.assignment().expect("assignment");
+        let mut assigned: Vec<i32> = assignment
+            .elements()
+            .iter()
+            .map(|e| e.partition())
+            .collect();
+        assigned.sort_unstable();
+        assert_eq!(assigned, [1, 2], "partition 2 stayed assigned");
+    }
     let rest = read_to_end(&late, &[1]);
+    assert!(
+        !rest.contains_key(&2),
+        "partition 2 is not read again: {rest:?}"
+    );
     let offsets: Vec<i64> = rest[&1].iter().map(|(o, _)| *o).collect();
     assert_eq!(
         offsets,
@@ -314,4 +355,79 @@ fn read_committed_assign_pause_commit_metadata_and_out_of_range() {
         "partition 1 from its low watermark (5)"
     );
     kafka::close(late);
+}
+
+/// An open transaction holds read_committed consumers at its first offset
+/// (the last stable offset), below the high watermark, until it ends.
+/// `fetch_watermarks` on a read_committed client (librdkafka's default)
+/// answers that last stable offset as its "high" watermark, so "high -
+/// position" is 0 while the consumer waits; a read_uncommitted client
+/// answers the true high watermark.
+#[test]
+fn open_transaction_holds_read_committed_below_high_watermark() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let Some(broker) = Broker::from_env() else {
+        return;
+    };
+    let topic = kafka::unique_name("kafka-open-tx");
+    broker.create_topic(&topic, 1);
+    broker.produce(&topic, &numbered("plain", 1, 2));
+    let producer: BaseProducer = broker
+        .config()
+        .set("transactional.id", kafka::unique_name("kafka-open-tx-id"))
+        .create()
+        .expect("a transactional producer");
+    producer
+        .init_transactions(ANSWER_TIMEOUT)
+        .expect("init_transactions");
+    producer.begin_transaction().expect("begin_transaction");
+    for n in 0..3 {
+        let value = format!("open-{n}");
+        producer
+            .send(
+                BaseRecord::<(), str>::to(&topic)
+                    .partition(0)
+                    .payload(&value),
+            )
+            .expect("send");
+    }
+    producer.flush(ANSWER_TIMEOUT).expect("flush");
+    assert_eq!(
+        broker.watermarks(&topic, 0),
+        (0, 2),
+        "the last stable offset"
+    );
+    assert_eq!(broker.watermarks_uncommitted(&topic, 0), (0, 5));
+
+    let consumer = broker.consumer(
+        &kafka::unique_name("kafka-open-tx-group"),
+        &[("fetch.queue.backoff.ms", FETCH_QUEUE_BACKOFF_MS)],
+    );
+    assign_from(&consumer, &topic, &[(0, 0)]);
+    let read = read_to_end(&consumer, &[0]);
+    assert_eq!(values(&read), expected(&[("plain", 2)], &[0]));
+    {
+        let position = consumer.position().expect("position");
+        let at = position.find_partition(&topic, 0).map(|e| e.offset());
+        assert_eq!(
+            at,
+            Some(Offset::Offset(2)),
+            "held at the last stable offset"
+        );
+    }
+
+    producer
+        .commit_transaction(ANSWER_TIMEOUT)
+        .expect("commit_transaction");
+    let read = read_to_end(&consumer, &[0]);
+    let offsets: Vec<i64> = read[&0].iter().map(|(o, _)| *o).collect();
+    assert_eq!(offsets, [2, 3, 4]);
+    {
+        let position = consumer.position().expect("position");
+        let at = position.find_partition(&topic, 0).map(|e| e.offset());
+        assert_eq!(at, Some(Offset::Offset(6)), "past the commit marker");
+    }
+    assert_eq!(broker.watermarks(&topic, 0), (0, 6));
+    assert_eq!(broker.watermarks_uncommitted(&topic, 0), (0, 6));
+    kafka::close(consumer);
 }

@@ -290,12 +290,29 @@ impl Broker {
         }
     }
 
-    /// The low and high watermarks of `topic`'s `partition`: the first
-    /// offset still in the log and the offset the next record will get.
-    /// Both count every offset: aborted records and the transaction
-    /// markers (control records) too.
+    /// The low watermark and the last stable offset of `topic`'s
+    /// `partition`, as a read_committed consumer sees them (librdkafka's
+    /// default `isolation.level`): the first offset still in the log, and
+    /// the offset below which every transaction has ended (the high
+    /// watermark when none is open). Both count every offset: aborted
+    /// records and transaction markers too.
     pub fn watermarks(&self, topic: &str, partition: i32) -> (i64, i64) {
-        let client: BaseConsumer = self.config().create().expect("a metadata client");
+        self.watermarks_as(topic, partition, "read_committed")
+    }
+
+    /// The low and high watermarks of `topic`'s `partition` as a
+    /// read_uncommitted client sees them: the high one counts the records
+    /// of open transactions too.
+    pub fn watermarks_uncommitted(&self, topic: &str, partition: i32) -> (i64, i64) {
+        self.watermarks_as(topic, partition, "read_uncommitted")
+    }
+
+    fn watermarks_as(&self, topic: &str, partition: i32, isolation: &str) -> (i64, i64) {
+        let client: BaseConsumer = self
+            .config()
+            .set("isolation.level", isolation)
+            .create()
+            .expect("a metadata client");
         client
             .fetch_watermarks(topic, partition, ADMIN_TIMEOUT)
             .unwrap_or_else(|e| panic!("watermarks of {topic}[{partition}]: {e}"))
