@@ -181,11 +181,12 @@ for r in rows:
     if r["system"] not in best or r["records_per_s"] > best[r["system"]]["records_per_s"]:
         best[r["system"]] = r
 print(f"W1, {int(sys.argv[2]):,} records, one per message, {sys.argv[3]} partitions; best of the rounds.\n")
-print("| reader | records/s | MB/s |")
-print("|---|---:|---:|")
+print("| reader | records/s | records/s while fetching | MB/s |")
+print("|---|---:|---:|---:|")
 for system, r in best.items():
     mb = f"{r['mb_per_s']:.1f}" if "mb_per_s" in r else ""
-    print(f"| {system} | {r['records_per_s']:,.0f} | {mb} |")
+    fetching = f"{r['fetch_records_per_s']:,.0f}" if "fetch_records_per_s" in r else ""
+    print(f"| {system} | {r['records_per_s']:,.0f} | {fetching} | {mb} |")
 EOF
 cat "$out/table.md"
 say "results in ${out#"$root"/}"
