@@ -29,7 +29,7 @@
 # gen`, `serve` and `send`) and LOAD=path/to/load that build of the load
 # example, instead of building the release-lto ones.
 #
-# Idempotent: the Kafka jars (Maven, local repository bench/.work/serve/m2),
+# Idempotent: the Kafka jars (Maven, cached by .ci/kafka in ~/.cache),
 # redis-server (Debian package), the inputs (bench/.work/serve/data/) are made
 # only when missing. Every run formats a fresh broker and starts fresh Redis
 # servers on random free ports of 127.0.0.1, and a fresh `cardinal serve` per
@@ -142,14 +142,11 @@ if [[ ${#missing[@]} -gt 0 ]]; then
 fi
 
 # Kafka's broker and tools: the runtime jars of bench/serve/pom.xml, copied
-# again whenever the pom changes.
-kafka_lib="$work/kafka-lib"
-if [[ $run_kafka == 1 ]] && ! cmp -s "$here/pom.xml" "$kafka_lib/.pom.xml"; then
-    say "copying Kafka 4.3.1's jars with Maven into ${kafka_lib#"$root"/}"
-    rm -rf "$kafka_lib"
-    mvn -q -B -Dmaven.repo.local="$work/m2" -f "$here/pom.xml" dependency:copy-dependencies \
-        -DincludeScope=runtime -DoutputDirectory="$kafka_lib"
-    cp "$here/pom.xml" "$kafka_lib/.pom.xml"
+# with Maven once into a cache outside the clone by .ci/kafka (which CI and
+# the Kafka tests share), and again whenever the pom changes.
+kafka_lib=""
+if [[ $run_kafka == 1 ]]; then
+    kafka_lib="$("$root/.ci/kafka" jars)"
 fi
 
 # ---- inputs ----------------------------------------------------------------------

@@ -58,7 +58,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let message = &*m;
                     if message.err == rd::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR {
                         let batch = &mut batches[usize::try_from(message.partition)?];
-                        let payload = std::slice::from_raw_parts(message.payload as *const u8, message.len);
+                        let payload =
+                            std::slice::from_raw_parts(message.payload as *const u8, message.len);
                         batch.extend_from_slice(payload);
                         batch.push(b'\n');
                         bytes += payload.len() as u64;

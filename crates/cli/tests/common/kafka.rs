@@ -27,7 +27,7 @@
     reason = "each test binary compiles this module; not all use all of it"
 )]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -61,6 +61,14 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a test may wait for records it expects to read, in all.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long closing a consumer may take. It takes ~100 ms (a group
+/// consumer leaves its coordinator). librdkafka's destroy waits forever
+/// while a partition list it returned is still alive (seen with
+/// `position`'s; such a list holds references to the consumer's
+/// partitions): drop those lists first. [`close`] turns a mistake of that
+/// kind into a failure instead of a hung test run.
+pub const CLOSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One poll of a consumer: short, so that the overall deadline is checked
 /// often.
@@ -295,12 +303,29 @@ impl Broker {
         }
     }
 
-    /// The low and high watermarks of `topic`'s `partition`: the first
-    /// offset still in the log and the offset the next record will get.
-    /// Both count every offset: aborted records and the transaction
-    /// markers (control records) too.
+    /// The low watermark and the last stable offset of `topic`'s
+    /// `partition`, as a read_committed consumer sees them (librdkafka's
+    /// default `isolation.level`): the first offset still in the log, and
+    /// the offset below which every transaction has ended (the high
+    /// watermark when none is open). Both count every offset: aborted
+    /// records and transaction markers too.
     pub fn watermarks(&self, topic: &str, partition: i32) -> (i64, i64) {
-        let client: BaseConsumer = self.config().create().expect("a metadata client");
+        self.watermarks_as(topic, partition, "read_committed")
+    }
+
+    /// The low and high watermarks of `topic`'s `partition` as a
+    /// read_uncommitted client sees them: the high one counts the records
+    /// of open transactions too.
+    pub fn watermarks_uncommitted(&self, topic: &str, partition: i32) -> (i64, i64) {
+        self.watermarks_as(topic, partition, "read_uncommitted")
+    }
+
+    fn watermarks_as(&self, topic: &str, partition: i32, isolation: &str) -> (i64, i64) {
+        let client: BaseConsumer = self
+            .config()
+            .set("isolation.level", isolation)
+            .create()
+            .expect("a metadata client");
         client
             .fetch_watermarks(topic, partition, ADMIN_TIMEOUT)
             .unwrap_or_else(|e| panic!("watermarks of {topic}[{partition}]: {e}"))
@@ -382,7 +407,7 @@ pub fn read_to_end(
     partitions: &[i32],
 ) -> BTreeMap<i32, Vec<(i64, Vec<u8>)>> {
     let mut records: BTreeMap<i32, Vec<(i64, Vec<u8>)>> = BTreeMap::new();
-    let mut ended: Vec<i32> = Vec::new();
+    let mut ended: BTreeSet<i32> = BTreeSet::new();
     let deadline = Instant::now() + READ_TIMEOUT;
     while partitions.iter().any(|p| !ended.contains(p)) {
         assert!(
@@ -393,21 +418,38 @@ pub fn read_to_end(
             None => {}
             Some(Ok(message)) => {
                 let partition = message.partition();
-                ended.retain(|p| *p != partition);
+                ended.remove(&partition);
                 records.entry(partition).or_default().push((
                     message.offset(),
                     message.payload().unwrap_or_default().to_vec(),
                 ));
             }
             Some(Err(KafkaError::PartitionEOF(partition))) => {
-                if !ended.contains(&partition) {
-                    ended.push(partition);
-                }
+                ended.insert(partition);
             }
             Some(Err(e)) => panic!("reading: {e}"),
         }
     }
     records
+}
+
+/// Drops `consumer` (librdkafka's close and destroy) on another thread and
+/// waits up to [`CLOSE_TIMEOUT`] for it: a hung destroy fails the test
+/// instead of hanging the test run (the stuck thread is left behind).
+pub fn close(consumer: BaseConsumer) {
+    let (closed, wait) = std::sync::mpsc::channel();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        drop(consumer);
+        let _ = closed.send(());
+    });
+    wait.recv_timeout(CLOSE_TIMEOUT).unwrap_or_else(|_| {
+        panic!("closing a consumer took more than {CLOSE_TIMEOUT:?}: librdkafka's destroy hung")
+    });
+    let took = started.elapsed();
+    if took > Duration::from_secs(2) {
+        eprintln!("closing a consumer took {took:?}");
+    }
 }
 
 /// A name no other test of any run shares (topics, groups, transactional

@@ -71,10 +71,6 @@ pub const BATCH_BYTES_TARGET: usize = 1 << 20;
 /// freshness goal even on a slow topic.
 pub const FLUSH_EVERY: Duration = Duration::from_millis(50);
 
-/// Messages between two looks at whether the source must stop or its
-/// service was replaced (an idle poll looks too).
-const CHECK_EVERY_TURNS: u32 = 256;
-
 /// How often a held batch is offered again while the engine is full.
 pub const RETRY_FULL_EVERY: Duration = Duration::from_millis(5);
 
@@ -713,7 +709,12 @@ impl<'c> Queue<'c> {
         // SAFETY: `out` has room for its length of pointers; librdkafka
         // fills at most that many and returns how many (or -1).
         let got = unsafe {
-            rd::rd_kafka_consume_batch_queue(self.queue, wait, self.out.as_mut_ptr(), self.out.len())
+            rd::rd_kafka_consume_batch_queue(
+                self.queue,
+                wait,
+                self.out.as_mut_ptr(),
+                self.out.len(),
+            )
         };
         let got = usize::try_from(got).unwrap_or(0);
         for &message in &self.out[..got] {
@@ -828,13 +829,10 @@ impl Reader {
         // Set by a consumer error: the next message clears the broker's
         // away state (a lock taken once, not per message).
         let mut errored = false;
-        let mut turns: u32 = 0;
         loop {
-            // Stopping, a failed or replaced service: looked at every
-            // CHECK_EVERY_TURNS messages (a lock and a reference count
-            // each, not per message).
-            turns = turns.wrapping_add(1);
-            if turns % CHECK_EVERY_TURNS == 0 || building.values().any(|b| b.held) {
+            // Stopping, a failed or replaced service: looked at once a
+            // turn (a turn takes up to TAKE_MESSAGES_MAX messages).
+            {
                 if self.stop.load(Ordering::Acquire) {
                     return Ok(None);
                 }
@@ -847,7 +845,6 @@ impl Reader {
                 if service.failed().is_some() {
                     // Ingest is refused; the edge recovers or exits.
                     std::thread::sleep(RETRY_FULL_EVERY * 10);
-                    turns = 0;
                     continue;
                 }
             }
@@ -900,7 +897,6 @@ impl Reader {
             }
             if taken == 0 {
                 self.idle(&pull, &building);
-                turns = CHECK_EVERY_TURNS - 1;
             }
             if any_held || last_flush.elapsed() >= FLUSH_EVERY {
                 last_flush = Instant::now();
