@@ -491,6 +491,9 @@ enum Item {
     Pulled {
         receipt: Receipt,
         stream: usize,
+        /// When its oldest message was produced (ms since the epoch), if
+        /// the broker said.
+        produced_ms: Option<i64>,
         /// Which messages, for the rejects log (`topic ad-events
         /// partition 3 offsets 100..=199`).
         origin: String,
@@ -563,6 +566,10 @@ pub struct Counters {
     pub snapshot_micros: AtomicU64,
     /// Bytes of the last snapshot.
     pub snapshot_bytes: AtomicU64,
+    /// Pull sources: from the produce time of a batch's oldest message to
+    /// the batch folded, so in every answer after (seconds,
+    /// [`LATENCY_BUCKETS`]).
+    pub pulled_freshness: Histogram,
     /// Bytes of batches taken, logged (push) or read (pull): what makes a
     /// snapshot due ([`Service::progress_bytes`]).
     pub bytes_in: AtomicU64,
@@ -1846,6 +1853,7 @@ impl Service {
         next: i64,
         records: Vec<u8>,
         origin: String,
+        produced_ms: Option<i64>,
     ) -> Result<(), Offer> {
         let stream = &self.streams[index];
         assert!(stream.pull.is_some(), "offer_pulled to a push-fed stream");
@@ -1885,6 +1893,7 @@ impl Service {
         let item = Item::Pulled {
             receipt,
             stream: index,
+            produced_ms,
             origin,
         };
         if completer.send(item).is_err() {
@@ -2300,6 +2309,7 @@ fn complete(
             Item::Pulled {
                 receipt,
                 stream,
+                produced_ms,
                 origin,
             } => {
                 if broken.is_some() {
@@ -2317,6 +2327,13 @@ fn complete(
                 counters.records[stream].fetch_add(outcome.records, Ordering::Relaxed);
                 counters.rejects[stream].fetch_add(outcome.rejects, Ordering::Relaxed);
                 keep_rejects(rejects, &origin, &outcome);
+                if let Some(produced) = produced_ms {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+                    let ms = u64::try_from(now.saturating_sub(produced)).unwrap_or(0);
+                    counters.pulled_freshness.observe(Duration::from_millis(ms));
+                }
             }
             Item::Barrier { acked, reply } => {
                 let _ = match &broken {

@@ -561,6 +561,16 @@ pub fn render(edge: &Edge) -> String {
     );
     if let Some(kafka) = &edge.kafka {
         kafka_families(&mut out, kafka);
+        let fresh = &counters.pulled_freshness;
+        let fresh_counts: Vec<u64> = fresh.counts.iter().map(load).collect();
+        histogram(
+            &mut out,
+            "cardinal_kafka_freshness_seconds",
+            "From the produce time of a batch's oldest message to the batch folded (in every answer after).",
+            &LATENCY_BUCKETS,
+            &fresh_counts,
+            load(&fresh.sum_micros) as f64 / 1e6,
+        );
     }
     process(&mut out);
     family(

@@ -668,6 +668,8 @@ enum Taken<'m> {
         partition: i32,
         offset: i64,
         payload: &'m [u8],
+        /// When it was produced (ms since the epoch), if the broker says.
+        produced_ms: Option<i64>,
     },
     Error {
         partition: i32,
@@ -728,10 +730,13 @@ impl<'c> Queue<'c> {
                     } else {
                         std::slice::from_raw_parts(m.payload.cast::<u8>(), m.len)
                     };
+                    let mut kind = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+                    let at = rd::rd_kafka_message_timestamp(message, &raw mut kind);
                     each(Taken::Record {
                         partition: m.partition,
                         offset: m.offset,
                         payload,
+                        produced_ms: (at >= 0).then_some(at),
                     });
                 } else {
                     each(Taken::Error {
@@ -762,6 +767,8 @@ struct Building {
     messages: u64,
     since: Option<Instant>,
     held: bool,
+    /// The oldest produce time among its messages (ms since the epoch).
+    oldest_ms: Option<i64>,
 }
 
 /// The consumer thread.
@@ -864,6 +871,7 @@ impl Reader {
                         partition: p,
                         offset,
                         payload,
+                        produced_ms,
                     } => {
                         if errored {
                             errored = false;
@@ -880,6 +888,9 @@ impl Reader {
                         }
                         batch.next = offset + 1;
                         batch.messages += 1;
+                        if let Some(at) = produced_ms {
+                            batch.oldest_ms = Some(batch.oldest_ms.map_or(at, |o| o.min(at)));
+                        }
                         if batch.bytes.len() >= BATCH_BYTES_TARGET && !batch.held {
                             failed = self.offer(service, index, &pull, p, batch).err();
                         }
@@ -953,7 +964,7 @@ impl Reader {
             batch.first,
             batch.next - 1
         );
-        match service.offer_pulled(index, partition, batch.next, bytes, origin) {
+        match service.offer_pulled(index, partition, batch.next, bytes, origin, batch.oldest_ms) {
             Ok(()) => {
                 self.stats
                     .messages
@@ -975,6 +986,7 @@ impl Reader {
                 batch.held = false;
                 batch.messages = 0;
                 batch.since = None;
+                batch.oldest_ms = None;
                 Ok(())
             }
             Err(Offer::Full(bytes)) => {
