@@ -91,6 +91,6 @@ pub use feed::{REJECT_CODES, reject_code};
 pub use fold::AGGREGATES_MAX;
 pub use jobs::is_fifo;
 pub use query::{
-    Answer, Buckets, Query, Selector, answer, hll_aggregates, overlap, results_of,
-    results_of_groups,
+    Answer, Buckets, Query, Selector, answer, hll_aggregates, overlap, overlap_of, overlap_query,
+    results_of, results_of_groups,
 };
