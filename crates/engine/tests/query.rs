@@ -626,7 +626,10 @@ fn answers_of_several_nodes_merge_into_the_whole_answer() {
     };
     let fitted = overlap_of(summary, &merged_side(&a), &merged_side(&b), "users").expect("fits");
     assert_eq!(fitted.text(), expected.text());
-    assert_eq!(fitted.size_a.value.to_bits(), expected.size_a.value.to_bits());
+    assert_eq!(
+        fitted.size_a.value.to_bits(),
+        expected.size_a.value.to_bits()
+    );
     assert_eq!(
         fitted.overlap.intersection.value.to_bits(),
         expected.overlap.intersection.value.to_bits()

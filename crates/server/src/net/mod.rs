@@ -20,6 +20,7 @@
 //! is lost while it waits.
 
 pub mod accept;
+pub mod cluster;
 pub mod http;
 pub mod metrics;
 pub mod tcp;
@@ -156,6 +157,8 @@ pub struct Edge {
     pub clients: std::sync::Mutex<
         std::collections::HashMap<crate::ClientId, (u64, Arc<tokio::sync::Notify>)>,
     >,
+    /// The other nodes a live answer merges states from (`--peers`).
+    pub peers: Option<Arc<cluster::Peers>>,
 }
 
 impl Edge {
@@ -214,6 +217,11 @@ pub struct ServeConfig {
     /// Per-day files (`--out`): where, and after how much lateness a day
     /// closes.
     pub out: Option<(PathBuf, crate::days::DayFilesConfig)>,
+    /// The other nodes' HTTP base URLs (`--peers`): every live answer is
+    /// then the whole cluster's ([`cluster`]).
+    pub peers: Vec<String>,
+    /// How long a peer has to answer (`--peer-timeout`).
+    pub peer_timeout: Duration,
 }
 
 /// Runs the server until SIGTERM or SIGINT (then: stop accepting, drain,
@@ -240,6 +248,19 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         Ok(listener)
     };
     let listeners = (bind(config.listen)?, bind(config.http)?);
+    let peers = if config.peers.is_empty() {
+        None
+    } else {
+        let this = format!("http://{} (this node)", listeners.1.local_addr()?);
+        let peers = cluster::Peers::new(
+            &config.peers,
+            this,
+            config.peer_timeout,
+            config.token.clone(),
+        )
+        .map_err(|why| anyhow::anyhow!("--peers: {why}"))?;
+        Some(Arc::new(peers))
+    };
     let (connections_max, http_connections_max) =
         fit_connections(config.connections_max, config.http_connections_max)?;
     let dir = Arc::new(
@@ -271,6 +292,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         metrics: EdgeMetrics::default(),
         started,
         clients: std::sync::Mutex::default(),
+        peers,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
