@@ -127,7 +127,7 @@ fn peer_timeout_arg(text: &str) -> Result<f64, String> {
     let secs: f64 = text
         .parse()
         .map_err(|_| format!("{text:?} is not a number of seconds"))?;
-    if secs >= 0.001 && secs <= PEER_TIMEOUT_MAX_SECS {
+    if (0.001..=PEER_TIMEOUT_MAX_SECS).contains(&secs) {
         Ok(secs)
     } else {
         Err(format!("0.001 to {PEER_TIMEOUT_MAX_SECS} seconds"))

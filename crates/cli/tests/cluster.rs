@@ -358,6 +358,23 @@ fn every_node_answers_for_the_whole_cluster() {
     let said = common::failure(&output);
     assert!(said.contains("503") && said.contains(&urls[2]), "{said}");
 
+    let (metrics, _) = body_of(nodes[0].http, "/metrics");
+    let failures = metrics
+        .lines()
+        .find(|l| {
+            l.starts_with(&format!(
+                "cardinal_peer_failures_total{{peer=\"{}\"}}",
+                urls[2]
+            ))
+        })
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    assert_eq!(
+        failures,
+        Some(4),
+        "two queries, two `cardinal query`: {metrics}"
+    );
+
     // The peer back with another token: named as refusing this node's.
     std::fs::write(node_dir(2).join("token"), "another-token-0123456789").expect("token");
     // The listener sets SO_REUSEADDR: the killed node's port is free.

@@ -98,6 +98,9 @@ pub struct Peers {
     token: Option<Token>,
     agent: ureq::Agent,
     permits: Arc<tokio::sync::Semaphore>,
+    /// Per peer, queries it gave no usable state for
+    /// (`cardinal_peer_failures_total`).
+    failures: Vec<std::sync::atomic::AtomicU64>,
 }
 
 impl Peers {
@@ -136,6 +139,7 @@ impl Peers {
             .build()
             .into();
         Ok(Self {
+            failures: checked.iter().map(|_| Default::default()).collect(),
             urls: checked,
             this,
             timeout,
@@ -158,6 +162,21 @@ impl Peers {
     /// How long a peer has to answer.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Counts a query peer `index` gave no usable state for.
+    pub fn failed(&self, index: usize) {
+        self.failures[index].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Per peer, its URL and the queries it gave no usable state for.
+    pub fn failures(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.urls.iter().zip(&self.failures).map(|(url, failures)| {
+            (
+                url.as_str(),
+                failures.load(std::sync::atomic::Ordering::Relaxed),
+            )
+        })
     }
 }
 

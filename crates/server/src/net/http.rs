@@ -840,7 +840,7 @@ fn gather(
     };
     assert_eq!(states.len(), peers.urls().len(), "one answer per peer");
     let mut answered = 1;
-    for (url, state) in peers.urls().iter().zip(states) {
+    for (index, (url, state)) in peers.urls().iter().zip(states).enumerate() {
         // Everything of a peer's answer is checked before any of it is
         // merged: a partial answer leaves out a peer whole.
         let decoded = state.and_then(|state| {
@@ -874,7 +874,10 @@ fn gather(
                 }
                 answered += 1;
             }
-            Err(why) => gathered.missing.push((url.clone(), why)),
+            Err(why) => {
+                peers.failed(index);
+                gathered.missing.push((url.clone(), why));
+            }
         }
     }
     gathered.nodes = Some((answered, peers.urls().len() + 1));
@@ -1080,8 +1083,14 @@ async fn overlap_route(
             let bad = |e: cardinal_engine::Error| (StatusCode::BAD_REQUEST, e.to_string());
             let side_a = answer(declared, rollup, &overlap_query(declared, &a)).map_err(bad)?;
             let side_b = answer(declared, rollup, &overlap_query(declared, &b)).map_err(bad)?;
-            // The aggregate is checked before any peer's state is read.
-            overlap_of(declared, &side_a, &side_b, &aggregate).map_err(bad)?;
+            // The aggregate is checked before any peer's state is read
+            // (fitting the sides says why it is not an HLL aggregate).
+            if !hll_aggregates(declared, rollup)
+                .iter()
+                .any(|hll| hll.eq_ignore_ascii_case(&aggregate))
+            {
+                overlap_of(declared, &side_a, &side_b, &aggregate).map_err(bad)?;
+            }
             Ok((aggregate, [side_a, side_b]))
         })
         .map(|answered| (answered, plan))
