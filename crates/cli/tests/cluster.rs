@@ -387,3 +387,24 @@ fn every_node_answers_for_the_whole_cluster() {
         refused.body
     );
 }
+
+/// A node among its own peers (under another name) would count its
+/// records twice: its queries fail with 409 saying so.
+#[test]
+fn a_node_listed_among_its_own_peers_is_refused() {
+    let dir = scratch_dir("cluster", "itself");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let node_dir = dir.join("node");
+    std::fs::create_dir_all(&node_dir).expect("node dir");
+    std::fs::write(node_dir.join("token"), TOKEN).expect("token");
+    let address = free_port();
+    let itself = format!("http://localhost:{}", address.port());
+    let node = start(&node_dir, address, &["--peers".to_owned(), itself.clone()]);
+    let refused = get(node.http, "/v1/summaries/reach?partial=true");
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(
+        refused.body.contains(&itself) && refused.body.contains("this node itself"),
+        "{}",
+        refused.body
+    );
+}

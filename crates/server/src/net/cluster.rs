@@ -200,9 +200,28 @@ fn check_peer_url(url: &str) -> Result<String, String> {
     Ok(trimmed.to_owned())
 }
 
+/// A number naming this server process among a cluster's, drawn at
+/// start (std's per-process random hash keys, the time and the process
+/// id): a coordinator that gets a state carrying its own number has
+/// itself among its peers, and two peers carrying one number are one
+/// node listed twice; either would count its records twice.
+pub fn node_id() -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    hasher.write_u32(std::process::id());
+    hasher.finish()
+}
+
 /// One node's answer to a state request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeState {
+    /// The answering process's [`node_id`].
+    pub node: u64,
     /// Per answer: the groups it matched and its rollup's image.
     pub answers: Vec<(usize, Vec<u8>)>,
     /// What the node's state covers.
@@ -211,7 +230,11 @@ pub struct NodeState {
 
 /// The body of a state answer (module doc): the description line, then
 /// each answer's image.
-pub fn encode_state(answers: &[(usize, &cardinal_rollup::Rollup)], coverage: &Coverage) -> Vec<u8> {
+pub fn encode_state(
+    node: u64,
+    answers: &[(usize, &cardinal_rollup::Rollup)],
+    coverage: &Coverage,
+) -> Vec<u8> {
     assert!(!answers.is_empty() && answers.len() <= STATE_ANSWERS_MAX);
     let mut images = Vec::new();
     let mut described = Vec::with_capacity(answers.len());
@@ -238,7 +261,7 @@ pub fn encode_state(answers: &[(usize, &cardinal_rollup::Rollup)], coverage: &Co
         .map(|(topic, count)| format!("{}:{count}", cardinal_export::json_string(topic.as_bytes())))
         .collect();
     let mut out = format!(
-        "{{\"answers\":[{}],\"covers\":[{}],\"partition_counts\":{{{}}}}}\n",
+        "{{\"node\":\"{node:016x}\",\"answers\":[{}],\"covers\":[{}],\"partition_counts\":{{{}}}}}\n",
         described.join(","),
         covers.join(","),
         counts.join(",")
@@ -263,6 +286,10 @@ pub fn decode_state(body: &[u8]) -> Result<NodeState, String> {
     let meta: serde_json::Value = serde_json::from_slice(&body[..end])
         .map_err(|e| format!("the description line is not JSON: {e}"))?;
     let malformed = |what: &str| format!("the description line has no valid {what}");
+    let node = meta["node"]
+        .as_str()
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+        .ok_or_else(|| malformed("node"))?;
     let listed = meta["answers"]
         .as_array()
         .filter(|a| !a.is_empty() && a.len() <= STATE_ANSWERS_MAX)
@@ -321,7 +348,11 @@ pub fn decode_state(body: &[u8]) -> Result<NodeState, String> {
         coverage.partition_counts.insert(topic.clone(), count);
     }
     assert!(answers.len() == listed.len());
-    Ok(NodeState { answers, coverage })
+    Ok(NodeState {
+        node,
+        answers,
+        coverage,
+    })
 }
 
 /// Asks every peer for `path_and_query` (a state route's path and
@@ -656,8 +687,9 @@ mod tests {
         )
         .expect("a rollup");
         let covered = coverage(&[("imp", 0, 42), ("imp", 3, 7)], &[("imp", 4)]);
-        let body = encode_state(&[(3, &rollup), (0, &rollup)], &covered);
+        let body = encode_state(0xfeed, &[(3, &rollup), (0, &rollup)], &covered);
         let state = decode_state(&body).expect("decodes");
+        assert_eq!(state.node, 0xfeed);
         assert_eq!(state.coverage, covered);
         assert_eq!(state.answers.len(), 2);
         assert_eq!(state.answers[0].0, 3);
@@ -675,7 +707,11 @@ mod tests {
                 .contains("after the last image")
         );
         assert!(decode_state(b"no newline").is_err());
-        assert!(decode_state(b"{\"answers\":[]}\n").is_err());
+        assert!(decode_state(b"{\"node\":\"1\",\"answers\":[]}\n").is_err());
+        assert!(
+            decode_state(&body[body.iter().position(|&b| b == b',').expect("a comma")..]).is_err()
+        );
+        assert_ne!(node_id(), node_id(), "drawn afresh");
         assert!(decode_state(b"[1]\n").is_err());
     }
 

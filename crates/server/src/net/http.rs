@@ -840,7 +840,21 @@ fn gather(
     };
     assert_eq!(states.len(), peers.urls().len(), "one answer per peer");
     let mut answered = 1;
+    // Which process answered under each name: itself or one node listed
+    // twice would count its records twice, whatever its coverage says.
+    let mut nodes: Vec<(u64, &str)> = vec![(edge.node_id, this)];
     for (index, (url, state)) in peers.urls().iter().zip(states).enumerate() {
+        if let Ok(state) = &state {
+            if let Some((_, first)) = nodes.iter().find(|(node, _)| *node == state.node) {
+                let why = if *first == this {
+                    format!("peer {url} is this node itself: remove it from --peers")
+                } else {
+                    format!("peers {first} and {url} are one node, listed twice in --peers")
+                };
+                return Err((StatusCode::CONFLICT, why));
+            }
+            nodes.push((state.node, url));
+        }
         // Everything of a peer's answer is checked before any of it is
         // merged: a partial answer leaves out a peer whole.
         let decoded = state.and_then(|state| {
@@ -1198,7 +1212,7 @@ async fn state(
                 .iter()
                 .map(|a| (a.groups_matched, &a.rollup))
                 .collect();
-            cluster::encode_state(&answers, &coverage)
+            cluster::encode_state(work.node_id, &answers, &coverage)
         })
     })
     .await;

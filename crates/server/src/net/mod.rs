@@ -159,6 +159,8 @@ pub struct Edge {
     >,
     /// The other nodes a live answer merges states from (`--peers`).
     pub peers: Option<Arc<cluster::Peers>>,
+    /// This process's number among a cluster's ([`cluster::node_id`]).
+    pub node_id: u64,
 }
 
 impl Edge {
@@ -293,6 +295,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         started,
         clients: std::sync::Mutex::default(),
         peers,
+        node_id: cluster::node_id(),
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
