@@ -27,6 +27,8 @@ use clap::Parser;
   cardinal serve schema.sql --listen 127.0.0.1:7400 --http 127.0.0.1:7480 --data /var/lib/cardinal
   cardinal send imp.csv --to 127.0.0.1:7400 --stream impressions
   curl -s 'http://127.0.0.1:7480/v1/summaries/reach?by=state&buckets=all&format=table'
+  cardinal serve schema.sql --http 10.0.0.1:7480 --listen 10.0.0.1:7400 --token-file token \\
+      --peers http://10.0.0.2:7480,http://10.0.0.3:7480     # one node of three
 
 SIGTERM or SIGINT: stop accepting, finish what was taken, write a snapshot,
 exit 0. After a crash, the next start recovers from the newest snapshot and
@@ -280,6 +282,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
   cardinal query reach --server http://127.0.0.1:7480
   cardinal query reach --server http://127.0.0.1:7480 --by state --all-buckets --from 2026-11-01 --to 2026-11-08
   cardinal query reach --server http://127.0.0.1:7480 --where \"state = 'CA'\" --format csv
+  cardinal query reach --server http://10.0.0.1:7480 --token-file token --partial
 
 Times are RFC 3339 instants or dates (UTC); --to is exclusive. --where is a
 condition over the summary's dimensions in the schema's dialect.")]
