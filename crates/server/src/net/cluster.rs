@@ -54,13 +54,14 @@
 //! impressions (30 days, 200,000 users; each node a third), summary
 //! `reach` of `day, state` (1,500 groups, `count`, `sum`, `hll`); one
 //! kept-alive client, 300 requests after 10 warm-up ones
-//! (`lat.py`-style loop over `http.client`):
+//! (`bench/serve/cluster.sh`; three runs, the machine shared with other
+//! builds, so ranges):
 //!
 //! | request | single server p50 / p99 | cluster of 3 p50 / p99 |
 //! |---|---|---|
-//! | `reach?by=state&buckets=all` | 0.9 / 5.1 ms | 3.6-4.3 / 5.8-7.1 ms |
-//! | `overlap` of two providers (`audiences`) | 0.4 / 1.5 ms | 1.1 / 5.1 ms |
-//! | `reach` with every bucket (1,500 rows) | 2.4 / 7.3 ms | 21 / 44 ms |
+//! | `reach?by=state&buckets=all` | 0.9-1.6 / 2.9-5.1 ms | 3.6-5.6 / 5.8-9.5 ms |
+//! | `overlap` of two providers (`audiences`) | 0.3-0.4 / 0.5-1.5 ms | 1.1-1.2 / 4.9-5.1 ms |
+//! | `reach` with every bucket (1,500 rows) | 2.4-3.5 / 7-17 ms | 21-29 / 44-110 ms |
 //! | `/v1/state/reach` (1.2 MB) | 2.8 ms | |
 //!
 //! The last cluster row is the HyperLogLog merges of 3,000 groups'
