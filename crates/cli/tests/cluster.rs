@@ -99,13 +99,16 @@ fn start(dir: &Path, http: SocketAddr, more: &[String]) -> Server {
     Server { child, http }
 }
 
-/// A port free now (bound and released): a node's peers must know its
-/// address before it starts.
-fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("address")
+/// `n` distinct ports free now (bound together, then released): a
+/// node's peers must know its address before it starts.
+fn free_ports(n: usize) -> Vec<SocketAddr> {
+    let listeners: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().expect("address"))
+        .collect()
 }
 
 /// A response: status, head (lower-cased header lines) and body.
@@ -222,7 +225,7 @@ fn every_node_answers_for_the_whole_cluster() {
     }
 
     // Three nodes on addresses known before they start.
-    let addresses: Vec<SocketAddr> = (0..3).map(|_| free_port()).collect();
+    let addresses = free_ports(3);
     let urls: Vec<String> = addresses.iter().map(|a| format!("http://{a}")).collect();
     let peers_of = |i: usize| -> Vec<String> {
         let others: Vec<&str> = (0..3)
@@ -397,7 +400,7 @@ fn a_node_listed_among_its_own_peers_is_refused() {
     let node_dir = dir.join("node");
     std::fs::create_dir_all(&node_dir).expect("node dir");
     std::fs::write(node_dir.join("token"), TOKEN).expect("token");
-    let address = free_port();
+    let address = free_ports(1)[0];
     let itself = format!("http://localhost:{}", address.port());
     let node = start(&node_dir, address, &["--peers".to_owned(), itself.clone()]);
     let refused = get(node.http, "/v1/summaries/reach?partial=true");
@@ -406,5 +409,60 @@ fn a_node_listed_among_its_own_peers_is_refused() {
         refused.body.contains(&itself) && refused.body.contains("this node itself"),
         "{}",
         refused.body
+    );
+}
+
+/// A peer that stops answering (SIGSTOP: connected, silent) holds a
+/// query no longer than `--peer-timeout`: 503 naming it, or with
+/// `partial=true` the answer without it.
+#[test]
+fn a_silent_peer_costs_a_query_its_timeout_only() {
+    let dir = scratch_dir("cluster", "silent");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let addresses = free_ports(2);
+    let urls: Vec<String> = addresses.iter().map(|a| format!("http://{a}")).collect();
+    let mut nodes = Vec::new();
+    for i in 0..2 {
+        let node_dir = dir.join(format!("node{i}"));
+        std::fs::create_dir_all(&node_dir).expect("node dir");
+        std::fs::write(node_dir.join("token"), TOKEN).expect("token");
+        let more = [
+            "--peers".to_owned(),
+            urls[1 - i].clone(),
+            "--peer-timeout".to_owned(),
+            "0.3".to_owned(),
+        ];
+        nodes.push(start(&node_dir, addresses[i], &more));
+    }
+    let (answer, _) = body_of(nodes[0].http, "/v1/summaries/reach?format=csv");
+    assert!(answer.starts_with("day,state,"), "{answer}");
+    let signal = |name: &str| {
+        let status = Command::new("kill")
+            .args([name, &nodes[1].child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    };
+    signal("-STOP");
+    let started = std::time::Instant::now();
+    let failed = get(nodes[0].http, "/v1/summaries/reach");
+    let took = started.elapsed();
+    signal("-CONT");
+    assert_eq!(failed.status, 503, "{}", failed.body);
+    assert!(
+        failed.body.contains(&urls[1]) && failed.body.contains("no answer within 0.3 s"),
+        "{}",
+        failed.body
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    signal("-STOP");
+    let partial = get(nodes[0].http, "/v1/summaries/reach?partial=true");
+    signal("-CONT");
+    assert_eq!(partial.status, 200, "{}", partial.body);
+    assert_eq!(partial.header("cardinal-nodes"), ["1/2"]);
+    assert!(
+        partial.header("cardinal-missing-node")[0].starts_with(&urls[1]),
+        "{}",
+        partial.head
     );
 }
