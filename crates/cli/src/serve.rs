@@ -29,6 +29,15 @@ use clap::Parser;
   curl -s 'http://127.0.0.1:7480/v1/summaries/reach?by=state&buckets=all&format=table'
   cardinal serve schema.sql --http 10.0.0.1:7480 --listen 10.0.0.1:7400 --token-file token \\
       --peers http://10.0.0.2:7480,http://10.0.0.3:7480     # one node of three
+  cardinal serve schema.sql --data d0 --http 127.0.0.1:7480 \
+      --kafka 127.0.0.1:9092 --kafka-topic impressions=ad-events --node 0/2
+
+Kafka (docs/kafka.md): each node reads the partitions it is assigned
+(--node I/N: partition p belongs to node p mod N; or --partitions) and
+keeps their offsets in its snapshots, so a restart resumes exactly where
+its state ends (each record counted once). A stream fed from Kafka takes
+no batches over TCP or HTTP; with --kafka the native listener opens only
+when --listen is given.
 
 SIGTERM or SIGINT: stop accepting, finish what was taken, write a snapshot,
 exit 0. After a crash, the next start recovers from the newest snapshot and
@@ -40,9 +49,10 @@ Every HTTP route, parameter, status code and limit: docs/http.md.")]
 pub struct ServeArgs {
     /// The schema (CREATE STREAM / SUMMARY / ATTRIBUTION statements).
     pub schema: PathBuf,
-    /// The native protocol's address (port 0: any free port, printed).
-    #[arg(long, default_value = "127.0.0.1:7400")]
-    pub listen: SocketAddr,
+    /// The native protocol's address (port 0: any free port, printed;
+    /// default 127.0.0.1:7400, and none with --kafka unless given).
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
     /// The HTTP API's address (port 0: any free port, printed).
     #[arg(long, default_value = "127.0.0.1:7480")]
     pub http: SocketAddr,
@@ -106,6 +116,27 @@ pub struct ServeArgs {
     /// log that ends below a snapshot's positions goes on past them.
     #[arg(long)]
     pub repair: bool,
+    /// Kafka brokers to read from (`host:port,...`): streams named by
+    /// --kafka-topic are fed from their topics.
+    #[arg(long, value_name = "BROKERS", requires = "kafka_topic")]
+    pub kafka: Option<String>,
+    /// A stream fed from a Kafka topic: STREAM=TOPIC (repeatable).
+    #[arg(long, value_name = "STREAM=TOPIC", requires = "kafka", value_parser = kafka_topic_arg)]
+    pub kafka_topic: Vec<(String, String)>,
+    /// This node's share of every topic's partitions: I/N, partition p
+    /// belongs to node p mod N (default 0/1: all of them).
+    #[arg(long, value_name = "I/N", requires = "kafka", conflicts_with = "partitions", value_parser = node_arg)]
+    pub node: Option<cardinal_server::source::kafka::Assignment>,
+    /// The partitions this node reads, instead of --node: `0,2,4-7`.
+    #[arg(long, value_name = "LIST", requires = "kafka", value_parser = partitions_arg)]
+    pub partitions: Option<cardinal_server::source::kafka::Assignment>,
+    /// The consumer group the offsets are committed to (for lag display
+    /// and the ownership fence; never read back for correctness).
+    #[arg(long, value_name = "GROUP", requires = "kafka", default_value = None)]
+    pub kafka_group: Option<String>,
+    /// Seconds a start waits for the Kafka broker before it gives up.
+    #[arg(long, value_name = "SECS", requires = "kafka", default_value_t = KAFKA_WAIT_SECS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub kafka_wait_secs: u64,
     /// The other nodes of a cluster, comma-separated HTTP base URLs
     /// (http://10.0.0.2:7480,http://10.0.0.3:7480): every live answer
     /// (summaries, overlap) then merges their states of the selection
@@ -134,6 +165,25 @@ fn peer_timeout_arg(text: &str) -> Result<f64, String> {
     } else {
         Err(format!("0.001 to {PEER_TIMEOUT_MAX_SECS} seconds"))
     }
+}
+
+/// How long a start waits for the Kafka broker by default: a minute, long
+/// enough for a broker restarting beside the node.
+pub const KAFKA_WAIT_SECS_DEFAULT: u64 = 60;
+
+/// The native listener's address when `--listen` is not given.
+pub const LISTEN_DEFAULT: &str = "127.0.0.1:7400";
+
+fn kafka_topic_arg(text: &str) -> Result<(String, String), String> {
+    cardinal_server::source::kafka::topic_arg(text).map_err(|e| format!("{e:#}"))
+}
+
+fn node_arg(text: &str) -> Result<cardinal_server::source::kafka::Assignment, String> {
+    cardinal_server::source::kafka::Assignment::node(text).map_err(|e| format!("{e:#}"))
+}
+
+fn partitions_arg(text: &str) -> Result<cardinal_server::source::kafka::Assignment, String> {
+    cardinal_server::source::kafka::Assignment::partitions(text).map_err(|e| format!("{e:#}"))
 }
 
 fn connections_arg(text: &str) -> Result<usize, String> {
@@ -248,10 +298,30 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             eprintln!("cardinal serve: warning: {warning}");
         }
     }
+    let kafka = args
+        .kafka
+        .as_ref()
+        .map(|brokers| cardinal_server::source::kafka::KafkaConfig {
+            brokers: brokers.clone(),
+            topics: args.kafka_topic.clone(),
+            assignment: args
+                .node
+                .clone()
+                .or_else(|| args.partitions.clone())
+                .unwrap_or(cardinal_server::source::kafka::Assignment::Node { index: 0, count: 1 }),
+            group: args.kafka_group.clone(),
+            start_wait: Duration::from_secs(args.kafka_wait_secs),
+        });
+    let listen = match (args.listen, &kafka) {
+        (Some(listen), _) => Some(listen),
+        (None, Some(_)) => None,
+        (None, None) => Some(LISTEN_DEFAULT.parse().expect("a valid address")),
+    };
     cardinal_server::net::serve(ServeConfig {
         plan: Arc::new(plan),
         data: args.data.clone(),
-        listen: args.listen,
+        listen,
+        kafka,
         http: args.http,
         token,
         service,

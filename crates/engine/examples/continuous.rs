@@ -127,7 +127,7 @@ fn run() -> anyhow::Result<()> {
                 let started = Instant::now();
                 let view = engine.snapshot()?;
                 let secs = started.elapsed().as_secs_f64();
-                if view.covers() >= (quarter * (taken + 1)) as u64 || producer.is_finished() {
+                if view.covers().get() >= (quarter * (taken + 1)) as u64 || producer.is_finished() {
                     taken += 1;
                     let groups: usize = view.rollups().iter().map(|r| r.group_count()).sum();
                     // The image a store would write, while ingest goes on.

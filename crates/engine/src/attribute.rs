@@ -66,6 +66,7 @@ use cardinal_rollup::{Limits, Rollup, Shape};
 use cardinal_route::{Attribution, EvalError, Expr, Model, Plan, Routed, Scratch, Summary};
 
 use crate::feed::{HashMemo, feeds_of, fold_routed};
+use crate::rejects::eval_reason;
 
 mod image;
 mod stream;
@@ -898,4 +899,22 @@ fn read_names(text: &str) -> Result<[Names; 2]> {
         bail!("truncated");
     }
     Ok(out)
+}
+
+/// Shows `record` (of input `input` at `offset`, in file `name`, where
+/// `at` says) to an attribution's collector; the reject reason and line
+/// when the record is not of its types.
+pub(crate) fn observe<R: Record>(
+    collector: &mut Collector<'_>,
+    record: &R,
+    input: u32,
+    offset: u64,
+    name: &str,
+    at: impl Fn() -> String,
+) -> Option<(String, String)> {
+    let e = collector.observe(record, input, offset).err()?;
+    Some((
+        eval_reason(&e),
+        format!("{name}:{}: attribution: {e}", at()),
+    ))
 }

@@ -5,42 +5,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, ensure};
 use cardinal_export::AtomicFile;
-use cardinal_rollup::{AggKind, BytesGauge, Limits, MemoryBudget, Rollup, Shape};
-use cardinal_route::{AggregateKind, Plan, Summary};
+use cardinal_rollup::{BytesGauge, Limits, MemoryBudget, Rollup, Shape};
+use cardinal_route::{Plan, Summary};
 
 use crate::attribute;
-use crate::fold::*;
-use crate::jobs::*;
+use crate::counts::Counts;
+use crate::error::{budget_error, group_limit_error};
+use crate::jobs::{assign_jobs, is_streamed, plan_jobs};
+use crate::plan::{pick_stream, shape_of};
 use crate::progress::Progress;
-use crate::worker::*;
-
-/// What workers counted, summed over them after a run.
-#[derive(Debug, Default, Clone)]
-pub struct Counts {
-    /// Records folded: parsed, and routed by every summary of the stream
-    /// (into its rollup, or left out by its `WHERE`). A rejected record is
-    /// counted in `rejects` and not here, wherever it was rejected.
-    pub records: u64,
-    /// Bytes of input read (after decompression).
-    pub bytes: u64,
-    /// Records rejected, for any reason.
-    pub rejects: u64,
-    /// Rejected records by reason.
-    pub rejects_by_reason: std::collections::BTreeMap<String, u64>,
-}
-
-impl Counts {
-    pub(crate) fn add(&mut self, other: &Counts) {
-        self.records += other.records;
-        self.bytes += other.bytes;
-        self.rejects += other.rejects;
-        for (reason, n) in &other.rejects_by_reason {
-            *self.rejects_by_reason.entry(reason.clone()).or_default() += n;
-        }
-    }
-}
+use crate::worker::{WorkerOutput, worker};
 
 /// How to run the engine: everything but the plan and the inputs.
 #[derive(Debug, Clone)]
@@ -406,122 +382,6 @@ pub fn plain_bytes(inputs: &[PathBuf]) -> Result<Option<u64>> {
             .len();
     }
     Ok(Some(total))
-}
-
-/// The error of a summary whose answer has more groups than
-/// `--groups-max`: the same whether one worker's partial or the merge of
-/// all of them found it, so that a run fails alike on any thread count.
-pub(crate) fn group_limit_error(summary: &str, groups_max: u64) -> anyhow::Error {
-    anyhow::anyhow!(
-        "summary {summary} has more than {groups_max} groups (--groups-max); \
-         nothing was written: raise the limit or group by fewer values"
-    )
-}
-
-pub fn pick_stream(plan: &Plan, name: Option<&str>) -> Result<usize> {
-    // Credit streams are written by attributions, not read from inputs.
-    let inputs: Vec<usize> = (0..plan.streams.len())
-        .filter(|&i| plan.streams[i].credit_of.is_none())
-        .collect();
-    let names = || {
-        inputs
-            .iter()
-            .map(|&i| plan.streams[i].name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    match name {
-        Some(name) => inputs
-            .iter()
-            .copied()
-            .find(|&i| plan.streams[i].name.eq_ignore_ascii_case(name))
-            .with_context(|| format!("no stream called {name} (declared: {})", names())),
-        None => match inputs[..] {
-            [only] => Ok(only),
-            [] => bail!("the schema declares no stream (CREATE STREAM ...)"),
-            _ => bail!(
-                "the schema declares {} streams ({}); say which one the inputs are with --stream",
-                inputs.len(),
-                names()
-            ),
-        },
-    }
-}
-
-/// The rollup shape of a compiled summary.
-pub fn shape_of(summary: &Summary) -> Result<Shape> {
-    ensure!(
-        summary.aggregates.len() <= AGGREGATES_MAX,
-        "summary {} has {} aggregates; at most {AGGREGATES_MAX}",
-        summary.name,
-        summary.aggregates.len()
-    );
-    let aggs = summary
-        .aggregates
-        .iter()
-        .enumerate()
-        .map(|(index, a)| -> Result<AggKind> {
-            // A quantile aggregate over the argument and k of an earlier
-            // one reads that one's sketch.
-            if let AggregateKind::Quantiles { k, ranks } = &a.kind
-                && let Some(of) = summary.aggregates[..index].iter().position(|b| {
-                    b.argument == a.argument
-                        && matches!(b.kind, AggregateKind::Quantiles { k: other, .. } if other == *k)
-                })
-            {
-                return Ok(AggKind::QuantilesOf {
-                    of: u8::try_from(of).expect("at most AGGREGATES_MAX aggregates"),
-                    ranks: cardinal_rollup::Ranks::new(ranks)?,
-                });
-            }
-            Ok(match &a.kind {
-                AggregateKind::CountAll => AggKind::CountAll,
-                AggregateKind::Count => AggKind::Count,
-                AggregateKind::Sum => AggKind::Sum,
-                AggregateKind::SumInt => AggKind::SumInt,
-                AggregateKind::Min => AggKind::Min,
-                AggregateKind::MinInt => AggKind::MinInt,
-                AggregateKind::Max => AggKind::Max,
-                AggregateKind::MaxInt => AggKind::MaxInt,
-                AggregateKind::Avg => AggKind::Avg,
-                AggregateKind::Hll { log2m, regwidth } => AggKind::Hll {
-                    log2m: *log2m,
-                    regwidth: *regwidth,
-                },
-                AggregateKind::ExactDistinct => AggKind::ExactDistinct,
-                AggregateKind::Quantiles { k, ranks } => AggKind::Quantiles {
-                    k: *k,
-                    ranks: cardinal_rollup::Ranks::new(ranks)?,
-                },
-                AggregateKind::TopK { k } => AggKind::TopK { k: *k },
-                AggregateKind::Theta { lg_k } => AggKind::Theta { lg_k: *lg_k },
-            })
-        })
-        .collect::<Result<_>>()?;
-    Ok(Shape { aggs })
-}
-
-/// `bytes` in MiB, for messages.
-fn mib(bytes: u64) -> String {
-    #[expect(clippy::cast_precision_loss, reason = "a message")]
-    let mib = bytes as f64 / f64::from(1 << 20);
-    format!("{mib:.1} MiB")
-}
-
-/// The error of a run whose rollups reached `--memory-max`, naming the
-/// summary that holds the most.
-pub(crate) fn budget_error(
-    summary: &str,
-    bytes: u64,
-    groups: usize,
-    bytes_max: u64,
-) -> anyhow::Error {
-    anyhow::anyhow!(
-        "the rollups reached --memory-max ({}): summary {summary} holds {} in {groups} groups; \
-         nothing was written: raise --memory-max, or group {summary} by fewer values",
-        mib(bytes_max),
-        mib(bytes)
-    )
 }
 
 #[cfg(test)]

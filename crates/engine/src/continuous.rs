@@ -36,7 +36,7 @@
 //! checked when a batch is admitted ([`Continuous::check_header`]), never
 //! first by a worker: a worker that meets one it cannot read stops the
 //! engine. A full queue blocks [`Continuous::submit`] and fails
-//! [`Continuous::try_submit`] with [`Full`]: the caller decides whether to
+//! [`Continuous::try_submit`] with [`SubmitError::Full`]: the caller decides whether to
 //! wait (a socket stops reading) or refuse (HTTP answers 503).
 //!
 //! The merged answer equals [`crate::execute`]'s over the same records for
@@ -79,12 +79,16 @@ use cardinal_source::{CHUNK_BYTES_MAX, Framing, Input, LineReader};
 use cardinal_chains::Router;
 
 use crate::attribute::{self, Collected, Collector, Setup, Stats};
-use crate::batch::{Counts, budget_error, group_limit_error, pick_stream, shape_of};
-use crate::fold::{Fold, REJECTS_SHOWN_MAX};
+use crate::counts::Counts;
+use crate::error::{budget_error, group_limit_error};
+use crate::fold::Fold;
 use crate::jobs::framing_of;
+use crate::parser::Parser;
+use crate::plan::{pick_stream, shape_of};
 use crate::progress::Progress;
 use crate::queue::{PushError, Queue};
-use crate::worker::{LINE_TOO_LONG, Parser, fold_chunk};
+use crate::rejects::{LINE_TOO_LONG, REJECTS_SHOWN_MAX};
+use crate::worker::fold_chunk;
 
 /// Batches one worker's queue holds by default before `submit` waits.
 pub const QUEUE_BATCHES_DEFAULT: usize = 64;
@@ -162,7 +166,7 @@ impl ContinuousOptions {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outcome {
     /// The batch's number.
-    pub seq: u64,
+    pub seq: EngineSeq,
     /// Records folded.
     pub records: u64,
     /// Records rejected.
@@ -233,24 +237,103 @@ pub fn split_header(bytes: &[u8]) -> (&[u8], &[u8]) {
     (line, rest)
 }
 
-/// A batch refused because every queue was full; the bytes come back.
-#[derive(Debug)]
-pub struct Full(pub Vec<u8>);
+/// The number of a batch a continuous engine took, in the order it took
+/// them: 0 for the first batch of each life of an engine (a restart from
+/// an image counts from 0 again), one more for each next. What
+/// [`Continuous::submit`] returns, what a [`View`] covers up to and what
+/// [`Continuous::failed_batch`] names; a caller that logs batches keeps
+/// the map from these numbers to its own positions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EngineSeq(u64);
 
-impl std::fmt::Display for Full {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("every worker's queue is full")
+impl EngineSeq {
+    /// The number of the first batch of an engine's life.
+    pub const FIRST: EngineSeq = EngineSeq(0);
+
+    /// The batch numbered `n`.
+    pub const fn new(n: u64) -> EngineSeq {
+        EngineSeq(n)
+    }
+
+    /// The number, as an integer.
+    pub const fn get(self) -> u64 {
+        self.0
+    }
+
+    /// The number of the batch after this one.
+    #[must_use]
+    pub fn next(self) -> EngineSeq {
+        EngineSeq(
+            self.0
+                .checked_add(1)
+                .expect("an engine takes fewer than 2^64 batches"),
+        )
     }
 }
 
-impl std::error::Error for Full {}
+impl std::fmt::Display for EngineSeq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl From<EngineSeq> for u64 {
+    fn from(seq: EngineSeq) -> u64 {
+        seq.0
+    }
+}
+
+/// Why a continuous engine did not take a batch.
+pub enum SubmitError {
+    /// Every worker's queue is full (only from [`Continuous::try_submit`]
+    /// and [`Continuous::try_submit_with_receipt`]): the records come
+    /// back whole, to offer again once the workers have caught up, or to
+    /// refuse (a socket stops reading, HTTP answers 503).
+    Full(Records),
+    /// The engine has stopped and takes no batch again: a worker or the
+    /// attribution thread failed (why, as [`Continuous::failure`] tells
+    /// it, when it was recorded). Start a new engine, from the last saved
+    /// view.
+    Stopped(Option<String>),
+}
+
+impl std::fmt::Debug for SubmitError {
+    /// The records' length, not their bytes.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitError::Full(records) => f
+                .debug_struct("Full")
+                .field("bytes", &records.bytes.len())
+                .field("header", &records.header)
+                .finish(),
+            SubmitError::Stopped(why) => f.debug_tuple("Stopped").field(why).finish(),
+        }
+    }
+}
+
+impl std::fmt::Display for SubmitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubmitError::Full(records) => write!(
+                f,
+                "every worker's queue is full: the batch of {} bytes was not taken; \
+                 offer it again once the engine has caught up",
+                records.bytes.len()
+            ),
+            SubmitError::Stopped(Some(why)) => write!(f, "the engine stopped: {why}"),
+            SubmitError::Stopped(None) => f.write_str("the engine stopped"),
+        }
+    }
+}
+
+impl std::error::Error for SubmitError {}
 
 /// What a worker's queue carries.
 enum Message {
     /// Records to fold, numbered by submission; what became of them goes
     /// to `receipt`, if any.
     Batch {
-        seq: u64,
+        seq: EngineSeq,
         bytes: Vec<u8>,
         /// The first line of `bytes` is the batch's header.
         header: bool,
@@ -297,7 +380,7 @@ struct Attributor {
 
 /// The submitting side, under one lock: numbering and queue order agree.
 struct Submit {
-    next_seq: u64,
+    next_seq: EngineSeq,
     /// The queue the next batch tries first (round robin).
     next_queue: usize,
     queues: Vec<Arc<Queue<Message>>>,
@@ -308,7 +391,7 @@ struct Submit {
 struct Base {
     rollups: Vec<Rollup>,
     counts: Counts,
-    covers: u64,
+    covers: EngineSeq,
     /// The longest a worker stopped folding at the last snapshot.
     paused: Duration,
     /// Whether any hand-over has been merged (else the rollups are as
@@ -338,7 +421,7 @@ struct Shared {
     /// The first failure of a worker, for the callers that find it gone.
     failed: Mutex<Option<String>>,
     /// The batch whose fold panicked, if one did ([`Continuous::failed_batch`]).
-    failed_batch: Mutex<Option<u64>>,
+    failed_batch: Mutex<Option<EngineSeq>>,
     /// [`FAILPOINT_FOLD_PANIC`]'s value, read once at start.
     panic_on: Option<Vec<u8>>,
     /// How each attribution routes users to its chains' shard groups
@@ -357,7 +440,7 @@ impl Shared {
     }
 
     /// Records that folding batch `seq` panicked (the first such batch).
-    fn fail_batch(&self, seq: u64) {
+    fn fail_batch(&self, seq: EngineSeq) {
         let mut failed = self
             .failed_batch
             .lock()
@@ -490,7 +573,7 @@ pub struct View<'e> {
 impl View<'_> {
     /// The batches the view covers: every batch numbered below this, and
     /// no other.
-    pub fn covers(&self) -> u64 {
+    pub fn covers(&self) -> EngineSeq {
         self.base.covers
     }
 
@@ -727,14 +810,14 @@ impl Continuous {
             shared,
             summaries: names,
             submit: Mutex::new(Submit {
-                next_seq: 0,
+                next_seq: EngineSeq::FIRST,
                 next_queue: 0,
                 queues,
             }),
             base: Mutex::new(Base {
                 rollups,
                 counts: Counts::default(),
-                covers: 0,
+                covers: EngineSeq::FIRST,
                 paused: Duration::ZERO,
                 merged: restored,
                 attribution_stats: vec![Stats::default(); attributions],
@@ -764,18 +847,19 @@ impl Continuous {
     }
 
     /// Queues a batch, waiting while every queue is full; its number.
-    pub fn submit(&self, records: impl Into<Records>) -> Result<u64> {
+    /// Fails only with [`SubmitError::Stopped`].
+    pub fn submit(&self, records: impl Into<Records>) -> Result<EngineSeq, SubmitError> {
         self.send(records.into(), true, None)
-            .map_err(|e| e.unwrap_or_else(|full| anyhow!("{full}")))
     }
 
     /// [`Continuous::submit`], with a receipt that tells what became of the
     /// batch's records once a worker has folded it.
-    pub fn submit_with_receipt(&self, records: impl Into<Records>) -> Result<(u64, Receipt)> {
+    pub fn submit_with_receipt(
+        &self,
+        records: impl Into<Records>,
+    ) -> Result<(EngineSeq, Receipt), SubmitError> {
         let (receipt, outcome) = sync_channel(1);
-        let seq = self
-            .send(records.into(), true, Some(receipt))
-            .map_err(|e| e.unwrap_or_else(|full| anyhow!("{full}")))?;
+        let seq = self.send(records.into(), true, Some(receipt))?;
         Ok((seq, Receipt(outcome, Arc::clone(&self.shared))))
     }
 
@@ -784,18 +868,15 @@ impl Continuous {
     pub fn try_submit_with_receipt(
         &self,
         records: impl Into<Records>,
-    ) -> Result<(u64, Receipt), std::result::Result<anyhow::Error, Full>> {
+    ) -> Result<(EngineSeq, Receipt), SubmitError> {
         let (receipt, outcome) = sync_channel(1);
         let seq = self.send(records.into(), false, Some(receipt))?;
         Ok((seq, Receipt(outcome, Arc::clone(&self.shared))))
     }
 
-    /// Queues a batch if some queue has room; its number, or [`Full`] with
-    /// the bytes.
-    pub fn try_submit(
-        &self,
-        records: impl Into<Records>,
-    ) -> Result<u64, std::result::Result<anyhow::Error, Full>> {
+    /// Queues a batch if some queue has room; its number, or
+    /// [`SubmitError::Full`] with the records when every queue is full.
+    pub fn try_submit(&self, records: impl Into<Records>) -> Result<EngineSeq, SubmitError> {
         self.send(records.into(), false, None)
     }
 
@@ -847,7 +928,7 @@ impl Continuous {
         records: Records,
         wait: bool,
         receipt: Option<SyncSender<Outcome>>,
-    ) -> Result<u64, std::result::Result<anyhow::Error, Full>> {
+    ) -> Result<EngineSeq, SubmitError> {
         let mut submit = self.submit.lock().unwrap_or_else(PoisonError::into_inner);
         let seq = submit.next_seq;
         let n = submit.queues.len();
@@ -862,32 +943,32 @@ impl Continuous {
             match submit.queues[q].push(message, false) {
                 Ok(()) => {
                     submit.next_queue = (q + 1) % n;
-                    submit.next_seq += 1;
+                    submit.next_seq = seq.next();
                     return Ok(seq);
                 }
                 Err(PushError::Full(back)) => message = back,
-                Err(PushError::Gone(_)) => return Err(Ok(self.stopped())),
+                Err(PushError::Gone(_)) => return Err(SubmitError::Stopped(self.failure())),
             }
         }
         if !wait {
-            let Message::Batch { bytes, .. } = message else {
+            let Message::Batch { bytes, header, .. } = message else {
                 unreachable!("a batch was sent");
             };
-            return Err(Err(Full(bytes)));
+            return Err(SubmitError::Full(Records { bytes, header }));
         }
         let q = submit.next_queue;
         if submit.queues[q].push(message, true).is_err() {
-            return Err(Ok(self.stopped()));
+            return Err(SubmitError::Stopped(self.failure()));
         }
         submit.next_queue = (q + 1) % n;
-        submit.next_seq += 1;
+        submit.next_seq = seq.next();
         Ok(seq)
     }
 
     /// The number of the batch whose fold panicked, if one did: the
     /// engine stopped there, and the batch's bytes are what a caller may
     /// set aside (a server names the log record it came from).
-    pub fn failed_batch(&self) -> Option<u64> {
+    pub fn failed_batch(&self) -> Option<EngineSeq> {
         *self
             .shared
             .failed_batch
@@ -1042,7 +1123,7 @@ impl Continuous {
             bail!("the engine stopped: {why}");
         }
         let base = std::mem::take(&mut *self.base.lock().unwrap_or_else(PoisonError::into_inner));
-        Ok((base.rollups, base.counts, covers))
+        Ok((base.rollups, base.counts, covers.get()))
     }
 
     /// Closes the queues and joins the workers (once they have folded what
@@ -1159,7 +1240,7 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                 // The batch number orders equal times (as an input's
                 // index does in a run); it wraps, harmlessly.
                 #[expect(clippy::cast_possible_truncation, reason = "a tie-breaker")]
-                let input = seq as u32;
+                let input = seq.get() as u32;
                 let folded = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     if let Some(marker) = &shared.panic_on
                         && memchr::memmem::find(&bytes, marker).is_some()

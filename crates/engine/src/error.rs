@@ -119,3 +119,36 @@ pub enum Error {
     #[error(transparent)]
     Export(#[from] cardinal_export::Error),
 }
+
+/// The error of a summary whose answer has more groups than
+/// `--groups-max`: the same whether one worker's partial or the merge of
+/// all of them found it, so that a run fails alike on any thread count.
+pub(crate) fn group_limit_error(summary: &str, groups_max: u64) -> anyhow::Error {
+    anyhow::anyhow!(
+        "summary {summary} has more than {groups_max} groups (--groups-max); \
+         nothing was written: raise the limit or group by fewer values"
+    )
+}
+
+/// `bytes` in MiB, for messages.
+fn mib(bytes: u64) -> String {
+    #[expect(clippy::cast_precision_loss, reason = "a message")]
+    let mib = bytes as f64 / f64::from(1 << 20);
+    format!("{mib:.1} MiB")
+}
+
+/// The error of a run whose rollups reached `--memory-max`, naming the
+/// summary that holds the most.
+pub(crate) fn budget_error(
+    summary: &str,
+    bytes: u64,
+    groups: usize,
+    bytes_max: u64,
+) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the rollups reached --memory-max ({}): summary {summary} holds {} in {groups} groups; \
+         nothing was written: raise --memory-max, or group {summary} by fewer values",
+        mib(bytes_max),
+        mib(bytes)
+    )
+}

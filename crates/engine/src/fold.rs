@@ -53,27 +53,42 @@ use cardinal_event::Record;
 use cardinal_rollup::{BytesGauge, Folded, KeyHash, Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{ColumnCache, ColumnPlan, Routed, Scratch, Summary};
 
-use crate::batch::*;
-use crate::feed::*;
+use crate::counts::Counts;
+use crate::error::{budget_error, group_limit_error};
+use crate::feed::{Feed, HashMemo, feeds_of, fold_routed_at};
 use crate::pending::{PENDING_BYTES_MAX, Pending};
-use crate::worker::*;
+use crate::rejects::{
+    BAD_HEADER, INPUT_CUT_SHORT, KEY_TOO_LONG, REJECTS_KEPT_MAX, REJECTS_SHOWN_MAX, eval_reason,
+    eval_text,
+};
 
 mod by_aggregate;
 pub(crate) mod columns;
 mod lane;
 
-use lane::*;
+use lane::{LaneFold, reads_a_typed_column_twice, route_lanes};
 
-/// Most aggregates one summary may have: each record's inputs live in a
-/// fixed array on the stack, so routing allocates nothing.
-pub const AGGREGATES_MAX: usize = 16;
-
-/// Reject lines a batch's receipt keeps ([`Fold::kept_rejects`]); the
-/// rest are counted.
-pub(crate) const REJECTS_KEPT_MAX: usize = 10;
-
-/// Reject lines printed to stderr before only counting.
-pub(crate) const REJECTS_SHOWN_MAX: u64 = 10;
+/// Counts `reason` against `counts`, shows `text` on stderr while fewer
+/// than [`REJECTS_SHOWN_MAX`] were shown, and keeps it for the rejects
+/// file (`lines`).
+pub(crate) fn reject(
+    counts: &mut Counts,
+    lines: &mut String,
+    shown: &std::sync::atomic::AtomicU64,
+    reason: &str,
+    text: &str,
+) {
+    counts.rejects += 1;
+    *counts
+        .rejects_by_reason
+        .entry(reason.to_string())
+        .or_default() += 1;
+    if shown.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < REJECTS_SHOWN_MAX {
+        eprintln!("{}rejected: {text}", crate::progress::erase());
+    }
+    lines.push_str(text);
+    lines.push('\n');
+}
 
 /// A worker's partial rollups and the buffers routing reuses: every
 /// record of every format goes through [`Fold::record`].
@@ -336,7 +351,7 @@ impl<'a> Fold<'a> {
                     &mut self.counts,
                     &mut self.reject_lines,
                     self.shown,
-                    crate::feed::KEY_TOO_LONG,
+                    KEY_TOO_LONG,
                     &format!("{name}: {}", at()),
                 );
             }
@@ -457,7 +472,7 @@ impl<'a> Fold<'a> {
                     .zip(&self.gauges)
                     .max_by_key(|(_, gauge)| gauge.reported())
             {
-                return Err(crate::batch::budget_error(
+                return Err(budget_error(
                     &lane.summary.name,
                     gauge.reported(),
                     lane.rollup.group_count(),
@@ -522,6 +537,8 @@ impl<'a> Fold<'a> {
 #[cfg(test)]
 mod fold_tests {
     use super::*;
+    use crate::feed::{fold_routed, id_of};
+    use crate::plan::shape_of;
     use cardinal_event::Timestamp;
     use cardinal_rollup::AggKind;
     use cardinal_rollup::Input;

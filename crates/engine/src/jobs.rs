@@ -24,8 +24,8 @@ use cardinal_parse::{CsvConfig, ParquetFile};
 use cardinal_route::Format;
 use cardinal_source::{Framing, split_file_records};
 
-use crate::shared::*;
-use crate::worker::*;
+use crate::parser::Parser;
+use crate::shared::SharedInput;
 
 /// Plain files at least this large are split into byte ranges, so that
 /// several workers read one file.

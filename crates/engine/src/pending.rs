@@ -59,7 +59,7 @@ use cardinal_event::bytes::{prefetch, short_words};
 use cardinal_rollup::{KeyHash, Rollup};
 use cardinal_route::{Arg, Routed};
 
-use crate::fold::AGGREGATES_MAX;
+use crate::plan::AGGREGATES_MAX;
 
 /// Bytes of records one worker holds back, all lanes together, before the
 /// lane holding the most folds them (about 1.5M records of Query 2A).

@@ -14,7 +14,7 @@
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::Counts;
+use crate::counts::Counts;
 
 /// The counters workers share with the ticker.
 #[derive(Debug, Default)]

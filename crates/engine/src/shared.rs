@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use anyhow::{Context, Result};
 use cardinal_source::{Framing, LineReader};
 
-use crate::fold::*;
+use crate::fold::Fold;
 
 /// An input that cannot be split into byte ranges (a compressed file, or
 /// stdin), read by several workers at once. Decoding is sequential, so a

@@ -6,7 +6,7 @@
 //! aggregate at a time from its parsed columns when every summary takes
 //! plain columns ([`Fold::fold_by_aggregate`], `fold/by_aggregate.rs`),
 //! routed from typed columns when some typed column is read twice
-//! ([`columns`]), or record by record through [`Fold::record`]. A Parquet batch ([`read_parquet`]) is routed from its
+//! ([`columns`](crate::fold::columns)), or record by record through [`Fold::record`]. A Parquet batch ([`read_parquet`]) is routed from its
 //! typed slices when they hold no NULLs, record by record otherwise. Every
 //! way gives the same states, sketches included, the same drops and the
 //! same reject lines (property-tested against the record path). A shared
@@ -20,20 +20,21 @@
 use std::io::BufWriter;
 use std::sync::{Arc, Mutex};
 
-use anyhow::{Context, Result, bail};
-use cardinal_event::Record;
-use cardinal_parse::{Batch, CsvConfig, CsvParser, NdjsonParser, ParquetFile};
+use anyhow::{Context, Result};
+use cardinal_parse::{Batch, ParquetFile};
 use cardinal_rollup::{BytesGauge, Limits, MemoryBudget, Rollup, Shape};
 use cardinal_route::{Format, Plan, Summary};
 use cardinal_source::LineReader;
 
 use crate::attribute;
-use crate::batch::*;
-use crate::feed::*;
-use crate::fold::*;
-use crate::jobs::*;
+use crate::attribute::observe;
+use crate::counts::Counts;
+use crate::fold::Fold;
+use crate::jobs::{Job, framing_of};
+use crate::parser::Parser;
 use crate::progress::Progress;
-use crate::shared::*;
+use crate::rejects::{LINE_TOO_LONG, where_};
+use crate::shared::{SHARED_CHUNKS_PER_TURN, SharedInput, SharedRead};
 
 /// What one worker hands back.
 pub(crate) struct WorkerOutput<'p> {
@@ -42,46 +43,6 @@ pub(crate) struct WorkerOutput<'p> {
     pub(crate) gauges: Vec<BytesGauge>,
     pub(crate) counts: Counts,
     pub(crate) collector: Option<attribute::Collector<'p>>,
-}
-
-pub(crate) enum Parser {
-    Csv(CsvParser),
-    Json(NdjsonParser),
-}
-
-impl Parser {
-    /// A parser for `stream` that splits only the columns in `reads`
-    /// (delimited text: the others are not split, and read as absent), or
-    /// every column when `reads` is `None`.
-    pub(crate) fn new(stream: &cardinal_route::Stream, reads: Option<&[usize]>) -> Result<Self> {
-        Ok(match stream.format {
-            Format::Csv | Format::Amplab => {
-                let config = match stream.format {
-                    Format::Amplab => CsvConfig::amplab(),
-                    _ => CsvConfig {
-                        delimiter: stream.delimiter,
-                        header: stream.header,
-                        ..CsvConfig::default()
-                    },
-                };
-                let mut parser = CsvParser::new(&stream.schema, config)?;
-                if let Some(reads) = reads {
-                    parser.project(reads);
-                }
-                Parser::Csv(parser)
-            }
-            Format::Json => Parser::Json(NdjsonParser::new(&stream.schema)?),
-            Format::Parquet => bail!("Parquet jobs are read by read_parquet, not parsed"),
-        })
-    }
-
-    fn parse(&mut self, batch: &mut Batch) -> Result<()> {
-        match self {
-            Parser::Csv(p) => p.parse(batch)?,
-            Parser::Json(p) => p.parse(batch),
-        }
-        Ok(())
-    }
 }
 
 #[expect(
@@ -331,24 +292,6 @@ pub(crate) fn write_unparsed(fold: &mut Fold<'_>, unparsed: &mut Unparsed, throu
     }
 }
 
-/// Shows `record` (of input `input` at `offset`, in file `name`, where
-/// `at` says) to an attribution's collector; the reject reason and line
-/// when the record is not of its types.
-pub(crate) fn observe<R: Record>(
-    collector: &mut attribute::Collector<'_>,
-    record: &R,
-    input: u32,
-    offset: u64,
-    name: &str,
-    at: impl Fn() -> String,
-) -> Option<(String, String)> {
-    let e = collector.observe(record, input, offset).err()?;
-    Some((
-        eval_reason(&e),
-        format!("{name}:{}: attribution: {e}", at()),
-    ))
-}
-
 /// The run's error for compressed input that a checksum found damaged
 /// after its bytes were read: the records decoded from the damaged member
 /// were folded and cannot be taken out, so no answer is given (exit
@@ -361,19 +304,6 @@ pub(crate) fn corrupt_input(error: &dyn std::fmt::Display) -> anyhow::Error {
          before the member reads)"
     )
 }
-
-/// The reject reason of a line past the reader's length limit, whichever
-/// reader met it (counts are kept per reason, so both must say the same).
-pub(crate) const LINE_TOO_LONG: &str = "line too long";
-
-/// The reject reason of an input whose bytes could not be read past some
-/// point (corrupt or cut compressed data, a read error).
-pub(crate) const INPUT_CUT_SHORT: &str = "input unreadable past this point";
-
-/// The reject reason of a CSV input whose header does not fit the stream
-/// (lacks a declared column, names one twice, or is malformed): none of
-/// that input is read, and the run goes on with the others.
-pub(crate) const BAD_HEADER: &str = "header does not fit the stream";
 
 /// The parser's error if `result` failed on a header that does not fit
 /// the stream: the input's fault, one reject for it, not the run's end.

@@ -180,14 +180,14 @@ proptest! {
         }
         {
             let view = engine.snapshot().expect("snapshot");
-            prop_assert_eq!(view.covers(), k as u64);
+            prop_assert_eq!(view.covers().get(), k as u64);
             let got: Vec<Vec<String>> = view.rollups().iter().map(canonical).collect();
             prop_assert_eq!(got, executed(&plan, HEADER, &all[..k], threads, "first"));
         }
         // A second snapshot with nothing new is the same view.
         {
             let view = engine.snapshot().expect("snapshot");
-            prop_assert_eq!(view.covers(), k as u64);
+            prop_assert_eq!(view.covers().get(), k as u64);
         }
         for batch in &all[k..] {
             engine.submit(batch.clone()).expect("submit");
@@ -211,11 +211,11 @@ fn a_full_queue_gives_the_batch_back() {
     for _ in 0..64 {
         match engine.try_submit(batch.clone()) {
             Ok(_) => accepted += 1,
-            Err(Err(cardinal_engine::Full(back))) => {
-                assert_eq!(back, batch, "the bytes come back whole");
+            Err(cardinal_engine::SubmitError::Full(back)) => {
+                assert_eq!(back.bytes, batch, "the bytes come back whole");
                 full += 1;
             }
-            Err(Ok(e)) => panic!("the engine stopped: {e:#}"),
+            Err(e @ cardinal_engine::SubmitError::Stopped(_)) => panic!("{e}"),
         }
     }
     assert!(full > 0, "64 tries never found the queue full");
@@ -455,7 +455,7 @@ fn a_receipt_says_what_became_of_its_batch() {
             .filter(|line| line.windows(12).any(|w| w == b"not a number"))
             .count() as u64;
         let (seq, receipt) = engine.submit_with_receipt(batch).expect("submit");
-        assert_eq!(seq, k as u64);
+        assert_eq!(seq.get(), k as u64);
         receipts.push((seq, lines, bad, receipt));
     }
     for (seq, lines, bad, receipt) in receipts {
@@ -564,7 +564,7 @@ fn the_merged_state_counts_against_the_memory_budget() {
     let mut failed = None;
     for batch in batches(13, 40_000, &[500]) {
         if let Err(e) = engine.submit(batch) {
-            failed = Some(e);
+            failed = Some(e.into());
             break;
         }
         // Each snapshot moves the worker's groups into the merged state.
@@ -765,7 +765,7 @@ fn attribution_chains_count_against_the_memory_budget() {
             .expect("vec");
         }
         if let Err(e) = engine.submit(batch) {
-            failed = Some(e);
+            failed = Some(e.into());
             break 'feed;
         }
         if b % 5 == 4

@@ -110,7 +110,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
-use cardinal_engine::{View, results_of_groups};
+use cardinal_engine::{EngineSeq, View, results_of_groups};
 use cardinal_event::{TimeUnit, Timestamp};
 use cardinal_export::{AtomicFile, OutDir, join_under};
 use cardinal_rollup::{AggState, Rollup};
@@ -264,7 +264,7 @@ pub struct DayFiles {
     buffer: Vec<u8>,
     stats: DayStats,
     /// The batches the last view of [`DayFiles::update_view`] covered.
-    covers: Option<u64>,
+    covers: Option<EngineSeq>,
 }
 
 /// Whether a call writes closed days only or every day.

@@ -96,7 +96,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail, ensure};
-use cardinal_engine::{Continuous, ContinuousOptions, Receipt, View, check_images};
+use cardinal_engine::{Continuous, ContinuousOptions, Receipt, SubmitError, View, check_images};
 use cardinal_rollup::Limits;
 use cardinal_route::{Format as StreamFormat, Plan};
 use cardinal_store::{Dir, Loaded, Snapshot, Snapshots, Ticket, Wal, WalOptions, WalStats};
@@ -104,6 +104,7 @@ use cardinal_store::{Dir, Loaded, Snapshot, Snapshots, Ticket, Wal, WalOptions, 
 use crate::dedup::{DedupTable, Verdict};
 use crate::frame::{BatchId, ClientId, ErrorCode, Format};
 use crate::keys::{self, Digest, KeyTable, Lookup};
+use crate::source::{Coverage, Offsets, Pull, TopicPartition};
 
 /// The largest batch of records the service takes: 16 MiB, what one log
 /// record holds once its envelope is added ([`ENVELOPE_BYTES_MAX`]). Every
@@ -144,6 +145,10 @@ pub struct ServiceOptions {
     pub segment_bytes: u64,
     /// Repair a damaged log instead of refusing to start.
     pub repair: bool,
+    /// Streams fed by a pull source (Kafka), by stream name: their
+    /// batches bypass the log, and their positions are offsets saved in
+    /// their own snapshot section (module doc, Pull sources).
+    pub pulled: BTreeMap<String, Pull>,
 }
 
 impl ServiceOptions {
@@ -158,6 +163,7 @@ impl ServiceOptions {
             attribution_lateness_ms: engine.attribution_lateness_ms,
             segment_bytes: WalOptions::default().segment_bytes,
             repair: false,
+            pulled: BTreeMap::new(),
         }
     }
 
@@ -211,6 +217,24 @@ const ENVELOPE_VERSION_FLAGS: u8 = 2;
 const ENVELOPE_FLAG_HEADER: u8 = 1;
 
 impl Envelope<'_> {
+    /// A snapshot's mark: no stream, no records. A service with pull-fed
+    /// streams appends one before each snapshot so that the snapshot's
+    /// log sequence (its name) moves forward even when no push source
+    /// wrote; replay skips it.
+    pub fn mark() -> Envelope<'static> {
+        Envelope {
+            origin: Origin::None,
+            stream: "",
+            records: &[],
+            header: false,
+        }
+    }
+
+    /// Whether this is a snapshot's mark ([`Envelope::mark`]).
+    pub fn is_mark(&self) -> bool {
+        self.stream.is_empty() && self.records.is_empty() && self.origin == Origin::None
+    }
+
     /// The payload bytes.
     pub fn encode(&self) -> Vec<u8> {
         let (kind, name, id) = match &self.origin {
@@ -364,6 +388,18 @@ pub enum Refused {
         /// The key.
         key: String,
     },
+    /// The stream is fed by a pull source: push batches would be
+    /// counted beside the topic's without a position to resume from.
+    #[error(
+        "stream {stream} is fed from Kafka topic {topic}; it takes no batches over TCP or HTTP \
+         (produce them to the topic)"
+    )]
+    Pulled {
+        /// The stream.
+        stream: String,
+        /// Its topic.
+        topic: String,
+    },
     /// The service stopped (shutting down, or its log failed).
     #[error("the service is stopping: {0}")]
     Stopped(String),
@@ -373,7 +409,7 @@ impl Refused {
     /// The native protocol's code for this refusal.
     pub fn code(&self) -> ErrorCode {
         match self {
-            Refused::UnknownStream { .. } => ErrorCode::UnknownStream,
+            Refused::UnknownStream { .. } | Refused::Pulled { .. } => ErrorCode::UnknownStream,
             Refused::WrongFormat { .. } | Refused::BadHeader { .. } => ErrorCode::BadFormat,
             Refused::TooOld { .. } => ErrorCode::TooOld,
             Refused::TooLarge { .. } => ErrorCode::TooLarge,
@@ -396,6 +432,16 @@ impl Refused {
             _ => None,
         }
     }
+}
+
+/// Why a pull source's batch was not taken ([`Service::offer_pulled`]).
+#[derive(Debug)]
+pub enum Offer {
+    /// Every queue of the stream's engine is full: the bytes, given back
+    /// to offer again once the engine has room.
+    Full(Vec<u8>),
+    /// The service stopped or failed.
+    Stopped(String),
 }
 
 /// Seconds since the Unix epoch: the clock of the deduplication and key
@@ -440,6 +486,15 @@ enum Item {
         queued: Instant,
         reply: tokio::sync::oneshot::Sender<Result<Acked, String>>,
     },
+    /// A pull source's batch: counted once folded (nothing to
+    /// acknowledge; its position is saved by snapshots).
+    Pulled {
+        receipt: Receipt,
+        stream: usize,
+        /// Which messages, for the rejects log (`topic ad-events
+        /// partition 3 offsets 100..=199`).
+        origin: String,
+    },
     /// Answers once everything queued before it is done.
     Barrier {
         acked: Acked,
@@ -456,6 +511,18 @@ struct Stream {
     name: String,
     format: StreamFormat,
     engine: Continuous,
+    /// The pull source feeding it, if one does.
+    pull: Option<Pull>,
+}
+
+/// Where a batch an engine took leaves its source (module doc,
+/// Positions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum At {
+    /// A push source's batch: its log record's sequence.
+    Log(u64),
+    /// A pull source's batch: its partition and the next offset after it.
+    Offset(i32, i64),
 }
 
 /// State under the ingest lock.
@@ -466,8 +533,12 @@ struct Ingest {
     /// The sequence the next log append gets.
     next_sequence: u64,
     /// Per stream: the engine sequence of the first entry of `pending`,
-    /// and the log sequence of each batch from it on.
-    pending: Vec<(u64, VecDeque<u64>)>,
+    /// and where each batch from it on leaves its source.
+    pending: Vec<(u64, VecDeque<At>)>,
+    /// Per stream fed by a pull source: per partition, the next offset
+    /// after the batches a snapshot has covered (the snapshot's, at
+    /// open).
+    covered: Vec<BTreeMap<i32, i64>>,
     completer: Option<Sender<Item>>,
 }
 
@@ -492,6 +563,9 @@ pub struct Counters {
     pub snapshot_micros: AtomicU64,
     /// Bytes of the last snapshot.
     pub snapshot_bytes: AtomicU64,
+    /// Bytes of batches taken, logged (push) or read (pull): what makes a
+    /// snapshot due ([`Service::progress_bytes`]).
+    pub bytes_in: AtomicU64,
 }
 
 /// Upper bounds (seconds) of the latency histograms' buckets.
@@ -612,6 +686,103 @@ fn position_key(stream: &str) -> String {
 
 fn image_key(stream: &str, image: &str) -> String {
     format!("engine/{stream}/{image}")
+}
+
+/// The snapshot section of a pull-fed stream's offsets
+/// ([`Offsets::encode`]).
+fn offsets_key(stream: &str) -> String {
+    format!("source/kafka/{stream}")
+}
+
+/// Per stream, the offsets a snapshot saved for it (empty for push-fed
+/// streams and fresh starts), checked against the pull sources of this
+/// start: a snapshot that read partitions this node no longer owns, or a
+/// topic whose partition count changed, is refused, saying what to do
+/// (docs/kafka.md, Changing the number of nodes).
+fn pulled_positions(
+    snapshot: Option<&Snapshot>,
+    streams: &[Stream],
+) -> Result<Vec<BTreeMap<i32, i64>>> {
+    let mut covered = vec![BTreeMap::new(); streams.len()];
+    let Some(snapshot) = snapshot else {
+        return Ok(covered);
+    };
+    for key in snapshot.sections.keys() {
+        if let Some(name) = key.strip_prefix("source/kafka/") {
+            ensure!(
+                streams.iter().any(|s| s.name == name),
+                "the snapshot holds Kafka offsets of stream {name}, which this schema does not \
+                 declare"
+            );
+        }
+    }
+    for (index, stream) in streams.iter().enumerate() {
+        let Some(bytes) = snapshot.sections.get(&offsets_key(&stream.name)) else {
+            continue;
+        };
+        let saved = Offsets::decode(bytes)
+            .with_context(|| format!("the snapshot's Kafka offsets of stream {}", stream.name))?;
+        let Some(pull) = &stream.pull else {
+            bail!(
+                "stream {} was fed from Kafka topic {} (its snapshot holds offsets of partitions \
+                 {}), and this start gives it no --kafka-topic: start with --kafka-topic {}={} \
+                 and the same partitions, or with a new --data directory",
+                stream.name,
+                saved.topic,
+                list_partitions(saved.next.keys()),
+                stream.name,
+                saved.topic
+            );
+        };
+        ensure!(
+            saved.topic == pull.topic,
+            "stream {} was read from Kafka topic {}, and this start reads topic {}: a state \
+             holds one topic's records; start with --kafka-topic {}={} or a new --data directory",
+            stream.name,
+            saved.topic,
+            pull.topic,
+            stream.name,
+            saved.topic
+        );
+        ensure!(
+            saved.partition_count == pull.partition_count,
+            "topic {} had {} partitions when this node's snapshot was written and has {} now: \
+             records are spread over partitions by key, so offsets of the old partitions no \
+             longer say what was read. Rebuild every node's state (docs/kafka.md, Changing the \
+             number of partitions)",
+            pull.topic,
+            saved.partition_count,
+            pull.partition_count
+        );
+        let foreign: Vec<i32> = saved
+            .next
+            .keys()
+            .copied()
+            .filter(|p| !pull.partitions.contains(p))
+            .collect();
+        ensure!(
+            foreign.is_empty(),
+            "this node's snapshot holds partitions {} of topic {}, which it is not assigned now \
+             (it is assigned {}): their records are in this state, and the node that owns them \
+             now would count them again. Start with the assignment the state was built under, \
+             or follow docs/kafka.md, Changing the number of nodes",
+            list_partitions(foreign.iter()),
+            pull.topic,
+            list_partitions(pull.partitions.iter())
+        );
+        covered[index] = saved.next;
+    }
+    Ok(covered)
+}
+
+/// `0, 2, 4` (or `none`).
+fn list_partitions<'a>(partitions: impl Iterator<Item = &'a i32>) -> String {
+    let list: Vec<String> = partitions.map(ToString::to_string).collect();
+    if list.is_empty() {
+        "none".into()
+    } else {
+        list.join(", ")
+    }
 }
 
 const DEDUP_SECTION: &str = "dedup";
@@ -1138,12 +1309,31 @@ impl Service {
                     engine
                 }
             };
+            let pull = options
+                .pulled
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(&declared.name))
+                .map(|(_, pull)| pull.clone());
             streams.push(Stream {
                 name: declared.name.clone(),
                 format: declared.format,
                 engine,
+                pull,
             });
         }
+        for name in options.pulled.keys() {
+            ensure!(
+                streams.iter().any(|s| s.name.eq_ignore_ascii_case(name)),
+                "--kafka-topic names stream {name}, which this schema does not declare as an \
+                 input stream (streams: {})",
+                streams
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let covered = pulled_positions(snapshot.as_ref(), &streams)?;
         if let Some(snapshot) = &snapshot {
             for key in snapshot.positions.keys() {
                 let name = key.strip_prefix("stream/").unwrap_or(key);
@@ -1176,7 +1366,7 @@ impl Service {
             .map(|s| positions.get(&position_key(&s.name)).copied().unwrap_or(0))
             .collect();
         let after = snapshot.as_ref().map_or(0, |s| s.sequence);
-        let mut pending: Vec<(u64, VecDeque<u64>)> = vec![(0, VecDeque::new()); streams.len()];
+        let mut pending: Vec<(u64, VecDeque<At>)> = vec![(0, VecDeque::new()); streams.len()];
         let mut failure: Option<anyhow::Error> = None;
         wal.replay(after, |record| {
             if failure.is_some() {
@@ -1188,6 +1378,9 @@ impl Service {
                 let set_aside = skip.contains(&record.sequence);
                 let envelope = Envelope::decode(record.payload)
                     .with_context(|| format!("log record {} (replaying)", record.sequence))?;
+                if envelope.is_mark() {
+                    return Ok(());
+                }
                 let index = streams
                     .iter()
                     .position(|s| s.name == envelope.stream)
@@ -1229,9 +1422,9 @@ impl Service {
                     })?;
                     let (first, list) = &mut pending[index];
                     if list.is_empty() {
-                        *first = seq;
+                        *first = seq.get();
                     }
-                    list.push_back(record.sequence);
+                    list.push_back(At::Log(record.sequence));
                     opened.replayed += 1;
                     opened.replayed_bytes += envelope.records.len() as u64;
                 }
@@ -1269,16 +1462,15 @@ impl Service {
         for (index, stream) in streams.iter().enumerate() {
             if let Err(e) = stream.engine.snapshot() {
                 let (first, list) = &pending[index];
-                let sequence = stream
-                    .engine
-                    .failed_batch()
-                    .and_then(|seq| list.get(usize::try_from(seq.checked_sub(*first)?).ok()?));
+                let sequence = stream.engine.failed_batch().and_then(|seq| {
+                    list.get(usize::try_from(seq.get().checked_sub(*first)?).ok()?)
+                });
                 return Err(match sequence {
-                    Some(&sequence) => anyhow::Error::new(Unfoldable {
+                    Some(&At::Log(sequence)) => anyhow::Error::new(Unfoldable {
                         sequence,
                         why: format!("{e:#}"),
                     }),
-                    None => e.context(format!("replaying stream {}", stream.name)),
+                    _ => e.context(format!("replaying stream {}", stream.name)),
                 });
             }
         }
@@ -1342,6 +1534,7 @@ impl Service {
                 keys,
                 next_sequence: recovery.next_sequence,
                 pending,
+                covered,
                 completer: Some(send),
             }),
             snapshotting: Mutex::new(()),
@@ -1385,6 +1578,13 @@ impl Service {
         })?;
         self.fail(&stopped);
         lock(&self.failed).clone()
+    }
+
+    /// Bytes of batches taken since the service opened, logged by push
+    /// sources or read by pull sources: the edge writes a snapshot once
+    /// this has moved (an idle service writes none) or moved by a lot.
+    pub fn progress_bytes(&self) -> u64 {
+        self.counters.bytes_in.load(Ordering::Relaxed)
     }
 
     /// The log's counters.
@@ -1446,6 +1646,12 @@ impl Service {
             });
         }
         let name = &self.streams[index].name;
+        if let Some(pull) = &self.streams[index].pull {
+            return Err(Refused::Pulled {
+                stream: name.clone(),
+                topic: pull.topic.clone(),
+            });
+        }
         if header {
             let (line, _) = cardinal_engine::split_header(records);
             self.streams[index]
@@ -1525,6 +1731,22 @@ impl Service {
             }
             Origin::None => {}
         }
+        let payload = Envelope {
+            origin: origin.clone(),
+            stream: name,
+            records,
+            header,
+        }
+        .encode();
+        // The log appends under this lock only, so room seen here is
+        // there at the append below, which then never waits: a full log
+        // is a refusal like a full engine, not a runtime thread parked.
+        if !self.wal.has_room(payload.len()) {
+            self.counters
+                .batches_refused_full
+                .fetch_add(1, Ordering::Relaxed);
+            return Err(Refused::Full);
+        }
         let engine = &self.streams[index].engine;
         let taken = engine.try_submit_with_receipt(cardinal_engine::Records {
             bytes: records.to_vec(),
@@ -1532,13 +1754,13 @@ impl Service {
         });
         let (seq, receipt) = match taken {
             Ok(taken) => taken,
-            Err(Err(_full)) => {
+            Err(SubmitError::Full(_)) => {
                 self.counters
                     .batches_refused_full
                     .fetch_add(1, Ordering::Relaxed);
                 return Err(Refused::Full);
             }
-            Err(Ok(error)) => {
+            Err(error @ SubmitError::Stopped(_)) => {
                 let why = format!("the engine of stream {name} stopped: {error:#}");
                 self.fail(&why);
                 return Err(Refused::Stopped(why));
@@ -1548,13 +1770,6 @@ impl Service {
             Origin::Client(_, id) => (index as u64, id.0),
             _ => (index as u64, 0),
         };
-        let payload = Envelope {
-            origin: origin.clone(),
-            stream: name,
-            records,
-            header,
-        }
-        .encode();
         let ticket = match self.wal.append(
             cardinal_store::SourceId(source),
             cardinal_store::BatchId(batch),
@@ -1571,16 +1786,19 @@ impl Service {
         };
         let sequence = ingest.next_sequence;
         ingest.next_sequence += 1;
+        self.counters
+            .bytes_in
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
         let (first, list) = &mut ingest.pending[index];
         if list.is_empty() {
-            *first = seq;
+            *first = seq.get();
         }
         debug_assert_eq!(
             *first + list.len() as u64,
-            seq,
+            seq.get(),
             "engine numbers follow the log"
         );
-        list.push_back(sequence);
+        list.push_back(At::Log(sequence));
         let origin_text = match &origin {
             Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
             Origin::Key(key) => format!("idempotency key {key}"),
@@ -1613,6 +1831,83 @@ impl Service {
             return Err(Refused::Stopped("shutting down".into()));
         }
         Ok(reply)
+    }
+
+    /// Offers stream `index`'s engine a batch read by its pull source:
+    /// the messages of `partition` up to `next` (exclusive). Never waits:
+    /// a full engine gives the bytes back ([`Offer::Full`]) and the source
+    /// pauses the partition and offers again later. Nothing is logged
+    /// (the broker keeps the records); the position is saved by the
+    /// snapshots that cover the batch.
+    pub fn offer_pulled(
+        &self,
+        index: usize,
+        partition: i32,
+        next: i64,
+        records: Vec<u8>,
+        origin: String,
+    ) -> Result<(), Offer> {
+        let stream = &self.streams[index];
+        assert!(stream.pull.is_some(), "offer_pulled to a push-fed stream");
+        let ingest = &mut *lock(&self.ingest);
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(Offer::Stopped(
+                self.failed().unwrap_or_else(|| "shutting down".into()),
+            ));
+        }
+        let Some(completer) = ingest.completer.clone() else {
+            return Err(Offer::Stopped("shutting down".into()));
+        };
+        let len = records.len() as u64;
+        let taken = stream
+            .engine
+            .try_submit_with_receipt(cardinal_engine::Records {
+                bytes: records,
+                header: false,
+            });
+        let (seq, receipt) = match taken {
+            Ok(taken) => taken,
+            Err(SubmitError::Full(records)) => return Err(Offer::Full(records.bytes)),
+            Err(error @ SubmitError::Stopped(_)) => {
+                let why = format!("the engine of stream {} stopped: {error}", stream.name);
+                self.fail(&why);
+                return Err(Offer::Stopped(why));
+            }
+        };
+        let seq = seq.get();
+        let (first, list) = &mut ingest.pending[index];
+        if list.is_empty() {
+            *first = seq;
+        }
+        debug_assert_eq!(*first + list.len() as u64, seq, "one entry per batch");
+        list.push_back(At::Offset(partition, next));
+        self.counters.bytes_in.fetch_add(len, Ordering::Relaxed);
+        let item = Item::Pulled {
+            receipt,
+            stream: index,
+            origin,
+        };
+        if completer.send(item).is_err() {
+            return Err(Offer::Stopped("shutting down".into()));
+        }
+        Ok(())
+    }
+
+    /// The index of the stream called `name` and the pull source feeding
+    /// it, if one does.
+    pub fn pulled(&self, name: &str) -> Option<(usize, &Pull)> {
+        self.streams
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name.eq_ignore_ascii_case(name))
+            .and_then(|(i, s)| s.pull.as_ref().map(|pull| (i, pull)))
+    }
+
+    /// Per partition of stream `index`'s pull source, the next offset the
+    /// last snapshot covers (at open: the snapshot started from). A
+    /// partition absent has never been read into a snapshot.
+    pub fn covered_offsets(&self, index: usize) -> BTreeMap<i32, i64> {
+        lock(&self.ingest).covered[index].clone()
     }
 
     /// A client's hello: the highest batch id admitted from `client`
@@ -1654,6 +1949,13 @@ impl Service {
         (ingest.dedup.evicted(), ingest.keys.evicted())
     }
 
+    /// A source's thread failed (its broker lost records, or another
+    /// node claimed its partitions): the service fails as for any
+    /// failure (ingest refused, `/healthz` says why, the process exits).
+    pub fn fail_from_source(&self, why: &str) {
+        self.fail(why);
+    }
+
     fn fail(&self, why: &str) {
         mark_failed(&self.failed, &self.stopping, why);
     }
@@ -1683,9 +1985,37 @@ impl Service {
     /// A live view of stream `index`'s engine with what it covers: per
     /// Kafka partition feeding the stream, the next offset its state
     /// reaches (empty for push-fed streams).
-    pub fn view_covered(&self, index: usize) -> Result<(View<'_>, crate::source::Coverage)> {
-        let view = self.streams[index].engine.snapshot()?;
-        Ok((view, crate::source::Coverage::default()))
+    pub fn view_covered(&self, index: usize) -> Result<(View<'_>, Coverage)> {
+        let stream = &self.streams[index];
+        let view = stream.engine.snapshot()?;
+        let mut coverage = Coverage::default();
+        if let Some(pull) = &stream.pull {
+            let covers = view.covers().get();
+            let ingest = lock(&self.ingest);
+            let mut next = ingest.covered[index].clone();
+            let (first, list) = &ingest.pending[index];
+            for (seq, at) in (*first..).zip(list) {
+                if seq >= covers {
+                    break;
+                }
+                if let At::Offset(partition, offset) = *at {
+                    next.insert(partition, offset);
+                }
+            }
+            coverage
+                .partition_counts
+                .insert(pull.topic.clone(), pull.partition_count);
+            for (partition, offset) in next {
+                coverage.partitions.insert(
+                    TopicPartition {
+                        topic: pull.topic.clone(),
+                        partition,
+                    },
+                    offset,
+                );
+            }
+        }
+        Ok((view, coverage))
     }
 
     /// Waits until every batch appended so far is durable (synced) and
@@ -1711,19 +2041,65 @@ impl Service {
                     .sections
                     .insert(image_key(&stream.name, &name), image);
             }
-            let covers = view.covers();
+            let covers = view.covers().get();
             drop(view);
-            let mut ingest = lock(&self.ingest);
+            let ingest = &mut *lock(&self.ingest);
             let last = ingest.next_sequence - 1;
             let (first, list) = &mut ingest.pending[index];
-            while *first < covers && !list.is_empty() {
-                list.pop_front();
+            while *first < covers
+                && let Some(at) = list.pop_front()
+            {
                 *first += 1;
+                if let At::Offset(partition, next) = at {
+                    ingest.covered[index].insert(partition, next);
+                }
             }
-            let position = list.front().map_or(last, |&sequence| sequence - 1);
-            snapshot
-                .positions
-                .insert(position_key(&stream.name), position);
+            match &stream.pull {
+                Some(pull) => {
+                    let offsets = Offsets {
+                        topic: pull.topic.clone(),
+                        partition_count: pull.partition_count,
+                        next: ingest.covered[index].clone(),
+                    };
+                    snapshot
+                        .sections
+                        .insert(offsets_key(&stream.name), offsets.encode());
+                }
+                None => {
+                    let position = list.iter().find_map(|at| match at {
+                        At::Log(sequence) => Some(sequence - 1),
+                        At::Offset(..) => None,
+                    });
+                    snapshot
+                        .positions
+                        .insert(position_key(&stream.name), position.unwrap_or(last));
+                }
+            }
+        }
+        // With pull-fed streams, a mark moves the log's sequence so this
+        // snapshot gets a name of its own (Envelope::mark); with only
+        // pull-fed streams, it is the snapshot's sequence.
+        let mut mark = None;
+        if self.streams.iter().any(|s| s.pull.is_some()) {
+            let mut ingest = lock(&self.ingest);
+            let payload = Envelope::mark().encode();
+            // A full log: this snapshot goes without its own name.
+            if self.wal.has_room(payload.len()) {
+                let ticket = self
+                    .wal
+                    .append(
+                        cardinal_store::SourceId(u64::MAX),
+                        cardinal_store::BatchId(0),
+                        payload,
+                    )
+                    .map_err(|error| {
+                        let why = format!("the write-ahead log failed: {error}");
+                        self.fail(&why);
+                        anyhow!(why)
+                    })?;
+                mark = Some((ingest.next_sequence, ticket));
+                ingest.next_sequence += 1;
+            }
         }
         let sync = {
             let ingest = lock(&self.ingest);
@@ -1736,7 +2112,21 @@ impl Service {
             queue_sync(&ingest)?
         };
         wait_synced(&sync)?;
-        snapshot.sequence = snapshot.positions.values().copied().min().unwrap_or(0);
+        let mark = match mark {
+            Some((sequence, ticket)) => {
+                let synced = ticket
+                    .wait()
+                    .map_err(|error| anyhow!("the write-ahead log failed: {error}"))?;
+                assert_eq!(synced, sequence, "the mark's sequence was predicted");
+                Some(sequence)
+            }
+            None => None,
+        };
+        snapshot.sequence = match snapshot.positions.values().copied().min() {
+            Some(lowest) => lowest,
+            // Only pull-fed streams: the log holds nothing to replay.
+            None => mark.unwrap_or_else(|| lock(&self.ingest).next_sequence - 1),
+        };
         let bytes = snapshot.encode()?.len() as u64;
         let name = self
             .snapshots
@@ -1824,6 +2214,23 @@ fn mark_failed(failed: &Mutex<Option<String>>, stopping: &AtomicBool, why: &str)
     stopping.store(true, Ordering::Release);
 }
 
+/// Keeps a batch's first reject lines for `/v1/rejects`, each prefixed
+/// with who sent it, and counts the rest.
+fn keep_rejects(rejects: &Mutex<Rejects>, origin: &str, outcome: &cardinal_engine::Outcome) {
+    if outcome.first_rejects.is_empty() && outcome.rejects == 0 {
+        return;
+    }
+    let mut kept = lock(rejects);
+    for line in &outcome.first_rejects {
+        if kept.lines.len() == REJECTS_KEPT {
+            kept.lines.pop_front();
+            kept.dropped += 1;
+        }
+        kept.lines.push_back(format!("{origin}: {line}"));
+    }
+    kept.dropped += outcome.rejects - outcome.first_rejects.len() as u64;
+}
+
 /// The completer thread (module doc): answers items in log order.
 fn complete(
     items: Receiver<Item>,
@@ -1881,17 +2288,7 @@ fn complete(
                 counters.rejects[stream].fetch_add(outcome.rejects, Ordering::Relaxed);
                 counters.batches_acked.fetch_add(1, Ordering::Relaxed);
                 counters.ack_seconds.observe(queued.elapsed());
-                if !outcome.first_rejects.is_empty() || outcome.rejects > 0 {
-                    let mut kept = lock(rejects);
-                    for line in &outcome.first_rejects {
-                        if kept.lines.len() == REJECTS_KEPT {
-                            kept.lines.pop_front();
-                            kept.dropped += 1;
-                        }
-                        kept.lines.push_back(format!("{origin}: {line}"));
-                    }
-                    kept.dropped += outcome.rejects - outcome.first_rejects.len() as u64;
-                }
+                keep_rejects(rejects, &origin, &outcome);
                 let _ = reply.send(Ok(Acked {
                     accepted: outcome.records,
                     rejected: outcome.rejects,
@@ -1899,6 +2296,27 @@ fn complete(
                     first_rejects: outcome.first_rejects,
                     sequence,
                 }));
+            }
+            Item::Pulled {
+                receipt,
+                stream,
+                origin,
+            } => {
+                if broken.is_some() {
+                    continue;
+                }
+                let outcome = match receipt.wait() {
+                    Ok(outcome) => outcome,
+                    Err(error) => {
+                        let why = format!("an engine stopped: {error:#}");
+                        mark_failed(failed, stopping, &why);
+                        broken = Some(why);
+                        continue;
+                    }
+                };
+                counters.records[stream].fetch_add(outcome.records, Ordering::Relaxed);
+                counters.rejects[stream].fetch_add(outcome.rejects, Ordering::Relaxed);
+                keep_rejects(rejects, &origin, &outcome);
             }
             Item::Barrier { acked, reply } => {
                 let _ = match &broken {

@@ -988,6 +988,18 @@ impl Wal {
         Ok((wal, recovery))
     }
 
+    /// Whether a record of `payload_bytes` would be queued now without
+    /// waiting (the queue has room, or is empty). A caller that is the
+    /// log's only appender (the server appends under one lock) checks
+    /// this first so that [`Wal::append`] never waits on an async
+    /// runtime's thread: room only grows until its next append.
+    pub fn has_room(&self, payload_bytes: usize) -> bool {
+        let queue = self.shared.queue();
+        queue.items.is_empty()
+            || (queue.items.len() < QUEUE_RECORDS_MAX
+                && queue.bytes + payload_bytes <= QUEUE_BYTES_MAX)
+    }
+
     /// Queues a record and returns its ticket; waits while the queue is
     /// full. Fails at once if the log is poisoned or closed, or the
     /// payload is over [`RECORD_PAYLOAD_BYTES_MAX`].

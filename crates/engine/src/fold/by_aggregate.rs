@@ -84,8 +84,10 @@ use cardinal_route::{Arg, ArgColumn, ColumnFilter, KeyColumn};
 
 use super::columns::ParsedColumns;
 use super::lane::LaneFold;
-use super::{AGGREGATES_MAX, Fold};
-use crate::feed::{Feed, fold_number_arg, id_of, reject, where_};
+use super::{Fold, reject};
+use crate::feed::{Feed, fold_number_arg, id_of};
+use crate::plan::AGGREGATES_MAX;
+use crate::rejects::{KEY_TOO_LONG, where_};
 
 /// The attribution's rejects of a batch not written yet: (row, reason,
 /// line), in row order.
@@ -748,7 +750,7 @@ impl Fold<'_> {
                     &mut self.counts,
                     &mut self.reject_lines,
                     self.shown,
-                    crate::feed::KEY_TOO_LONG,
+                    KEY_TOO_LONG,
                     &format!("{name}: {}", where_(&record)),
                 );
             }
@@ -955,7 +957,7 @@ impl Fold<'_> {
     }
 
     /// Folds lane `s`'s located rows (`scratch.groups`) into their groups'
-    /// states, one aggregate at a time, as [`super::update_states`] folds
+    /// states, one aggregate at a time, as [`update_states`](crate::feed::update_states) folds
     /// a route.
     fn fold_aggregates(
         &mut self,
@@ -1139,9 +1141,10 @@ mod tests {
     use cardinal_rollup::{Limits, Shape};
     use cardinal_route::{Plan, Summary};
 
-    use crate::batch::shape_of;
-    use crate::fold::REJECTS_SHOWN_MAX;
-    use crate::worker::{Parser, fold_chunk};
+    use crate::parser::Parser;
+    use crate::plan::shape_of;
+    use crate::rejects::REJECTS_SHOWN_MAX;
+    use crate::worker::fold_chunk;
 
     /// The stream (its format left to fill in) and four summaries: two
     /// share a filter, two a bucket, two keys may be too long; c's and

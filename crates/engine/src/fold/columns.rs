@@ -51,8 +51,9 @@ use cardinal_parse::{Batch, Column, Dictionary, DictionaryHandle, ParquetBatch, 
 use cardinal_rollup::{GroupAt, Rollup};
 use cardinal_route::{Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn};
 
-use super::{AGGREGATES_MAX, Fold};
-use crate::feed::reject;
+use super::{Fold, reject};
+use crate::plan::AGGREGATES_MAX;
+use crate::rejects::KEY_TOO_LONG;
 
 /// One lane's filter, bucket and arguments as columns of one batch
 /// ([`Fold::columns_of`], [`Fold::text_columns_of`]).
@@ -592,7 +593,7 @@ impl<'a> Fold<'a> {
                 let record = batch.record(index);
                 let at = || record.row().to_string();
                 if let Some(collector) = collector.as_deref_mut()
-                    && let Some((reason, text)) = crate::worker::observe(
+                    && let Some((reason, text)) = crate::attribute::observe(
                         collector,
                         &record,
                         input,
@@ -750,7 +751,7 @@ impl<'a> Fold<'a> {
                         &mut self.counts,
                         &mut self.reject_lines,
                         self.shown,
-                        crate::feed::KEY_TOO_LONG,
+                        KEY_TOO_LONG,
                         &format!("{name}: {row}"),
                     );
                 }
@@ -956,8 +957,8 @@ mod tests {
     use cardinal_rollup::{Limits, Shape};
     use cardinal_route::{Plan, Summary};
 
-    use crate::batch::shape_of;
-    use crate::fold::REJECTS_SHOWN_MAX;
+    use crate::plan::shape_of;
+    use crate::rejects::REJECTS_SHOWN_MAX;
     use arrow_array::TimestampMillisecondArray;
     use arrow_array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
     use cardinal_parse::PARQUET_BATCH_ROWS;

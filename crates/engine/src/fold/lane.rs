@@ -5,7 +5,8 @@ use cardinal_event::{Record, Timestamp};
 use cardinal_rollup::{Folded, KeyHash};
 use cardinal_route::{Arg, Scratch, Summary};
 
-use super::*;
+use super::{Lane, PREFETCH_DEPTH};
+use crate::feed::{HashMemo, fold_routed, update_states};
 
 /// What [`Lane::fold_route`] did with a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,10 +51,10 @@ impl Lane<'_> {
     }
 
     /// Holds the current route back in its part's buffer (see
-    /// [`Pending`]; the worker bounds what its lanes hold together,
-    /// [`Fold::bound_pending`]): [`LaneFold::Held`], or the route dropped
+    /// [`Pending`](crate::pending::Pending); the worker bounds what its lanes hold together,
+    /// [`Fold::bound_pending`](super::Fold::bound_pending)): [`LaneFold::Held`], or the route dropped
     /// as older than the retention window, which is decided here, in
-    /// arrival order, as a fold at once decides it ([`Rollup::admit`]).
+    /// arrival order, as a fold at once decides it ([`Rollup::admit`](cardinal_rollup::Rollup::admit)).
     /// `None` (holding nothing) when the route must be folded at once:
     /// when the held routes could then open more groups than the limit,
     /// whose choice of groups would depend on the order.
@@ -143,7 +144,7 @@ impl Lane<'_> {
             });
     }
 
-    /// Holds the current route back (see [`Deferred`]), folding the
+    /// Holds the current route back (see [`Deferred`](super::Deferred)), folding the
     /// oldest held one if the ring is full. The key fits
     /// [`cardinal_rollup::KEY_BYTES_MAX`], so the fold cannot be a reject.
     fn defer(&mut self, hashed: &mut HashMemo) {
@@ -237,7 +238,7 @@ pub(crate) fn known_bucket(lanes: &[Lane<'_>], s: usize) -> Option<Timestamp> {
 
 /// Whether some typed (non-text) column is read in more than one place
 /// by `summaries` (filters, time buckets, dimensions, arguments): only
-/// then does a [`ColumnCache`] save parsing; otherwise each field is
+/// then does a [`ColumnCache`](cardinal_route::ColumnCache) save parsing; otherwise each field is
 /// parsed once anyway and records are routed as they are.
 pub(crate) fn reads_a_typed_column_twice(summaries: &[&Summary]) -> bool {
     let mut reads: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();

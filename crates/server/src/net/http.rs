@@ -1293,9 +1293,24 @@ async fn healthz(
     if let Err(refused) = known_params(&params, &[]) {
         return refused;
     }
-    match edge.service().failed() {
+    if let Some(why) = edge.service().failed() {
+        return plain(StatusCode::SERVICE_UNAVAILABLE, why);
+    }
+    // The broker away: degraded, not down (queries answer; reading
+    // resumes where it stopped when the broker is back).
+    let away = edge.kafka.as_ref().and_then(|kafka| {
+        kafka
+            .broker_away
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    });
+    match away {
         None => plain(StatusCode::OK, "ok"),
-        Some(why) => plain(StatusCode::SERVICE_UNAVAILABLE, why),
+        Some(why) => plain(
+            StatusCode::OK,
+            format!("degraded: the Kafka broker is away ({why}); queries answer, reading waits"),
+        ),
     }
 }
 

@@ -572,6 +572,9 @@ pub fn render(edge: &Edge) -> String {
         &format!("version=\"{}\"", label(env!("CARGO_PKG_VERSION"))),
         1,
     );
+    if let Some(kafka) = &edge.kafka {
+        kafka_families(&mut out, kafka);
+    }
     process(&mut out);
     family(
         &mut out,
@@ -586,6 +589,128 @@ pub fn render(edge: &Edge) -> String {
         edge.started.elapsed().as_secs_f64(),
     );
     out
+}
+
+/// The Kafka source's families: per partition its offsets and lag,
+/// errors by kind, the broker's state.
+fn kafka_families(out: &mut String, kafka: &crate::source::kafka::Stats) {
+    let partitions = kafka
+        .partitions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let labels = |topic: &str, partition: i32| {
+        format!("topic=\"{}\",partition=\"{partition}\"", label(topic))
+    };
+    type Get = fn(&crate::source::kafka::PartitionStats) -> Option<i64>;
+    let per_partition: [(&str, &str, &str, Get); 5] = [
+        (
+            "cardinal_kafka_lag_records",
+            "gauge",
+            "Offsets between the partition's high watermark and where reading stands (absent until the broker has given the watermark).",
+            |p| p.watermarks.map(|(_, high)| (high - p.read).max(0)),
+        ),
+        (
+            "cardinal_kafka_offset_read",
+            "gauge",
+            "The next offset of the partition handed to the engine.",
+            |p| Some(p.read),
+        ),
+        (
+            "cardinal_kafka_offset_covered",
+            "gauge",
+            "The next offset of the partition the last snapshot covers (what a restart resumes from).",
+            |p| Some(p.covered),
+        ),
+        (
+            "cardinal_kafka_high_watermark",
+            "gauge",
+            "The partition's high watermark, as last read from the broker.",
+            |p| p.watermarks.map(|(_, high)| high),
+        ),
+        (
+            "cardinal_kafka_paused",
+            "gauge",
+            "1 while the partition is paused because its engine is full.",
+            |p| Some(i64::from(p.paused)),
+        ),
+    ];
+    for (name, kind, help, get) in per_partition {
+        family(out, name, kind, help);
+        for ((topic, partition), stats) in &partitions {
+            // Unknown until the broker has said (no lag of 0 before).
+            if let Some(v) = get(stats) {
+                value(out, name, &labels(topic, *partition), v);
+            }
+        }
+    }
+    family(
+        out,
+        "cardinal_kafka_messages_total",
+        "counter",
+        "Kafka messages handed to the engines.",
+    );
+    value(
+        out,
+        "cardinal_kafka_messages_total",
+        "",
+        load(&kafka.messages),
+    );
+    family(
+        out,
+        "cardinal_kafka_batches_held_total",
+        "counter",
+        "Batches held back (their partition paused) because an engine was full.",
+    );
+    value(
+        out,
+        "cardinal_kafka_batches_held_total",
+        "",
+        load(&kafka.batches_held),
+    );
+    family(
+        out,
+        "cardinal_kafka_commit_failures_total",
+        "counter",
+        "Offset commits (for lag display) that failed; the next snapshot commits again.",
+    );
+    value(
+        out,
+        "cardinal_kafka_commit_failures_total",
+        "",
+        load(&kafka.commit_failures),
+    );
+    family(
+        out,
+        "cardinal_kafka_errors_total",
+        "counter",
+        "Consumer errors, by librdkafka's error name.",
+    );
+    let errors = kafka
+        .errors
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    for (kind, n) in errors {
+        value(
+            out,
+            "cardinal_kafka_errors_total",
+            &format!("kind=\"{}\"", label(&kind)),
+            n,
+        );
+    }
+    family(
+        out,
+        "cardinal_kafka_broker_up",
+        "gauge",
+        "1 while the broker answers, 0 while it is away (ingest waits; queries answer).",
+    );
+    let away = kafka
+        .broker_away
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_some();
+    value(out, "cardinal_kafka_broker_up", "", i64::from(!away));
 }
 
 /// What a summary's rollup dropped, and its watermark (ms).

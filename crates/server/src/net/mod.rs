@@ -161,6 +161,9 @@ pub struct Edge {
     pub peers: Option<Arc<cluster::Peers>>,
     /// This process's number among a cluster's ([`cluster::node_id`]).
     pub node_id: u64,
+    /// The Kafka source's offsets, lag, errors and broker state, when the
+    /// node reads Kafka.
+    pub kafka: Option<Arc<crate::source::kafka::Stats>>,
 }
 
 impl Edge {
@@ -194,8 +197,9 @@ pub struct ServeConfig {
     pub plan: Arc<Plan>,
     /// The data directory (log and snapshots; locked itself while served).
     pub data: PathBuf,
-    /// The native protocol's address.
-    pub listen: SocketAddr,
+    /// The native protocol's address (`None`: no native listener, as a
+    /// node fed only from Kafka runs by default).
+    pub listen: Option<SocketAddr>,
     /// The HTTP API's address.
     pub http: SocketAddr,
     /// The token clients must present (required off loopback).
@@ -224,16 +228,21 @@ pub struct ServeConfig {
     pub peers: Vec<String>,
     /// How long a peer has to answer (`--peer-timeout`).
     pub peer_timeout: Duration,
+    /// The Kafka source (`--kafka`), if the node reads Kafka.
+    pub kafka: Option<crate::source::kafka::KafkaConfig>,
 }
 
 /// Runs the server until SIGTERM or SIGINT (then: stop accepting, drain,
 /// snapshot, return `Ok`) or until the service fails (an error).
-pub fn serve(config: ServeConfig) -> Result<()> {
-    let loopback = config.listen.ip().is_loopback() && config.http.ip().is_loopback();
+pub fn serve(mut config: ServeConfig) -> Result<()> {
+    let loopback =
+        config.listen.is_none_or(|a| a.ip().is_loopback()) && config.http.ip().is_loopback();
     if !loopback && config.token.is_none() {
         bail!(
             "listening beyond loopback ({} / {}) requires a token: --token-file FILE",
-            config.listen,
+            config
+                .listen
+                .map_or_else(|| "no native listener".into(), |a| a.to_string()),
             config.http
         );
     }
@@ -249,7 +258,12 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         listener.set_nonblocking(true)?;
         Ok(listener)
     };
-    let listeners = (bind(config.listen)?, bind(config.http)?);
+    let listeners = (config.listen.map(bind).transpose()?, bind(config.http)?);
+    // The partitions this node reads, from the broker's metadata: the
+    // service checks its snapshot's offsets against them.
+    if let Some(kafka) = &config.kafka {
+        config.service.pulled = crate::source::kafka::resolve(kafka)?;
+    }
     let peers = if config.peers.is_empty() {
         None
     } else {
@@ -296,7 +310,32 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         clients: std::sync::Mutex::default(),
         peers,
         node_id: cluster::node_id(),
+        kafka: config
+            .kafka
+            .as_ref()
+            .map(|_| Arc::new(crate::source::kafka::Stats::default())),
     });
+    let kafka = match (&config.kafka, &edge.kafka) {
+        (Some(kafka), Some(stats)) => {
+            let reading = Arc::clone(&edge);
+            let current: crate::source::kafka::Current = Arc::new(move || reading.service());
+            let started = crate::source::kafka::Kafka::start(kafka, current, Arc::clone(stats))?;
+            for (stream, pull) in &config.service.pulled {
+                eprintln!(
+                    "cardinal serve: stream {stream} reads Kafka topic {} partitions {} of {}",
+                    pull.topic,
+                    pull.partitions
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    pull.partition_count
+                );
+            }
+            Some(started)
+        }
+        _ => None,
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("edge")
@@ -314,6 +353,10 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         signals,
         dir,
     ));
+    // Reading stops before the last snapshot: what it covers is final.
+    if let Some(kafka) = kafka {
+        kafka.stop();
+    }
     // The service now: the first, or one recovered in process since.
     let service = edge.service();
     drop(edge);
@@ -653,20 +696,27 @@ async fn run(
     config: &ServeConfig,
     edge: Arc<Edge>,
     days: Option<Arc<std::sync::Mutex<crate::days::DayFiles>>>,
-    (tcp, http): (std::net::TcpListener, std::net::TcpListener),
+    (tcp, http): (Option<std::net::TcpListener>, std::net::TcpListener),
     mut signals: watch::Receiver<bool>,
     dir: Arc<OsDir>,
 ) -> Result<()> {
-    let tcp = tokio::net::TcpListener::from_std(tcp)?;
+    let tcp = tcp.map(tokio::net::TcpListener::from_std).transpose()?;
     let http = tokio::net::TcpListener::from_std(http)?;
-    println!(
-        "cardinal serve: native protocol on {}, HTTP on http://{}, data in {}",
-        tcp.local_addr()?,
-        http.local_addr()?,
-        config.data.display()
-    );
+    match &tcp {
+        Some(tcp) => println!(
+            "cardinal serve: native protocol on {}, HTTP on http://{}, data in {}",
+            tcp.local_addr()?,
+            http.local_addr()?,
+            config.data.display()
+        ),
+        None => println!(
+            "cardinal serve: HTTP on http://{}, data in {} (no native listener)",
+            http.local_addr()?,
+            config.data.display()
+        ),
+    }
     let (stop_to, stop) = watch::channel(false);
-    let accept = tokio::spawn(tcp::accept(tcp, Arc::clone(&edge), stop.clone()));
+    let accept = tcp.map(|tcp| tokio::spawn(tcp::accept(tcp, Arc::clone(&edge), stop.clone())));
     let router = http::router(Arc::clone(&edge));
     let web = tokio::spawn(accept::accept(
         http,
@@ -676,7 +726,7 @@ async fn run(
     ));
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut last_snapshot = Instant::now();
-    let mut log_bytes_at_snapshot = edge.service().wal_stats().bytes;
+    let mut log_bytes_at_snapshot = edge.service().progress_bytes();
     type Snapshotting = tokio::task::JoinHandle<Result<(crate::service::Written, usize)>>;
     let mut snapshotting: Option<Snapshotting> = None;
     // After the log failed: when to try opening from disk again.
@@ -725,7 +775,7 @@ async fn run(
                                         eprintln!(
                                             "cardinal serve: recovered in process after: {why}"
                                         );
-                                        log_bytes_at_snapshot = edge.service().wal_stats().bytes;
+                                        log_bytes_at_snapshot = edge.service().progress_bytes();
                                         last_snapshot = Instant::now();
                                         recovering = None;
                                         // Its engines' threads join as it goes.
@@ -794,8 +844,9 @@ async fn run(
                         }
                     }
                 }
-                let log_bytes = edge.service().wal_stats().bytes;
-                // An idle service writes no new snapshot: nothing changed.
+                let log_bytes = edge.service().progress_bytes();
+                // An idle service writes no new snapshot: nothing changed
+                // (bytes logged by push sources and read by pull sources).
                 let due = (last_snapshot.elapsed() >= config.snapshot_every
                     && log_bytes > log_bytes_at_snapshot)
                     || log_bytes - log_bytes_at_snapshot >= config.snapshot_log_bytes
@@ -820,7 +871,9 @@ async fn run(
         let _ = task.await;
     }
     let drained = tokio::time::timeout(DRAIN, async {
-        let _ = accept.await;
+        if let Some(accept) = accept {
+            let _ = accept.await;
+        }
         let _ = web.await;
         while edge
             .metrics
