@@ -399,11 +399,10 @@ pub fn read_to_end(
                     message.payload().unwrap_or_default().to_vec(),
                 ));
             }
-            Some(Err(KafkaError::PartitionEOF(partition))) => {
-                if !ended.contains(&partition) {
-                    ended.push(partition);
-                }
+            Some(Err(KafkaError::PartitionEOF(partition))) if !ended.contains(&partition) => {
+                ended.push(partition);
             }
+            Some(Err(KafkaError::PartitionEOF(_))) => {}
             Some(Err(e)) => panic!("reading: {e}"),
         }
     }

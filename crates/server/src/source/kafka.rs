@@ -743,7 +743,7 @@ impl Reader {
             // CHECK_EVERY_TURNS messages (a lock and a reference count
             // each, not per message).
             turns = turns.wrapping_add(1);
-            if turns % CHECK_EVERY_TURNS == 0 || building.values().any(|b| b.held) {
+            if turns.is_multiple_of(CHECK_EVERY_TURNS) || building.values().any(|b| b.held) {
                 if self.stop.load(Ordering::Acquire) {
                     return Ok(None);
                 }
