@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail, ensure};
 use cardinal_route::Plan;
+use cardinal_server::net::cluster::PEER_TIMEOUT_DEFAULT;
 use cardinal_server::net::{
     BODY_BYTES_DEFAULT, BODY_BYTES_MAX, CONNECTIONS_DEFAULT, CONNECTIONS_MAX,
     HTTP_CONNECTIONS_DEFAULT, HTTP_CONNECTIONS_MAX, IDLE_DEFAULT, SNAPSHOT_EVERY_DEFAULT,
@@ -26,6 +27,8 @@ use clap::Parser;
   cardinal serve schema.sql --listen 127.0.0.1:7400 --http 127.0.0.1:7480 --data /var/lib/cardinal
   cardinal send imp.csv --to 127.0.0.1:7400 --stream impressions
   curl -s 'http://127.0.0.1:7480/v1/summaries/reach?by=state&buckets=all&format=table'
+  cardinal serve schema.sql --http 10.0.0.1:7480 --listen 10.0.0.1:7400 --token-file token \\
+      --peers http://10.0.0.2:7480,http://10.0.0.3:7480     # one node of three
   cardinal serve schema.sql --data d0 --http 127.0.0.1:7480 \
       --kafka 127.0.0.1:9092 --kafka-topic impressions=ad-events --node 0/2
 
@@ -134,6 +137,34 @@ pub struct ServeArgs {
     /// Seconds a start waits for the Kafka broker before it gives up.
     #[arg(long, value_name = "SECS", requires = "kafka", default_value_t = KAFKA_WAIT_SECS_DEFAULT, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub kafka_wait_secs: u64,
+    /// The other nodes of a cluster, comma-separated HTTP base URLs
+    /// (http://10.0.0.2:7480,http://10.0.0.3:7480): every live answer
+    /// (summaries, overlap) then merges their states of the selection
+    /// into this node's and answers for the whole cluster. Give every
+    /// node the others and the same --token-file.
+    #[arg(long, value_name = "URL,...", value_delimiter = ',')]
+    pub peers: Vec<String>,
+    /// Seconds (fractions allowed) a peer has to answer; one that does
+    /// not fails the query with 503, unless it asks partial=true.
+    #[arg(long, value_name = "SECS", default_value_t = PEER_TIMEOUT_DEFAULT.as_secs_f64(),
+          value_parser = peer_timeout_arg, requires = "peers")]
+    pub peer_timeout: f64,
+}
+
+/// The longest `--peer-timeout`: a minute, as long as `cardinal query`
+/// waits by default; a live query that waits longer for one node is
+/// better answered partially.
+pub const PEER_TIMEOUT_MAX_SECS: f64 = 60.0;
+
+fn peer_timeout_arg(text: &str) -> Result<f64, String> {
+    let secs: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if (0.001..=PEER_TIMEOUT_MAX_SECS).contains(&secs) {
+        Ok(secs)
+    } else {
+        Err(format!("0.001 to {PEER_TIMEOUT_MAX_SECS} seconds"))
+    }
 }
 
 /// How long a start waits for the Kafka broker by default: a minute, long
@@ -310,6 +341,8 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
             };
             (out, config)
         }),
+        peers: args.peers.clone(),
+        peer_timeout: Duration::from_secs_f64(args.peer_timeout),
     })
 }
 
@@ -319,6 +352,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
   cardinal query reach --server http://127.0.0.1:7480
   cardinal query reach --server http://127.0.0.1:7480 --by state --all-buckets --from 2026-11-01 --to 2026-11-08
   cardinal query reach --server http://127.0.0.1:7480 --where \"state = 'CA'\" --format csv
+  cardinal query reach --server http://10.0.0.1:7480 --token-file token --partial
 
 Times are RFC 3339 instants or dates (UTC); --to is exclusive. --where is a
 condition over the summary's dimensions in the schema's dialect.")]
@@ -354,6 +388,11 @@ pub struct QueryArgs {
     #[arg(long, value_name = "SECS", default_value_t = QUERY_TIMEOUT_DEFAULT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
+    /// Of a cluster (a server with --peers): answer from the nodes that
+    /// answered when some did not, saying on stderr which nodes and
+    /// partitions the answer lacks (without it such a query fails).
+    #[arg(long)]
+    pub partial: bool,
 }
 
 /// Percent-encodes a query-string value.
@@ -385,6 +424,9 @@ pub fn query(args: &QueryArgs) -> Result<()> {
     if args.all_buckets {
         params.push("buckets=all".into());
     }
+    if args.partial {
+        params.push("partial=true".into());
+    }
     let token = args.token_file.as_deref().map(read_token).transpose()?;
     let path = format!(
         "/v1/summaries/{}?{}",
@@ -392,12 +434,15 @@ pub fn query(args: &QueryArgs) -> Result<()> {
         params.join("&")
     );
     let timeout = Duration::from_secs(args.timeout);
-    let (status, body) = get(&args.server, &path, token.as_ref(), timeout)?;
+    let (status, body, lacks) = get_with(&args.server, &path, token.as_ref(), timeout)?;
     if status != 200 {
         bail!(
             "the server answered {status}: {}",
             String::from_utf8_lossy(&body).trim_end()
         );
+    }
+    for line in lacks {
+        eprintln!("cardinal query: partial answer: {line}");
     }
     let mut out = std::io::stdout().lock();
     out.write_all(&body)?;
@@ -431,6 +476,17 @@ pub fn get(
     token: Option<&Token>,
     timeout: Duration,
 ) -> Result<(u16, Vec<u8>)> {
+    get_with(server, path, token, timeout).map(|(status, body, _)| (status, body))
+}
+
+/// [`get`], and what a cluster's partial answer says it lacks (one line
+/// per `Cardinal-Missing-Node` and `Cardinal-Missing-Partitions` header).
+fn get_with(
+    server: &str,
+    path: &str,
+    token: Option<&Token>,
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>, Vec<String>)> {
     ensure!(
         server.starts_with("http://"),
         "--server {server}: http://host:port (HTTPS: put a TLS terminator's plain side here)"
@@ -457,11 +513,23 @@ pub fn get(
     };
     let mut response = request.call().map_err(words)?;
     let status = response.status().as_u16();
+    let mut lacks: Vec<String> = response
+        .headers()
+        .get_all("cardinal-missing-node")
+        .iter()
+        .map(|v| format!("no state from {}", String::from_utf8_lossy(v.as_bytes())))
+        .collect();
+    if let Some(missing) = response.headers().get("cardinal-missing-partitions") {
+        lacks.push(format!(
+            "no node covers partitions {}",
+            String::from_utf8_lossy(missing.as_bytes())
+        ));
+    }
     let body = response
         .body_mut()
         .with_config()
         .limit(ANSWER_BYTES_MAX)
         .read_to_vec()
         .map_err(words)?;
-    Ok((status, body))
+    Ok((status, body, lacks))
 }

@@ -542,3 +542,104 @@ fn two_nodes_reading_one_partition_are_caught() {
     );
     drop(second);
 }
+
+/// A GET's status and head (header lines), on a fresh connection.
+fn head_of(address: SocketAddr, path: &str) -> (u16, String, String) {
+    use std::io::{Read as _, Write as _};
+    let mut socket = std::net::TcpStream::connect_timeout(&address, Duration::from_secs(5))
+        .expect("the node answers");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        socket,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("sent");
+    let mut response = String::new();
+    socket.read_to_string(&mut response).expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a head");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+/// A cluster's answer says which partitions it covers (each node's
+/// state to its next offset) and which none does; two nodes covering
+/// one partition (here in different consumer groups, so no fence stops
+/// either) fail the query naming both and the partition.
+#[test]
+fn a_cluster_answer_says_what_it_covers_and_refuses_a_partition_counted_twice() {
+    let Some(broker) = Broker::from_env() else {
+        return;
+    };
+    let dir = scratch_dir("kafka", "covers");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let topic = kafka::unique_name("covers");
+    broker.create_topic(&topic, 3);
+    let lines = events(&dir, 3_000, 17);
+    let mut rng = Rng(11);
+    broker.produce(&topic, &messages(&lines, 3, &mut rng));
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let url = |i: usize| format!("http://127.0.0.1:{}", ports[i]);
+    let node = |i: usize, data: &str, partitions: &str, peers: &[usize]| {
+        let peers: Vec<String> = peers.iter().map(|&j| url(j)).collect();
+        let group = format!("covers-{data}");
+        let extra = [
+            "--partitions",
+            partitions,
+            "--kafka-group",
+            &group,
+            "--peers",
+            &peers.join(","),
+        ];
+        node_args(&dir, data, ports[i], &kafka_args(&broker, &topic, &extra))
+    };
+    // Partitions 0 and 1 covered, 2 by nobody.
+    let a = start(&node(0, "a", "0", &[1]));
+    let b = start(&node(1, "b", "1", &[0]));
+    caught_up(&[&a, &b]);
+    let (status, head, body) = head_of(a.http, "/v1/summaries/reach?buckets=all&by=state");
+    assert_eq!(status, 200, "{body}");
+    assert!(head.contains("cardinal-nodes: 2/2"), "{head}");
+    let covers = head
+        .lines()
+        .find_map(|l| l.strip_prefix("cardinal-covers: "))
+        .unwrap_or_else(|| panic!("no Cardinal-Covers: {head}"));
+    let covered: Vec<&str> = covers.split(',').collect();
+    assert_eq!(covered.len(), 2, "{covers}");
+    let topic_lower = topic.to_ascii_lowercase();
+    assert!(
+        covered[0].starts_with(&format!("{topic_lower}/0=")),
+        "{covers}"
+    );
+    assert!(
+        covered[1].starts_with(&format!("{topic_lower}/1=")),
+        "{covers}"
+    );
+    assert!(
+        head.contains(&format!("cardinal-missing-partitions: {topic_lower}/2")),
+        "{head}"
+    );
+    drop(b);
+    // Partition 1 read by a second node as well: counted twice.
+    let c = start(&node(2, "c", "1-2", &[0]));
+    let (status, _, body) = head_of(c.http, "/v1/summaries/reach");
+    assert_eq!(status, 200, "{body}");
+    let a2 = {
+        drop(a);
+        start(&node(0, "a2", "0-1", &[2]))
+    };
+    caught_up(&[&a2, &c]);
+    let (status, _, body) = head_of(a2.http, "/v1/summaries/reach");
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.contains(&format!("partition {topic}/1"))
+            && body.contains(&url(0))
+            && body.contains(&url(2)),
+        "{body}"
+    );
+}

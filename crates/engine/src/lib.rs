@@ -122,7 +122,7 @@ pub use error::Error;
 pub use jobs::is_fifo;
 pub use plan::{AGGREGATES_MAX, pick_stream, shape_of};
 pub use query::{
-    Answer, Buckets, Query, Selector, answer, hll_aggregates, overlap, results_of,
-    results_of_groups,
+    Answer, Buckets, Query, Selector, answer, hll_aggregates, overlap, overlap_of, overlap_query,
+    results_of, results_of_groups,
 };
 pub use rejects::{REJECT_CODES, reject_code};

@@ -107,7 +107,8 @@ pub struct Answer {
     /// The merged groups.
     pub rollup: Rollup,
     /// Groups of the summary the range and condition kept (before
-    /// merging).
+    /// merging); after [`Answer::merge`], summed over the merged answers
+    /// (a group two nodes hold counts twice).
     pub groups_matched: usize,
     columns: Columns,
     times: Vec<bool>,
@@ -124,6 +125,27 @@ impl Answer {
     /// The names of the answer's columns.
     pub fn columns(&self) -> &Columns {
         &self.columns
+    }
+
+    /// Merges another answer's rollup to the same query into this one:
+    /// the states another node holds for the same selection (decoded from
+    /// its image, [`Rollup::decode_image`]), which matched
+    /// `groups_matched` of its groups. States merge as workers' partials
+    /// do, so the merged answer is the one a single rollup holding both
+    /// sides' groups would give (HyperLogLog bytes equal).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Merge`] when `other` is of another shape (another
+    /// summary, or other settings) or the merged answer would pass the
+    /// group limit.
+    pub fn merge(&mut self, other: &Rollup, groups_matched: usize) -> Result<(), Error> {
+        let before = self.rollup.group_count();
+        self.rollup.merge(other)?;
+        assert!(self.rollup.group_count() >= before, "merging never drops");
+        assert!(self.rollup.group_count() <= before + other.group_count());
+        self.groups_matched += groups_matched;
+        Ok(())
     }
 }
 
@@ -520,7 +542,8 @@ pub struct Selector {
 pub struct OverlapAnswer {
     /// The aggregate's output name.
     pub aggregate: String,
-    /// Groups side A united (0: an empty audience).
+    /// Groups side A united (0: an empty audience); from answers merged
+    /// over several nodes, summed over them ([`Answer::merge`]).
     pub groups_a: usize,
     /// Groups side B united.
     pub groups_b: usize,
@@ -580,6 +603,21 @@ pub fn overlap_text(size_a: &Estimate, size_b: &Estimate, overlap: &Overlap) -> 
     out
 }
 
+/// The query whose answer is one side of an [`overlap`]: the side's
+/// range and condition, no dimension, the buckets merged (at most one
+/// group). A node answers it over its own rollup; answers of several
+/// nodes merge ([`Answer::merge`]) before [`overlap_of`] fits them.
+pub fn overlap_query(summary: &Summary, side: &Selector) -> Query {
+    Query {
+        summary: summary.name.clone(),
+        from: side.from,
+        to: side.to,
+        where_: side.where_.clone(),
+        by: Some(Vec::new()),
+        buckets: Buckets::All,
+    }
+}
+
 /// Estimates how many distinct values (users) the groups `a` selects and
 /// the groups `b` selects share, from aggregate `aggregate` (an
 /// `hll(...)`, by output name): each side's sketches are united over its
@@ -597,6 +635,63 @@ pub fn overlap(
     b: &Selector,
     aggregate: &str,
 ) -> Result<OverlapAnswer, Error> {
+    hll_index(summary, rollup.shape(), aggregate)?;
+    let side_a = answer(summary, rollup, &overlap_query(summary, a))?;
+    let side_b = answer(summary, rollup, &overlap_query(summary, b))?;
+    overlap_of(summary, &side_a, &side_b, aggregate)
+}
+
+/// [`overlap`] from the two sides' answers to [`overlap_query`], each
+/// possibly merged from several nodes' answers: the sides' HyperLogLogs
+/// of `aggregate` fitted jointly.
+///
+/// # Errors
+///
+/// [`Error::UnknownAggregate`], [`Error::NotHll`]; [`Error::Sketch`] when
+/// the estimator refuses the two sketches.
+///
+/// # Panics
+///
+/// If an answer holds more than one group (it is not an answer to
+/// [`overlap_query`]).
+pub fn overlap_of(
+    summary: &Summary,
+    a: &Answer,
+    b: &Answer,
+    aggregate: &str,
+) -> Result<OverlapAnswer, Error> {
+    let index = hll_index(summary, a.rollup.shape(), aggregate)?;
+    let kind = &a.rollup.shape().aggs[index];
+    let audience = |side: &Answer| -> Result<Hll, Error> {
+        assert!(side.rollup.group_count() <= 1, "no dimension, no bucket");
+        let state = match side.rollup.groups().next() {
+            Some((_, _, states)) => states[index].clone(),
+            None => kind.state()?,
+        };
+        let AggState::Hll(hll) = state else {
+            panic!("an hll aggregate's state is a HyperLogLog");
+        };
+        Ok(hll)
+    };
+    let hll_a = audience(a)?;
+    let hll_b = audience(b)?;
+    let overlap = hll_a.intersection(&hll_b)?;
+    Ok(OverlapAnswer {
+        aggregate: aggregate_name(summary, index),
+        groups_a: a.groups_matched,
+        groups_b: b.groups_matched,
+        size_a: hll_a.estimate(),
+        size_b: hll_b.estimate(),
+        overlap,
+    })
+}
+
+/// The index of `summary`'s HyperLogLog aggregate called `aggregate`.
+fn hll_index(
+    summary: &Summary,
+    shape: &cardinal_rollup::Shape,
+    aggregate: &str,
+) -> Result<usize, Error> {
     let index = (0..summary.aggregates.len())
         .find(|&i| aggregate_name(summary, i).eq_ignore_ascii_case(aggregate))
         .ok_or_else(|| Error::UnknownAggregate {
@@ -604,42 +699,11 @@ pub fn overlap(
             summary: summary.name.clone(),
             known: names(aggregate_names(summary).into_iter()),
         })?;
-    let kind = &rollup.shape().aggs[index];
-    if !matches!(kind, AggKind::Hll { .. }) {
+    if !matches!(shape.aggs[index], AggKind::Hll { .. }) {
         return Err(Error::NotHll {
             name: aggregate_name(summary, index),
             summary: summary.name.clone(),
         });
     }
-    let audience = |side: &Selector| -> Result<(Hll, usize), Error> {
-        let query = Query {
-            summary: summary.name.clone(),
-            from: side.from,
-            to: side.to,
-            where_: side.where_.clone(),
-            by: Some(Vec::new()),
-            buckets: Buckets::All,
-        };
-        let answer = answer(summary, rollup, &query)?;
-        assert!(answer.rollup.group_count() <= 1, "no dimension, no bucket");
-        let state = match answer.rollup.groups().next() {
-            Some((_, _, states)) => states[index].clone(),
-            None => kind.state()?,
-        };
-        let AggState::Hll(hll) = state else {
-            panic!("an hll aggregate's state is a HyperLogLog");
-        };
-        Ok((hll, answer.groups_matched))
-    };
-    let (hll_a, groups_a) = audience(a)?;
-    let (hll_b, groups_b) = audience(b)?;
-    let overlap = hll_a.intersection(&hll_b)?;
-    Ok(OverlapAnswer {
-        aggregate: aggregate_name(summary, index),
-        groups_a,
-        groups_b,
-        size_a: hll_a.estimate(),
-        size_b: hll_b.estimate(),
-        overlap,
-    })
+    Ok(index)
 }

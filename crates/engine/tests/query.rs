@@ -8,7 +8,9 @@ use std::collections::HashSet;
 use std::io::Write;
 use std::path::PathBuf;
 
-use cardinal_engine::query::{Buckets, Query, Selector, answer, overlap, results_of};
+use cardinal_engine::query::{
+    Buckets, Query, Selector, answer, overlap, overlap_of, overlap_query, results_of,
+};
 use cardinal_engine::{EngineOptions, Error, Executed, execute};
 use cardinal_event::Timestamp;
 use cardinal_rollup::{AggState, Output, Rollup};
@@ -542,6 +544,96 @@ fn overlap_holds_the_exact_intersection_in_its_interval() {
     assert_eq!(answer.groups_a, 0);
     assert!(answer.overlap.intersection.is_exact());
     assert_eq!(answer.overlap.intersection.value, 0.0);
+}
+
+/// Three nodes, each holding a third of the records: each answers over
+/// its own rollup, the answers travel as images, and the merged answer
+/// equals the answer over every record (HyperLogLog bytes equal), and so
+/// does an overlap fitted from the merged sides.
+#[test]
+fn answers_of_several_nodes_merge_into_the_whole_answer() {
+    let plan = base_plan();
+    let summary = &plan.summaries[0];
+    let lines: Vec<String> = (0..1_500).map(|i| record(23, i)).collect();
+    let whole = run(&plan, lines.iter().cloned(), "nodes-whole");
+    let nodes: Vec<Executed<'_>> = (0..3)
+        .map(|n| {
+            let part = lines.iter().skip(n).step_by(3).cloned();
+            run(&plan, part, &format!("node-{n}"))
+        })
+        .collect();
+    let by = |dims: &[&str]| Some(dims.iter().map(|d| (*d).to_owned()).collect());
+    for query in [
+        Query {
+            summary: "base".into(),
+            by: by(&["c"]),
+            buckets: Buckets::All,
+            ..Query::default()
+        },
+        Query {
+            summary: "base".into(),
+            where_: Some("m > 2".into()),
+            from: Some(hour(2)),
+            to: Some(hour(9)),
+            ..Query::default()
+        },
+    ] {
+        let expected = answer(summary, &whole.rollups[0], &query).expect("answers");
+        let mut merged = answer(summary, &nodes[0].rollups[0], &query).expect("answers");
+        for node in &nodes[1..] {
+            let theirs = answer(summary, &node.rollups[0], &query).expect("answers");
+            let mut image = Vec::new();
+            theirs.rollup.encode_image(&mut image);
+            let decoded = Rollup::decode_image(&image, merged.rollup.shape()).expect("decodes");
+            merged
+                .merge(&decoded, theirs.groups_matched)
+                .expect("merges");
+        }
+        // A group several nodes hold is counted once per node.
+        let per_node: usize = nodes
+            .iter()
+            .map(|node| {
+                answer(summary, &node.rollups[0], &query)
+                    .expect("answers")
+                    .groups_matched
+            })
+            .sum();
+        assert_eq!(merged.groups_matched, per_node, "{query:?}");
+        assert!(merged.groups_matched >= expected.groups_matched);
+        assert_eq!(
+            canonical(&merged.rollup),
+            canonical(&expected.rollup),
+            "{query:?}"
+        );
+    }
+
+    let side = |c: &str| Selector {
+        where_: Some(format!("c = '{c}'")),
+        ..Selector::default()
+    };
+    let (a, b) = (side("c1"), side("c2"));
+    let expected = overlap(summary, &whole.rollups[0], &a, &b, "users").expect("overlap");
+    let merged_side = |selector: &Selector| {
+        let query = overlap_query(summary, selector);
+        let mut merged = answer(summary, &nodes[0].rollups[0], &query).expect("answers");
+        for node in &nodes[1..] {
+            let theirs = answer(summary, &node.rollups[0], &query).expect("answers");
+            merged
+                .merge(&theirs.rollup, theirs.groups_matched)
+                .expect("merges");
+        }
+        merged
+    };
+    let fitted = overlap_of(summary, &merged_side(&a), &merged_side(&b), "users").expect("fits");
+    assert_eq!(fitted.text(), expected.text());
+    assert_eq!(
+        fitted.size_a.value.to_bits(),
+        expected.size_a.value.to_bits()
+    );
+    assert_eq!(
+        fitted.overlap.intersection.value.to_bits(),
+        expected.overlap.intersection.value.to_bits()
+    );
 }
 
 #[test]

@@ -6,8 +6,9 @@
 //! |---|---|
 //! | `POST /v1/streams/{name}` | a CSV, NDJSON or JSON-array body; `Idempotency-Key` (scoped to the stream) makes retries count once; 200 `{accepted, rejected, duplicate, first_rejects, sequence}` after the log sync; 413 over [`super::Edge::body_bytes_max`]; 408 past the body's read deadline; 415 for a media type or charset not read; 422 when the key was used on this stream with another body; 503 + `Retry-After` when queues or the in-flight budget are full, or the key table is full of recent keys; 400 for an unknown stream or bad header line |
 //! | `GET /v1/summaries` | the streams and, per summary, groups, bytes and newest bucket |
-//! | `GET /v1/summaries/{name}?from=&to=&where=&by=&buckets=all&format=json\|csv\|table` | a live answer, printed as `cardinal run` prints |
-//! | `GET /v1/overlap?summary=&aggregate=&a=&b=&from=&to=&format=` | two groups' audiences' overlap (conditions `a` and `b`) |
+//! | `GET /v1/summaries/{name}?from=&to=&where=&by=&buckets=all&format=json\|csv\|table&partial=` | a live answer, printed as `cardinal run` prints; with `--peers`, for the whole cluster |
+//! | `GET /v1/overlap?summary=&aggregate=&a=&b=&from=&to=&format=&partial=` | two groups' audiences' overlap (conditions `a` and `b`); with `--peers`, for the whole cluster |
+//! | `GET /v1/state/{name}?from=&to=&where=&by=&buckets=` or `?overlap=true&a=&b=&from=&to=` | this node's own state of a selection, for a coordinating peer ([`super::cluster`]); never asks another node |
 //! | `GET /v1/rejects` | the newest rejected lines |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz` | 200 once recovered and ready, 503 once failed |
@@ -55,17 +56,21 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use cardinal_engine::{Buckets, Selector, answer, hll_aggregates, overlap};
+use cardinal_engine::{
+    Answer, Buckets, Selector, answer, hll_aggregates, overlap_of, overlap_query,
+};
 use cardinal_event::{ColumnType, Timestamp, Value};
 
 use super::Edge;
+use super::cluster::{self, CoverageUnion, NodeState};
 use crate::frame::Format;
 use crate::keys;
 use crate::service::{Origin, Refused};
+use crate::source::Coverage;
 
 /// The routes, as `cardinal_http_requests_total` labels them (a request
 /// no route matched is labelled `unmatched`).
-pub const ROUTES: [&str; 7] = [
+pub const ROUTES: [&str; 8] = [
     "/v1/streams/{name}",
     "/v1/summaries",
     "/v1/summaries/{name}",
@@ -73,11 +78,25 @@ pub const ROUTES: [&str; 7] = [
     "/v1/rejects",
     "/metrics",
     "/healthz",
+    "/v1/state/{name}",
 ];
 
 /// The query parameters each route reads; any other is refused.
-const SUMMARY_PARAMS: [&str; 6] = ["from", "to", "where", "by", "buckets", "format"];
-const OVERLAP_PARAMS: [&str; 7] = ["summary", "aggregate", "a", "b", "from", "to", "format"];
+const SUMMARY_PARAMS: [&str; 7] = ["from", "to", "where", "by", "buckets", "format", "partial"];
+const OVERLAP_PARAMS: [&str; 8] = [
+    "summary",
+    "aggregate",
+    "a",
+    "b",
+    "from",
+    "to",
+    "format",
+    "partial",
+];
+const STATE_PARAMS: [&str; 8] = ["from", "to", "where", "by", "buckets", "overlap", "a", "b"];
+/// The parameters of a summary query that select its groups: what a
+/// coordinator passes on to its peers' state route.
+const SELECTION_PARAMS: [&str; 5] = ["from", "to", "where", "by", "buckets"];
 
 /// The router over `edge`.
 pub fn router(edge: Arc<Edge>) -> Router {
@@ -89,6 +108,7 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route(ROUTES[4], get(rejects))
         .route(ROUTES[5], get(metrics))
         .route(ROUTES[6], get(healthz))
+        .route(ROUTES[7], get(state))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&edge),
             track,
@@ -648,7 +668,8 @@ fn time_range(
 }
 
 /// Runs `answer` on the summary called `name` and its merged rollup, from
-/// a live view of the engine that holds it.
+/// a live view of the engine that holds it; with what that view covers
+/// and the summary's index in the plan.
 fn with_rollup<T>(
     service: &crate::service::Service,
     name: &str,
@@ -656,19 +677,239 @@ fn with_rollup<T>(
         &cardinal_route::Summary,
         &cardinal_rollup::Rollup,
     ) -> Result<T, (StatusCode, String)>,
-) -> Result<T, (StatusCode, String)> {
-    let (_, declared) = cardinal_engine::query::find_summary(service.plan(), name)
+) -> Result<(T, Coverage, usize), (StatusCode, String)> {
+    let (summary_index, declared) = cardinal_engine::query::find_summary(service.plan(), name)
         .map_err(|e| (StatusCode::NOT_FOUND, e.to_string()))?;
     let index = service
         .engine_of(&declared.name)
         .ok_or((StatusCode::NOT_FOUND, format!("no engine holds {name}")))?;
-    let view = service
-        .view(index)
+    let (view, coverage) = service
+        .view_covered(index)
         .map_err(|e| (StatusCode::SERVICE_UNAVAILABLE, format!("{e:#}")))?;
     let rollup = view
         .rollup(&declared.name)
         .ok_or((StatusCode::NOT_FOUND, format!("no rollup for {name}")))?;
-    answer(declared, rollup)
+    Ok((answer(declared, rollup)?, coverage, summary_index))
+}
+
+/// A summary query from a request's parameters.
+fn parse_query(
+    name: &str,
+    params: &HashMap<String, String>,
+) -> Result<cardinal_engine::Query, String> {
+    let mut query = cardinal_engine::Query {
+        summary: name.to_owned(),
+        ..Default::default()
+    };
+    (query.from, query.to) = time_range(params)?;
+    query.where_ = params.get("where").cloned();
+    query.by = params.get("by").map(|by| {
+        by.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    });
+    query.buckets = match params.get("buckets").map(String::as_str) {
+        None | Some("keep") => Buckets::Keep,
+        Some("all") => Buckets::All,
+        Some(other) => return Err(format!("buckets={other:?}: keep or all")),
+    };
+    Ok(query)
+}
+
+/// A yes/no parameter (`true`, `1`, `false`, `0`; absent: no).
+fn flag(params: &HashMap<String, String>, name: &str) -> Result<bool, String> {
+    match params.get(name).map(String::as_str) {
+        None | Some("false" | "0") => Ok(false),
+        Some("true" | "1" | "") => Ok(true),
+        Some(other) => Err(format!("{name}={other:?}: true or false")),
+    }
+}
+
+/// `value` percent-encoded for a path segment or query value.
+fn percent(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            let _ = std::fmt::Write::write_fmt(&mut out, format_args!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `params` as a query string (`?a=1&b=2`, empty for none).
+fn query_string<'a>(params: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::new();
+    for (name, value) in params {
+        out.push(if out.is_empty() { '?' } else { '&' });
+        out.push_str(name);
+        out.push('=');
+        out.push_str(&percent(value));
+    }
+    out
+}
+
+/// Starts asking every peer for its state at `path_and_query`, when this
+/// node has peers.
+fn ask_peers(
+    edge: &Edge,
+    path_and_query: String,
+) -> Option<tokio::task::JoinHandle<Vec<Result<NodeState, String>>>> {
+    let peers = Arc::clone(edge.peers.as_ref()?);
+    Some(tokio::spawn(async move {
+        cluster::fetch(&peers, &path_and_query).await
+    }))
+}
+
+/// The peers' answers, once all are in (empty without peers).
+async fn peer_answers(
+    asked: Option<tokio::task::JoinHandle<Vec<Result<NodeState, String>>>>,
+    peers: usize,
+) -> Vec<Result<NodeState, String>> {
+    match asked {
+        None => Vec::new(),
+        Some(task) => task.await.unwrap_or_else(|e| {
+            (0..peers)
+                .map(|_| Err(format!("the request failed: {e}")))
+                .collect()
+        }),
+    }
+}
+
+/// What the merged answer covers and lacks, for its headers.
+#[derive(Debug, Default)]
+struct Gathered {
+    union: CoverageUnion,
+    /// Nodes answered, of nodes asked (this one included); `None`
+    /// without peers.
+    nodes: Option<(usize, usize)>,
+    /// Peers left out of a partial answer, and why.
+    missing: Vec<(String, String)>,
+}
+
+impl Gathered {
+    /// The answer's headers: `Cardinal-Nodes`, `Cardinal-Covers`,
+    /// `Cardinal-Missing-Partitions`, one `Cardinal-Missing-Node` per
+    /// peer left out (docs/http.md).
+    fn headers(&self, response: &mut Response) {
+        let headers = response.headers_mut();
+        let mut put = |name: &'static str, text: String| {
+            if let Ok(value) = HeaderValue::from_str(&cluster::header_text(&text)) {
+                headers.append(name, value);
+            }
+        };
+        if let Some((answered, asked)) = self.nodes {
+            put("cardinal-nodes", format!("{answered}/{asked}"));
+        }
+        if let Some(covers) = self.union.covers_text() {
+            put("cardinal-covers", covers);
+        }
+        if let Some(missing) = self.union.missing_text() {
+            put("cardinal-missing-partitions", missing);
+        }
+        for (node, why) in &self.missing {
+            put("cardinal-missing-node", format!("{node} {why}"));
+        }
+    }
+}
+
+/// Merges the peers' states into this node's `answers` (one per answer
+/// asked, in order), checking that no partition is counted twice.
+/// Without `partial`, a peer that gave no usable answer fails the query
+/// (503, naming it and why).
+fn gather(
+    edge: &Edge,
+    answers: &mut [Answer],
+    coverage: &Coverage,
+    states: Vec<Result<NodeState, String>>,
+    partial: bool,
+) -> Result<Gathered, (StatusCode, String)> {
+    let mut gathered = Gathered::default();
+    let this = edge
+        .peers
+        .as_ref()
+        .map_or("this node", |peers| peers.this());
+    let covered_twice = |twice: cluster::CoveredTwice| (StatusCode::CONFLICT, twice.to_string());
+    gathered.union.add(this, coverage).map_err(covered_twice)?;
+    let Some(peers) = &edge.peers else {
+        assert!(states.is_empty(), "no peers, no peer answers");
+        return Ok(gathered);
+    };
+    assert_eq!(states.len(), peers.urls().len(), "one answer per peer");
+    let mut answered = 1;
+    // Which process answered under each name: itself or one node listed
+    // twice would count its records twice, whatever its coverage says.
+    let mut nodes: Vec<(u64, &str)> = vec![(edge.node_id, this)];
+    for (index, (url, state)) in peers.urls().iter().zip(states).enumerate() {
+        if let Ok(state) = &state {
+            if let Some((_, first)) = nodes.iter().find(|(node, _)| *node == state.node) {
+                let why = if *first == this {
+                    format!("peer {url} is this node itself: remove it from --peers")
+                } else {
+                    format!("peers {first} and {url} are one node, listed twice in --peers")
+                };
+                return Err((StatusCode::CONFLICT, why));
+            }
+            nodes.push((state.node, url));
+        }
+        // Everything of a peer's answer is checked before any of it is
+        // merged: a partial answer leaves out a peer whole.
+        let decoded = state.and_then(|state| {
+            if state.answers.len() != answers.len() {
+                return Err(format!(
+                    "it sent {} states for {} asked",
+                    state.answers.len(),
+                    answers.len()
+                ));
+            }
+            let mut rollups = Vec::with_capacity(answers.len());
+            for ((groups, image), answer) in state.answers.iter().zip(answers.iter()) {
+                let rollup = cardinal_rollup::Rollup::decode_image(image, answer.rollup.shape())
+                    .map_err(|e| {
+                        format!("its state does not fit this node's summary (the same schema on every node?): {e}")
+                    })?;
+                rollups.push((*groups, rollup));
+            }
+            Ok((rollups, state.coverage))
+        });
+        match decoded {
+            Ok((rollups, coverage)) => {
+                gathered.union.add(url, &coverage).map_err(covered_twice)?;
+                for (answer, (groups, rollup)) in answers.iter_mut().zip(&rollups) {
+                    answer.merge(rollup, *groups).map_err(|e| {
+                        (
+                            StatusCode::BAD_REQUEST,
+                            format!("merging {url}'s state: {e}"),
+                        )
+                    })?;
+                }
+                answered += 1;
+            }
+            Err(why) => {
+                peers.failed(index);
+                gathered.missing.push((url.clone(), why));
+            }
+        }
+    }
+    gathered.nodes = Some((answered, peers.urls().len() + 1));
+    if !gathered.missing.is_empty() && !partial {
+        let named: Vec<String> = gathered
+            .missing
+            .iter()
+            .map(|(url, why)| format!("peer {url}: {why}"))
+            .collect();
+        return Err((
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{}; ask with partial=true for an answer from the nodes that answered",
+                named.join("; ")
+            ),
+        ));
+    }
+    Ok(gathered)
 }
 
 async fn summary(
@@ -683,31 +924,13 @@ async fn summary(
     if let Err(refused) = known_params(&params, &SUMMARY_PARAMS) {
         return refused;
     }
-    let mut query = cardinal_engine::Query {
-        summary: name.clone(),
-        ..Default::default()
-    };
-    match time_range(&params) {
-        Ok((from, to)) => (query.from, query.to) = (from, to),
+    let query = match parse_query(&name, &params) {
+        Ok(query) => query,
         Err(e) => return plain(StatusCode::BAD_REQUEST, e),
-    }
-    query.where_ = params.get("where").cloned();
-    query.by = params.get("by").map(|by| {
-        by.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::to_owned)
-            .collect()
-    });
-    query.buckets = match params.get("buckets").map(String::as_str) {
-        None | Some("keep") => Buckets::Keep,
-        Some("all") => Buckets::All,
-        Some(other) => {
-            return plain(
-                StatusCode::BAD_REQUEST,
-                format!("buckets={other:?}: keep or all"),
-            );
-        }
+    };
+    let partial = match flag(&params, "partial") {
+        Ok(partial) => partial,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, e),
     };
     let format = params
         .get("format")
@@ -719,49 +942,105 @@ async fn summary(
             format!("format={format:?}: json, csv or table"),
         );
     }
+    // The peers work while this node answers.
+    let asked = ask_peers(
+        &edge,
+        format!(
+            "/v1/state/{}{}",
+            percent(&name),
+            query_string(
+                SELECTION_PARAMS
+                    .iter()
+                    .filter_map(|&p| params.get(p).map(|v| (p, v.as_str())))
+            )
+        ),
+    );
+    let work = Arc::clone(&edge);
+    let local = blocking(move || {
+        let service = work.service();
+        let bad = |e: cardinal_engine::Error| (StatusCode::BAD_REQUEST, e.to_string());
+        let plan = Arc::clone(service.plan());
+        with_rollup(&service, &name, |declared, rollup| {
+            answer(declared, rollup, &query).map_err(bad)
+        })
+        .map(|answered| (answered, plan))
+    })
+    .await;
+    let ((answered, coverage, index), plan) = match local {
+        Some(Ok(local)) => local,
+        Some(Err((status, why))) => return plain(status, why),
+        None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    };
+    let states = peer_answers(asked, edge.peers.as_ref().map_or(0, |p| p.urls().len())).await;
     let work = Arc::clone(&edge);
     let result = blocking(
-        move || -> Result<(String, &'static str), (StatusCode, String)> {
-            let service = work.service();
+        move || -> Result<(Vec<u8>, &'static str, Gathered), (StatusCode, String)> {
+            let mut answers = [answered];
+            let gathered = gather(&work, &mut answers, &coverage, states, partial)?;
+            let [answered] = answers;
+            let declared = &plan.summaries[index];
             let bad = |e: cardinal_engine::Error| (StatusCode::BAD_REQUEST, e.to_string());
-            with_rollup(&service, &name, |declared, rollup| {
-                let answered = answer(declared, rollup, &query).map_err(bad)?;
-                let results = answered.results().map_err(bad)?;
-                let mut out = Vec::new();
-                let internal =
-                    |e: cardinal_export::Error| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
-                let kind = match format.as_str() {
-                    "table" => {
-                        out.extend_from_slice(cardinal_export::table(&results).as_bytes());
-                        "text/plain; charset=utf-8"
-                    }
-                    "csv" => {
-                        cardinal_export::write_csv(&mut out, &results, Default::default())
-                            .map_err(internal)?;
-                        "text/csv"
-                    }
-                    _ => {
-                        cardinal_export::write_json_lines(
-                            &mut out,
-                            &declared.name,
-                            &results,
-                            Default::default(),
-                        )
+            let results = answered.results().map_err(bad)?;
+            let mut out = Vec::new();
+            let internal =
+                |e: cardinal_export::Error| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+            let kind = match format.as_str() {
+                "table" => {
+                    out.extend_from_slice(cardinal_export::table(&results).as_bytes());
+                    "text/plain; charset=utf-8"
+                }
+                "csv" => {
+                    cardinal_export::write_csv(&mut out, &results, Default::default())
                         .map_err(internal)?;
-                        "application/x-ndjson"
-                    }
-                };
-                Ok((String::from_utf8_lossy(&out).into_owned(), kind))
-            })
+                    "text/csv"
+                }
+                _ => {
+                    cardinal_export::write_json_lines(
+                        &mut out,
+                        &declared.name,
+                        &results,
+                        Default::default(),
+                    )
+                    .map_err(internal)?;
+                    "application/x-ndjson"
+                }
+            };
+            Ok((out, kind, gathered))
         },
     )
     .await;
     match result {
-        Some(Ok((body, kind))) => {
-            (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response()
+        Some(Ok((body, kind, gathered))) => {
+            let mut response =
+                (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response();
+            gathered.headers(&mut response);
+            response
         }
         Some(Err((status, why))) => plain(status, why),
         None => plain(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    }
+}
+
+/// The aggregate an overlap compares: the one named, else the summary's
+/// only HyperLogLog.
+fn overlap_aggregate(
+    declared: &cardinal_route::Summary,
+    rollup: &cardinal_rollup::Rollup,
+    aggregate: Option<String>,
+) -> Result<String, (StatusCode, String)> {
+    match aggregate {
+        Some(aggregate) => Ok(aggregate),
+        None => match &hll_aggregates(declared, rollup)[..] {
+            [one] => Ok(one.clone()),
+            hlls => Err((
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "say which aggregate with aggregate= (hll aggregates of {}: {})",
+                    declared.name,
+                    hlls.join(", ")
+                ),
+            )),
+        },
     }
 }
 
@@ -783,6 +1062,10 @@ async fn overlap_route(
         Ok(range) => range,
         Err(e) => return plain(StatusCode::BAD_REQUEST, e),
     };
+    let partial = match flag(&params, "partial") {
+        Ok(partial) => partial,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, e),
+    };
     let side = |key: &str| Selector {
         from,
         to,
@@ -791,41 +1074,157 @@ async fn overlap_route(
     let (a, b) = (side("a"), side("b"));
     let aggregate = params.get("aggregate").cloned();
     let text = params.get("format").is_some_and(|f| f == "text");
+    let asked = ask_peers(
+        &edge,
+        format!(
+            "/v1/state/{}{}",
+            percent(&name),
+            query_string(
+                std::iter::once(("overlap", "true")).chain(
+                    ["a", "b", "from", "to"]
+                        .iter()
+                        .filter_map(|&p| params.get(p).map(|v| (p, v.as_str())))
+                )
+            )
+        ),
+    );
     let work = Arc::clone(&edge);
-    let result = blocking(move || -> Result<String, (StatusCode, String)> {
+    let local = blocking(move || {
         let service = work.service();
+        let plan = Arc::clone(service.plan());
         with_rollup(&service, &name, |declared, rollup| {
-            let aggregate = match aggregate {
-                Some(aggregate) => aggregate,
-                None => match &hll_aggregates(declared, rollup)[..] {
-                    [one] => one.clone(),
-                    hlls => {
-                        return Err((
-                            StatusCode::BAD_REQUEST,
-                            format!(
-                                "say which aggregate with aggregate= (hll aggregates of {}: {})",
-                                declared.name,
-                                hlls.join(", ")
-                            ),
-                        ));
-                    }
-                },
-            };
-            let answered = overlap(declared, rollup, &a, &b, &aggregate)
+            let aggregate = overlap_aggregate(declared, rollup, aggregate)?;
+            let bad = |e: cardinal_engine::Error| (StatusCode::BAD_REQUEST, e.to_string());
+            let side_a = answer(declared, rollup, &overlap_query(declared, &a)).map_err(bad)?;
+            let side_b = answer(declared, rollup, &overlap_query(declared, &b)).map_err(bad)?;
+            // The aggregate is checked before any peer's state is read
+            // (fitting the sides says why it is not an HLL aggregate).
+            if !hll_aggregates(declared, rollup)
+                .iter()
+                .any(|hll| hll.eq_ignore_ascii_case(&aggregate))
+            {
+                overlap_of(declared, &side_a, &side_b, &aggregate).map_err(bad)?;
+            }
+            Ok((aggregate, [side_a, side_b]))
+        })
+        .map(|answered| (answered, plan))
+    })
+    .await;
+    let (((aggregate, mut sides), coverage, index), plan) = match local {
+        Some(Ok(local)) => local,
+        Some(Err((status, why))) => return plain(status, why),
+        None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    };
+    let states = peer_answers(asked, edge.peers.as_ref().map_or(0, |p| p.urls().len())).await;
+    let work = Arc::clone(&edge);
+    let result = blocking(
+        move || -> Result<(String, Gathered), (StatusCode, String)> {
+            let gathered = gather(&work, &mut sides, &coverage, states, partial)?;
+            let declared = &plan.summaries[index];
+            let answered = overlap_of(declared, &sides[0], &sides[1], &aggregate)
                 .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
-            Ok(if text {
+            let body = if text {
                 answered.text()
             } else {
                 format!("{}\n", answered.json())
-            })
+            };
+            Ok((body, gathered))
+        },
+    )
+    .await;
+    let (body, gathered) = match result {
+        Some(Ok(answered)) => answered,
+        Some(Err((status, why))) => return plain(status, why),
+        None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    };
+    let mut response = if text {
+        plain(StatusCode::OK, body.trim_end().to_owned())
+    } else {
+        json(StatusCode::OK, body)
+    };
+    gathered.headers(&mut response);
+    response
+}
+
+/// `GET /v1/state/{name}`: this node's own state of a selection, for a
+/// peer coordinating a cluster query ([`cluster`]). Never asks another
+/// node.
+async fn state(
+    State(edge): State<Arc<Edge>>,
+    Path(name): Path<String>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(denied) = authorized(&edge, &headers) {
+        return denied;
+    }
+    if let Err(refused) = known_params(&params, &STATE_PARAMS) {
+        return refused;
+    }
+    let sides = match flag(&params, "overlap") {
+        Ok(sides) => sides,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, e),
+    };
+    let query = match parse_query(&name, &params) {
+        Ok(query) => query,
+        Err(e) => return plain(StatusCode::BAD_REQUEST, e),
+    };
+    let overlap_only = ["a", "b"].iter().find(|p| params.contains_key(**p));
+    let query_only = ["where", "by", "buckets"]
+        .iter()
+        .find(|p| params.contains_key(**p));
+    match (sides, overlap_only, query_only) {
+        (false, Some(p), _) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                format!("{p}= is read with overlap=true only"),
+            );
+        }
+        (true, _, Some(p)) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                format!("{p}= is not read with overlap=true (a= and b= select the sides)"),
+            );
+        }
+        _ => {}
+    }
+    let side = |key: &str| Selector {
+        from: query.from,
+        to: query.to,
+        where_: params.get(key).cloned(),
+    };
+    let (a, b) = (side("a"), side("b"));
+    let work = Arc::clone(&edge);
+    let result = blocking(move || {
+        let service = work.service();
+        let bad = |e: cardinal_engine::Error| (StatusCode::BAD_REQUEST, e.to_string());
+        with_rollup(&service, &name, |declared, rollup| {
+            if sides {
+                let side_a = answer(declared, rollup, &overlap_query(declared, &a)).map_err(bad)?;
+                let side_b = answer(declared, rollup, &overlap_query(declared, &b)).map_err(bad)?;
+                Ok(vec![side_a, side_b])
+            } else {
+                Ok(vec![answer(declared, rollup, &query).map_err(bad)?])
+            }
+        })
+        .map(|(answers, coverage, _)| {
+            let answers: Vec<(usize, &cardinal_rollup::Rollup)> = answers
+                .iter()
+                .map(|a| (a.groups_matched, &a.rollup))
+                .collect();
+            cluster::encode_state(work.node_id, &answers, &coverage)
         })
     })
     .await;
     match result {
-        Some(Ok(body)) if text => plain(StatusCode::OK, body.trim_end().to_owned()),
-        Some(Ok(body)) => json(StatusCode::OK, body),
+        Some(Ok(body)) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, cluster::STATE_MEDIA_TYPE)],
+            body,
+        )
+            .into_response(),
         Some(Err((status, why))) => plain(status, why),
-        None => plain(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+        None => plain(StatusCode::INTERNAL_SERVER_ERROR, "the state failed"),
     }
 }
 

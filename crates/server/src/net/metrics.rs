@@ -497,6 +497,19 @@ pub fn render(edge: &Edge) -> String {
         "",
         load(&edge.metrics.http_body_timeouts),
     );
+    if let Some(peers) = &edge.peers {
+        family(
+            &mut out,
+            "cardinal_peer_failures_total",
+            "counter",
+            "Cluster queries a peer gave no usable state for (no answer within \
+             --peer-timeout, an error, a state that does not fit), by peer.",
+        );
+        for (url, failures) in peers.failures() {
+            let labels = format!("peer=\"{}\"", label(url));
+            value(&mut out, "cardinal_peer_failures_total", &labels, failures);
+        }
+    }
     family(
         &mut out,
         "cardinal_http_requests_total",

@@ -20,6 +20,7 @@
 //! is lost while it waits.
 
 pub mod accept;
+pub mod cluster;
 pub mod http;
 pub mod metrics;
 pub mod tcp;
@@ -156,6 +157,10 @@ pub struct Edge {
     pub clients: std::sync::Mutex<
         std::collections::HashMap<crate::ClientId, (u64, Arc<tokio::sync::Notify>)>,
     >,
+    /// The other nodes a live answer merges states from (`--peers`).
+    pub peers: Option<Arc<cluster::Peers>>,
+    /// This process's number among a cluster's ([`cluster::node_id`]).
+    pub node_id: u64,
     /// The Kafka source's offsets, lag, errors and broker state, when the
     /// node reads Kafka.
     pub kafka: Option<Arc<crate::source::kafka::Stats>>,
@@ -218,6 +223,11 @@ pub struct ServeConfig {
     /// Per-day files (`--out`): where, and after how much lateness a day
     /// closes.
     pub out: Option<(PathBuf, crate::days::DayFilesConfig)>,
+    /// The other nodes' HTTP base URLs (`--peers`): every live answer is
+    /// then the whole cluster's ([`cluster`]).
+    pub peers: Vec<String>,
+    /// How long a peer has to answer (`--peer-timeout`).
+    pub peer_timeout: Duration,
     /// The Kafka source (`--kafka`), if the node reads Kafka.
     pub kafka: Option<crate::source::kafka::KafkaConfig>,
 }
@@ -254,6 +264,19 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
     if let Some(kafka) = &config.kafka {
         config.service.pulled = crate::source::kafka::resolve(kafka)?;
     }
+    let peers = if config.peers.is_empty() {
+        None
+    } else {
+        let this = format!("http://{} (this node)", listeners.1.local_addr()?);
+        let peers = cluster::Peers::new(
+            &config.peers,
+            this,
+            config.peer_timeout,
+            config.token.clone(),
+        )
+        .map_err(|why| anyhow::anyhow!("--peers: {why}"))?;
+        Some(Arc::new(peers))
+    };
     let (connections_max, http_connections_max) =
         fit_connections(config.connections_max, config.http_connections_max)?;
     let dir = Arc::new(
@@ -285,6 +308,8 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
         metrics: EdgeMetrics::default(),
         started,
         clients: std::sync::Mutex::default(),
+        peers,
+        node_id: cluster::node_id(),
         kafka: config
             .kafka
             .as_ref()
