@@ -27,7 +27,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{ok, scratch_dir};
-use kafka::{Broker, End, Records, Transaction};
+use kafka::{Broker, End, OwnBroker, Records, Transaction};
+
+/// W1's header line.
+const HEADER: &str = "ts,user_id,kind,state,site,provider,campaign,revenue";
 
 /// W1's schema, as bench/engine declares it.
 const SCHEMA: &str = include_str!("../../../bench/engine/schemas/impressions.sql");
@@ -385,8 +388,7 @@ fn cluster_run(seed: u64, nodes: u32) {
     let all: Vec<&Node> = running.iter().collect();
     caught_up(&all);
     let input = dir.join("committed.csv");
-    let header = "ts,user_id,kind,state,site,provider,campaign,revenue\n";
-    std::fs::write(&input, format!("{header}{}\n", committed.join("\n"))).expect("input");
+    std::fs::write(&input, format!("{HEADER}\n{}\n", committed.join("\n"))).expect("input");
     let expected = truth(&dir, "committed.csv", "reach");
     assert!(!expected.is_empty());
     for (i, node) in running.iter().enumerate() {
@@ -642,4 +644,62 @@ fn a_cluster_answer_says_what_it_covers_and_refuses_a_partition_counted_twice() 
             && body.contains(&url(2)),
         "{body}"
     );
+}
+
+#[test]
+fn a_broker_that_goes_away_and_comes_back_loses_and_doubles_nothing() {
+    // A broker of its own: this one is stopped and started again.
+    if Broker::from_env().is_none() {
+        return;
+    }
+    let dir = scratch_dir("kafka", "broker-restart");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let own = OwnBroker::start(&dir.join("broker"));
+    let broker = &own.broker;
+    let topic = kafka::unique_name("away");
+    broker.create_topic(&topic, 3);
+    let lines = events(&dir, 6_000, 14);
+    let mut rng = Rng(9);
+    let (first, second) = lines.split_at(3_000);
+    broker.produce(&topic, &messages(first, 3, &mut rng));
+    let args = node_args(&dir, "d", free_port(), &kafka_args(broker, &topic, &[]));
+    let node = start(&args);
+    caught_up(&[&node]);
+    // The broker goes away: the node says so, degraded, and still answers.
+    own.stop();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = get(node.http, "/healthz").expect("the node answers");
+        assert_eq!(status, 200, "{body}");
+        if body.starts_with("degraded") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never degraded: {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(
+        dir.join("first.csv"),
+        format!("{HEADER}\n{}\n", first.join("\n")),
+    )
+    .expect("input");
+    assert_eq!(rows(node.http, "reach"), truth(&dir, "first.csv", "reach"));
+    // Back, with the same data and port; more records.
+    own.restart();
+    broker.produce(&topic, &messages(second, 3, &mut rng));
+    caught_up(&[&node]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = get(node.http, "/healthz").expect("the node answers");
+        if (status, body.trim()) == (200, "ok") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {status} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::fs::write(
+        dir.join("all.csv"),
+        format!("{}\n{}\n", HEADER, lines.join("\n")),
+    )
+    .expect("input");
+    assert_eq!(rows(node.http, "reach"), truth(&dir, "all.csv", "reach"));
 }

@@ -617,6 +617,78 @@ fn started_broker() -> &'static String {
     })
 }
 
+/// A broker of this test's own, in `dir`, that it may stop and start
+/// again (same data, same port): for tests of a broker going away. Killed
+/// by its watchdog once this process has exited.
+#[derive(Debug)]
+pub struct OwnBroker {
+    dir: PathBuf,
+    /// The broker, to use as any other.
+    pub broker: Broker,
+}
+
+impl OwnBroker {
+    /// Starts one in `dir` with `.ci/kafka start`.
+    pub fn start(dir: &Path) -> OwnBroker {
+        let address = ci_kafka(&[
+            "start".as_ref(),
+            dir.as_os_str(),
+            "--owner".as_ref(),
+            std::process::id().to_string().as_ref(),
+        ]);
+        OwnBroker {
+            dir: dir.to_path_buf(),
+            broker: Broker { bootstrap: address },
+        }
+    }
+
+    /// Stops it (`.ci/kafka stop`): its data stays, for [`OwnBroker::restart`].
+    pub fn stop(&self) {
+        ci_kafka(&["stop".as_ref(), self.dir.as_os_str()]);
+    }
+
+    /// Starts it again, or stops and starts it (`.ci/kafka restart`): its data and
+    /// port stay.
+    pub fn restart(&self) {
+        let address = ci_kafka(&["restart".as_ref(), self.dir.as_os_str()]);
+        assert_eq!(
+            address, self.broker.bootstrap,
+            "the same port after a restart"
+        );
+    }
+}
+
+impl Drop for OwnBroker {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(repository_root().join(".ci/kafka"))
+            .arg("stop")
+            .arg(&self.dir)
+            .stdin(std::process::Stdio::null())
+            .output();
+    }
+}
+
+/// Runs `.ci/kafka ARGS`, which prints the broker's address; panics with
+/// its error output when it fails.
+fn ci_kafka(args: &[&std::ffi::OsStr]) -> String {
+    let script = repository_root().join(".ci/kafka");
+    let output = std::process::Command::new(&script)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", script.display()));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "`.ci/kafka {args:?}` failed ({}):\n{stderr}",
+        output.status
+    );
+    String::from_utf8(output.stdout)
+        .expect("an address")
+        .trim()
+        .to_owned()
+}
+
 fn repository_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")

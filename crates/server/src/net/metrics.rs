@@ -617,8 +617,8 @@ fn kafka_families(out: &mut String, kafka: &crate::source::kafka::Stats) {
         (
             "cardinal_kafka_lag_records",
             "gauge",
-            "Offsets between the partition's high watermark and where reading stands (absent until the broker has given the watermark).",
-            |p| p.watermarks.map(|(_, high)| (high - p.read).max(0)),
+            "Offsets between the partition's high watermark and where reading stands (absent while the watermark is unknown or older than 3 s).",
+            crate::source::kafka::PartitionStats::lag,
         ),
         (
             "cardinal_kafka_offset_read",
@@ -636,7 +636,7 @@ fn kafka_families(out: &mut String, kafka: &crate::source::kafka::Stats) {
             "cardinal_kafka_high_watermark",
             "gauge",
             "The partition's high watermark, as last read from the broker.",
-            |p| p.watermarks.map(|(_, high)| high),
+            |p| p.watermarks.map(|(_, high, _)| high),
         ),
         (
             "cardinal_kafka_paused",

@@ -86,6 +86,20 @@ pub const PREFETCH_KBYTES: u32 = 32 << 10;
 /// this, the prefetch queue and the engine's queues.
 pub const FETCH_BYTES_MAX: u32 = 16 << 20;
 
+/// How old a partition's watermarks may be for its lag to be shown: three
+/// watcher rounds. Older (the broker away or slow), the lag is not known,
+/// and `/metrics` leaves it out rather than show a stale 0.
+pub const WATERMARKS_FRESH: Duration = Duration::from_secs(3);
+
+impl PartitionStats {
+    /// The high watermark less where reading stands, when the watermarks
+    /// are fresh ([`WATERMARKS_FRESH`]).
+    pub fn lag(&self) -> Option<i64> {
+        let (_, high, at) = self.watermarks?;
+        (at.elapsed() <= WATERMARKS_FRESH).then(|| (high - self.read).max(0))
+    }
+}
+
 /// How often the watcher reads the partitions' watermarks for the lag.
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
 
@@ -358,9 +372,9 @@ pub struct PartitionStats {
     pub read: i64,
     /// The next offset the last snapshot covers.
     pub covered: i64,
-    /// The partition's low and high watermarks, as last read (`None`
-    /// until the broker has told them: no lag is shown before).
-    pub watermarks: Option<(i64, i64)>,
+    /// The partition's low and high watermarks, as last read, and when
+    /// (`None` until the broker has told them: no lag is shown before).
+    pub watermarks: Option<(i64, i64, Instant)>,
     /// Whether the partition is paused (its engine full).
     pub paused: bool,
 }
@@ -1117,7 +1131,7 @@ impl Watcher {
                     if let Some(entry) =
                         lock(&self.stats.partitions).get_mut(&(pull.topic.clone(), p))
                     {
-                        entry.watermarks = Some((low, high));
+                        entry.watermarks = Some((low, high, Instant::now()));
                     }
                 }
                 Err(error) => {
