@@ -87,6 +87,10 @@ struct NodeArgs {
 }
 
 fn spawn(args: &NodeArgs) -> Child {
+    spawn_env(args, &[])
+}
+
+fn spawn_env(args: &NodeArgs, env: &[(&str, &str)]) -> Child {
     let port = args.port.to_string();
     let mut argv: Vec<String> = [
         "serve",
@@ -99,12 +103,13 @@ fn spawn(args: &NodeArgs) -> Child {
         "1",
         "--snapshot-every",
         "1",
-        "--memory-max",
-        "256MiB",
     ]
     .iter()
     .map(ToString::to_string)
     .collect();
+    if !args.more.iter().any(|a| a == "--memory-max") {
+        argv.extend(["--memory-max".to_owned(), "256MiB".to_owned()]);
+    }
     argv.extend(args.more.iter().cloned());
     let log = std::fs::OpenOptions::new()
         .create(true)
@@ -113,6 +118,7 @@ fn spawn(args: &NodeArgs) -> Child {
         .expect("log file");
     Command::new(env!("CARGO_BIN_EXE_cardinal"))
         .args(&argv)
+        .envs(env.iter().copied())
         .current_dir(&args.dir)
         .stdout(Stdio::piped())
         .stderr(log)
@@ -126,7 +132,12 @@ fn log_of(args: &NodeArgs) -> String {
 
 /// Starts a node and waits for its address line.
 fn start(args: &NodeArgs) -> Node {
-    let mut child = spawn(args);
+    start_env(args, &[])
+}
+
+/// [`start`] with more environment variables.
+fn start_env(args: &NodeArgs, env: &[(&str, &str)]) -> Node {
+    let mut child = spawn_env(args, env);
     let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout)
@@ -702,4 +713,120 @@ fn a_broker_that_goes_away_and_comes_back_loses_and_doubles_nothing() {
     )
     .expect("input");
     assert_eq!(rows(node.http, "reach"), truth(&dir, "all.csv", "reach"));
+}
+
+/// The node's resident memory, from `/metrics`.
+fn rss(address: SocketAddr) -> Option<u64> {
+    let (_, body) = get(address, "/metrics")?;
+    body.lines()
+        .find(|l| l.starts_with("process_resident_memory_bytes "))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+#[test]
+fn a_slow_node_holds_its_memory_while_the_topic_holds_far_more() {
+    let Some(broker) = Broker::from_env() else {
+        return;
+    };
+    let dir = scratch_dir("kafka", "slow");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let topic = kafka::unique_name("slow");
+    broker.create_topic(&topic, 6);
+    // About 400 MB of records: 25 times the node's 16 MiB budget.
+    let lines = events(&dir, 4_600_000, 15);
+    let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
+    assert!(bytes > 390_000_000, "{bytes} bytes");
+    let mut rng = Rng(11);
+    broker.produce(&topic, &messages(&lines, 6, &mut rng));
+    let mut more = kafka_args(&broker, &topic, &[]);
+    more.extend(["--memory-max".into(), "16MiB".into()]);
+    let args = node_args(&dir, "d", free_port(), &more);
+    // Each worker sleeps 4 ms before each 1 MiB batch: the fold is the
+    // bottleneck, so batches are held and partitions paused.
+    let node = start_env(&args, &[("CARDINAL_FAILPOINT_FOLD_DELAY_MS", "4")]);
+    let mut peak = 0;
+    let deadline = Instant::now() + CATCH_UP;
+    loop {
+        if let Some(rss) = rss(node.http) {
+            peak = peak.max(rss);
+        }
+        if lags(node.http).is_some_and(|lags| lags.iter().all(|&l| l == 0)) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the node did not catch up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    caught_up(&[&node]);
+    let (_, metrics) = get(node.http, "/metrics").expect("metrics");
+    let held: u64 = metrics
+        .lines()
+        .find(|l| l.starts_with("cardinal_kafka_batches_held_total "))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .expect("held batches counted");
+    assert!(
+        held > 0,
+        "the engine was never full: the test did not slow it"
+    );
+    // What the node may hold beside its state: librdkafka's prefetch
+    // (32 MiB) and one fetch (16 MiB), a batch built and one held per
+    // partition, 8 batches per worker's queue; with the binary, far below
+    // the topic's size.
+    assert!(
+        peak < 250 << 20,
+        "the node's memory reached {} MiB reading a topic of {} MiB",
+        peak >> 20,
+        bytes >> 20
+    );
+    eprintln!(
+        "peak RSS {} MiB reading {} MiB, {held} batches held",
+        peak >> 20,
+        bytes >> 20
+    );
+}
+
+#[test]
+fn changing_the_number_of_nodes_rebuilds_from_the_topic_as_documented() {
+    let Some(broker) = Broker::from_env() else {
+        return;
+    };
+    let dir = scratch_dir("kafka", "resize");
+    std::fs::write(dir.join("schema.sql"), SCHEMA).expect("schema");
+    let topic = kafka::unique_name("resize");
+    broker.create_topic(&topic, 6);
+    let lines = events(&dir, 8_000, 16);
+    let mut rng = Rng(13);
+    broker.produce(&topic, &messages(&lines, 6, &mut rng));
+    // One node reads everything, then is stopped (docs/kafka.md, step 1).
+    let one = node_args(&dir, "one", free_port(), &kafka_args(&broker, &topic, &[]));
+    read_all_and_stop(&broker, &one);
+    // Steps 2 and 3: its data moved aside, two nodes with fresh data
+    // directories, each reading its half from the earliest offset.
+    std::fs::rename(dir.join("one"), dir.join("one.aside")).expect("moved aside");
+    let ports = [free_port(), free_port()];
+    let two: Vec<NodeArgs> = (0..2)
+        .map(|i| {
+            let peer = format!("http://127.0.0.1:{}", ports[1 - i]);
+            node_args(
+                &dir,
+                &format!("two-{i}"),
+                ports[i],
+                &kafka_args(
+                    &broker,
+                    &topic,
+                    &["--node", &format!("{i}/2"), "--peers", &peer],
+                ),
+            )
+        })
+        .collect();
+    let nodes: Vec<Node> = two.iter().map(start).collect();
+    caught_up(&nodes.iter().collect::<Vec<_>>());
+    std::fs::write(
+        dir.join("all.csv"),
+        format!("{HEADER}\n{}\n", lines.join("\n")),
+    )
+    .expect("input");
+    let expected = truth(&dir, "all.csv", "reach");
+    for node in &nodes {
+        assert_eq!(rows(node.http, "reach"), expected);
+    }
 }

@@ -123,6 +123,11 @@ pub struct ContinuousOptions {
     /// worker folding it, as a bug would. [`ContinuousOptions::new`] takes
     /// it from [`FAILPOINT_FOLD_PANIC`] (unset: `None`).
     pub panic_on: Option<Vec<u8>>,
+    /// A failpoint for tests: each worker sleeps this long before it folds
+    /// a batch, a slow fold (a source's back-pressure is tested with it).
+    /// [`ContinuousOptions::new`] takes it from [`FAILPOINT_FOLD_DELAY_MS`]
+    /// (unset: none).
+    pub delay_per_batch: Option<std::time::Duration>,
 }
 
 /// The attribution frontier trails the FRONTIER_EVENTS-th newest event
@@ -157,6 +162,10 @@ impl ContinuousOptions {
             panic_on: std::env::var_os(FAILPOINT_FOLD_PANIC)
                 .filter(|v| !v.is_empty())
                 .map(std::ffi::OsString::into_encoded_bytes),
+            delay_per_batch: std::env::var(FAILPOINT_FOLD_DELAY_MS)
+                .ok()
+                .and_then(|ms| ms.parse().ok())
+                .map(std::time::Duration::from_millis),
         }
     }
 }
@@ -424,6 +433,8 @@ struct Shared {
     failed_batch: Mutex<Option<EngineSeq>>,
     /// [`FAILPOINT_FOLD_PANIC`]'s value, read once at start.
     panic_on: Option<Vec<u8>>,
+    /// [`ContinuousOptions::delay_per_batch`].
+    delay_per_batch: Option<std::time::Duration>,
     /// How each attribution routes users to its chains' shard groups
     /// (empty when none reads the stream).
     routing: Vec<(Router, usize)>,
@@ -466,6 +477,10 @@ fn attribution_budget_error(bytes: u64, bytes_max: u64) -> anyhow::Error {
 /// that folds it, as a bug would ([`ContinuousOptions::panic_on`]).
 /// Recovery tests of real processes use it.
 pub const FAILPOINT_FOLD_PANIC: &str = "CARDINAL_FAILPOINT_FOLD_PANIC";
+
+/// The environment variable of [`ContinuousOptions::delay_per_batch`]:
+/// milliseconds each worker sleeps before folding a batch (tests only).
+pub const FAILPOINT_FOLD_DELAY_MS: &str = "CARDINAL_FAILPOINT_FOLD_DELAY_MS";
 
 /// The message a panic carried, as text.
 fn panic_text(panic: &(dyn std::any::Any + Send)) -> String {
@@ -744,6 +759,7 @@ impl Continuous {
             failed: Mutex::new(None),
             failed_batch: Mutex::new(None),
             panic_on: options.panic_on.clone(),
+            delay_per_batch: options.delay_per_batch,
             routing,
             threads,
             attribution_lateness_ms: options.attribution_lateness_ms,
@@ -1241,6 +1257,9 @@ fn work(shared: &Shared, index: usize, inbox: &Queue<Message>) -> Result<()> {
                 // index does in a run); it wraps, harmlessly.
                 #[expect(clippy::cast_possible_truncation, reason = "a tie-breaker")]
                 let input = seq.get() as u32;
+                if let Some(delay) = shared.delay_per_batch {
+                    std::thread::sleep(delay);
+                }
                 let folded = std::panic::catch_unwind(AssertUnwindSafe(|| {
                     if let Some(marker) = &shared.panic_on
                         && memchr::memmem::find(&bytes, marker).is_some()

@@ -124,6 +124,14 @@ const _: () =
     assert!(BATCH_BYTES_MAX + ENVELOPE_BYTES_MAX <= cardinal_store::wal::RECORD_PAYLOAD_BYTES_MAX);
 const _: () = assert!(crate::frame::FRAME_BYTES_MAX <= BATCH_BYTES_MAX);
 
+/// Batches each worker's queue holds for a stream fed by a pull source:
+/// 8, where push sources get the engine's default. A pull source's batch
+/// is a full 1 MiB and the broker keeps what is not yet taken, so a
+/// shallow queue costs no speed (the source refills it as fast as a
+/// worker empties it) and bounds what a slow engine holds to 8 MiB a
+/// worker.
+pub const PULL_QUEUE_BATCHES: usize = 8;
+
 /// Reject lines kept for `GET /v1/rejects` (the newest; older ones are
 /// counted, not kept).
 pub const REJECTS_KEPT: usize = 1_000;
@@ -171,6 +179,13 @@ impl ServiceOptions {
         let mut options = ContinuousOptions::new(self.threads, self.memory_max);
         options.stream = Some(stream.to_owned());
         options.queue_batches = self.queue_batches;
+        if self
+            .pulled
+            .keys()
+            .any(|name| name.eq_ignore_ascii_case(stream))
+        {
+            options.queue_batches = options.queue_batches.min(PULL_QUEUE_BATCHES);
+        }
         options.limits = self.limits;
         options.attribution_lateness_ms = self.attribution_lateness_ms;
         options
