@@ -396,12 +396,30 @@ fn cluster_run(seed: u64, nodes: u32) {
         eprintln!("seed {seed} round {round}: killed node {victim}");
         running[victim] = start(&args[victim]);
     }
+    // A message that is no record: rejected and kept, as on any edge
+    // (and by `cardinal run` over the same lines).
+    let junk = "not a record".to_owned();
+    broker.produce(
+        &topic,
+        &[(0, vec![junk.clone().into_bytes()])].into_iter().collect(),
+    );
+    committed.push(junk);
     let all: Vec<&Node> = running.iter().collect();
     caught_up(&all);
     let input = dir.join("committed.csv");
     std::fs::write(&input, format!("{HEADER}\n{}\n", committed.join("\n"))).expect("input");
     let expected = truth(&dir, "committed.csv", "reach");
     assert!(!expected.is_empty());
+    // The rejects name where they came from; some node holds each.
+    let rejects: String = running
+        .iter()
+        .filter_map(|node| get(node.http, "/v1/rejects").map(|(_, body)| body))
+        .collect();
+    assert!(
+        rejects.contains(&format!("topic {topic} partition 0 offsets "))
+            && rejects.contains("fewer fields than columns"),
+        "{rejects}"
+    );
     for (i, node) in running.iter().enumerate() {
         let got = rows(node.http, "reach");
         assert!(

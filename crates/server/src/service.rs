@@ -104,7 +104,7 @@ use cardinal_store::{Dir, Loaded, Snapshot, Snapshots, Ticket, Wal, WalOptions, 
 use crate::dedup::{DedupTable, Verdict};
 use crate::frame::{BatchId, ClientId, ErrorCode, Format};
 use crate::keys::{self, Digest, KeyTable, Lookup};
-use crate::source::{Coverage, Offsets, Pull, TopicPartition};
+use crate::source::{Coverage, LogSeq, Offsets, Pull, TopicPartition};
 
 /// The largest batch of records the service takes: 16 MiB, what one log
 /// record holds once its envelope is added ([`ENVELOPE_BYTES_MAX`]). Every
@@ -538,7 +538,7 @@ struct Stream {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum At {
     /// A push source's batch: its log record's sequence.
-    Log(u64),
+    Log(LogSeq),
     /// A pull source's batch: its partition and the next offset after it.
     Offset(i32, i64),
 }
@@ -1446,7 +1446,7 @@ impl Service {
                     if list.is_empty() {
                         *first = seq.get();
                     }
-                    list.push_back(At::Log(record.sequence));
+                    list.push_back(At::Log(LogSeq(record.sequence)));
                     opened.replayed += 1;
                     opened.replayed_bytes += envelope.records.len() as u64;
                 }
@@ -1488,7 +1488,7 @@ impl Service {
                     list.get(usize::try_from(seq.get().checked_sub(*first)?).ok()?)
                 });
                 return Err(match sequence {
-                    Some(&At::Log(sequence)) => anyhow::Error::new(Unfoldable {
+                    Some(&At::Log(LogSeq(sequence))) => anyhow::Error::new(Unfoldable {
                         sequence,
                         why: format!("{e:#}"),
                     }),
@@ -1820,7 +1820,7 @@ impl Service {
             seq.get(),
             "engine numbers follow the log"
         );
-        list.push_back(At::Log(sequence));
+        list.push_back(At::Log(LogSeq(sequence)));
         let origin_text = match &origin {
             Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
             Origin::Key(key) => format!("idempotency key {key}"),
@@ -2091,7 +2091,7 @@ impl Service {
                 }
                 None => {
                     let position = list.iter().find_map(|at| match at {
-                        At::Log(sequence) => Some(sequence - 1),
+                        At::Log(LogSeq(sequence)) => Some(sequence - 1),
                         At::Offset(..) => None,
                     });
                     snapshot
