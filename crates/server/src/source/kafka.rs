@@ -100,6 +100,11 @@ impl PartitionStats {
     }
 }
 
+/// The highest partition number `--partitions` takes, plus one: 65,536,
+/// far past what one topic holds in practice (Kafka advises thousands per
+/// broker), and a bound on the set a range makes.
+pub const PARTITIONS_MAX: i32 = 1 << 16;
+
 /// How often the watcher reads the partitions' watermarks for the lag.
 pub const WATCH_EVERY: Duration = Duration::from_secs(1);
 
@@ -158,11 +163,19 @@ impl Assignment {
                     let a: i32 = a.trim().parse().with_context(bad)?;
                     let b: i32 = b.trim().parse().with_context(bad)?;
                     ensure!(0 <= a && a <= b, "{}", bad());
+                    ensure!(
+                        b < PARTITIONS_MAX,
+                        "--partitions {text}: partition {b} is past the limit of {PARTITIONS_MAX}"
+                    );
                     set.extend(a..=b);
                 }
                 None => {
                     let p: i32 = part.parse().with_context(bad)?;
                     ensure!(p >= 0, "{}", bad());
+                    ensure!(
+                        p < PARTITIONS_MAX,
+                        "--partitions {text}: partition {p} is past the limit of {PARTITIONS_MAX}"
+                    );
                     set.insert(p);
                 }
             }
@@ -1209,6 +1222,9 @@ mod tests {
             [0, 2, 3, 4, 9].into_iter().collect::<BTreeSet<_>>()
         );
         assert!(Assignment::partitions("4-2").is_err());
+        assert!(Assignment::partitions("0-2147483647").is_err());
+        assert!(Assignment::partitions("65535").is_ok());
+        assert!(Assignment::partitions("65536").is_err());
         assert!(Assignment::partitions("").is_err());
         // Every partition has exactly one owner among N nodes.
         for n in 1..5 {
