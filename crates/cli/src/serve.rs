@@ -24,7 +24,6 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(after_help = "Examples:
   cardinal serve schema.sql
-  cardinal serve schema.sql --listen 127.0.0.1:7400 --http 127.0.0.1:7480 --data /var/lib/cardinal
   cardinal send imp.csv --to 127.0.0.1:7400 --stream impressions
   curl -s 'http://127.0.0.1:7480/v1/summaries/reach?by=state&buckets=all&format=table'
   cardinal serve schema.sql --http 10.0.0.1:7480 --listen 10.0.0.1:7400 --token-file token \\
