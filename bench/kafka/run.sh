@@ -111,20 +111,16 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 
 records="$data/impressions-$EVENTS.csv"   # W1, one record a line, no header
 truth="$data/impressions-$EVENTS.truth.json"
-if [[ -n "${CARDINAL:-}" ]]; then
-    cardinal="$CARDINAL"
-else
-    say "building cardinal (release-lto)"
-    (cd "$root" && cargo build -q --profile release-lto -p cardinal --bin cardinal)
-    cardinal="$target/release-lto/cardinal"
+# Both in one cargo command: built apart, the two packages unify their
+# dependencies' features differently, and each build undoes the other's
+# (a full fat-LTO rebuild, ~7 minutes here).
+if [[ -z "${CARDINAL:-}" || -z "${FLOOR:-}" ]]; then
+    say "building cardinal and the read floor (release-lto)"
+    (cd "$root" && cargo build -q --profile release-lto -p cardinal --bin cardinal \
+        -p cardinal-server --example kafka_read_floor)
 fi
-if [[ -n "${FLOOR:-}" ]]; then
-    floor="$FLOOR"
-elif want throughput; then
-    say "building the read floor (release-lto)"
-    (cd "$root" && cargo build -q --profile release-lto -p cardinal-server --example kafka_read_floor)
-    floor="$target/release-lto/examples/kafka_read_floor"
-fi
+cardinal="${CARDINAL:-$target/release-lto/cardinal}"
+floor="${FLOOR:-$target/release-lto/examples/kafka_read_floor}"
 if [[ ! -f "$records" ]]; then
     say "generating $EVENTS W1 records"
     "$cardinal" gen impressions --events "$EVENTS" -o "$records.full.tmp" --truth "$truth"
@@ -242,7 +238,7 @@ node() { # node PART ARGS...: node.py with the common arguments
 cardinal_round() { # cardinal_round ROUND
     local round="$1"
     node throughput --schema "$w1_schema" --topic "$topic" --records "$EVENTS" --round "$round" \
-        --label "cardinal-r$round" --log "$out/cardinal-r$round.log" \
+        --label "cardinal-r$round" --log "$out/cardinal-r$round.log" --polls "$out/cardinal-r$round-polls.tsv" \
         --expect "$expect" --truth "$truth" >>"$results" \
         || { say "cardinal failed; its log:"; tail -20 "$out/cardinal-r$round.log" >&2; exit 1; }
     tail -1 "$results" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("   cardinal   %9.0f records/s (first message to folded; %.0f over the whole run)  %.2f CPU-s  %.0f records/CPU-s  RSS %.0f MB\n              %s" % (r["records_per_s"], r["whole_run_records_per_s"], r["cpu_s"], r["records_per_cpu_s"], r["rss_mb"], r["check"]))' >&2
@@ -261,7 +257,7 @@ fi
 if want growth; then
     say "growth: a fresh node grouping by user (~1M groups) drains $EVENTS records"
     node throughput --schema "$big_schema" --topic "$topic" --records "$EVENTS" --round 1 \
-        --label growth --log "$out/growth.log" \
+        --label growth --log "$out/growth.log" --polls "$out/growth-polls.tsv" --poll 0.5 \
         | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); r["system"] = "cardinal-growth"; print(json.dumps(r))' \
         >>"$results" || { say "the growth run failed; its log:"; tail -20 "$out/growth.log" >&2; exit 1; }
     tail -1 "$results" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); f, a = r["first_window_records_per_s"], r["after_first_window_records_per_s"]; print("   first 1M %9.0f records/s, the other %d M %9.0f (%.2fx); overall %.0f; RSS %.0f MB\n   each million: %s" % (f, (r["records"] - 1000000) // 1000000, a, a / f, r["records_per_s"], r["rss_mb"], r["window_records_per_s"]))' >&2

@@ -27,7 +27,7 @@ if best:
         r = best.get(system)
         if not r:
             continue
-        whole = r.get("whole_run_records_per_s", r.get("records_per_s"))
+        whole = r.get("records_per_s")
         cpu = f"{r['cpu_s']:.2f}" if "cpu_s" in r else ""
         per_cpu = f"{r['records_per_cpu_s']:,.0f}" if "records_per_cpu_s" in r else ""
         rss = f"{r['rss_mb']:.0f}" if "rss_mb" in r else ""
@@ -40,12 +40,20 @@ if best:
             name += " (while fetching)"
             print(f"| {name} | {rate_s:,.0f} | {every(system, 'fetch_records_per_s')} | {whole:,.0f} | | | |")
             continue
-        print(f"| {name} | {rate_s:,.0f} | {every(system, 'records_per_s')} | {whole:,.0f} | {cpu} | {per_cpu} | {rss} |")
+        whole_s = f"{r['whole_run_records_per_s']:,.0f}" if "whole_run_records_per_s" in r else ""
+        print(f"| {name} | {rate_s:,.0f} | {every(system, 'records_per_s')} | {whole_s} | {cpu} | {per_cpu} | {rss} |")
     c, k = best.get("cardinal"), best.get("kafka-consumer-perf-test")
     if c and k:
         print(f"\ncardinal / ConsumerPerformance: {c['records_per_s'] / k['fetch_records_per_s']:.2f}x "
               f"against its fetch-only rate, {c['whole_run_records_per_s'] / k['records_per_s']:.2f}x "
               "whole run against whole run (goal: at least 0.8x and 1 M records/s per node)")
+        per_round = []
+        for r in rows:
+            if r["system"] == "cardinal":
+                k = [x for x in rows if x["system"] == "kafka-consumer-perf-test" and x["round"] == r["round"]]
+                if k:
+                    per_round.append(r["records_per_s"] / k[0]["fetch_records_per_s"])
+        print("round by round, against the fetch-only rate: " + ", ".join(f"{x:.2f}x" for x in per_round))
     f = best.get("kafka_read_floor")
     if c and f:
         print(f"cardinal / the read floor: {c['records_per_s'] / f['records_per_s']:.2f}x")
