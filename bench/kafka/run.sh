@@ -15,7 +15,8 @@
 #               same lines and against the generator's truth file
 #   growth      a fresh node on a schema grouped by user (~1M groups,
 #               bench/engine/schemas/snapshot.sql) drains the topic: the
-#               rate of the first million records against the rest
+#               rate of the first million records against the rest; then
+#               the same for the engine alone (`cardinal run`)
 #   restart     the same schema with --snapshot-every 5: read the topic,
 #               wait for a snapshot covering it, kill -9, start again: the
 #               seconds to caught up (lag 0) and the snapshot's load time
@@ -261,6 +262,19 @@ if want growth; then
         | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); r["system"] = "cardinal-growth"; print(json.dumps(r))' \
         >>"$results" || { say "the growth run failed; its log:"; tail -20 "$out/growth.log" >&2; exit 1; }
     tail -1 "$results" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); f, a = r["first_window_records_per_s"], r["after_first_window_records_per_s"]; print("   first 1M %9.0f records/s, the other %d M %9.0f (%.2fx); overall %.0f; RSS %.0f MB\n   each million: %s" % (f, (r["records"] - 1000000) // 1000000, a, a / f, r["records_per_s"], r["rss_mb"], r["window_records_per_s"]))' >&2
+    # The engine alone, no Kafka and no /metrics views: `cardinal run` over
+    # the first million lines, then over all of them; the difference is
+    # the fold of the records after the first million.
+    header="$("$cardinal" gen impressions --events 1 | sed -n 1p)"
+    fold_seconds() { # fold_seconds LINES: cardinal run's own time for the first LINES records
+        { echo "$header"; head -n "$1" "$records"; } \
+            | "$cardinal" run "$big_schema" - --json /dev/null 2>&1 \
+            | sed -n 's/.* in \([0-9.]*\) s: .*/\1/p'
+    }
+    small="$(fold_seconds 1000000)" whole="$(fold_seconds "$EVENTS")"
+    python3 -c 'import json, sys; s, w, n = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]); print(json.dumps({"system": "engine-growth", "first_million_s": s, "all_s": w, "records": n, "first_million_records_per_s": 1e6 / s, "after_records_per_s": (n - 1e6) / (w - s) if w > s else None}))' \
+        "$small" "$whole" "$EVENTS" >>"$results"
+    tail -1 "$results" | python3 -c 'import json, sys; r = json.loads(sys.stdin.read()); print("   the engine alone (cardinal run): the first 1M %.0f records/s, the rest %.0f" % (r["first_million_records_per_s"], r["after_records_per_s"] or 0))' >&2
 fi
 
 if want restart; then

@@ -68,6 +68,10 @@ for r in rows:
               f"({a / f:.2f}x; goal: within 10%, at least 0.9x); each million, M/s: "
               + ", ".join(f"{w / 1e6:.2f}" for w in r["window_records_per_s"] if w)
               + f"; the last million against the second: {r['last_window_records_per_s'] / r['second_window_records_per_s']:.2f}x")
+    if r["system"] == "engine-growth" and r["after_records_per_s"]:
+        print(f"The engine alone (`cardinal run`, no Kafka, no views): the first 1M at "
+              f"{r['first_million_records_per_s']:,.0f} records/s, the rest at {r['after_records_per_s']:,.0f} "
+              f"({r['after_records_per_s'] / r['first_million_records_per_s']:.2f}x)")
     if r.get("part") == "restart":
         print(f"\nRestart after kill -9 ({r['records']:,} records by user, snapshot {r['snapshot_mb']:.0f} MB, "
               f"RSS {r['rss_mb_before_kill']:.0f} MB): /metrics answering after {r['restart_to_http_s']:.2f} s, "
