@@ -268,7 +268,7 @@ if want growth; then
     header="$("$cardinal" gen impressions --events 1 | sed -n 1p)"
     fold_seconds() { # fold_seconds LINES: cardinal run's own time for the first LINES records
         { echo "$header"; head -n "$1" "$records"; } \
-            | "$cardinal" run "$big_schema" - --json /dev/null 2>&1 \
+            | "$cardinal" run "$big_schema" - --json "$out/growth-fold.jsonl" 2>&1 \
             | sed -n 's/.* in \([0-9.]*\) s: .*/\1/p'
     }
     small="$(fold_seconds 1000000)" whole="$(fold_seconds "$EVENTS")"

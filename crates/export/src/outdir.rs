@@ -208,6 +208,20 @@ impl AtomicFile {
         let Some(name) = target.file_name() else {
             return Err(io(&target, std::io::Error::other("not a file name")));
         };
+        // A device, pipe or socket is never renamed over: that would put
+        // a regular file in place of `/dev/null` (it happened, as root).
+        if let Ok(meta) = std::fs::metadata(&target)
+            && !meta.is_file()
+        {
+            return Err(io(
+                &target,
+                std::io::Error::other(
+                    "not a regular file: outputs are written whole to a new file renamed over \
+                     the old one, which would replace a device or a pipe; write to a file, or \
+                     to `-` (standard output) and redirect that",
+                ),
+            ));
+        }
         let dir = match target.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent,
             _ => Path::new("."),
@@ -452,5 +466,21 @@ mod tests {
                 proptest::prop_assert!(path.components().all(|c| matches!(c, Component::Normal(_))));
             }
         }
+    }
+
+    #[test]
+    fn a_device_or_a_directory_is_never_replaced() {
+        for special in ["/dev/null", "/dev/zero"] {
+            if std::path::Path::new(special).exists() {
+                let error = AtomicFile::create(Path::new(special)).expect_err("refused");
+                assert!(error.to_string().contains("not a regular file"), "{error}");
+                let meta = std::fs::metadata(special).expect("still there");
+                assert!(!meta.is_file(), "{special} is still a device");
+            }
+        }
+        let dir = std::env::temp_dir().join(format!("cardinal-atomic-dir-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        assert!(AtomicFile::create(&dir).is_err());
+        std::fs::remove_dir_all(&dir).expect("removed");
     }
 }

@@ -114,35 +114,25 @@ pub fn render(edge: &Edge) -> String {
         "counter",
         "Records rejected, by stream and reason.",
     );
-    let mut views = Vec::new();
-    for (i, stream) in streams.iter().enumerate() {
-        match service.view(i) {
-            Ok(view) => {
-                let mut by_code = std::collections::BTreeMap::<&str, u64>::new();
-                for (reason, n) in &view.counts().rejects_by_reason {
-                    *by_code
-                        .entry(cardinal_engine::reject_code(reason))
-                        .or_default() += n;
-                }
-                for (code, n) in by_code {
-                    let labels = format!("stream=\"{}\",reason=\"{code}\"", label(stream));
-                    value(&mut out, "cardinal_events_rejected_total", &labels, n);
-                }
-                let stats = view.summary_stats();
-                let rollups: Vec<Dropped> = stats
-                    .iter()
-                    .filter_map(|s| view.rollup(&s.name))
-                    .map(|rollup| Dropped {
-                        expired: rollup.dropped_expired(),
-                        future: rollup.dropped_future(),
-                        watermark: rollup.watermark().map(|t| t.0),
-                    })
-                    .collect();
-                views.push(Some((stream.to_string(), stats, rollups)));
+    let views = edge.metrics_views.figures(&service);
+    for (stream, figures) in streams.iter().zip(views.iter()) {
+        if let Some(figures) = figures {
+            for (code, n) in &figures.rejects {
+                let labels = format!("stream=\"{}\",reason=\"{code}\"", label(stream));
+                value(&mut out, "cardinal_events_rejected_total", &labels, n);
             }
-            Err(_) => views.push(None),
         }
     }
+    type Held = (String, Vec<cardinal_engine::SummaryStats>, Vec<Dropped>);
+    let views: Vec<Option<Held>> = views
+        .iter()
+        .zip(streams.iter())
+        .map(|(figures, stream)| {
+            figures
+                .as_ref()
+                .map(|f| (stream.to_string(), f.stats.clone(), f.dropped.clone()))
+        })
+        .collect();
     let queues: Vec<(usize, usize)> = (0..streams.len()).map(|i| service.queued(i)).collect();
     family(
         &mut out,
@@ -723,7 +713,89 @@ fn kafka_families(out: &mut String, kafka: &crate::source::kafka::Stats) {
     value(out, "cardinal_kafka_broker_up", "", i64::from(!away));
 }
 
+/// What `/metrics` reads from a live view of one engine: rejects by
+/// reason, each summary's size, what each rollup dropped.
+#[derive(Debug, Clone)]
+pub struct ViewFigures {
+    rejects: std::collections::BTreeMap<&'static str, u64>,
+    stats: Vec<cardinal_engine::SummaryStats>,
+    dropped: Vec<Dropped>,
+}
+
+/// The figures of the last live views, reused while they are young
+/// against what taking them cost: a view merges every worker's state (a
+/// million groups took 0.15-1.6 s), so a scrape takes new ones only once
+/// [`VIEW_COST_SHARE`] times their cost has passed. A small state's views
+/// cost microseconds, so its figures are always fresh.
+#[derive(Debug, Default)]
+pub struct ViewCache {
+    last: std::sync::Mutex<Option<Taken>>,
+}
+
+/// Figures taken from the views, when, and what taking them cost.
+#[derive(Debug)]
+struct Taken {
+    at: std::time::Instant,
+    cost: std::time::Duration,
+    figures: Vec<Option<ViewFigures>>,
+}
+
+/// How many times a view's cost must pass before a scrape takes the
+/// views again: 10, so views cost a scraped server at most a tenth of a
+/// core.
+pub const VIEW_COST_SHARE: u32 = 10;
+
+impl ViewCache {
+    /// The figures of every engine's view, fresh or reused (type doc).
+    pub fn figures(&self, service: &crate::service::Service) -> Vec<Option<ViewFigures>> {
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(taken) = &*last
+            && taken.at.elapsed() < taken.cost * VIEW_COST_SHARE
+            && taken.figures.len() == service.streams().len()
+        {
+            return taken.figures.clone();
+        }
+        let started = std::time::Instant::now();
+        let figures: Vec<Option<ViewFigures>> = (0..service.streams().len())
+            .map(|i| {
+                let view = service.view(i).ok()?;
+                let mut rejects = std::collections::BTreeMap::<&'static str, u64>::new();
+                for (reason, n) in &view.counts().rejects_by_reason {
+                    *rejects
+                        .entry(cardinal_engine::reject_code(reason))
+                        .or_default() += n;
+                }
+                let stats = view.summary_stats();
+                let dropped = stats
+                    .iter()
+                    .filter_map(|s| view.rollup(&s.name))
+                    .map(|rollup| Dropped {
+                        expired: rollup.dropped_expired(),
+                        future: rollup.dropped_future(),
+                        watermark: rollup.watermark().map(|t| t.0),
+                    })
+                    .collect();
+                Some(ViewFigures {
+                    rejects,
+                    stats,
+                    dropped,
+                })
+            })
+            .collect();
+        *last = Some(Taken {
+            at: std::time::Instant::now(),
+            cost: started.elapsed(),
+            figures: figures.clone(),
+        });
+        figures
+    }
+}
+
 /// What a summary's rollup dropped, and its watermark (ms).
+#[derive(Debug, Clone)]
 struct Dropped {
     expired: u64,
     future: u64,

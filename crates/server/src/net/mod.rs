@@ -164,6 +164,9 @@ pub struct Edge {
     /// The Kafka source's offsets, lag, errors and broker state, when the
     /// node reads Kafka.
     pub kafka: Option<Arc<crate::source::kafka::Stats>>,
+    /// `/metrics`' figures from the engines' live views, reused while
+    /// young against their cost.
+    pub metrics_views: metrics::ViewCache,
 }
 
 impl Edge {
@@ -314,6 +317,7 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
             .kafka
             .as_ref()
             .map(|_| Arc::new(crate::source::kafka::Stats::default())),
+        metrics_views: metrics::ViewCache::default(),
     });
     let kafka = match (&config.kafka, &edge.kafka) {
         (Some(kafka), Some(stats)) => {
