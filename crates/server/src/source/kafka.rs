@@ -280,6 +280,13 @@ fn client_config(brokers: &str, group: &str) -> ClientConfig {
     config
 }
 
+/// A consumer of `group` on `brokers`, with the settings above.
+fn consumer(brokers: &str, group: &str) -> Result<BaseConsumer> {
+    client_config(brokers, group)
+        .create()
+        .context("creating a Kafka consumer")
+}
+
 /// The pull plans of a start: per stream, its topic, partition count and
 /// owned partitions, read from the broker's metadata (waiting for the
 /// broker up to `start_wait`).
@@ -288,9 +295,7 @@ pub fn resolve(config: &KafkaConfig) -> Result<BTreeMap<String, Pull>> {
     let deadline = Instant::now() + config.start_wait;
     for (stream, topic) in &config.topics {
         let group = config.group.clone().unwrap_or_else(|| default_group(topic));
-        let consumer: BaseConsumer = client_config(&config.brokers, &group)
-            .create()
-            .context("creating a Kafka consumer")?;
+        let consumer = consumer(&config.brokers, &group)?;
         let count = loop {
             match consumer.fetch_metadata(Some(topic), BROKER_TIMEOUT) {
                 Ok(metadata) => {
@@ -449,29 +454,22 @@ impl Kafka {
                 .pulled(stream)
                 .with_context(|| format!("stream {stream} is not fed from Kafka"))?;
             let group = config.group.clone().unwrap_or_else(|| default_group(topic));
-            let fence = claim(
-                config,
-                &group,
-                pull,
-                &service.covered_offsets(index),
-                &instance,
-                &node,
-            )?;
-            check_retained(config, &group, pull, &service.covered_offsets(index))?;
-            fences.push((stream.clone(), group, fence));
+            // The watcher's consumer checks retention and claims the fence
+            // now, and commits after each snapshot later. Retention first:
+            // a start refused for lost records takes no fence.
+            let watcher = consumer(&config.brokers, &group)?;
+            let covered = service.covered_offsets(index);
+            let lost = gaps(&watcher, pull, &covered)?;
+            ensure!(lost.is_empty(), "{}", describe_gaps(&pull.topic, &lost));
+            let fence = claim(&watcher, pull, &covered, &instance, &node)?;
+            fences.push((stream.clone(), group, fence, watcher));
         }
         drop(service);
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
-        for (stream, group, fence) in fences {
-            let consumer: BaseConsumer = client_config(&config.brokers, &group)
-                .create()
-                .context("creating a Kafka consumer")?;
-            let watcher: BaseConsumer = client_config(&config.brokers, &group)
-                .create()
-                .context("creating a Kafka consumer")?;
+        for (stream, group, fence, watcher) in fences {
             let reader = Reader {
-                consumer,
+                consumer: consumer(&config.brokers, &group)?,
                 stream: stream.clone(),
                 current: Arc::clone(&current),
                 stats: Arc::clone(&stats),
@@ -586,17 +584,13 @@ fn commit(
 /// earliest retained ones for partitions never saved) and reads it back,
 /// so two nodes starting at once for one partition cannot both win.
 fn claim(
-    config: &KafkaConfig,
-    group: &str,
+    consumer: &BaseConsumer,
     pull: &Pull,
     covered: &BTreeMap<i32, i64>,
     instance: &str,
     node: &str,
 ) -> Result<Fence> {
-    let consumer: BaseConsumer = client_config(&config.brokers, group)
-        .create()
-        .context("creating a Kafka consumer")?;
-    let before = committed(&consumer, pull)?;
+    let before = committed(consumer, pull)?;
     let epoch = before
         .values()
         .filter_map(|(_, metadata)| Fence::parse(metadata))
@@ -622,8 +616,8 @@ fn claim(
         };
         offsets.insert(p, next);
     }
-    commit(&consumer, pull, &offsets, &fence, CommitMode::Sync)?;
-    let after = committed(&consumer, pull)?;
+    commit(consumer, pull, &offsets, &fence, CommitMode::Sync)?;
+    let after = committed(consumer, pull)?;
     for (p, (_, metadata)) in &after {
         let held = Fence::parse(metadata);
         ensure!(
@@ -635,21 +629,6 @@ fn claim(
         );
     }
     Ok(fence)
-}
-
-/// Refuses a start whose snapshot offsets the broker no longer holds.
-fn check_retained(
-    config: &KafkaConfig,
-    group: &str,
-    pull: &Pull,
-    covered: &BTreeMap<i32, i64>,
-) -> Result<()> {
-    let consumer: BaseConsumer = client_config(&config.brokers, group)
-        .create()
-        .context("creating a Kafka consumer")?;
-    let gaps = gaps(&consumer, pull, covered)?;
-    ensure!(gaps.is_empty(), "{}", describe_gaps(&pull.topic, &gaps));
-    Ok(())
 }
 
 /// Per partition whose next offset is below the earliest the broker
