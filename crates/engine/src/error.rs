@@ -115,6 +115,39 @@ pub enum Error {
     /// The joint estimator refused the two sketches.
     #[error("overlap: {0}")]
     Sketch(#[from] cardinal_sketch::Error),
+    /// A SQL query does not parse or compile: the message, with the line,
+    /// column and caret in the query's text.
+    #[error("{source}")]
+    Sql {
+        /// The parser's or compiler's error.
+        #[source]
+        source: cardinal_route::Error,
+    },
+    /// A SQL query could not be evaluated (integer overflow, division by
+    /// zero).
+    #[error("the query cannot be evaluated over summary {summary}: {source}")]
+    SqlEvaluate {
+        /// The summary.
+        summary: String,
+        /// What went wrong.
+        #[source]
+        source: cardinal_route::EvalError,
+    },
+    /// A SQL query's WHERE keeps more stored groups than one query may
+    /// merge ([`crate::sql::SQL_GROUPS_SCANNED_MAX`]).
+    #[error(
+        "the query would merge more than {max} stored groups of summary {summary}; narrow its time range or condition"
+    )]
+    ScanLimit {
+        /// The summary.
+        summary: String,
+        /// The limit.
+        max: usize,
+    },
+    /// A summary's shape could not be made (a broken invariant: the
+    /// server compiled it).
+    #[error("{0}")]
+    Plan(String),
     /// The rows could not be laid out or written.
     #[error(transparent)]
     Export(#[from] cardinal_export::Error),

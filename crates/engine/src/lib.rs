@@ -110,6 +110,7 @@ pub mod query;
 mod queue;
 mod rejects;
 mod shared;
+pub mod sql;
 mod worker;
 
 pub use batch::{EngineOptions, Executed, THREADS_MAX, execute, plain_bytes, threads_default};
@@ -126,3 +127,4 @@ pub use query::{
     results_of, results_of_groups,
 };
 pub use rejects::{REJECT_CODES, reject_code};
+pub use sql::{Prepared, SQL_GROUPS_SCANNED_MAX, SQL_ROWS_MAX, SqlAnswer};

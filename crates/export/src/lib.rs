@@ -52,6 +52,7 @@
 
 mod error;
 mod outdir;
+mod table;
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -64,6 +65,7 @@ use cardinal_sketch::Estimate;
 
 pub use error::{Error, Result};
 pub use outdir::{AtomicFile, FILE_NAME_BYTES_MAX, OutDir, STAGING_PREFIX, join_under};
+pub use table::{Cell, CellType, Table, TableColumn, float_text};
 
 /// The names of a summary's output columns.
 #[derive(Debug, Clone, PartialEq, Eq)]

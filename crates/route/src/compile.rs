@@ -17,7 +17,7 @@ use crate::error::Result;
 // trims, within one group's state budget at every lg_k compile accepts.
 const _: () = assert!((8u64 << (theta::LG_K_MAX + 1)) <= crate::GROUP_STATE_BYTES_MAX);
 
-use crate::expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Type};
+use crate::expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, MathOp, Type};
 use crate::parse::{
     AttributionDecl, Declaration, Declarations, StreamDecl, SummaryDecl, at_span, span_of,
 };
@@ -50,19 +50,19 @@ impl Declarations {
     }
 }
 
-struct Compiler<'a> {
-    source: &'a str,
-    plan: Plan,
+pub(crate) struct Compiler<'a> {
+    pub(crate) source: &'a str,
+    pub(crate) plan: Plan,
 }
 
 /// An aggregate before its argument is shared with equal ones.
 type Pending = (AggregateKind, Option<Expr>);
 
 /// An expression's compiled form, its type, and where it was written.
-struct Typed {
-    expr: Expr,
-    ty: Type,
-    span: Span,
+pub(crate) struct Typed {
+    pub(crate) expr: Expr,
+    pub(crate) ty: Type,
+    pub(crate) span: Span,
 }
 
 impl Compiler<'_> {
@@ -687,7 +687,7 @@ impl Compiler<'_> {
 /// operator or call of the parsed tree, or drops one (parentheses, the
 /// aggregate's call), never adds one, so a plan's trees are as shallow as
 /// the text's, and evaluating them recurses at most that deep.
-fn assert_depth(e: &Expr) {
+pub(crate) fn assert_depth(e: &Expr) {
     assert!(
         e.depth() <= crate::EXPR_DEPTH_MAX,
         "compiled trees are no deeper than parsed ones"
@@ -782,7 +782,7 @@ fn rank_label(q: f64) -> String {
 
 /// Extends a span over the closing parentheses it leaves open: sqlparser's
 /// spans of calls end at the last argument.
-fn widen(source: &str, span: Span) -> Span {
+pub(crate) fn widen(source: &str, span: Span) -> Span {
     if span.start.line == 0 || span.start.line != span.end.line {
         return span;
     }
@@ -865,7 +865,7 @@ fn split_path(path: &str) -> Option<Vec<String>> {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Context {
+pub(crate) enum Context {
     Where,
     Select,
     Group,
@@ -875,12 +875,12 @@ enum Context {
 }
 
 /// Names resolve against one stream.
-struct Scope<'a> {
-    compiler: &'a Compiler<'a>,
-    stream: &'a Stream,
+pub(crate) struct Scope<'a> {
+    pub(crate) compiler: &'a Compiler<'a>,
+    pub(crate) stream: &'a Stream,
     /// What the columns are, for messages: `stream impressions`, or for a
     /// query `the dimensions of summary reach`.
-    owner: String,
+    pub(crate) owner: String,
 }
 
 impl Summary {
@@ -1331,7 +1331,7 @@ impl Scope<'_> {
         Ok(args)
     }
 
-    fn expr(&self, e: &ast::Expr, context: Context) -> Result<Typed> {
+    pub(crate) fn expr(&self, e: &ast::Expr, context: Context) -> Result<Typed> {
         let span = span_of(e, Span::empty());
         let typed = |expr: Expr, ty: Type| Ok(Typed { expr, ty, span });
         match e {
@@ -1505,6 +1505,86 @@ impl Scope<'_> {
                 self.substr(&args, span, context)
             }
             ast::Expr::Function(f) => self.function(f, span, context),
+            ast::Expr::Between {
+                expr,
+                negated,
+                low,
+                high,
+            } => {
+                // `x BETWEEN a AND b` is `x >= a AND x <= b` (NOT: `x < a
+                // OR x > b`), x evaluated twice: it reads no state.
+                let value = self.expr(expr, context)?;
+                let low = self.expr(low, context)?;
+                let high = self.expr(high, context)?;
+                let (lower_op, upper_op) = if *negated {
+                    (CompareOp::Lt, CompareOp::Gt)
+                } else {
+                    (CompareOp::GtEq, CompareOp::LtEq)
+                };
+                let lower = self.comparison(lower_op, (&value, &low), span)?;
+                let upper = self.comparison(upper_op, (&value, &high), span)?;
+                let (a, b) = (Box::new(lower.expr), Box::new(upper.expr));
+                typed(
+                    if *negated {
+                        Expr::Or(a, b)
+                    } else {
+                        Expr::And(a, b)
+                    },
+                    Type::Bool,
+                )
+            }
+            ast::Expr::Floor { expr, field } | ast::Expr::Ceil { expr, field } => {
+                let floor = matches!(e, ast::Expr::Floor { .. });
+                if !matches!(
+                    field,
+                    ast::CeilFloorKind::DateTimeField(ast::DateTimeField::NoDateTime)
+                ) {
+                    return self.fail(span, "floor(x) and ceil(x) take one number");
+                }
+                let arg = self.expr(expr, context)?;
+                if !matches!(arg.ty, Type::Int | Type::Float | Type::Null) {
+                    return self.fail(
+                        arg.span,
+                        format!("floor and ceil need a number, and this is {}", arg.ty.name()),
+                    );
+                }
+                let op = if floor { MathOp::Floor } else { MathOp::Ceil };
+                typed(Expr::Math(op, Box::new(arg.expr)), arg.ty)
+            }
+            ast::Expr::Extract { field, expr, .. } => {
+                if !matches!(field, ast::DateTimeField::Epoch) {
+                    return self.fail(
+                        span,
+                        format!("extract({field} from ...) is not supported; extract(epoch from t) is"),
+                    );
+                }
+                let time = self.expr(expr, context)?;
+                if !matches!(time.ty, Type::Time | Type::Null) {
+                    return self.fail(
+                        time.span,
+                        format!("extract(epoch from t) needs a timestamp, and this is {}", time.ty.name()),
+                    );
+                }
+                typed(Expr::Math(MathOp::Epoch, Box::new(time.expr)), Type::Float)
+            }
+            ast::Expr::Cast {
+                expr, data_type, ..
+            } => {
+                let inner = self.expr(expr, context)?;
+                self.cast(inner, data_type, span)
+            }
+            ast::Expr::TypedString(typed_string) => {
+                let text = match &typed_string.value.value {
+                    ast::Value::SingleQuotedString(s) => s.clone(),
+                    other => return self.fail(span, format!("expected a quoted literal, found {other}")),
+                };
+                let inner = Typed {
+                    expr: Expr::Literal(Literal::Text(text.as_bytes().into())),
+                    ty: Type::Text,
+                    span,
+                };
+                self.cast(inner, &typed_string.data_type, span)
+            }
             ast::Expr::CompoundFieldAccess { .. } => self.fail(
                 span,
                 "a nested name whose first key is a SQL keyword (such as user) must be quoted whole: \"user.id\"",
@@ -1512,6 +1592,56 @@ impl Scope<'_> {
             _ => self.fail(
                 span,
                 format!("{e} is not supported; {SUPPORTED_EXPRESSIONS}"),
+            ),
+        }
+    }
+
+    /// `CAST(x AS type)`, `x::type`, `TIMESTAMP 'text'`: a text literal
+    /// to an instant, or a value already of the type (`::timestamptz` on a
+    /// bucket, `::float8` on a number). Other conversions are refused.
+    fn cast(&self, inner: Typed, data_type: &ast::DataType, span: Span) -> Result<Typed> {
+        use ast::DataType as D;
+        let target = match data_type {
+            D::Timestamp(..) | D::TimestampNtz(_) | D::Date | D::Datetime(_) => Type::Time,
+            D::Float8 | D::Double(_) | D::DoublePrecision | D::Float(_) | D::Real | D::Float64 => {
+                Type::Float
+            }
+            D::BigInt(_) | D::Int8(_) | D::Int(_) | D::Integer(_) | D::Int64 => Type::Int,
+            D::Text | D::Varchar(_) | D::String(_) => Type::Text,
+            D::Boolean | D::Bool => Type::Bool,
+            other => return self.fail(span, format!("cast to {other} is not supported")),
+        };
+        match (inner.ty, target) {
+            (from, to) if from == to || from == Type::Null => Ok(Typed { span, ..inner }),
+            (Type::Text, Type::Time) => {
+                let Expr::Literal(Literal::Text(bytes)) = &inner.expr else {
+                    return self.fail(span, "only a text literal can be cast to a timestamp");
+                };
+                match Timestamp::parse(bytes) {
+                    Ok(t) => Ok(Typed {
+                        expr: Expr::Literal(Literal::Time(t)),
+                        ty: Type::Time,
+                        span,
+                    }),
+                    Err(e) => self.fail(inner.span, e.to_string()),
+                }
+            }
+            (Type::Int, Type::Float) => Ok(Typed {
+                expr: Expr::Arith(
+                    ArithOp::Mul,
+                    Box::new(inner.expr),
+                    Box::new(Expr::Literal(Literal::Float(1.0))),
+                ),
+                ty: Type::Float,
+                span,
+            }),
+            (Type::Float, Type::Int) => self.fail(
+                span,
+                "cast of a DOUBLE to BIGINT is not supported; use round(x) or floor(x)",
+            ),
+            (from, to) => self.fail(
+                span,
+                format!("cannot cast {} to {}", from.name(), to.name()),
             ),
         }
     }
@@ -1550,6 +1680,26 @@ impl Scope<'_> {
             (Type::Time, Type::Text) => {
                 if let Some(converted) = convert(&right)? {
                     return Ok((Type::Time, converted));
+                }
+                false
+            }
+            // An instant against a number literal: epoch seconds or
+            // milliseconds (Grafana's `${__from}`), by [`epoch_instant`].
+            (Type::Time, Type::Int | Type::Float) => {
+                let number = match right.expr {
+                    Expr::Literal(Literal::Int(i)) => Some(i as f64),
+                    Expr::Literal(Literal::Float(f)) => Some(f),
+                    _ => None,
+                };
+                if let Some(t) = number.and_then(epoch_instant) {
+                    return Ok((
+                        Type::Time,
+                        Typed {
+                            expr: Expr::Literal(Literal::Time(t)),
+                            ty: Type::Time,
+                            span: right.span,
+                        },
+                    ));
                 }
                 false
             }
@@ -1679,6 +1829,30 @@ impl Scope<'_> {
                     span,
                 })
             }
+            "floor" | "ceil" | "ceiling" | "round" | "abs" | "to_timestamp" => {
+                let [Some(arg)] = args.as_slice() else {
+                    return self.fail(span, format!("expected {name}(number)"));
+                };
+                let arg = self.expr(arg, context)?;
+                if !matches!(arg.ty, Type::Int | Type::Float | Type::Null) {
+                    return self.fail(
+                        arg.span,
+                        format!("{name} needs a number, and this is {}", arg.ty.name()),
+                    );
+                }
+                let (op, ty) = match name.as_str() {
+                    "floor" => (MathOp::Floor, arg.ty),
+                    "ceil" | "ceiling" => (MathOp::Ceil, arg.ty),
+                    "round" => (MathOp::Round, arg.ty),
+                    "abs" => (MathOp::Abs, arg.ty),
+                    _ => (MathOp::ToTimestamp, Type::Time),
+                };
+                Ok(Typed {
+                    expr: Expr::Math(op, Box::new(arg.expr)),
+                    ty,
+                    span,
+                })
+            }
             "coalesce" => {
                 if args.is_empty() {
                     return self.fail(span, "coalesce needs at least one argument");
@@ -1716,10 +1890,35 @@ impl Scope<'_> {
             }
             _ => self.fail(
                 span_of(&f.name, span),
-                format!("unknown function {name}; functions are substr, substring, lower, upper, date_trunc, coalesce; {SUPPORTED_AGGREGATES}"),
+                format!("unknown function {name}; functions are substr, substring, lower, upper, date_trunc, coalesce, floor, ceil, round, abs, to_timestamp, extract(epoch from t); {SUPPORTED_AGGREGATES}"),
             ),
         }
     }
+}
+
+/// Epoch numbers below this magnitude are seconds, at or above it
+/// milliseconds: 10^11 seconds is the year 5138, 10^11 milliseconds is
+/// 1973-03-03, so every instant from 1973 to 5138 reads right either way
+/// it is written.
+pub const EPOCH_SECONDS_BELOW: f64 = 1e11;
+
+/// The instant an epoch number names: seconds below
+/// [`EPOCH_SECONDS_BELOW`] in magnitude, milliseconds from there (a
+/// fraction of a millisecond is dropped, toward minus infinity); `None`
+/// past the instants a timestamp prints (years 0 to 9999).
+pub fn epoch_instant(number: f64) -> Option<Timestamp> {
+    const MS_MAX: f64 = 253_402_300_799_999.0;
+    const MS_MIN: f64 = -62_167_219_200_000.0;
+    let ms = if number.abs() < EPOCH_SECONDS_BELOW {
+        number * 1000.0
+    } else {
+        number
+    };
+    // In range: |ms| < 2^48, exact as an integer.
+    #[allow(clippy::cast_possible_truncation)]
+    (MS_MIN..=MS_MAX)
+        .contains(&ms)
+        .then(|| Timestamp(ms.floor() as i64))
 }
 
 fn left_right<'a>(left: &'a Typed, right: &'a Typed) -> (&'a Typed, &'a Typed) {

@@ -152,6 +152,26 @@ pub enum CaseOp {
     Upper,
 }
 
+/// A function of one number or instant (`floor(x)`, `extract(epoch from
+/// t)`, `to_timestamp(s)`): what Grafana's time macros expand to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MathOp {
+    /// `floor(x)`: an integer stays as it is.
+    Floor,
+    /// `ceil(x)` / `ceiling(x)`.
+    Ceil,
+    /// `round(x)`: half away from zero, as PostgreSQL rounds doubles.
+    Round,
+    /// `abs(x)`.
+    Abs,
+    /// `extract(epoch from t)`: an instant as seconds since the Unix
+    /// epoch (a DOUBLE; milliseconds are its fraction).
+    Epoch,
+    /// `to_timestamp(s)`: seconds since the Unix epoch (fraction kept to
+    /// the millisecond, truncated toward minus infinity) as an instant.
+    ToTimestamp,
+}
+
 /// A compiled, type-checked expression.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Expr {
@@ -207,6 +227,8 @@ pub enum Expr {
     DateTrunc(TimeUnit, Box<Expr>),
     /// `coalesce(a, b, ...)`: the first operand that is not NULL.
     Coalesce(Vec<Expr>),
+    /// A function of one number or instant ([`MathOp`]).
+    Math(MathOp, Box<Expr>),
 }
 
 /// The per-record buffer that `lower` and `upper` write into. Reuse one per
@@ -307,7 +329,7 @@ impl Expr {
         match self {
             Expr::Column { ty, .. } => *ty == ColumnType::Timestamp,
             Expr::Literal(literal) => matches!(literal, Literal::Time(_)),
-            Expr::DateTrunc(..) => true,
+            Expr::DateTrunc(..) | Expr::Math(MathOp::ToTimestamp, _) => true,
             Expr::Coalesce(list) => list.iter().any(Expr::is_time),
             _ => false,
         }
@@ -503,6 +525,7 @@ impl Expr {
                 }
                 Ok(Held::Null)
             }
+            Expr::Math(op, e) => math(*op, e.eval_held(record, scratch)?),
         }
     }
 
@@ -613,7 +636,11 @@ impl Expr {
             let mut push = |child| stack.push((child, depth + 1));
             match e {
                 Expr::Column { .. } | Expr::Literal(_) => {}
-                Expr::Not(e) | Expr::Neg(e) | Expr::Case(_, e) | Expr::DateTrunc(_, e) => push(e),
+                Expr::Not(e)
+                | Expr::Neg(e)
+                | Expr::Case(_, e)
+                | Expr::DateTrunc(_, e)
+                | Expr::Math(_, e) => push(e),
                 Expr::IsNull { expr, .. } => push(expr),
                 Expr::And(a, b)
                 | Expr::Or(a, b)
@@ -648,7 +675,11 @@ impl Expr {
         match self {
             Expr::Column { index, .. } => visit(*index),
             Expr::Literal(_) => {}
-            Expr::Not(e) | Expr::Neg(e) | Expr::Case(_, e) | Expr::DateTrunc(_, e) => {
+            Expr::Not(e)
+            | Expr::Neg(e)
+            | Expr::Case(_, e)
+            | Expr::DateTrunc(_, e)
+            | Expr::Math(_, e) => {
                 e.columns(visit);
             }
             Expr::IsNull { expr, .. } => expr.columns(visit),
@@ -742,6 +773,38 @@ fn compare(left: Held<'_>, right: Held<'_>, scratch: &[u8]) -> Compared {
         _ => None,
     };
     order.map_or(Compared::Unordered, Compared::Order)
+}
+
+/// The instants `to_timestamp` can make: those [`Timestamp`] prints,
+/// years 0 to 9999.
+const TO_TIMESTAMP_SECONDS_MAX: f64 = 253_402_300_799.0;
+const TO_TIMESTAMP_SECONDS_MIN: f64 = -62_167_219_200.0;
+
+fn math(op: MathOp, value: Held<'_>) -> Result<Held<'_>, EvalError> {
+    Ok(match (op, value) {
+        (MathOp::Floor | MathOp::Ceil | MathOp::Round, Held::Int(i)) => Held::Int(i),
+        (MathOp::Floor, Held::Float(f)) => Held::Float(f.floor()),
+        (MathOp::Ceil, Held::Float(f)) => Held::Float(f.ceil()),
+        (MathOp::Round, Held::Float(f)) => Held::Float(f.round()),
+        (MathOp::Abs, Held::Int(i)) => Held::Int(i.checked_abs().ok_or(EvalError::Overflow)?),
+        (MathOp::Abs, Held::Float(f)) => Held::Float(f.abs()),
+        // Milliseconds below 2^53 are exact in a double.
+        #[allow(clippy::cast_precision_loss)]
+        (MathOp::Epoch, Held::Time(t)) => Held::Float(t.0 as f64 / 1000.0),
+        (MathOp::ToTimestamp, Held::Int(i)) => {
+            let ms = i.checked_mul(1000).ok_or(EvalError::Overflow)?;
+            Held::Time(Timestamp(ms))
+        }
+        (MathOp::ToTimestamp, Held::Float(f)) => {
+            if !(TO_TIMESTAMP_SECONDS_MIN..=TO_TIMESTAMP_SECONDS_MAX).contains(&f) {
+                return Err(EvalError::Overflow);
+            }
+            // In range: at most 2^48 milliseconds.
+            #[allow(clippy::cast_possible_truncation)]
+            Held::Time(Timestamp((f * 1000.0).floor() as i64))
+        }
+        _ => Held::Null,
+    })
 }
 
 fn arith<'a>(op: ArithOp, left: Held<'a>, right: Held<'a>) -> Result<Held<'a>, EvalError> {

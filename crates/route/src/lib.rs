@@ -69,22 +69,32 @@ mod expr;
 mod name;
 mod parse;
 mod route;
+mod select;
 
 pub use cache::{Cached, ColumnCache};
 pub use cardinal_event::{Record, Schema, TimeUnit, Value};
+pub use compile::{EPOCH_SECONDS_BELOW, epoch_instant};
 pub use error::{Error, EvalError, Result};
-pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, Scratch, Type};
+pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, MathOp, Scratch, Type};
 pub use name::{NAME_CHARS_MAX, check_name, is_name_char};
 pub use parse::Declarations;
 pub use route::{
     Arg, ArgColumn, ColumnFilter, ColumnPlan, KeyColumn, KeyValues, Routed, encode_key_value,
     key_values,
 };
+pub use select::{compile_expr, error_at, parse_query, span_of_expr};
+/// The SQL tree queries are parsed into ([`parse_query`]).
+pub use sqlparser;
 
 /// The longest declaration script accepted. Declarations are written by
 /// people; 1 MiB is far beyond any real one, and bounds what the parser and
 /// the compiled plan can hold.
 pub const DECLARATION_BYTES_MAX: usize = 1 << 20;
+
+/// The longest SQL query answered: 256 KiB. Grafana's and BI tools'
+/// generated queries are a few KiB; an `IN` list of ten thousand names
+/// fits. A bound on what one request makes the parser read.
+pub const QUERY_BYTES_MAX: usize = 256 << 10;
 
 /// The largest `k` of `topk(x, k)`: the rollup keeps about 4k candidates
 /// per group, within the sketch's `countmin::CAPACITY_MAX`. Checked when a

@@ -1021,3 +1021,129 @@ mod tests {
         assert!(split_location("no position").is_none());
     }
 }
+
+/// One `SELECT` query as a client sends it: tokenized, its nesting
+/// bounded as a declaration's is ([`check_nesting`], then
+/// [`check_depth`] on every expression the query holds), and parsed by
+/// sqlparser's PostgreSQL dialect (so `x::timestamptz` and `"quoted"`
+/// names read as psql and Grafana write them). One statement; a trailing
+/// `;` is allowed.
+pub(crate) fn parse_query(text: &str) -> Result<ast::Query> {
+    use sqlparser::dialect::PostgreSqlDialect;
+    if text.len() > crate::QUERY_BYTES_MAX {
+        return Err(Error::TooLong {
+            bytes: text.len(),
+            max: crate::QUERY_BYTES_MAX,
+        });
+    }
+    let dialect = PostgreSqlDialect {};
+    let tokens = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(|e| at(text, e.location, 1, e.message.to_lowercase()))?;
+    check_nesting(text, &tokens)?;
+    let mut parser = Parser::new(&dialect)
+        .with_recursion_limit(EXPR_DEPTH_MAX + 2)
+        .with_tokens_with_locations(tokens.clone());
+    while parser.consume_token(&Token::SemiColon) {}
+    if parser.peek_token().token == Token::EOF {
+        return Err(at(
+            text,
+            Location::new(1, 1),
+            1,
+            "expected a SELECT query".into(),
+        ));
+    }
+    let start = parser.peek_token();
+    let statement = parser
+        .parse_statement()
+        .map_err(|e| parser_error(text, &e))?;
+    while parser.consume_token(&Token::SemiColon) {}
+    let next = parser.peek_token();
+    if next.token != Token::EOF {
+        return Err(at_span(
+            text,
+            next.span,
+            format!(
+                "unexpected {} after the query; send one query at a time",
+                next.token
+            ),
+        ));
+    }
+    let ast::Statement::Query(query) = statement else {
+        return Err(at_span(
+            text,
+            start.span,
+            "only SELECT queries are answered here; summaries are declared in the server's schema"
+                .into(),
+        ));
+    };
+    let mut depth = Ok(());
+    visit_query_exprs(&query, &mut |e| {
+        if depth.is_ok() {
+            depth = check_depth(text, e, span_of(e, start.span));
+        }
+    });
+    depth?;
+    Ok(*query)
+}
+
+/// Calls `visit` on each expression a query holds at its top level: the
+/// select items, WHERE, GROUP BY, HAVING, ORDER BY, LIMIT and OFFSET.
+fn visit_query_exprs(query: &ast::Query, visit: &mut impl FnMut(&ast::Expr)) {
+    if let ast::SetExpr::Select(select) = &*query.body {
+        for item in &select.projection {
+            match item {
+                ast::SelectItem::UnnamedExpr(e)
+                | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                    visit(e);
+                }
+                _ => {}
+            }
+        }
+        select.selection.iter().for_each(&mut *visit);
+        if let ast::GroupByExpr::Expressions(list, _) = &select.group_by {
+            list.iter().for_each(&mut *visit);
+        }
+        select.having.iter().for_each(&mut *visit);
+    }
+    if let Some(ast::OrderBy {
+        kind: ast::OrderByKind::Expressions(list),
+        ..
+    }) = &query.order_by
+    {
+        for item in list {
+            visit(&item.expr);
+        }
+    }
+    if let Some(ast::LimitClause::LimitOffset { limit, offset, .. }) = &query.limit_clause {
+        limit.iter().for_each(&mut *visit);
+        if let Some(offset) = offset {
+            visit(&offset.value);
+        }
+    }
+}
+
+/// sqlparser's error, placed in `text` when it names a position.
+fn parser_error(text: &str, error: &sqlparser::parser::ParserError) -> Error {
+    let message = error.to_string();
+    let message = message
+        .strip_prefix("sql parser error: ")
+        .unwrap_or(&message)
+        .to_owned();
+    // "... at Line: 1, Column: 8"
+    if let Some(at_index) = message.rfind(" at Line: ") {
+        let place = &message[at_index + " at Line: ".len()..];
+        let mut parts = place.split(", Column: ");
+        if let (Some(line), Some(column)) = (parts.next(), parts.next())
+            && let (Ok(line), Ok(column)) = (line.trim().parse(), column.trim().parse())
+        {
+            return at(
+                text,
+                Location::new(line, column),
+                1,
+                message[..at_index].to_lowercase(),
+            );
+        }
+    }
+    at(text, Location::new(1, 1), 1, message.to_lowercase())
+}
