@@ -345,18 +345,23 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
     })
 }
 
-/// Ask a running server about one summary.
+/// Ask a running server: a SQL query, or one summary by flags.
 #[derive(Debug, Parser)]
 #[command(after_help = "Examples:
+  cardinal query \"SELECT state, users, users_lower, users_upper FROM reach GROUP BY state ORDER BY users DESC LIMIT 10\"
+  cardinal query \"SELECT date_trunc('week', day) AS week, events FROM reach GROUP BY 1\" --format csv
   cardinal query reach --server http://127.0.0.1:7480
   cardinal query reach --server http://127.0.0.1:7480 --by state --all-buckets --from 2026-11-01 --to 2026-11-08
   cardinal query reach --server http://127.0.0.1:7480 --where \"state = 'CA'\" --format csv
   cardinal query reach --server http://10.0.0.1:7480 --token-file token --partial
 
-Times are RFC 3339 instants or dates (UTC); --to is exclusive. --where is a
-condition over the summary's dimensions in the schema's dialect.")]
+A first argument that holds a space is SQL (docs/sql.md), answered by POST
+/v1/sql; the flags below select a summary's groups otherwise. Times are RFC
+3339 instants or dates (UTC); --to is exclusive. --where is a condition over
+the summary's dimensions in the schema's dialect.")]
 pub struct QueryArgs {
-    /// The summary.
+    /// A SQL query (SELECT ... FROM summary ...), or the summary's name.
+    #[arg(value_name = "SQL|SUMMARY")]
     pub summary: String,
     /// The server's HTTP address (http://host:port).
     #[arg(long, default_value = "http://127.0.0.1:7480")]
@@ -409,6 +414,9 @@ fn encode(value: &str) -> String {
 
 /// Runs `cardinal query`.
 pub fn query(args: &QueryArgs) -> Result<()> {
+    if args.summary.trim().contains(char::is_whitespace) {
+        return query_sql(args);
+    }
     let mut params = vec![format!("format={}", args.format)];
     for (name, value) in [
         ("from", &args.from),
@@ -439,6 +447,55 @@ pub fn query(args: &QueryArgs) -> Result<()> {
             "the server answered {status}: {}",
             String::from_utf8_lossy(&body).trim_end()
         );
+    }
+    for line in lacks {
+        eprintln!("cardinal query: partial answer: {line}");
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&body)?;
+    out.flush()?;
+    Ok(())
+}
+
+/// `cardinal query "SELECT ..."`: the query to `POST /v1/sql`.
+fn query_sql(args: &QueryArgs) -> Result<()> {
+    let flags = [
+        ("--from", args.from.is_some()),
+        ("--to", args.to.is_some()),
+        ("--where", args.where_.is_some()),
+        ("--by", args.by.is_some()),
+        ("--all-buckets", args.all_buckets),
+    ];
+    if let Some((flag, _)) = flags.iter().find(|(_, given)| *given) {
+        bail!(
+            "{flag} selects a summary's groups by flags; with SQL, say it in the query (WHERE, GROUP BY)"
+        );
+    }
+    let format = match args.format.as_str() {
+        "json" => "jsonl",
+        other => other,
+    };
+    let mut path = format!("/v1/sql?format={format}");
+    if args.partial {
+        path.push_str("&partial=true");
+    }
+    let token = args.token_file.as_deref().map(read_token).transpose()?;
+    let timeout = Duration::from_secs(args.timeout);
+    let (status, body, lacks) = request(
+        &args.server,
+        &path,
+        Some(args.summary.as_bytes()),
+        token.as_ref(),
+        timeout,
+    )?;
+    if status != 200 {
+        let text = String::from_utf8_lossy(&body);
+        // `{"error": "..."}`: the message with its caret lines.
+        let why = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| text.trim_end().to_owned());
+        bail!("the server answered {status}: {why}");
     }
     for line in lacks {
         eprintln!("cardinal query: partial answer: {line}");
@@ -486,6 +543,17 @@ fn get_with(
     token: Option<&Token>,
     timeout: Duration,
 ) -> Result<(u16, Vec<u8>, Vec<String>)> {
+    request(server, path, None, token, timeout)
+}
+
+/// A GET of `path`, or a POST of `body` to it: [`get_with`].
+fn request(
+    server: &str,
+    path: &str,
+    body: Option<&[u8]>,
+    token: Option<&Token>,
+    timeout: Duration,
+) -> Result<(u16, Vec<u8>, Vec<String>)> {
     ensure!(
         server.starts_with("http://"),
         "--server {server}: http://host:port (HTTPS: put a TLS terminator's plain side here)"
@@ -498,19 +566,33 @@ fn get_with(
         .build()
         .into();
     let url = format!("{}{path}", server.trim_end_matches('/'));
-    let mut request = agent.get(&url);
-    if let Some(token) = token {
-        let value = format!("Bearer {}", String::from_utf8_lossy(token.as_bytes()));
-        request = request.header("Authorization", &value);
-    }
+    let authorization =
+        token.map(|token| format!("Bearer {}", String::from_utf8_lossy(token.as_bytes())));
+    let method = if body.is_some() { "POST" } else { "GET" };
     let words = |e: ureq::Error| match e {
         ureq::Error::Timeout(_) => anyhow::anyhow!(
             "no answer from {server} within {} s (--timeout)",
             timeout.as_secs_f64()
         ),
-        other => anyhow::anyhow!("GET {url}: {other}"),
+        other => anyhow::anyhow!("{method} {url}: {other}"),
     };
-    let mut response = request.call().map_err(words)?;
+    let mut response = match body {
+        None => {
+            let mut request = agent.get(&url);
+            if let Some(value) = &authorization {
+                request = request.header("Authorization", value);
+            }
+            request.call()
+        }
+        Some(body) => {
+            let mut request = agent.post(&url).header("Content-Type", "application/sql");
+            if let Some(value) = &authorization {
+                request = request.header("Authorization", value);
+            }
+            request.send(body)
+        }
+    }
+    .map_err(words)?;
     let status = response.status().as_u16();
     let mut lacks: Vec<String> = response
         .headers()

@@ -122,6 +122,23 @@ impl Answer {
         results_with(self.columns.clone(), self.times.clone(), &self.rollup)
     }
 
+    /// An answer holding `rollup` as it is, `groups_matched` stored
+    /// groups merged into it: a SQL query's partial answer
+    /// ([`crate::sql::Prepared::partial`]), merged with peers' as any
+    /// answer is. Its columns are empty (the query prints its own).
+    pub fn of_rollup(rollup: Rollup, groups_matched: usize) -> Self {
+        Self {
+            rollup,
+            groups_matched,
+            columns: Columns {
+                bucket: None,
+                dims: Vec::new(),
+                aggs: Vec::new(),
+            },
+            times: Vec::new(),
+        }
+    }
+
     /// The names of the answer's columns.
     pub fn columns(&self) -> &Columns {
         &self.columns

@@ -130,6 +130,7 @@ pub mod net;
 pub mod send;
 pub mod service;
 pub mod source;
+pub mod sql;
 
 pub use client::{
     BATCH_ID_MAX, Client, ClientConfig, FAILURES_KEPT_MAX, Failure, HELD_BATCHES_DEFAULT, Ledger,

@@ -10,6 +10,7 @@
 //! | `GET /v1/overlap?summary=&aggregate=&a=&b=&from=&to=&format=&partial=` | two groups' audiences' overlap (conditions `a` and `b`); with `--peers`, for the whole cluster |
 //! | `GET /v1/state/{name}?from=&to=&where=&by=&buckets=` or `?overlap=true&a=&b=&from=&to=` | this node's own state of a selection, for a coordinating peer ([`super::cluster`]); never asks another node |
 //! | `GET /v1/rejects` | the newest rejected lines |
+//! | `POST /v1/sql?format=json\|jsonl\|csv\|table&partial=` | one SELECT over a summary (the body); 400 `{"error": ...}` with the caret text for a bad query; with `--peers`, for the whole cluster |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz` | 200 once recovered and ready, 503 once failed |
 //!
@@ -70,7 +71,7 @@ use crate::source::Coverage;
 
 /// The routes, as `cardinal_http_requests_total` labels them (a request
 /// no route matched is labelled `unmatched`).
-pub const ROUTES: [&str; 8] = [
+pub const ROUTES: [&str; 9] = [
     "/v1/streams/{name}",
     "/v1/summaries",
     "/v1/summaries/{name}",
@@ -79,6 +80,7 @@ pub const ROUTES: [&str; 8] = [
     "/metrics",
     "/healthz",
     "/v1/state/{name}",
+    "/v1/sql",
 ];
 
 /// The query parameters each route reads; any other is refused.
@@ -93,7 +95,16 @@ const OVERLAP_PARAMS: [&str; 8] = [
     "format",
     "partial",
 ];
-const STATE_PARAMS: [&str; 8] = ["from", "to", "where", "by", "buckets", "overlap", "a", "b"];
+const STATE_PARAMS: [&str; 9] = [
+    "from", "to", "where", "by", "buckets", "overlap", "a", "b", "sql",
+];
+const SQL_PARAMS: [&str; 2] = ["format", "partial"];
+
+/// The longest SQL query a coordinator passes to its peers, in the
+/// state request's URL: 16 KiB, under every HTTP stack's request-line
+/// limit (hyper's is 64 KiB). A longer query is answered by one node
+/// only when it has no peers.
+pub const CLUSTER_SQL_BYTES_MAX: usize = 16 << 10;
 /// The parameters of a summary query that select its groups: what a
 /// coordinator passes on to its peers' state route.
 const SELECTION_PARAMS: [&str; 5] = ["from", "to", "where", "by", "buckets"];
@@ -109,6 +120,7 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route(ROUTES[5], get(metrics))
         .route(ROUTES[6], get(healthz))
         .route(ROUTES[7], get(state))
+        .route(ROUTES[8], post(sql_route))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&edge),
             track,
@@ -126,7 +138,7 @@ async fn track(State(edge): State<Arc<Edge>>, request: Request, next: Next) -> R
         .unwrap_or("unmatched");
     let started = Instant::now();
     let response = next.run(request).await;
-    if route == ROUTES[2] || route == ROUTES[3] {
+    if route == ROUTES[2] || route == ROUTES[3] || route == ROUTES[8] {
         edge.metrics.query_seconds.observe(started.elapsed());
     }
     let status = response.status().as_u16();
@@ -1161,6 +1173,12 @@ async fn state(
     if let Err(refused) = known_params(&params, &STATE_PARAMS) {
         return refused;
     }
+    if let Some(text) = params.get("sql").cloned() {
+        if params.len() > 1 {
+            return plain(StatusCode::BAD_REQUEST, "sql= is read alone");
+        }
+        return sql_state(edge, name, text).await;
+    }
     let sides = match flag(&params, "overlap") {
         Ok(sides) => sides,
         Err(e) => return plain(StatusCode::BAD_REQUEST, e),
@@ -1225,6 +1243,185 @@ async fn state(
             .into_response(),
         Some(Err((status, why))) => plain(status, why),
         None => plain(StatusCode::INTERNAL_SERVER_ERROR, "the state failed"),
+    }
+}
+
+/// This node's partial answer to a SQL query over summary `name`, for a
+/// coordinating peer: the query's answer groups as one image.
+async fn sql_state(edge: Arc<Edge>, name: String, text: String) -> Response {
+    let work = Arc::clone(&edge);
+    let result = blocking(move || {
+        let service = work.service();
+        let prepared = crate::sql::prepare(&service, &text).map_err(refused)?;
+        if !prepared.summary_name().eq_ignore_ascii_case(&name) {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "the query reads summary {}, not {name}",
+                    prepared.summary_name()
+                ),
+            ));
+        }
+        let (rollup, matched, coverage) =
+            crate::sql::partial(&service, &prepared).map_err(refused)?;
+        Ok(cluster::encode_state(
+            work.node_id,
+            &[(matched, &rollup)],
+            &coverage,
+        ))
+    })
+    .await;
+    match result {
+        Some(Ok(body)) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, cluster::STATE_MEDIA_TYPE)],
+            body,
+        )
+            .into_response(),
+        Some(Err((status, why))) => plain(status, why),
+        None => plain(StatusCode::INTERNAL_SERVER_ERROR, "the state failed"),
+    }
+}
+
+fn refused(refusal: crate::sql::Refusal) -> (StatusCode, String) {
+    match refusal {
+        crate::sql::Refusal::Query(why) => (StatusCode::BAD_REQUEST, why),
+        crate::sql::Refusal::Unavailable(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+    }
+}
+
+/// A SQL refusal as JSON: `{"error": "..."}`, the message with its
+/// caret lines.
+fn sql_error(status: StatusCode, why: &str) -> Response {
+    json(
+        status,
+        format!(
+            "{{\"error\":{}}}\n",
+            cardinal_export::json_string(why.as_bytes())
+        ),
+    )
+}
+
+/// `POST /v1/sql`: the body is one SELECT over a summary (docs/sql.md);
+/// the answer is JSON (an array of objects), JSON lines, CSV or an
+/// aligned table; with peers, for the whole cluster.
+async fn sql_route(
+    State(edge): State<Arc<Edge>>,
+    Query(params): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if let Err(denied) = authorized(&edge, &headers) {
+        return denied;
+    }
+    if let Err(refused) = known_params(&params, &SQL_PARAMS) {
+        return refused;
+    }
+    let partial = match flag(&params, "partial") {
+        Ok(partial) => partial,
+        Err(e) => return sql_error(StatusCode::BAD_REQUEST, &e),
+    };
+    let format = params
+        .get("format")
+        .cloned()
+        .unwrap_or_else(|| "json".into());
+    if !matches!(format.as_str(), "json" | "jsonl" | "csv" | "table") {
+        return sql_error(
+            StatusCode::BAD_REQUEST,
+            &format!("format={format:?}: json, jsonl, csv or table"),
+        );
+    }
+    let max = cardinal_route::QUERY_BYTES_MAX;
+    let text = match tokio::time::timeout(super::BODY_READ_TIMEOUT, axum::body::to_bytes(body, max))
+        .await
+    {
+        Err(_) => {
+            return sql_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the query did not arrive in time",
+            );
+        }
+        Ok(Err(_)) => {
+            return sql_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("a query is at most {max} bytes"),
+            );
+        }
+        Ok(Ok(bytes)) => match String::from_utf8(bytes.to_vec()) {
+            Ok(text) => text,
+            Err(_) => return sql_error(StatusCode::BAD_REQUEST, "the query is not UTF-8"),
+        },
+    };
+    let work = Arc::clone(&edge);
+    let query = text.clone();
+    let planned = blocking(move || {
+        let service = work.service();
+        let prepared = crate::sql::prepare(&service, &query).map_err(refused)?;
+        let index = prepared.summary();
+        Ok::<_, (StatusCode, String)>((prepared, index))
+    })
+    .await;
+    let (prepared, _) = match planned {
+        Some(Ok(planned)) => planned,
+        Some(Err((status, why))) => return sql_error(status, &why),
+        None => return sql_error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    };
+    let prepared = Arc::new(prepared);
+    if edge.peers.is_some() && text.len() > CLUSTER_SQL_BYTES_MAX {
+        return sql_error(
+            StatusCode::BAD_REQUEST,
+            &format!("a query over a cluster is at most {CLUSTER_SQL_BYTES_MAX} bytes"),
+        );
+    }
+    let asked = ask_peers(
+        &edge,
+        format!(
+            "/v1/state/{}{}",
+            percent(prepared.summary_name()),
+            query_string(std::iter::once(("sql", text.as_str())))
+        ),
+    );
+    let work = Arc::clone(&edge);
+    let local_prepared = Arc::clone(&prepared);
+    let local = blocking(move || {
+        let service = work.service();
+        crate::sql::partial(&service, &local_prepared).map_err(refused)
+    })
+    .await;
+    let (rollup, matched, coverage) = match local {
+        Some(Ok(local)) => local,
+        Some(Err((status, why))) => return sql_error(status, &why),
+        None => return sql_error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    };
+    let states = peer_answers(asked, edge.peers.as_ref().map_or(0, |p| p.urls().len())).await;
+    let work = Arc::clone(&edge);
+    let result = blocking(
+        move || -> Result<(String, &'static str, Gathered), (StatusCode, String)> {
+            let mut answers = [Answer::of_rollup(rollup, matched)];
+            let gathered = gather(&work, &mut answers, &coverage, states, partial)?;
+            let [answered] = answers;
+            let table = prepared
+                .finish(&answered.rollup, answered.groups_matched)
+                .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?
+                .table;
+            Ok(match format.as_str() {
+                "jsonl" => (table.json_lines(), "application/x-ndjson", gathered),
+                "csv" => (table.csv(), "text/csv", gathered),
+                "table" => (table.aligned(), "text/plain; charset=utf-8", gathered),
+                _ => (table.json(), "application/json", gathered),
+            })
+        },
+    )
+    .await;
+    match result {
+        Some(Ok((body, kind, gathered))) => {
+            let mut response =
+                (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response();
+            gathered.headers(&mut response);
+            response
+        }
+        Some(Err((status, why))) => sql_error(status, &why),
+        None => sql_error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
     }
 }
 
