@@ -234,6 +234,13 @@ impl Prepared {
                 }
             }
         }
+        // A query without groups answers one row, from empty states when
+        // no stored group matches (`SELECT events FROM reach` is 0, as
+        // `SELECT count(*)` of an empty table is).
+        if self.groups.is_empty() {
+            out.locate(NO_BUCKET, &[])
+                .map_err(|_| Error::GroupLimit { groups_max })?;
+        }
         let mut matched = 0;
         let mut key = Vec::new();
         for (bucket, group_key, states) in rollup.groups() {

@@ -126,3 +126,66 @@ pub fn http_response(socket: &mut std::net::TcpStream) -> Option<(u16, String)> 
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned())?;
     Some((status, body))
 }
+
+/// A `cardinal serve` child, killed when dropped, and its HTTP address.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub struct Served {
+    /// The process.
+    pub child: std::process::Child,
+    /// Where its HTTP API listens.
+    pub http: std::net::SocketAddr,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `cardinal serve schema.sql` in `dir` (the schema written
+/// there first) on a free HTTP port of 127.0.0.1, data in `dir/data`,
+/// with `more` arguments; its log goes to `dir/serve.log`.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn serve(dir: &Path, schema: &str, more: &[&str]) -> Served {
+    use std::io::BufRead as _;
+    std::fs::write(dir.join("schema.sql"), schema).expect("schema");
+    let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
+        .args([
+            "serve",
+            "schema.sql",
+            "--http",
+            "127.0.0.1:0",
+            "--data",
+            "data",
+        ])
+        .args(["--listen", "127.0.0.1:0"])
+        .args(["--threads", "1", "--snapshot-every", "1"])
+        .args(more)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("cardinal serve starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the server prints its addresses");
+    let http = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split([',', ' ', '\n']).next())
+        .and_then(|address| address.parse().ok())
+        .unwrap_or_else(|| {
+            let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
+            panic!("no HTTP address in {line:?}; the server's log:\n{log}")
+        });
+    Served { child, http }
+}
