@@ -212,6 +212,46 @@ fn sql_answers_equal_cardinal_run_over_the_same_events() {
 }
 
 #[test]
+fn summaries_list_their_columns_for_sql() {
+    let dir = scratch_dir("sql", "schema");
+    let server = serve(&dir, SCHEMA, &[]);
+    let (status, body) = common::http_request(
+        server.http,
+        ("GET", "/v1/summaries"),
+        &[],
+        b"",
+        Duration::from_secs(20),
+    )
+    .expect("answer");
+    assert_eq!(status, 200, "{body}");
+    let listed: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+    let reach = &listed["summaries"][0];
+    assert_eq!(reach["name"], "reach");
+    assert_eq!(
+        reach["bucket"],
+        serde_json::json!({"column": "day", "unit": "day"})
+    );
+    assert_eq!(
+        reach["dimensions"],
+        serde_json::json!([{"name": "state", "type": "text"}])
+    );
+    assert_eq!(reach["aggregates"][0]["kind"], "count(*)");
+    assert_eq!(reach["aggregates"][2]["kind"], "hll(log2m=11, regwidth=5)");
+    assert_eq!(
+        reach["aggregates"][2]["columns"],
+        serde_json::json!([
+            {"name": "users", "type": "double precision"},
+            {"name": "users_lower", "type": "double precision"},
+            {"name": "users_upper", "type": "double precision"},
+        ])
+    );
+    assert_eq!(
+        reach["aggregates"][0]["columns"],
+        serde_json::json!([{"name": "events", "type": "bigint"}])
+    );
+}
+
+#[test]
 fn bad_queries_are_refused_with_a_caret_and_the_limit_holds() {
     let dir = scratch_dir("sql", "refusals");
     let server = serve(&dir, SCHEMA, &[]);

@@ -415,6 +415,112 @@ impl Prepared {
     }
 }
 
+/// A summary as SQL sees it: what `GET /v1/summaries` lists and the
+/// PostgreSQL catalog answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Described {
+    /// The summary's name (its table's name).
+    pub name: String,
+    /// The bucket column's name and width (`day`, `"day"`), if any.
+    pub bucket: Option<(String, String)>,
+    /// The dimensions' names and types.
+    pub dimensions: Vec<TableColumn>,
+    /// Each aggregate: its name, its declaration (`hll(log2m=11,
+    /// regwidth=5)`), and the columns it gives.
+    pub aggregates: Vec<(String, String, Vec<TableColumn>)>,
+    /// Every column of `SELECT * FROM <summary>`, in order.
+    pub columns: Vec<TableColumn>,
+}
+
+/// How every summary of `plan` reads as a table.
+///
+/// # Errors
+///
+/// [`Error::Plan`] for a summary whose shape cannot be made (a broken
+/// invariant: a running server compiled it).
+pub fn describe(plan: &Plan) -> Result<Vec<Described>, Error> {
+    let mut out = Vec::with_capacity(plan.summaries.len());
+    for (index, summary) in plan.summaries.iter().enumerate() {
+        let kinds = crate::plan::shape_of(summary)
+            .map_err(|e| Error::Plan(e.to_string()))?
+            .aggs;
+        let quoted = format!("SELECT * FROM \"{}\"", summary.name.replace('"', "\"\""));
+        let columns = Prepared::new(plan, &quoted)?.columns();
+        let bucket = summary.bucket.as_ref().map(|b| {
+            (
+                bucket_name(summary),
+                format!("{:?}", b.unit).to_ascii_lowercase(),
+            )
+        });
+        let dimensions = summary
+            .dimension_schema()
+            .columns
+            .into_iter()
+            .map(|c| TableColumn {
+                ty: cell_type(match c.ty {
+                    ColumnType::Bool => Type::Bool,
+                    ColumnType::BigInt => Type::Int,
+                    ColumnType::Double => Type::Float,
+                    ColumnType::Timestamp => Type::Time,
+                    _ => Type::Text,
+                }),
+                name: c.name,
+            })
+            .collect();
+        let planner = Planner::for_summary(plan, "", index)?;
+        let mut aggregates = Vec::new();
+        for i in 0..kinds.len() {
+            let own: Vec<TableColumn> = planner
+                .agg_order
+                .iter()
+                .filter(|c| planner.agg_columns[&c.to_ascii_lowercase()].0 == i)
+                .map(|c| {
+                    let (_, field) = planner.agg_columns[&c.to_ascii_lowercase()];
+                    TableColumn {
+                        name: c.clone(),
+                        ty: cell_type(field_type(&kinds[i], field, summary.aggregate_is_time(i))),
+                    }
+                })
+                .collect();
+            aggregates.push((
+                aggregate_name(summary, i),
+                kind_text(&standalone(&kinds, i)),
+                own,
+            ));
+        }
+        out.push(Described {
+            name: summary.name.clone(),
+            bucket,
+            dimensions,
+            aggregates,
+            columns,
+        });
+    }
+    Ok(out)
+}
+
+/// An aggregate's declaration, for people: `count(*)`, `hll(log2m=11,
+/// regwidth=5)`, `quantiles(k=200, ranks=0.5,0.99)`.
+fn kind_text(kind: &AggKind) -> String {
+    match kind {
+        AggKind::CountAll => "count(*)".into(),
+        AggKind::Count => "count".into(),
+        AggKind::Sum | AggKind::SumInt => "sum".into(),
+        AggKind::Avg => "avg".into(),
+        AggKind::Min | AggKind::MinInt => "min".into(),
+        AggKind::Max | AggKind::MaxInt => "max".into(),
+        AggKind::Hll { log2m, regwidth } => format!("hll(log2m={log2m}, regwidth={regwidth})"),
+        AggKind::ExactDistinct => "exact_distinct".into(),
+        AggKind::Quantiles { k, .. } => {
+            let ranks: Vec<String> = kind.ranks().iter().map(f64::to_string).collect();
+            format!("quantiles(k={k}, ranks={})", ranks.join(","))
+        }
+        AggKind::QuantilesOf { .. } => "quantiles".into(),
+        AggKind::TopK { k } => format!("topk(k={k})"),
+        AggKind::Theta { lg_k } => format!("theta(lg_k={lg_k})"),
+    }
+}
+
 /// The bucket every answer group is in: the query's groups are its key.
 const NO_BUCKET: Timestamp = Timestamp(0);
 
@@ -445,7 +551,12 @@ impl<'a> Planner<'a> {
     fn new(plan: &'a Plan, text: &'a str, query: &ast::Query) -> Result<Self, Error> {
         let select = select_of(text, query)?;
         let table = table_of(text, select)?;
-        let (summary_index, summary) = find_summary(plan, &table)?;
+        let (summary_index, _) = find_summary(plan, &table)?;
+        Self::for_summary(plan, text, summary_index)
+    }
+
+    fn for_summary(plan: &'a Plan, text: &'a str, summary_index: usize) -> Result<Self, Error> {
+        let summary = &plan.summaries[summary_index];
         let mut columns = Vec::new();
         if summary.bucket.is_some() {
             columns.push(cardinal_event::Column {

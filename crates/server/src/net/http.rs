@@ -627,12 +627,17 @@ async fn summaries(
                 columns.join(",")
             ));
         }
+        let described = cardinal_engine::sql::describe(plan)?;
         let mut summaries = Vec::new();
         for index in 0..service.streams().len() {
             let view = service.view(index)?;
             for stats in view.summary_stats() {
+                let schema = described
+                    .iter()
+                    .find(|d| d.name == stats.name)
+                    .map_or_else(String::new, schema_json);
                 summaries.push(format!(
-                    "{{\"name\":{},\"stream\":{},\"groups\":{},\"bytes\":{},\"newest_bucket\":{}}}",
+                    "{{\"name\":{},\"stream\":{},{schema}\"groups\":{},\"bytes\":{},\"newest_bucket\":{}}}",
                     cardinal_export::json_string(stats.name.as_bytes()),
                     cardinal_export::json_string(service.streams()[index].as_bytes()),
                     stats.groups,
@@ -657,6 +662,45 @@ async fn summaries(
         Some(Err(e)) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
         None => plain(StatusCode::INTERNAL_SERVER_ERROR, "the view failed"),
     }
+}
+
+/// A summary's table as `GET /v1/summaries` lists it: `"bucket"`,
+/// `"dimensions"` and `"aggregates"` members, each followed by a comma.
+fn schema_json(d: &cardinal_engine::sql::Described) -> String {
+    let name = |n: &str| cardinal_export::json_string(n.as_bytes());
+    let columns = |list: &[cardinal_export::TableColumn]| {
+        list.iter()
+            .map(|c| {
+                format!(
+                    "{{\"name\":{},\"type\":{}}}",
+                    name(&c.name),
+                    name(c.ty.pg_name())
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let bucket = d.bucket.as_ref().map_or_else(
+        || "null".to_owned(),
+        |(column, unit)| format!("{{\"column\":{},\"unit\":{}}}", name(column), name(unit)),
+    );
+    let aggregates: Vec<String> = d
+        .aggregates
+        .iter()
+        .map(|(n, kind, own)| {
+            format!(
+                "{{\"name\":{},\"kind\":{},\"columns\":[{}]}}",
+                name(n),
+                name(kind),
+                columns(own)
+            )
+        })
+        .collect();
+    format!(
+        "\"bucket\":{bucket},\"dimensions\":[{}],\"aggregates\":[{}],",
+        columns(&d.dimensions),
+        aggregates.join(",")
+    )
 }
 
 fn parse_time(name: &str, text: Option<&String>) -> Result<Option<Timestamp>, String> {
