@@ -158,6 +158,31 @@ fn get(address: SocketAddr, path: &str) -> Answer {
     }
 }
 
+/// `POST /v1/sql` of `query`: the status, body and head.
+fn sql(address: SocketAddr, query: &str) -> (u16, String, String) {
+    let mut socket =
+        TcpStream::connect_timeout(&address, Duration::from_secs(5)).expect("connects");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .expect("timeout");
+    write!(
+        socket,
+        "POST /v1/sql HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{query}",
+        query.len()
+    )
+    .expect("request sent");
+    let mut response = Vec::new();
+    socket.read_to_end(&mut response).expect("response read");
+    let text = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("a head");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, body.to_owned(), head.to_owned())
+}
+
 /// A 200's body, failing with the answer otherwise.
 fn body_of(address: SocketAddr, path: &str) -> (String, Answer) {
     let answer = get(address, path);
@@ -301,6 +326,44 @@ fn every_node_answers_for_the_whole_cluster() {
             without_group_counts(&body_of(single.http, overlap).0),
             "{overlap} from {}",
             node.http
+        );
+        // SQL: each peer's partial answer merged before rows are made.
+        for query in [
+            "SELECT state, impressions, revenue, users, users_lower, users_upper FROM reach GROUP BY state",
+            "SELECT date_trunc('week', day) AS week, users FROM reach WHERE state IN ('CA', 'TX') GROUP BY 1",
+            "SELECT * FROM reach",
+        ] {
+            let (status, answer, head) = sql(node.http, query);
+            assert_eq!(status, 200, "{query} from {}: {answer}", node.http);
+            assert!(
+                head.to_ascii_lowercase().contains("cardinal-nodes: 3/3"),
+                "{head}"
+            );
+            assert_eq!(
+                answer,
+                sql(single.http, query).1,
+                "{query} from {}",
+                node.http
+            );
+        }
+    }
+    let (status, answer, _) = sql(
+        nodes[0].http,
+        "SELECT state, impressions, users FROM reach GROUP BY state ORDER BY state",
+    );
+    assert_eq!(status, 200, "{answer}");
+    let by_state: Vec<serde_json::Value> = serde_json::from_str(&answer).expect("JSON");
+    for row in &by_state {
+        let line = truth
+            .lines()
+            .find(|l| l.contains(&format!("\"state\":{}", row["state"])))
+            .unwrap_or_else(|| panic!("{row} in {truth}"));
+        let run: serde_json::Value = serde_json::from_str(line).expect("run's JSON");
+        assert_eq!(run["impressions"], row["impressions"], "{row}");
+        assert_eq!(
+            run["users"]["value"].as_f64().map(f64::round),
+            row["users"].as_f64(),
+            "{row}"
         );
     }
 
