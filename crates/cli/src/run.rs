@@ -184,6 +184,7 @@ fn report(
     let mut out = stdout.lock();
     let options = Options {
         hll_hex: args.hll_hex,
+        sketch_bytes: args.sketch_bytes.as_deref().map(sketch_encoding),
     };
     let json_file = match &args.json {
         Some(path) if path.as_os_str() != "-" => Some(output_file(path)?),
@@ -410,4 +411,12 @@ pub fn write_files(
     }
     out.finish()?;
     Ok(written)
+}
+
+/// `--sketch-bytes`' value (clap admits hex and base64 only).
+pub(crate) fn sketch_encoding(name: &str) -> cardinal_export::SketchEncoding {
+    match name {
+        "base64" => cardinal_export::SketchEncoding::Base64,
+        _ => cardinal_export::SketchEncoding::Hex,
+    }
 }

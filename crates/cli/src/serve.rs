@@ -109,6 +109,11 @@ pub struct ServeArgs {
     /// to the day files.
     #[arg(long, requires = "out")]
     pub hll_hex: bool,
+    /// Add `<name>_sketch` columns with each quantile (KLL) and Theta
+    /// sketch as its Apache DataSketches image (hex or base64) to the day
+    /// files.
+    #[arg(long, value_name = "ENCODING", value_parser = ["hex", "base64"], requires = "out")]
+    pub sketch_bytes: Option<String>,
     /// Repair a damaged write-ahead log: keep a copy of each damaged
     /// segment beside it, keep every record whose checksum and sequence
     /// hold, and report the sequences and senders it could not keep; a
@@ -336,6 +341,10 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
                 lateness_ms: args.out_lateness.saturating_mul(1000),
                 options: cardinal_export::Options {
                     hll_hex: args.hll_hex,
+                    sketch_bytes: args
+                        .sketch_bytes
+                        .as_deref()
+                        .map(crate::run::sketch_encoding),
                 },
             };
             (out, config)

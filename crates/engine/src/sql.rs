@@ -137,6 +137,9 @@ enum AggField {
     /// Quantile at rank index `usize`, or its bound.
     Quantile(usize, Bound),
     RankError,
+    /// The state's bytes as hex text: a KLL or Theta sketch's Apache
+    /// DataSketches image, a HyperLogLog's postgresql-hll `\\x...`.
+    Bytes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -536,6 +539,9 @@ struct Planner<'a> {
     agg_columns: HashMap<String, (usize, AggField)>,
     /// Every aggregate column, in `run`'s order, for `*`.
     agg_order: Vec<String>,
+    /// The state columns (`users_hll`, `rev_sketch`): selected by name
+    /// only, not by `*`.
+    hidden: Vec<String>,
     kinds: Vec<AggKind>,
 }
 
@@ -571,6 +577,7 @@ impl<'a> Planner<'a> {
             .aggs;
         let mut agg_columns = HashMap::new();
         let mut agg_order = Vec::new();
+        let mut hidden = Vec::new();
         for (i, kind) in kinds.iter().enumerate() {
             let name = aggregate_name(summary, i);
             let mut add = |column: String, field| {
@@ -605,6 +612,16 @@ impl<'a> Planner<'a> {
                 }
                 _ => add(name.clone(), AggField::Value),
             }
+            let bytes = match kind {
+                AggKind::Hll { .. } => Some(format!("{name}_hll")),
+                AggKind::Quantiles { .. } | AggKind::Theta { .. } => Some(format!("{name}_sketch")),
+                _ => None,
+            };
+            if let Some(column) = bytes {
+                agg_columns.insert(column.to_ascii_lowercase(), (i, AggField::Bytes));
+                agg_order.push(column.clone());
+                hidden.push(column);
+            }
         }
         Ok(Self {
             text,
@@ -613,6 +630,7 @@ impl<'a> Planner<'a> {
             source: Schema { columns },
             agg_columns,
             agg_order,
+            hidden,
             kinds,
         })
     }
@@ -647,7 +665,7 @@ impl<'a> Planner<'a> {
                             span: Span::empty(),
                         });
                     }
-                    for c in &self.agg_order {
+                    for c in self.agg_order.iter().filter(|c| !self.hidden.contains(c)) {
                         items.push(Item {
                             name: c.clone(),
                             expr: ident(c),
@@ -828,9 +846,20 @@ impl<'a> Planner<'a> {
                 from: PostSource::Group(g),
             });
         }
+        let mut named: Vec<String> = Vec::new();
+        let mut name_all =
+            |e: &ast::Expr| visit_idents(e, &mut |n| named.push(n.to_ascii_lowercase()));
+        items.iter().for_each(|i| name_all(&i.expr));
+        if let Some((h, _)) = &having {
+            name_all(h);
+        }
+        order_asts.iter().for_each(|(e, _, _)| name_all(e));
         for (slot, &a) in used.iter().enumerate() {
             for column in &self.agg_order {
                 let (agg, field) = self.agg_columns[&column.to_ascii_lowercase()];
+                if self.hidden.contains(column) && !named.contains(&column.to_ascii_lowercase()) {
+                    continue;
+                }
                 if agg == a {
                     post.push(PostColumn {
                         name: column.clone(),
@@ -1448,6 +1477,7 @@ fn replace_groups(e: &ast::Expr, groups: &[(String, ast::Expr)]) -> ast::Expr {
 
 fn field_type(kind: &AggKind, field: AggField, is_time: bool) -> Type {
     match field {
+        AggField::Bytes => Type::Text,
         AggField::RankError => Type::Float,
         AggField::Quantile(..) => Type::Float,
         AggField::Estimate(_) | AggField::Value => match kind {
@@ -1500,6 +1530,13 @@ fn cell_of(value: Value<'_>) -> Cell {
 
 /// One output cell of an aggregate's merged state.
 fn agg_cell(state: &AggState, kind: &AggKind, field: AggField, is_time: bool) -> Cell {
+    if field == AggField::Bytes {
+        return match state {
+            AggState::Hll(h) => Cell::Text(h.to_hex()),
+            other => cardinal_export::sketch_text(other, cardinal_export::SketchEncoding::Hex)
+                .map_or(Cell::Null, Cell::Text),
+        };
+    }
     let output = state.output(kind);
     match (output, field) {
         (Output::Count(n), _) => i64::try_from(n).map_or(Cell::Float(n as f64), Cell::Int),

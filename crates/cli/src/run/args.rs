@@ -35,6 +35,12 @@ pub struct Args {
     /// Add each HyperLogLog as postgresql-hll hex to file outputs.
     #[arg(long)]
     pub(super) hll_hex: bool,
+    /// Add `<name>_sketch` columns with each quantile (KLL) and Theta
+    /// sketch as its Apache DataSketches image, hex or base64: what
+    /// DataSketches' `deserialize` reads, to merge hourly files into daily
+    /// percentiles downstream.
+    #[arg(long, value_name = "ENCODING", value_parser = ["hex", "base64"])]
+    pub(super) sketch_bytes: Option<String>,
     /// With --hll-hex, allow HyperLogLog parameters that java-hll reads but
     /// postgresql-hll refuses (log2m above 17, regwidth 8).
     #[arg(long, requires = "hll_hex")]
