@@ -29,7 +29,7 @@
 use std::cmp::Ordering;
 
 use cardinal_event::bytes::bytes_eq;
-use cardinal_event::{ColumnType, Record, TimeUnit, Timestamp, Value};
+use cardinal_event::{BucketWidth, ColumnType, Record, TimeUnit, Timestamp, Value};
 
 use crate::error::EvalError;
 
@@ -205,6 +205,17 @@ pub enum Expr {
     Case(CaseOp, Box<Expr>),
     /// `date_trunc('unit', time)`.
     DateTrunc(TimeUnit, Box<Expr>),
+    /// `time_bucket('5 minutes', time)`: the start of the fixed-width
+    /// bucket, aligned to the Unix epoch, that holds the time
+    /// ([`BucketWidth`]). Over a finer bucket's start it gives the coarser
+    /// bucket that holds that finer one whenever the width is a multiple
+    /// of the finer width.
+    TimeBucket {
+        /// The width.
+        width: BucketWidth,
+        /// The time.
+        expr: Box<Expr>,
+    },
     /// `coalesce(a, b, ...)`: the first operand that is not NULL.
     Coalesce(Vec<Expr>),
 }
@@ -307,7 +318,7 @@ impl Expr {
         match self {
             Expr::Column { ty, .. } => *ty == ColumnType::Timestamp,
             Expr::Literal(literal) => matches!(literal, Literal::Time(_)),
-            Expr::DateTrunc(..) => true,
+            Expr::DateTrunc(..) | Expr::TimeBucket { .. } => true,
             Expr::Coalesce(list) => list.iter().any(Expr::is_time),
             _ => false,
         }
@@ -494,6 +505,10 @@ impl Expr {
                 Held::Time(t) => Held::Time(t.truncate(*unit)),
                 _ => Held::Null,
             }),
+            Expr::TimeBucket { width, expr } => Ok(match expr.eval_held(record, scratch)? {
+                Held::Time(t) => Held::Time(t.truncate(TimeUnit::Fixed(*width))),
+                _ => Held::Null,
+            }),
             Expr::Coalesce(list) => {
                 for e in list {
                     let value = e.eval_held(record, scratch)?;
@@ -613,7 +628,11 @@ impl Expr {
             let mut push = |child| stack.push((child, depth + 1));
             match e {
                 Expr::Column { .. } | Expr::Literal(_) => {}
-                Expr::Not(e) | Expr::Neg(e) | Expr::Case(_, e) | Expr::DateTrunc(_, e) => push(e),
+                Expr::Not(e)
+                | Expr::Neg(e)
+                | Expr::Case(_, e)
+                | Expr::DateTrunc(_, e)
+                | Expr::TimeBucket { expr: e, .. } => push(e),
                 Expr::IsNull { expr, .. } => push(expr),
                 Expr::And(a, b)
                 | Expr::Or(a, b)
@@ -648,7 +667,11 @@ impl Expr {
         match self {
             Expr::Column { index, .. } => visit(*index),
             Expr::Literal(_) => {}
-            Expr::Not(e) | Expr::Neg(e) | Expr::Case(_, e) | Expr::DateTrunc(_, e) => {
+            Expr::Not(e)
+            | Expr::Neg(e)
+            | Expr::Case(_, e)
+            | Expr::DateTrunc(_, e)
+            | Expr::TimeBucket { expr: e, .. } => {
                 e.columns(visit);
             }
             Expr::IsNull { expr, .. } => expr.columns(visit),
