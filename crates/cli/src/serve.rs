@@ -353,7 +353,8 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
   cardinal query reach --server http://127.0.0.1:7480 --where \"state = 'CA'\" --format csv
   cardinal query reach --server http://10.0.0.1:7480 --token-file token --partial
 
-Times are RFC 3339 instants or dates (UTC); --to is exclusive. --where is a
+Times are RFC 3339 instants or dates (UTC), or epoch seconds or
+milliseconds (below 10^11 is seconds); --to is exclusive. --where is a
 condition over the summary's dimensions in the schema's dialect.")]
 pub struct QueryArgs {
     /// The summary.
