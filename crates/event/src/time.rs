@@ -452,6 +452,28 @@ impl Timestamp {
         Some(Self(ms).in_range())
     }
 
+    /// A whole number since the epoch read by [`Timestamp::parse_epoch`]'s
+    /// magnitude rule: seconds below [`EPOCH_MS_MIN`] in magnitude, else
+    /// milliseconds; `None` outside [`Timestamp::MIN`]..=[`Timestamp::MAX`].
+    /// For inputs whose integers are typed (a Parquet integer column
+    /// declared `TIMESTAMP`).
+    ///
+    /// ```
+    /// use cardinal_event::Timestamp;
+    /// assert_eq!(Timestamp::from_epoch(1_793_491_207), Timestamp::from_epoch(1_793_491_207_000));
+    /// assert_eq!(Timestamp::from_epoch(i64::MAX), None);
+    /// ```
+    #[inline]
+    pub const fn from_epoch(value: i64) -> Option<Self> {
+        let ms = if value.unsigned_abs() < EPOCH_MS_MIN.unsigned_abs() {
+            value * MS_PER_SECOND
+        } else {
+            value
+        };
+        let t = Self(ms);
+        if t.is_in_range() { Some(t) } else { None }
+    }
+
     /// `Some(self)` when [`Timestamp::is_in_range`].
     fn in_range(self) -> Option<Self> {
         self.is_in_range().then_some(self)
