@@ -4,8 +4,9 @@
 //! Timestamps also go through `Value::parse_memo` after the input's first
 //! half, so a memo holding another (or the same) date is exercised too, and
 //! an accepted one must be in range, print and read back, and truncate in
-//! range.
-use cardinal_event::{ColumnType, DateMemo, TimeUnit, Timestamp, Value};
+//! range (fixed `time_bucket` widths too). The bytes as a bucket width
+//! parse to a valid width or an error.
+use cardinal_event::{BucketWidth, ColumnType, DateMemo, TimeUnit, Timestamp, Value};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -43,6 +44,9 @@ fuzz_target!(|data: &[u8]| {
             TimeUnit::Month,
             TimeUnit::Quarter,
             TimeUnit::Year,
+            TimeUnit::Fixed(BucketWidth::from_ms(1_000).expect("a width")),
+            TimeUnit::Fixed(BucketWidth::from_ms(300_000).expect("a width")),
+            TimeUnit::Fixed(BucketWidth::from_ms(86_400_000).expect("a width")),
         ] {
             let start = t.truncate(unit);
             assert!(start.is_in_range(), "{t} {unit:?}: {start}");
@@ -59,4 +63,10 @@ fuzz_target!(|data: &[u8]| {
         Value::parse_memo(second, ColumnType::Timestamp, &mut memo),
         Value::parse_without_fast_path(second, ColumnType::Timestamp)
     );
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Ok(width) = BucketWidth::parse(text)
+    {
+        assert_eq!(86_400_000 % width.ms(), 0, "{text:?}");
+        assert_eq!(BucketWidth::parse(&width.to_string()), Ok(width), "{text:?}");
+    }
 });

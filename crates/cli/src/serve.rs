@@ -366,8 +366,9 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
 
 A first argument that holds a space is SQL (docs/sql.md), answered by POST
 /v1/sql; the flags below select a summary's groups otherwise. Times are RFC
-3339 instants or dates (UTC); --to is exclusive. --where is a condition over
-the summary's dimensions in the schema's dialect.")]
+3339 instants or dates (UTC), or epoch seconds or milliseconds (below 10^11
+is seconds); --to is exclusive. --where is a condition over the summary's
+dimensions in the schema's dialect.")]
 pub struct QueryArgs {
     /// A SQL query (SELECT ... FROM summary ...), or the summary's name.
     #[arg(value_name = "SQL|SUMMARY")]

@@ -1870,3 +1870,92 @@ fn a_full_disk_refuses_ingest_answers_queries_and_recovers_in_process() {
     terminate(&mut server);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A served `time_bucket` summary fed epoch-millisecond times answers a
+/// live query whose `from` and `to` are epoch milliseconds or seconds (as
+/// Grafana sends `${__from}`), with 5-minute buckets printed as RFC 3339
+/// instants, and writes a closed day's file of them.
+#[test]
+fn five_minute_buckets_of_epoch_times_answer_epoch_ranges() {
+    let dir = scratch_dir("serve", "epoch");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM events (ts TIMESTAMP, user_id BIGINT, state TEXT, amount BIGINT)
+           WITH (format = 'csv', header = true, time = 'ts');
+         CREATE SUMMARY five AS
+           SELECT time_bucket('5 minutes', ts) AS t, state, count(*) AS events
+           FROM events GROUP BY t, state;",
+    )
+    .expect("schema");
+    // 2026-11-01T00:00:00Z; events at 00:01:00 (two), 00:04:59.999,
+    // 00:07:00, 00:12:00 and the next day's 00:00:30, which closes the
+    // first day (lateness 0).
+    let start: i64 = 1_793_491_200_000;
+    let body: String = [
+        (60_000, "CA"),
+        (60_000, "CA"),
+        (299_999, "NY"),
+        (420_000, "CA"),
+        (720_000, "CA"),
+        (86_430_000, "TX"),
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, (ms, state))| format!("{},{i},{state},1\n", start + ms))
+    .collect();
+    let mut server = start_with(&dir, "data", &["--out", "served", "--out-lateness", "0"]);
+    let at = server.http;
+    post_until_acked(&move || at, 0, &body);
+    let csv = |query: &str| {
+        let (status, body) = request(
+            at,
+            "GET",
+            &format!("/v1/summaries/five?format=csv&{query}"),
+            &[],
+            b"",
+        )
+        .expect("the server answers");
+        assert_eq!(status, 200, "{query}: {body}");
+        body.lines().skip(1).map(str::to_owned).collect::<Vec<_>>()
+    };
+    let first_ten = [
+        "2026-11-01T00:00:00Z,CA,2",
+        "2026-11-01T00:00:00Z,NY,1",
+        "2026-11-01T00:05:00Z,CA,1",
+    ];
+    // Milliseconds, seconds and RFC 3339 name the same range.
+    let ms_range = format!("from={start}&to={}", start + 600_000);
+    let s_range = format!("from={}&to={}", start / 1000, start / 1000 + 600);
+    assert_eq!(csv(&ms_range), first_ten);
+    assert_eq!(csv(&s_range), first_ten);
+    assert_eq!(
+        csv("from=2026-11-01T00:00:00Z&to=2026-11-01T00:10:00Z"),
+        first_ten
+    );
+    assert_eq!(
+        csv(&format!("from={}", start + 300_000)),
+        [
+            "2026-11-01T00:05:00Z,CA,1",
+            "2026-11-01T00:10:00Z,CA,1",
+            "2026-11-02T00:00:00Z,TX,1"
+        ]
+    );
+    let (status, body) =
+        request(at, "GET", "/v1/summaries/five?from=12x", &[], b"").expect("the server answers");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("epoch seconds or milliseconds"), "{body}");
+    // The closed day's file holds its 5-minute buckets only; a stop
+    // writes it at the latest.
+    terminate(&mut server);
+    let written = std::fs::read_to_string(dir.join("served/five/2026-11-01.csv"))
+        .expect("the closed day's file");
+    assert_eq!(
+        written.lines().skip(1).collect::<Vec<_>>(),
+        [first_ten.as_slice(), &["2026-11-01T00:10:00Z,CA,1"]].concat()
+    );
+    assert!(
+        !dir.join("served/five/2026-11-02.csv").exists(),
+        "an open day is not written"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -449,12 +449,10 @@ pub fn describe(plan: &Plan) -> Result<Vec<Described>, Error> {
             .aggs;
         let quoted = format!("SELECT * FROM \"{}\"", summary.name.replace('"', "\"\""));
         let columns = Prepared::new(plan, &quoted)?.columns();
-        let bucket = summary.bucket.as_ref().map(|b| {
-            (
-                bucket_name(summary),
-                format!("{:?}", b.unit).to_ascii_lowercase(),
-            )
-        });
+        let bucket = summary
+            .bucket
+            .as_ref()
+            .map(|b| (bucket_name(summary), unit_text(b.unit)));
         let dimensions = summary
             .dimension_schema()
             .columns
@@ -500,6 +498,22 @@ pub fn describe(plan: &Plan) -> Result<Vec<Described>, Error> {
         });
     }
     Ok(out)
+}
+
+/// A bucket's width as a summary declares it: `day`, `hour`, `5 minutes`.
+fn unit_text(unit: cardinal_event::TimeUnit) -> String {
+    use cardinal_event::TimeUnit as U;
+    match unit {
+        U::Second => "second".into(),
+        U::Minute => "minute".into(),
+        U::Hour => "hour".into(),
+        U::Day => "day".into(),
+        U::Week => "week".into(),
+        U::Month => "month".into(),
+        U::Quarter => "quarter".into(),
+        U::Year => "year".into(),
+        U::Fixed(width) => width.to_string(),
+    }
 }
 
 /// An aggregate's declaration, for people: `count(*)`, `hll(log2m=11,

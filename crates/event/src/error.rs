@@ -6,7 +6,7 @@
 pub enum Error {
     /// Text that is not a timestamp in a supported form.
     #[error(
-        "not a timestamp: {text:?} ({reason}); expected YYYY-MM-DD, YYYY-MM-DD HH:MM[:SS] or ISO-8601 with T, fraction and Z, ±HH, ±HHMM or ±HH:MM"
+        "not a timestamp: {text:?} ({reason}); expected YYYY-MM-DD, YYYY-MM-DD HH:MM[:SS], ISO-8601 with T, fraction and Z, ±HH, ±HHMM or ±HH:MM, or seconds or milliseconds since 1970 (by magnitude: 10^11 and up is milliseconds)"
     )]
     Timestamp {
         /// The offending text, truncated to 64 bytes.
@@ -19,6 +19,14 @@ pub enum Error {
     TimeUnit {
         /// The unit as written.
         unit: String,
+    },
+    /// A `time_bucket` width that is not one.
+    #[error("not a bucket width: {text:?}: {reason}")]
+    BucketWidth {
+        /// The width as written, truncated to 64 characters.
+        text: String,
+        /// Which rule it breaks.
+        reason: &'static str,
     },
     /// A column type name the dialect does not know.
     #[error(

@@ -36,7 +36,10 @@ mod error;
 mod time;
 
 pub use error::{Error, Result};
-pub use time::{BucketMemo, DateMemo, TimeUnit, Timestamp};
+pub use time::{
+    BUCKET_WIDTH_MS_MAX, BUCKET_WIDTH_MS_MIN, BucketMemo, BucketWidth, DateMemo, EPOCH_MS_MIN,
+    TimeUnit, Timestamp,
+};
 
 /// A user's 64-bit id. Kept apart from other `u64`s by type so that a count
 /// or a hash cannot be passed where an id is meant.
@@ -366,7 +369,7 @@ pub enum ValueError {
     #[error("not a BOOLEAN (true, false, 1 or 0)")]
     Bool,
     /// Not a timestamp in a supported form.
-    #[error("not a TIMESTAMP (YYYY-MM-DD[ HH:MM:SS] or ISO-8601)")]
+    #[error("not a TIMESTAMP (YYYY-MM-DD[ HH:MM:SS], ISO-8601, or epoch seconds or milliseconds)")]
     Timestamp,
     /// A typed value (from a binary format such as Parquet) outside the
     /// declared type's range: an unsigned integer above `i64::MAX`, a time

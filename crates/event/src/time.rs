@@ -27,7 +27,8 @@ const MS_PER_DAY: i64 = 24 * MS_PER_HOUR;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(pub i64);
 
-/// The buckets `date_trunc` knows.
+/// A summary's or expression's time buckets: the calendar units
+/// `date_trunc` knows, or a fixed width (`time_bucket`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TimeUnit {
     /// 1000 milliseconds.
@@ -46,7 +47,163 @@ pub enum TimeUnit {
     Quarter,
     /// A calendar year.
     Year,
+    /// `time_bucket('5 minutes', ts)`: buckets of one fixed width, aligned
+    /// to the Unix epoch (and so to every UTC midnight, since the width
+    /// divides a day: see [`BucketWidth`]).
+    Fixed(BucketWidth),
 }
+
+/// The narrowest fixed bucket, in milliseconds: one second. Narrower
+/// buckets would make a group per event at any rate worth summarizing,
+/// and every width is then a whole number of seconds, as TimescaleDB's
+/// and PostgreSQL's interval spellings of widths are in practice.
+pub const BUCKET_WIDTH_MS_MIN: i64 = MS_PER_SECOND;
+
+/// The widest fixed bucket, in milliseconds: one UTC day. A wider width
+/// would not divide a day (see [`BucketWidth`]); `date_trunc('week', ..)`
+/// and the calendar units cover longer buckets.
+pub const BUCKET_WIDTH_MS_MAX: i64 = MS_PER_DAY;
+
+/// The width of `time_bucket` buckets, in milliseconds: a whole number of
+/// seconds, at least [`BUCKET_WIDTH_MS_MIN`], that divides a UTC day
+/// evenly (1, 2, 3, 4, 5, 6, 10, 15, 20, 30 seconds or minutes; 1, 2, 3,
+/// 4, 6, 8, 12 or 24 hours; 90 seconds, 45 minutes and so on).
+///
+/// Buckets start at whole multiples of the width since 1970-01-01T00:00Z,
+/// as TimescaleDB aligns widths below a week. Because the width divides a
+/// day, every UTC midnight is a bucket start too: a bucket lies within one
+/// UTC day (per-day files and day closing need nothing new), and the
+/// alignment is the same whatever midnight one counts from (TimescaleDB's
+/// default origin, 2000-01-03, gives the same buckets). A width that does
+/// not divide a day (7 minutes) would shift against midnight from day to
+/// day, so it is refused.
+///
+/// ```
+/// use cardinal_event::{BucketWidth, TimeUnit, Timestamp};
+/// let five = BucketWidth::parse("5 minutes").unwrap();
+/// assert_eq!(five.ms(), 300_000);
+/// let t = Timestamp::parse(b"2026-11-04T13:47:59Z").unwrap();
+/// assert_eq!(t.truncate(TimeUnit::Fixed(five)).to_string(), "2026-11-04T13:45:00Z");
+/// assert!(BucketWidth::parse("7 minutes").is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BucketWidth(i64);
+
+impl BucketWidth {
+    /// The width of `ms` milliseconds, if it is a valid width (see the
+    /// type's doc); the error says which rule it breaks.
+    pub fn from_ms(ms: i64) -> Result<Self> {
+        let fail = |reason| {
+            Err(Error::BucketWidth {
+                text: format!("{ms} ms"),
+                reason,
+            })
+        };
+        if ms < BUCKET_WIDTH_MS_MIN {
+            return fail(WIDTH_TOO_SMALL);
+        }
+        if ms > BUCKET_WIDTH_MS_MAX {
+            return fail(WIDTH_TOO_LARGE);
+        }
+        if ms % MS_PER_SECOND != 0 {
+            return fail(WIDTH_NOT_SECONDS);
+        }
+        if MS_PER_DAY % ms != 0 {
+            return fail(WIDTH_NOT_A_DIVISOR);
+        }
+        Ok(Self(ms))
+    }
+
+    /// Reads an interval as TimescaleDB's `time_bucket` and PostgreSQL's
+    /// interval input spell a width: a positive whole number and a unit,
+    /// with or without a space between (`'5 minutes'`, `'30s'`, `'1 h'`).
+    /// Units, any case: `second(s)`, `sec(s)`, `s`; `minute(s)`, `min(s)`,
+    /// `m`; `hour(s)`, `hr(s)`, `h`; `day(s)`, `d`. The width must then be
+    /// valid (see the type's doc).
+    pub fn parse(text: &str) -> Result<Self> {
+        let fail = |reason| {
+            Err(Error::BucketWidth {
+                text: text.chars().take(64).collect(),
+                reason,
+            })
+        };
+        let trimmed = text.trim();
+        let digits = trimmed.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return fail("it must start with a positive whole number, as in '5 minutes'");
+        }
+        let (number, unit) = trimmed.split_at(digits);
+        let unit = unit.trim_start().to_ascii_lowercase();
+        let unit_ms = match unit.as_str() {
+            "second" | "seconds" | "sec" | "secs" | "s" => MS_PER_SECOND,
+            "minute" | "minutes" | "min" | "mins" | "m" => MS_PER_MINUTE,
+            "hour" | "hours" | "hr" | "hrs" | "h" => MS_PER_HOUR,
+            "day" | "days" | "d" => MS_PER_DAY,
+            "week" | "weeks" | "w" | "month" | "months" | "mon" | "mons" | "quarter"
+            | "quarters" | "year" | "years" | "y" => {
+                return fail(
+                    "widths of a week or more do not divide a day; use date_trunc('week' | 'month' | 'quarter' | 'year', ts)",
+                );
+            }
+            "" => return fail("the unit is missing: second, minute, hour or day"),
+            _ => {
+                return fail(
+                    "unknown unit: second(s), sec(s), s, minute(s), min(s), m, hour(s), hr(s), h, day(s) or d",
+                );
+            }
+        };
+        // More digits than any valid width has would overflow the count
+        // of milliseconds before it is checked.
+        let Some(ms) = number
+            .parse::<i64>()
+            .ok()
+            .and_then(|n| n.checked_mul(unit_ms))
+        else {
+            return fail(WIDTH_TOO_LARGE);
+        };
+        if ms == 0 {
+            return fail(WIDTH_TOO_SMALL);
+        }
+        Self::from_ms(ms).map_err(|e| match e {
+            Error::BucketWidth { reason, .. } => Error::BucketWidth {
+                text: text.chars().take(64).collect(),
+                reason,
+            },
+            other => other,
+        })
+    }
+
+    /// The width in milliseconds.
+    pub const fn ms(self) -> i64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for BucketWidth {
+    /// The width in the largest unit that divides it: `5 minutes`,
+    /// `90 seconds`, `1 day`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (count, unit) = [
+            (MS_PER_DAY, "day"),
+            (MS_PER_HOUR, "hour"),
+            (MS_PER_MINUTE, "minute"),
+        ]
+        .into_iter()
+        .find(|(unit, _)| self.0 % unit == 0)
+        .map_or((self.0 / MS_PER_SECOND, "second"), |(ms, unit)| {
+            (self.0 / ms, unit)
+        });
+        write!(f, "{count} {unit}{}", if count == 1 { "" } else { "s" })
+    }
+}
+
+const WIDTH_TOO_SMALL: &str = "a bucket is at least 1 second wide";
+const WIDTH_TOO_LARGE: &str = "a bucket is at most 1 day wide; use date_trunc('week' | 'month' | 'quarter' | 'year', ts) for longer ones";
+const WIDTH_NOT_SECONDS: &str = "a width is a whole number of seconds";
+const WIDTH_NOT_A_DIVISOR: &str = "a width must divide a day evenly (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30 minutes; 1, 2, 3, 4, 6, 8, 12 hours, ...) so that buckets align with every UTC midnight";
+
+const _: () = assert!(MS_PER_DAY % BUCKET_WIDTH_MS_MIN == 0);
+const _: () = assert!(BUCKET_WIDTH_MS_MAX % BUCKET_WIDTH_MS_MIN == 0);
 
 impl TimeUnit {
     /// The fewest milliseconds a bucket of this unit spans (a February, a
@@ -63,6 +220,7 @@ impl TimeUnit {
             Self::Month => 28 * MS_PER_DAY,
             Self::Quarter => 90 * MS_PER_DAY,
             Self::Year => 365 * MS_PER_DAY,
+            Self::Fixed(width) => width.0,
         }
     }
 
@@ -136,6 +294,9 @@ impl Timestamp {
             text: String::from_utf8_lossy(&text[..text.len().min(64)]).into_owned(),
             reason,
         };
+        if let Some(epoch) = Self::parse_epoch(text) {
+            return epoch.ok_or_else(|| fail(OUT_OF_RANGE));
+        }
         if text.len() < 10 {
             return Err(fail("shorter than YYYY-MM-DD"));
         }
@@ -217,6 +378,102 @@ impl Timestamp {
         .ok_or_else(|| fail(OUT_OF_RANGE))
     }
 
+    /// Reads a time since the Unix epoch, in seconds or milliseconds by its
+    /// magnitude: an optional sign, digits, and an optional fraction (`.`
+    /// and digits). A whole part below [`EPOCH_MS_MIN`] in magnitude is
+    /// seconds (`1793491207`, `1793491207.25`), anything from it up is
+    /// milliseconds (`1793491207000`). Digits past the millisecond are
+    /// floored, as Parquet's finer units are.
+    ///
+    /// `None` when the text is not such a number (so that it is read as a
+    /// date instead); `Some(None)` when it is one but outside
+    /// [`Timestamp::MIN`]..=[`Timestamp::MAX`].
+    ///
+    /// The magnitude rule misreads two ranges, both far from event data:
+    /// milliseconds between 1966-10-31T14:13:20Z and 1973-03-03T09:46:40Z
+    /// (below 10^11 ms in magnitude) are read as seconds, and seconds from
+    /// 5138-11-16T09:46:40Z on as milliseconds.
+    ///
+    /// ```
+    /// use cardinal_event::Timestamp;
+    /// let t = Timestamp::parse(b"2026-11-01T00:00:07Z").unwrap();
+    /// assert_eq!(Timestamp::parse_epoch(b"1793491207"), Some(Some(t)));
+    /// assert_eq!(Timestamp::parse_epoch(b"1793491207000"), Some(Some(t)));
+    /// assert_eq!(Timestamp::parse_epoch(b"1793491207.5").map(|t| t.unwrap().0), Some(t.0 + 500));
+    /// assert_eq!(Timestamp::parse_epoch(b"2026-11-01"), None);
+    /// ```
+    #[inline]
+    pub fn parse_epoch(text: &[u8]) -> Option<Option<Self>> {
+        let (negative, rest) = match text {
+            [b'-', rest @ ..] => (true, rest),
+            [b'+', rest @ ..] => (false, rest),
+            _ => (false, text),
+        };
+        let whole_len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        let (whole, fraction) = rest.split_at(whole_len);
+        let fraction = match fraction {
+            [] => &[][..],
+            [b'.', digits @ ..] if !digits.is_empty() && digits.iter().all(u8::is_ascii_digit) => {
+                digits
+            }
+            _ => return None,
+        };
+        if whole.is_empty() {
+            return None;
+        }
+        // Leading zeros aside, more than 15 whole digits is past any
+        // accepted time in either unit (MAX is 15 digits of ms).
+        let significant = whole.iter().skip_while(|&&b| b == b'0').count();
+        if significant > 15 {
+            return Some(None);
+        }
+        let magnitude = whole
+            .iter()
+            .fold(0i64, |acc, &b| acc * 10 + i64::from(b - b'0'));
+        // In milliseconds, the fraction's first three digits count; any
+        // digit after them floors (away from zero for a negative time).
+        let (scale, ms_digits) = if magnitude < EPOCH_MS_MIN {
+            (MS_PER_SECOND, 3)
+        } else {
+            (1, 0)
+        };
+        let mut ms = magnitude * scale;
+        let mut place = scale;
+        for &d in fraction.iter().take(ms_digits) {
+            place /= 10;
+            ms += i64::from(d - b'0') * place;
+        }
+        let below_ms = fraction.iter().skip(ms_digits).any(|&d| d != b'0');
+        let ms = if negative {
+            -ms - i64::from(below_ms)
+        } else {
+            ms
+        };
+        Some(Self(ms).in_range())
+    }
+
+    /// A whole number since the epoch read by [`Timestamp::parse_epoch`]'s
+    /// magnitude rule: seconds below [`EPOCH_MS_MIN`] in magnitude, else
+    /// milliseconds; `None` outside [`Timestamp::MIN`]..=[`Timestamp::MAX`].
+    /// For inputs whose integers are typed (a Parquet integer column
+    /// declared `TIMESTAMP`).
+    ///
+    /// ```
+    /// use cardinal_event::Timestamp;
+    /// assert_eq!(Timestamp::from_epoch(1_793_491_207), Timestamp::from_epoch(1_793_491_207_000));
+    /// assert_eq!(Timestamp::from_epoch(i64::MAX), None);
+    /// ```
+    #[inline]
+    pub const fn from_epoch(value: i64) -> Option<Self> {
+        let ms = if value.unsigned_abs() < EPOCH_MS_MIN.unsigned_abs() {
+            value * MS_PER_SECOND
+        } else {
+            value
+        };
+        let t = Self(ms);
+        if t.is_in_range() { Some(t) } else { None }
+    }
+
     /// `Some(self)` when [`Timestamp::is_in_range`].
     fn in_range(self) -> Option<Self> {
         self.is_in_range().then_some(self)
@@ -251,6 +508,7 @@ impl Timestamp {
                 let (year, _, _) = civil_from_days(ms.div_euclid(MS_PER_DAY));
                 Self(days_from_civil(year, 1, 1) * MS_PER_DAY)
             }
+            TimeUnit::Fixed(width) => Self(ms - ms.rem_euclid(width.0)),
         }
     }
 
@@ -259,6 +517,14 @@ impl Timestamp {
         civil_from_days(self.0.div_euclid(MS_PER_DAY))
     }
 }
+
+/// The smallest magnitude of a time since the epoch that
+/// [`Timestamp::parse_epoch`] reads as milliseconds: 10^11. Below it a
+/// number is seconds. 10^11 seconds is in the year 5138 and 10^11
+/// milliseconds is 1973-03-03T09:46:40Z, so seconds of any time before
+/// 5138 and milliseconds of any time since March 1973 are read right:
+/// the rule Grafana's and most log shippers' epoch times fall under.
+pub const EPOCH_MS_MIN: i64 = 100_000_000_000;
 
 /// The reason a parsed time outside [`Timestamp::MIN`]..=[`Timestamp::MAX`]
 /// is rejected.

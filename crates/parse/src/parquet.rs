@@ -21,6 +21,7 @@
 //!   Utf8, LargeUtf8, Utf8View, Binary...       TEXT        Text (borrowed)
 //!   Utf8, LargeUtf8, Utf8View, Binary...       other       parsed from the text, as CSV is
 //!   Date32, Date64, Timestamp(unit, any tz)    TIMESTAMP   Time: UTC ms, sub-ms floored
+//!   Int32, Int64                               TIMESTAMP   Time: epoch s or ms by magnitude
 //!   Boolean                                    BOOLEAN     Bool
 //!   NULL of any of these                       any         Null
 //! ```
@@ -550,7 +551,10 @@ fn check_type(data_type: &DataType, declared: ColumnType) -> bool {
             D::Int8 | D::Int16 | D::Int32 | D::Int64 | D::UInt8 | D::UInt16 | D::UInt32 | D::UInt64
         ),
         ColumnType::Double => matches!(data_type, D::Float32 | D::Float64),
-        ColumnType::Timestamp => matches!(data_type, D::Date32 | D::Date64 | D::Timestamp(_, _)),
+        ColumnType::Timestamp => matches!(
+            data_type,
+            D::Date32 | D::Date64 | D::Timestamp(_, _) | D::Int32 | D::Int64
+        ),
         ColumnType::Bool => matches!(data_type, D::Boolean),
         ColumnType::Text => false,
     }
@@ -645,6 +649,13 @@ impl ParquetBatch {
                             array.data_type()
                         ),
                     })?;
+                    let values = match (values, declared) {
+                        (Values::I64(v), ColumnType::Timestamp) => epoch_times(v.iter().copied()),
+                        (Values::I32(v), ColumnType::Timestamp) => {
+                            epoch_times(v.iter().map(|&x| i64::from(x)))
+                        }
+                        (values, _) => values,
+                    };
                     ColumnView {
                         // No buffer when nothing is NULL: rows then skip the
                         // bit test.
@@ -963,6 +974,18 @@ impl Values {
             _ => return None,
         })
     }
+}
+
+/// An integer column declared `TIMESTAMP`, as milliseconds: each value in
+/// seconds or milliseconds by its magnitude ([`Timestamp::from_epoch`],
+/// the rule text follows); a value outside the range becomes one that
+/// [`time_of`] rejects. One allocation per batch, so that rows and typed
+/// slices read it as any millisecond column.
+fn epoch_times(values: impl ExactSizeIterator<Item = i64>) -> Values {
+    let ms: Vec<i64> = values
+        .map(|v| Timestamp::from_epoch(v).map_or(i64::MIN, |t| t.0))
+        .collect();
+    Values::Time(ScalarBuffer::from(ms), ArrowTimeUnit::Millisecond)
 }
 
 /// `value` in `unit`s since the epoch as a [`Timestamp`] (floored to the

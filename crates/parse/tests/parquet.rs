@@ -665,3 +665,66 @@ fn dictionary_encoded_text_reads_as_keys_a_row_group_per_batch() {
     // a dictionary the reader builds.
     assert_eq!(keyed, vec![vec![true, false, false, true]; 4]);
 }
+
+/// An integer column declared TIMESTAMP holds epoch seconds or
+/// milliseconds by magnitude, as text does; rows and typed slices agree,
+/// and a value outside the years is a reject, never a wrong time.
+#[test]
+fn integer_columns_declared_timestamp_are_epoch_times() {
+    let ms: i64 = 1_793_491_207_123; // 2026-11-01T00:00:07.123Z
+    let bytes = write(
+        vec![
+            (
+                "ts",
+                Arc::new(Int64Array::from(vec![
+                    Some(ms),
+                    Some(ms / 1000),
+                    None,
+                    Some(i64::MAX),
+                    Some(-1),
+                ])) as ArrayRef,
+            ),
+            (
+                "t32",
+                Arc::new(Int32Array::from(vec![1_793_491_207, 0, 1, -1, i32::MAX])),
+            ),
+        ],
+        10,
+    );
+    let declared = schema(&[
+        ("ts", ColumnType::Timestamp),
+        ("t32", ColumnType::Timestamp),
+    ]);
+    let file = open(bytes, &declared).expect("integers are accepted as times");
+    let time = |ms: i64| Ok(format!("{:?}", Value::Time(Timestamp(ms))));
+    let null = Ok(format!("{:?}", Value::Null));
+    let got: Vec<Vec<Result<String, ValueError>>> =
+        rows(&file, &declared).into_iter().map(|(_, r)| r).collect();
+    assert_eq!(
+        got,
+        [
+            vec![time(ms), time(1_793_491_207_000)],
+            vec![time(1_793_491_207_000), time(0)],
+            vec![null, time(1_000)],
+            vec![Err(ValueError::OutOfRange), time(-1_000)],
+            vec![time(-1_000), time(i64::from(i32::MAX) * 1000)],
+        ]
+    );
+    // The typed slice of the column without NULLs reads the same times.
+    let mut reader = file.read(0..file.row_groups()).expect("reader");
+    let batch = reader.next_batch().expect("batch").expect("a batch");
+    let column = batch.column(1).expect("a typed column");
+    let slice: Vec<i64> = (0..batch.len())
+        .map(|i| column.time(i).expect("in range").0)
+        .collect();
+    assert_eq!(
+        slice,
+        [
+            1_793_491_207_000,
+            0,
+            1_000,
+            -1_000,
+            i64::from(i32::MAX) * 1000
+        ]
+    );
+}

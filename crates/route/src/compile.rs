@@ -3,7 +3,7 @@
 //! every mistake a declaration can hold is reported here, with its position,
 //! and none at run time.
 
-use cardinal_event::{Column, ColumnType, Schema, TimeUnit, Timestamp};
+use cardinal_event::{BucketWidth, Column, ColumnType, Schema, TimeUnit, Timestamp};
 use cardinal_sketch::{hll, quantiles, theta};
 use sqlparser::ast::{
     self, BinaryOperator, DuplicateTreatment, FunctionArg, FunctionArgExpr, FunctionArguments,
@@ -26,7 +26,7 @@ use crate::{
     Stream, Summary,
 };
 
-const SUPPORTED_EXPRESSIONS: &str = "expressions are column names, literals, comparisons, AND/OR/NOT, IN, IS [NOT] NULL, + - * / %, substr/substring, lower, upper, date_trunc, coalesce";
+const SUPPORTED_EXPRESSIONS: &str = "expressions are column names, literals, comparisons, AND/OR/NOT, IN, IS [NOT] NULL, + - * / %, substr/substring, lower, upper, date_trunc, time_bucket, coalesce";
 const SUPPORTED_AGGREGATES: &str = "aggregates are count(*), count(x), sum, min, max, avg, hll(x [, log2m [, regwidth]]), exact_distinct(x), quantiles(x [, k]), approx_quantile(x, q, ...), topk(x, k), theta(x [, lg_k])";
 const DEFAULT_HALF_LIFE_DAYS: u64 = 7;
 /// Lookback and half-life above ten years are surely typos.
@@ -439,9 +439,17 @@ impl Compiler<'_> {
                             ),
                         );
                     }
+                    // date_trunc or time_bucket over the time column
+                    // itself is the summary's bucket.
                     let bucket_of = match &typed.expr {
                         Expr::DateTrunc(unit, inner) => match **inner {
                             Expr::Column { index, .. } if Some(index) == time => Some(*unit),
+                            _ => None,
+                        },
+                        Expr::TimeBucket { width, expr } => match **expr {
+                            Expr::Column { index, .. } if Some(index) == time => {
+                                Some(TimeUnit::Fixed(*width))
+                            }
                             _ => None,
                         },
                         _ => None,
@@ -451,7 +459,7 @@ impl Compiler<'_> {
                             if bucket.is_some() {
                                 return self.fail(
                                     typed.span,
-                                    "a summary has one time bucket; this is a second date_trunc over the time column",
+                                    "a summary has one time bucket; this is a second date_trunc or time_bucket over the time column",
                                 );
                             }
                             bucket = Some(Bucket { unit, column });
@@ -1772,6 +1780,68 @@ impl Scope<'_> {
         })
     }
 
+    /// `time_bucket('5 minutes', time)` or `time_bucket(INTERVAL '5
+    /// minutes', time)`, TimescaleDB's spellings; the width is checked
+    /// here ([`BucketWidth::parse`]), with the caret under it.
+    fn time_bucket(
+        &self,
+        args: &[Option<&ast::Expr>],
+        span: Span,
+        context: Context,
+    ) -> Result<Typed> {
+        const USAGE: &str = "time_bucket('5 minutes', timestamp): a width of seconds, minutes, hours or a day that divides a day";
+        let [Some(width), Some(time)] = args else {
+            return self.fail(span, format!("expected {USAGE}"));
+        };
+        let width_span = span_of(*width, span);
+        let text = match width {
+            ast::Expr::Value(v) => match &v.value {
+                ast::Value::SingleQuotedString(s) => Some(s),
+                _ => None,
+            },
+            ast::Expr::Interval(interval)
+                if interval.leading_field.is_none() && interval.last_field.is_none() =>
+            {
+                match interval.value.as_ref() {
+                    ast::Expr::Value(v) => match &v.value {
+                        ast::Value::SingleQuotedString(s) => Some(s),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let Some(text) = text else {
+            return self.fail(
+                width_span,
+                format!("expected {USAGE}; the width is a quoted interval such as '15 minutes'"),
+            );
+        };
+        let width = match BucketWidth::parse(text) {
+            Ok(width) => width,
+            Err(cardinal_event::Error::BucketWidth { reason, .. }) => {
+                return self.fail(
+                    width_span,
+                    format!("{text:?} is not a bucket width: {reason}"),
+                );
+            }
+            Err(other) => return self.fail(width_span, other.to_string()),
+        };
+        let time = self.expr(time, context)?;
+        if !matches!(time.ty, Type::Time | Type::Null) {
+            return self.fail(time.span, format!("{USAGE}; this is {}", time.ty.name()));
+        }
+        Ok(Typed {
+            expr: Expr::TimeBucket {
+                width,
+                expr: Box::new(time.expr),
+            },
+            ty: Type::Time,
+            span,
+        })
+    }
+
     fn function(&self, f: &ast::Function, span: Span, context: Context) -> Result<Typed> {
         let name = function_name(f);
         if is_aggregate_name(&name) {
@@ -1853,6 +1923,7 @@ impl Scope<'_> {
                     span,
                 })
             }
+            "time_bucket" => self.time_bucket(&args, span, context),
             "coalesce" => {
                 if args.is_empty() {
                     return self.fail(span, "coalesce needs at least one argument");
@@ -1890,26 +1961,23 @@ impl Scope<'_> {
             }
             _ => self.fail(
                 span_of(&f.name, span),
-                format!("unknown function {name}; functions are substr, substring, lower, upper, date_trunc, coalesce, floor, ceil, round, abs, to_timestamp, extract(epoch from t); {SUPPORTED_AGGREGATES}"),
+                format!("unknown function {name}; functions are substr, substring, lower, upper, date_trunc, time_bucket, coalesce, floor, ceil, round, abs, to_timestamp, extract(epoch from t); {SUPPORTED_AGGREGATES}"),
             ),
         }
     }
 }
 
-/// Epoch numbers below this magnitude are seconds, at or above it
-/// milliseconds: 10^11 seconds is the year 5138, 10^11 milliseconds is
-/// 1973-03-03, so every instant from 1973 to 5138 reads right either way
-/// it is written.
-pub const EPOCH_SECONDS_BELOW: f64 = 1e11;
-
-/// The instant an epoch number names: seconds below
-/// [`EPOCH_SECONDS_BELOW`] in magnitude, milliseconds from there (a
-/// fraction of a millisecond is dropped, toward minus infinity); `None`
+/// The instant an epoch number names, by the rule event times follow
+/// ([`Timestamp::from_epoch`]): seconds below
+/// [`cardinal_event::EPOCH_MS_MIN`] in magnitude, milliseconds from there
+/// (a fraction of a millisecond is dropped, toward minus infinity); `None`
 /// past the instants a timestamp prints (years 0 to 9999).
 pub fn epoch_instant(number: f64) -> Option<Timestamp> {
     const MS_MAX: f64 = 253_402_300_799_999.0;
     const MS_MIN: f64 = -62_167_219_200_000.0;
-    let ms = if number.abs() < EPOCH_SECONDS_BELOW {
+    #[allow(clippy::cast_precision_loss, reason = "10^11 is exact in a double")]
+    let seconds_below = cardinal_event::EPOCH_MS_MIN as f64;
+    let ms = if number.abs() < seconds_below {
         number * 1000.0
     } else {
         number

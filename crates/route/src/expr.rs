@@ -29,7 +29,7 @@
 use std::cmp::Ordering;
 
 use cardinal_event::bytes::bytes_eq;
-use cardinal_event::{ColumnType, Record, TimeUnit, Timestamp, Value};
+use cardinal_event::{BucketWidth, ColumnType, Record, TimeUnit, Timestamp, Value};
 
 use crate::error::EvalError;
 
@@ -225,6 +225,17 @@ pub enum Expr {
     Case(CaseOp, Box<Expr>),
     /// `date_trunc('unit', time)`.
     DateTrunc(TimeUnit, Box<Expr>),
+    /// `time_bucket('5 minutes', time)`: the start of the fixed-width
+    /// bucket, aligned to the Unix epoch, that holds the time
+    /// ([`BucketWidth`]). Over a finer bucket's start it gives the coarser
+    /// bucket that holds that finer one whenever the width is a multiple
+    /// of the finer width.
+    TimeBucket {
+        /// The width.
+        width: BucketWidth,
+        /// The time.
+        expr: Box<Expr>,
+    },
     /// `coalesce(a, b, ...)`: the first operand that is not NULL.
     Coalesce(Vec<Expr>),
     /// A function of one number or instant ([`MathOp`]).
@@ -329,7 +340,9 @@ impl Expr {
         match self {
             Expr::Column { ty, .. } => *ty == ColumnType::Timestamp,
             Expr::Literal(literal) => matches!(literal, Literal::Time(_)),
-            Expr::DateTrunc(..) | Expr::Math(MathOp::ToTimestamp, _) => true,
+            Expr::DateTrunc(..) | Expr::Math(MathOp::ToTimestamp, _) | Expr::TimeBucket { .. } => {
+                true
+            }
             Expr::Coalesce(list) => list.iter().any(Expr::is_time),
             _ => false,
         }
@@ -516,6 +529,10 @@ impl Expr {
                 Held::Time(t) => Held::Time(t.truncate(*unit)),
                 _ => Held::Null,
             }),
+            Expr::TimeBucket { width, expr } => Ok(match expr.eval_held(record, scratch)? {
+                Held::Time(t) => Held::Time(t.truncate(TimeUnit::Fixed(*width))),
+                _ => Held::Null,
+            }),
             Expr::Coalesce(list) => {
                 for e in list {
                     let value = e.eval_held(record, scratch)?;
@@ -640,7 +657,8 @@ impl Expr {
                 | Expr::Neg(e)
                 | Expr::Case(_, e)
                 | Expr::DateTrunc(_, e)
-                | Expr::Math(_, e) => push(e),
+                | Expr::Math(_, e)
+                | Expr::TimeBucket { expr: e, .. } => push(e),
                 Expr::IsNull { expr, .. } => push(expr),
                 Expr::And(a, b)
                 | Expr::Or(a, b)
@@ -679,7 +697,8 @@ impl Expr {
             | Expr::Neg(e)
             | Expr::Case(_, e)
             | Expr::DateTrunc(_, e)
-            | Expr::Math(_, e) => {
+            | Expr::Math(_, e)
+            | Expr::TimeBucket { expr: e, .. } => {
                 e.columns(visit);
             }
             Expr::IsNull { expr, .. } => expr.columns(visit),

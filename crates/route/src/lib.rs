@@ -73,7 +73,7 @@ mod select;
 
 pub use cache::{Cached, ColumnCache};
 pub use cardinal_event::{Record, Schema, TimeUnit, Value};
-pub use compile::{EPOCH_SECONDS_BELOW, epoch_instant};
+pub use compile::epoch_instant;
 pub use error::{Error, EvalError, Result};
 pub use expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, MathOp, Scratch, Type};
 pub use name::{NAME_CHARS_MAX, check_name, is_name_char};
@@ -213,10 +213,13 @@ pub const CREDIT_COLUMNS: [(&str, cardinal_event::ColumnType); 8] = {
     ]
 };
 
-/// A summary's time bucket: `date_trunc(unit, time column)`.
+/// A summary's time bucket: `date_trunc(unit, time column)` or
+/// `time_bucket(width, time column)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Bucket {
-    /// The bucket width.
+    /// The bucket width: a calendar unit (`date_trunc`), or
+    /// [`TimeUnit::Fixed`] for `time_bucket`, a whole number of seconds
+    /// that divides a day (so a bucket never spans two UTC days).
     pub unit: TimeUnit,
     /// The stream's time column.
     pub column: usize,
@@ -329,8 +332,8 @@ pub struct Summary {
     pub reads: Vec<usize>,
     /// The `WHERE` condition.
     pub filter: Option<Expr>,
-    /// The time bucket, if a group key is `date_trunc` over the stream's
-    /// time column.
+    /// The time bucket, if a group key is `date_trunc` or `time_bucket`
+    /// over the stream's time column.
     pub bucket: Option<Bucket>,
     /// The other group keys.
     pub dimensions: Vec<Expr>,

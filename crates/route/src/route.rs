@@ -838,6 +838,61 @@ mod tests {
         }
     }
 
+    /// `time_bucket` as the summary's bucket routes a record to its
+    /// 5-minute bucket, epoch times included; as a dimension over another
+    /// time it re-buckets (a 5-minute start into its 15-minute bucket).
+    #[test]
+    fn time_bucket_routes_to_fixed_buckets() {
+        let plan = Plan::compile(
+            "CREATE STREAM s (ts TIMESTAMP, fine TIMESTAMP) WITH (time = 'ts');
+             CREATE SUMMARY x AS SELECT time_bucket('5 minutes', ts) AS t,
+               time_bucket('15 minutes', fine) AS coarse, count(*) FROM s GROUP BY t, coarse;",
+        )
+        .expect("compiles");
+        let summary = &plan.summaries[0];
+        let mut scratch = Scratch::new();
+        let mut out = Routed::default();
+        let at = |text: &str| Timestamp::parse(text.as_bytes()).expect("valid");
+        for (ts, fine, bucket, coarse) in [
+            (
+                "2026-11-04T13:47:59.999Z",
+                "2026-11-04T13:40:00Z",
+                "2026-11-04T13:45:00Z",
+                "2026-11-04T13:30:00Z",
+            ),
+            (
+                "2026-11-04T13:45:00Z",
+                "2026-11-04T13:45:00Z",
+                "2026-11-04T13:45:00Z",
+                "2026-11-04T13:45:00Z",
+            ),
+            (
+                "1793491207000",
+                "1793491207",
+                "2026-11-01T00:00:00Z",
+                "2026-11-01T00:00:00Z",
+            ),
+            (
+                "1969-12-31T23:59:59Z",
+                "1969-12-31T23:59:59Z",
+                "1969-12-31T23:55:00Z",
+                "1969-12-31T23:45:00Z",
+            ),
+        ] {
+            assert_eq!(
+                summary.route(&[ts, fine][..], &mut scratch, &mut out),
+                Ok(true),
+                "{ts}"
+            );
+            assert_eq!(out.bucket, Some(at(bucket)), "{ts}");
+            assert_eq!(
+                key_values(&out.key).collect::<Vec<_>>(),
+                [Value::Time(at(coarse))],
+                "{ts}"
+            );
+        }
+    }
+
     #[test]
     fn records_route_or_are_rejected_with_a_reason() {
         let plan = Plan::compile(

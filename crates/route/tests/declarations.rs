@@ -109,6 +109,9 @@ fn expr(e: &Expr, schema: &Schema) -> String {
         ),
         Expr::Case(op, a) => format!("{op:?}({})", expr(a, schema)),
         Expr::DateTrunc(unit, a) => format!("date_trunc({unit:?}, {})", expr(a, schema)),
+        Expr::TimeBucket { width, expr: a } => {
+            format!("time_bucket('{width}', {})", expr(a, schema))
+        }
         Expr::Coalesce(list) => format!(
             "coalesce({})",
             list.iter()

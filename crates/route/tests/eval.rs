@@ -43,6 +43,8 @@ enum T {
     Lower(Box<T>),
     Upper(Box<T>),
     DateTrunc(&'static str, Box<T>),
+    /// `time_bucket(width, t)`: the width as written and in milliseconds.
+    TimeBucket((&'static str, i64), Box<T>),
     Coalesce(Vec<T>),
 }
 
@@ -87,6 +89,7 @@ impl T {
             T::Lower(a) => format!("lower({})", a.sql()),
             T::Upper(a) => format!("upper({})", a.sql()),
             T::DateTrunc(unit, a) => format!("date_trunc('{unit}', {})", a.sql()),
+            T::TimeBucket((width, _), a) => format!("time_bucket('{width}', {})", a.sql()),
             T::Coalesce(list) => format!(
                 "coalesce({})",
                 list.iter().map(T::sql).collect::<Vec<_>>().join(", ")
@@ -320,6 +323,11 @@ fn naive(t: &T, row: &Row) -> Result<V, EvalError> {
                 _ => V::Null,
             }
         }
+        // Epoch-aligned by hand, not through the code under test.
+        T::TimeBucket((_, width_ms), a) => match naive(a, row)? {
+            V::Time(t) => V::Time(cardinal_event::Timestamp(t.0 - t.0.rem_euclid(*width_ms))),
+            _ => V::Null,
+        },
         T::DateTrunc(unit, a) => match naive(a, row)? {
             V::Time(t) => V::Time(t.truncate(cardinal_event::TimeUnit::parse(unit).expect("unit"))),
             _ => V::Null,
@@ -443,8 +451,20 @@ impl Gen {
                     self.expr(Ty::Text, depth - 1),
                 ]),
             },
-            Ty::Time => match if leaf { 0 } else { self.below(2) } {
+            Ty::Time => match if leaf { 0 } else { self.below(3) } {
                 0 => T::Column(4),
+                1 => T::TimeBucket(
+                    self.pick(&[
+                        ("1 second", 1_000),
+                        ("30s", 30_000),
+                        ("5 minutes", 300_000),
+                        ("15 min", 900_000),
+                        ("1h", 3_600_000),
+                        ("6 hours", 21_600_000),
+                        ("1 day", 86_400_000),
+                    ]),
+                    Box::new(self.expr(Ty::Time, depth - 1)),
+                ),
                 _ => T::DateTrunc(
                     self.pick(&["minute", "hour", "day", "week", "month"]),
                     Box::new(self.expr(Ty::Time, depth - 1)),

@@ -564,10 +564,17 @@ fn is_closed(start: Timestamp, unit: TimeUnit, clock: i64, lateness: i64) -> boo
 
 /// The end of the last bucket of `unit` starting on the UTC day of bucket
 /// `start`: the day's end for units up to a day, else the end of the one
-/// bucket that starts that day (the next bucket's start).
+/// bucket that starts that day (the next bucket's start). A fixed width
+/// (`time_bucket`) divides a day (`cardinal_event::BucketWidth`), so its
+/// buckets end at the day's end like the units up to a day.
 fn closes_at(start: Timestamp, unit: TimeUnit) -> i64 {
     match unit {
-        TimeUnit::Second | TimeUnit::Minute | TimeUnit::Hour | TimeUnit::Day => {
+        TimeUnit::Second
+        | TimeUnit::Minute
+        | TimeUnit::Hour
+        | TimeUnit::Day
+        | TimeUnit::Fixed(_) => {
+            debug_assert!(DAY_MS % unit.shortest_ms() == 0);
             (start.0.div_euclid(DAY_MS) + 1) * DAY_MS
         }
         TimeUnit::Week | TimeUnit::Month | TimeUnit::Quarter | TimeUnit::Year => {
@@ -628,14 +635,23 @@ mod tests {
     fn a_day_closes_at_the_end_of_its_last_bucket() {
         let day = at("2026-11-03");
         let next = at("2026-11-04").0;
+        let width = |text| TimeUnit::Fixed(cardinal_event::BucketWidth::parse(text).expect(text));
         for unit in [
             TimeUnit::Second,
             TimeUnit::Minute,
             TimeUnit::Hour,
             TimeUnit::Day,
+            width("1 second"),
+            width("5 minutes"),
+            width("6 hours"),
+            width("1 day"),
         ] {
             assert_eq!(closes_at(day, unit), next, "{unit:?}");
             assert_eq!(closes_at(at("2026-11-03T23:00:00Z"), unit), next);
+            // The day's last bucket starts that day and ends at its end.
+            let last = Timestamp(next - 1).truncate(unit);
+            assert_eq!(last.date(), day.date(), "{unit:?}");
+            assert_eq!(closes_at(last, unit), next, "{unit:?}");
         }
         assert_eq!(
             closes_at(at("2026-11-02"), TimeUnit::Week),

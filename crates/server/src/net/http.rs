@@ -708,7 +708,7 @@ fn parse_time(name: &str, text: Option<&String>) -> Result<Option<Timestamp>, St
     match Value::parse(text.as_bytes(), ColumnType::Timestamp) {
         Ok(Value::Time(t)) => Ok(Some(t)),
         _ => Err(format!(
-            "{name}={text:?} is not a time (2026-11-01 or 2026-11-01T12:00:00Z)"
+            "{name}={text:?} is not a time (2026-11-01, 2026-11-01T12:00:00Z, or epoch seconds or milliseconds such as 1793491200000)"
         )),
     }
 }
