@@ -268,6 +268,17 @@ def ref_shape(data):
     return out
 
 
+def pg_shape(key, rows):
+    """The pg front end's rows: the same columns as the HTTP answer's."""
+    if key == "a":
+        return {r[0]: (float(r[1]), float(r[2]), float(r[3])) for r in rows}
+    if key == "b":
+        return {(str(w)[:10], p): float(v) for w, p, v in rows}
+    if key == "c":
+        return tuple(float(v) for v in rows[0])
+    return None
+
+
 def peer_shape(key, rows):
     if key == "a":
         return {s: float(v) for s, v in rows}
@@ -286,6 +297,9 @@ def main():
     ap.add_argument("--http", type=int, required=True)
     ap.add_argument("--pg", type=int, default=None)
     ap.add_argument("--pg-note", default="n/a (not built yet)")
+    ap.add_argument("--pg-dsn", default=os.environ.get("CARDINAL_PG_DSN"),
+                    help="libpq connection string for the pg column (default host=127.0.0.1 port=PG "
+                         "dbname=cardinal user=cardinal; env CARDINAL_PG_DSN)")
     ap.add_argument("--requests", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--duckdb-requests", type=int, default=100,
@@ -316,7 +330,8 @@ def main():
     pg = None
     if args.pg:
         import psycopg
-        pg = psycopg.connect(host="127.0.0.1", port=args.pg, dbname="cardinal", user="cardinal",
+        # The front end's login is not settled yet: --pg-dsn overrides.
+        pg = psycopg.connect(args.pg_dsn or f"host=127.0.0.1 port={args.pg} dbname=cardinal user=cardinal",
                              autocommit=True)
 
     def pg_call(text):
@@ -347,12 +362,7 @@ def main():
             if name == "cardinal":
                 shaped = cardinal_shape(key, answer)
             elif name == "pg":
-                shaped = peer_shape(key, [r[:2] if key == "a" else r for r in answer]) if key != "a" else \
-                    {r[0]: (float(r[1]), float(r[2]), float(r[3])) for r in answer}
-                if key == "c":
-                    shaped = tuple(float(v) for v in answer[0])
-                if key == "b":
-                    shaped = {(str(w)[:10], p): float(v) for w, p, v in answer}
+                shaped = pg_shape(key, answer)
             elif name in ("chdb", "chdb12"):
                 rows = list(csv.reader(io.StringIO(answer.decode())))
                 shaped = peer_shape(key, rows)

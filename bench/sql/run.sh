@@ -17,7 +17,8 @@
 # warm-ups on one kept-alive client, and prints the table.
 #
 # The PostgreSQL wire column is measured when `cardinal serve --help`
-# lists `--pg` (with psycopg 3); otherwise it reads "n/a (not built yet)".
+# lists `--pg` (with psycopg 3; CARDINAL_PG_DSN overrides the connection
+# string); otherwise it reads "n/a (not built yet)".
 #
 # Flags (environment variables of the same name in capitals work too):
 #   --events N     generated impressions                   (default 5000000)
