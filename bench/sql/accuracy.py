@@ -23,7 +23,9 @@ printed beside each):
   six-bit cells beyond its small exact set; 32-bit hash) and
   `uniqHLL12`.
 
-    accuracy.py [--seeds 8] [--big-seeds 3] [--max-exp 7] [--out DIR]
+    accuracy.py --cardinal BIN [--seeds 8] [--big-seeds 3] [--max-exp 7]
+                [--huge-seeds 0] [--out DIR]
+    accuracy.py --report DIR/accuracy.jsonl      # the pooled table again
 
 Seeds above --big-seeds stop at 10^(max-exp - 1): DataSketches takes one
 Python call per id (about 0.4 us here), which is what bounds the run.
@@ -83,9 +85,43 @@ def cardinal_estimate(binary, n, seed, log2m, regwidth):
     return float(est.split()[1]), (len(hexed) - 2) // 2
 
 
+# The ranges the summary table pools: small sets (exact or nearly, for
+# most), the HyperLogLog range, and 10^8 where it was run.
+POOLS = [("10^2..3x10^3", 100, 3000), ("10^4..10^7", 10 ** 4, 10 ** 7), ("10^8", 10 ** 8, 10 ** 8)]
+
+
+def pooled(rows):
+    """Markdown: per sketch, mean / p95 |relative error| over every seed
+    and checkpoint of each pool (rows: accuracy.jsonl's records)."""
+    order, by = [], {}
+    for r in rows:
+        key = (r["tier"], r["sketch"])
+        if key not in by:
+            order.append(key)
+            by[key] = {"bytes": r.get("bytes")}
+        for name, lo, hi in POOLS:
+            if lo <= r["n"] <= hi:
+                by[key].setdefault(name, []).extend(abs(e) for e in r["signed"])
+    lines = ["| tier | sketch | bytes | " + " | ".join(f"{name} mean / p95 %" for name, _, _ in POOLS) + " |",
+             "|" + "---|" * (3 + len(POOLS))]
+    for key in order:
+        cells = []
+        for name, _, _ in POOLS:
+            a = sorted(by[key].get(name, []))
+            cells.append("-" if not a else
+                         f"{statistics.fmean(a) * 100:.2f} / {a[min(len(a) - 1, math.ceil(0.95 * len(a)) - 1)] * 100:.2f} ({len(a)})")
+        b = by[key]["bytes"]
+        lines.append(f"| {key[0]} | {key[1]} | {b:,} | " if isinstance(b, int) else f"| {key[0]} | {key[1]} | - | ")
+        lines[-1] += " | ".join(cells) + " |"
+    lines.append("")
+    lines.append("Pooled over every seed and checkpoint of each range (samples in brackets).")
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cardinal", required=True, help="the cardinal binary")
+    ap.add_argument("--report", help="print the pooled table of an accuracy.jsonl and stop")
+    ap.add_argument("--cardinal", help="the cardinal binary")
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--big-seeds", type=int, default=3, help="seeds that go on to 10^max-exp")
     ap.add_argument("--max-exp", type=int, default=7)
@@ -93,6 +129,11 @@ def main():
                     help="seeds at which cardinal and chDB (not DataSketches) also count 10^(max-exp + 1)")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
+    if args.report:
+        print(pooled([json.loads(line) for line in open(args.report)]))
+        return
+    if not args.cardinal:
+        ap.error("--cardinal is required (the binary whose `hll build` is measured)")
     import datasketches as ds
     import chdb
     say = lambda *a: print("==", *a, file=sys.stderr, flush=True)
@@ -196,6 +237,7 @@ def main():
             p95 = a[min(len(a) - 1, math.ceil(0.95 * len(a)) - 1)]
             cells.append(f"{statistics.fmean(a) * 100:.2f} / {p95 * 100:.2f}")
             results.write(json.dumps({"sketch": label, "tier": tier, "n": n, "seeds": len(errs),
+                                      "bytes": size.get(label),
                                       "mean_abs_rel_err": statistics.fmean(a), "p95_abs_rel_err": p95,
                                       "signed": errs}) + "\n")
         lines.append(f"| {tier} | {label} | {size.get(label, '-'):,} | " + " | ".join(cells) + " |"
@@ -207,7 +249,9 @@ def main():
                  + (f", {args.huge_seeds} at 10^{args.max_exp + 1}, DataSketches not" if args.huge_seeds else "")
                  + "); ids seed x 2^40 + 1..n. "
                  f"datasketches {getattr(ds, '__version__', '5.2.0')}, chDB {chdb.__version__}.")
+    results.close()
     table = "\n".join(lines)
+    table += "\n\n" + pooled([json.loads(line) for line in open(os.path.join(args.out, "accuracy.jsonl"))])
     print(table)
     with open(os.path.join(args.out, "accuracy.md"), "w") as f:
         f.write(table + "\n")
