@@ -5,7 +5,8 @@
 run.sh starts the server, loads it and calls this with its ports; this
 loads the same CSV into DuckDB (an in-memory table of the raw rows) and
 into chDB (AggregatingMergeTree tables of `uniqCombinedState` and
-`quantilesState` per day and group, merged to one row per group), works
+`quantilesState` per day and group, merged to one row per group; once at
+uniqCombined's default precision, 17, and once at 12), works
 out the exact answers, then asks every engine each question `--requests`
 times after `--warmup` warm-ups, one engine after another, on one
 kept-alive client each, and prints a Markdown table of p50 and p99 and
