@@ -51,7 +51,7 @@ use std::fmt::Write as _;
 
 use cardinal_event::{ColumnType, Record, Timestamp, Value, ValueError};
 use cardinal_export::{Columns, Results, Rows};
-use cardinal_rollup::{AggKind, AggState, Folded, Limits, Rollup};
+use cardinal_rollup::{AggKind, AggState, Folded, Limits, Rollup, answer_seed};
 use cardinal_route::{Expr, OutputSource, Plan, Scratch, Summary, encode_key_value, key_values};
 use cardinal_sketch::hll::Hll;
 use cardinal_sketch::hll::joint::Overlap;
@@ -227,6 +227,7 @@ pub fn answer(summary: &Summary, rollup: &Rollup, query: &Query) -> Result<Answe
             Buckets::Keep => bucket,
             Buckets::All => NO_BUCKET,
         };
+        let groups = out.group_count();
         let at = out.locate(bucket, &key).map_err(|dropped| {
             assert_eq!(
                 dropped,
@@ -237,7 +238,17 @@ pub fn answer(summary: &Summary, rollup: &Rollup, query: &Query) -> Result<Answe
                 groups_max: rollup.limits().groups_max,
             }
         })?;
-        for (into, from) in out.states_at(at).iter_mut().zip(states) {
+        let fresh = out.group_count() > groups;
+        let into = out.states_at(at);
+        if fresh {
+            // A fresh group: its sketches flip coins of this answer's own
+            // (bucket, key, aggregate), not of this thread's stream, so
+            // the same query over the same states answers the same bytes.
+            for (aggregate, state) in into.iter_mut().enumerate() {
+                state.reseed(answer_seed(bucket.0, &key, aggregate));
+            }
+        }
+        for (into, from) in into.iter_mut().zip(states) {
             into.merge(from)?;
         }
     }

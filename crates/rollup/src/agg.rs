@@ -713,6 +713,20 @@ impl AggState {
         }
     }
 
+    /// Restarts the random choices of a randomized state from `seed`
+    /// alone: a KLL sketch's compaction coins ([`Quantiles::reseed`]).
+    /// Every other state is deterministic already (HLL, Theta and
+    /// Count-Min hash with fixed seeds; exact sets and numbers flip no
+    /// coins) and is left as it is. A caller that merges states into
+    /// fresh ones to answer a query reseeds each fresh state with
+    /// [`answer_seed`] first, so the answer is a function of the states
+    /// merged and the query, whatever thread runs it.
+    pub fn reseed(&mut self, seed: u64) {
+        if let AggState::Quantiles(q) = self {
+            q.reseed(seed);
+        }
+    }
+
     /// Bytes of heap memory the state holds beyond its 48 bytes: sketch
     /// payloads and the boxes of the boxed states, by capacity. Cheap (no
     /// state is encoded or compacted to be measured), so that a memory
@@ -765,6 +779,30 @@ impl AggState {
             AggState::Shared => "shared quantiles",
         }
     }
+}
+
+/// The seed of aggregate `aggregate`'s fresh state in the answer group
+/// `(bucket, key)` ([`AggState::reseed`]): a hash of the three, so that
+/// every state of an answer flips its own coins (states that flipped the
+/// same coins would err together), and the same query over the same
+/// states gives the same bytes in every run and on every thread.
+pub fn answer_seed(bucket: i64, key: &[u8], aggregate: usize) -> u64 {
+    /// SplitMix64's finalizer: mixes one 64-bit word into another.
+    fn mix(state: u64, word: u64) -> u64 {
+        let mut z = (state ^ word).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    let mut seed = mix(0x616e_7377_6572, bucket as u64); // "answer"
+    seed = mix(seed, aggregate as u64);
+    seed = mix(seed, key.len() as u64);
+    for chunk in key.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        seed = mix(seed, u64::from_le_bytes(word));
+    }
+    seed
 }
 
 /// The state aggregate `index` of a group answers from: its own, or for

@@ -75,6 +75,15 @@
 //! deterministic. Tests fix the seed of their *data* and check errors
 //! against bounds.
 //!
+//! Code that does not control which thread runs it, or what that thread
+//! made before (a server answering queries), seeds explicitly:
+//! [`Quantiles::with_seed`] makes a sketch whose coins come from a given
+//! seed alone, and [`Quantiles::reseed`] restarts a sketch's coins, e.g. a
+//! fresh sketch that a query's groups are about to be merged into, seeded
+//! from the query's bucket, group and aggregate. The sketches merged *from*
+//! flip no coins, so the answer is then a function of the states and the
+//! query only.
+//!
 //! # Wire format
 //!
 //! `encode` writes DataSketches' standard compact KLL image for `double`
@@ -261,6 +270,32 @@ impl Quantiles {
     /// [`Error::InvalidParameter`] if `k` is outside [`K_MIN`]..=[`K_MAX`].
     pub fn new(k: u16) -> Result<Self> {
         Self::with_coins(k, next_seed())
+    }
+
+    /// An empty sketch with accuracy parameter `k` whose compactions flip
+    /// the coins of a stream started from `seed` alone, not from the
+    /// thread's stream of seeds: the same values and merges in the same
+    /// order give the same sketch on any thread, after any other sketches
+    /// (see the module docs on Determinism).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidParameter`] if `k` is outside [`K_MIN`]..=[`K_MAX`].
+    pub fn with_seed(k: u16, seed: u64) -> Result<Self> {
+        Self::with_coins(k, coins_of_seed(seed))
+    }
+
+    /// Restarts this sketch's coins from `seed` alone (as
+    /// [`Quantiles::with_seed`]): compactions from here on, its own and
+    /// those of merges into it, flip that stream's coins. What it already
+    /// holds is unchanged. A caller that merges many sketches into a fresh
+    /// one to answer a query reseeds the fresh one with a function of the
+    /// query and the group, so the answer does not depend on the thread
+    /// that computes it or on how many sketches that thread made before.
+    /// Give every sketch its own seed: sketches that flip the same coins
+    /// at the same counts err together.
+    pub fn reseed(&mut self, seed: u64) {
+        self.coins = coins_of_seed(seed);
     }
 
     /// An empty sketch with accuracy parameter `k` whose compactions flip
@@ -1226,6 +1261,14 @@ fn next_seed() -> u64 {
         seeds.set(Some(state));
         seed
     })
+}
+
+/// The coin state of a sketch seeded with `seed` alone
+/// ([`Quantiles::with_seed`]): one SplitMix64 step, so that near seeds
+/// (0, 1, 2...) start far-apart streams.
+fn coins_of_seed(seed: u64) -> u64 {
+    let mut state = seed ^ 0x6b6c_6c5f_7365_6564; // "kll_seed"
+    splitmix64(&mut state)
 }
 
 /// SplitMix64: advances `state` and returns its next output.
