@@ -713,6 +713,19 @@ impl AggState {
         }
     }
 
+    /// The quantile at `rank` of a `quantiles(x)` state with its 95%
+    /// interval of values ([`Quantiles::quantile_interval`]): exact
+    /// (confidence 1) while the sketch holds every value. `None` for an
+    /// empty sketch, a rank outside `0..=1`, or any other state (read an
+    /// [`AggKind::QuantilesOf`]'s through [`state_of`]). What `output`
+    /// prints is unchanged: this is for callers that print intervals.
+    pub fn quantile_interval(&self, rank: f64) -> Option<Estimate> {
+        match self {
+            AggState::Quantiles(q) => q.quantile_interval(rank),
+            _ => None,
+        }
+    }
+
     /// Restarts the random choices of a randomized state from `seed`
     /// alone: a KLL sketch's compaction coins ([`Quantiles::reseed`]).
     /// Every other state is deterministic already (HLL, Theta and
@@ -1061,6 +1074,31 @@ mod tests {
         );
         assert!(Ranks::new(&[1.5]).is_err());
         assert!(Ranks::new(&[0.1; 9]).is_err());
+    }
+
+    #[test]
+    fn quantile_intervals_are_exact_then_bracket_the_answer() {
+        let kind = AggKind::Quantiles {
+            k: 200,
+            ranks: Ranks::default(),
+        };
+        let mut state = kind.state().expect("a state");
+        assert_eq!(state.quantile_interval(0.5), None, "empty");
+        for i in 1..=100 {
+            state.fold_number(f64::from(i));
+        }
+        let exact = state.quantile_interval(0.5).expect("values");
+        assert!(exact.is_exact());
+        assert_eq!(exact.value, 50.0);
+        for i in 101..=100_000 {
+            state.fold_number(f64::from(i));
+        }
+        let e = state.quantile_interval(0.99).expect("values");
+        assert_eq!(e.confidence, cardinal_sketch::CONFIDENCE_DEFAULT);
+        assert!(e.lower < e.value && e.value < e.upper);
+        assert!(e.upper - e.lower < 2_000.0, "{e:?}");
+        assert_eq!(AggState::Count(3).quantile_interval(0.5), None);
+        assert_eq!(state.quantile_interval(1.5), None);
     }
 
     #[test]
