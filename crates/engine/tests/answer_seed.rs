@@ -70,8 +70,12 @@ fn a_quantile_answer_is_the_same_on_any_thread() {
         writeln!(bytes, "2026-11-01T00:00:00Z,{},{x}", i % GROUPS).expect("write to a Vec");
     }
     std::fs::write(&path, bytes).expect("temp file");
-    let executed =
-        execute(&plan, std::slice::from_ref(&path), &EngineOptions::new(1, 1 << 30)).expect("run");
+    let executed = execute(
+        &plan,
+        std::slice::from_ref(&path),
+        &EngineOptions::new(1, 1 << 30),
+    )
+    .expect("run");
     std::fs::remove_file(&path).expect("remove temp file");
     let rollup = &executed.rollups[0];
     assert_eq!(rollup.group_count() as u64, GROUPS);
@@ -80,9 +84,8 @@ fn a_quantile_answer_is_the_same_on_any_thread() {
     let (second, second_table) = std::thread::scope(|scope| {
         scope
             .spawn(|| {
-                let made: Vec<Quantiles> = (0..SKETCHES_BEFORE)
-                    .map(|_| Quantiles::default())
-                    .collect();
+                let made: Vec<Quantiles> =
+                    (0..SKETCHES_BEFORE).map(|_| Quantiles::default()).collect();
                 assert_eq!(made.len(), SKETCHES_BEFORE);
                 answered(&plan, rollup)
             })

@@ -11,10 +11,10 @@
 //! | `count(*)`, `count(x)` | u64 | add | exact |
 //! | `sum(x)`, `avg(x)` | i128 fixed point (2^-64), else [`ExactSum`], + count | add | exact sum rounded once, order-independent |
 //! | `min(x)`, `max(x)` | f64 | min / max | exact |
-//! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval |
+//! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval (calibrated at every count: [`AggState::estimate_95`]) |
 //! | `exact_distinct(x)` | [`ExactSet`] | set union | exact |
-//! | `quantiles(x)` | [`Quantiles`] (KLL) | KLL merge | rank error bound |
-//! | `topk(x, k)` | exact counts while at most [`TOPK_EXACT_KEYS_MAX`] keys, then [`HeavyHitters`] + candidate names | add counts / counter add | exact, then upper bound, eps·N |
+//! | `quantiles(x)` | [`Quantiles`] (KLL) | KLL merge | rank error bound; 95% interval of values: [`AggState::quantile_interval`] |
+//! | `topk(x, k)` | exact counts while at most [`TOPK_EXACT_KEYS_MAX`] keys, then [`HeavyHitters`] + candidate names | add counts / counter add | exact, then upper bound, eps·N below it at confidence 1 - delta (one-sided, not 95%) |
 //! | `theta(x)` | [`Theta`] | union | estimate, ~95% bounds |
 //!
 //! Sums are exact because floating-point addition is not associative:

@@ -103,7 +103,11 @@ pub(super) fn ertl_estimate(counts: &[u64], log2m: u8) -> Estimate {
 /// [`EFFICIENCY`] of the estimator.
 pub(super) fn ertl_calibrated(counts: &[u64], log2m: u8) -> Estimate {
     let (value, filled, m, q) = ertl_value(counts, log2m);
-    interval(value, filled, Z_95 * EFFICIENCY * standard_error(value, m, q))
+    interval(
+        value,
+        filled,
+        Z_95 * EFFICIENCY * standard_error(value, m, q),
+    )
 }
 
 /// The measured standard deviation of Ertl's estimator over the
