@@ -205,7 +205,7 @@ fn kll_grid(sizes: &[(usize, u64)]) -> Coverage {
 
 #[test]
 fn kll_value_intervals_cover_95_percent() {
-    let calibrated = kll_grid(&[(1_000, 40), (10_000, 200), (100_000, 30)]);
+    let calibrated = kll_grid(&[(1_000, 40), (10_000, 200), (100_000, 16)]);
     check("kll", calibrated);
 }
 
