@@ -72,7 +72,7 @@ fn executed(plan: &Plan, name: &str) -> cardinal_rollup::Rollup {
     }
     std::fs::write(&path, bytes).expect("temp file");
     let executed = execute(
-        &plan,
+        plan,
         std::slice::from_ref(&path),
         &EngineOptions::new(1, 1 << 30),
     )
