@@ -430,7 +430,7 @@ fn kll_sigma_probe() {
                     chunk.iter().for_each(|&v| q.insert(v));
                     merged.merge(&q).expect("merges");
                 }
-                model += merged.rank_error_95() / 1.96;
+                model += merged.rank_sigma().expect("made here");
                 for r in RANKS {
                     let v = true_quantile(&sorted, r);
                     let est = merged.rank(v).expect("not empty");
