@@ -51,7 +51,7 @@ use std::fmt::Write as _;
 
 use cardinal_event::{ColumnType, Record, Timestamp, Value, ValueError};
 use cardinal_export::{Columns, Results, Rows};
-use cardinal_rollup::{AggKind, AggState, Folded, Limits, Rollup};
+use cardinal_rollup::{AggKind, AggState, Folded, GroupAt, Limits, Rollup, answer_seed};
 use cardinal_route::{Expr, OutputSource, Plan, Scratch, Summary, encode_key_value, key_values};
 use cardinal_sketch::hll::Hll;
 use cardinal_sketch::hll::joint::Overlap;
@@ -158,6 +158,16 @@ impl Answer {
     /// group limit.
     pub fn merge(&mut self, other: &Rollup, groups_matched: usize) -> Result<(), Error> {
         let before = self.rollup.group_count();
+        // The groups only `other` holds are opened seeded first, as
+        // `answer` opens its own; another shape, or a group past the
+        // limit, the merge below reports.
+        if self.rollup.shape() == other.shape() {
+            for (bucket, key, _) in other.groups() {
+                if locate_seeded(&mut self.rollup, bucket, key).is_err() {
+                    break;
+                }
+            }
+        }
         self.rollup.merge(other)?;
         assert!(self.rollup.group_count() >= before, "merging never drops");
         assert!(self.rollup.group_count() <= before + other.group_count());
@@ -244,7 +254,7 @@ pub fn answer(summary: &Summary, rollup: &Rollup, query: &Query) -> Result<Answe
             Buckets::Keep => bucket,
             Buckets::All => NO_BUCKET,
         };
-        let at = out.locate(bucket, &key).map_err(|dropped| {
+        let at = locate_seeded(&mut out, bucket, &key).map_err(|dropped| {
             assert_eq!(
                 dropped,
                 Folded::DroppedGroupLimit,
@@ -273,6 +283,22 @@ pub fn answer(summary: &Summary, rollup: &Rollup, query: &Query) -> Result<Answe
         columns,
         times: times_of(summary),
     })
+}
+
+/// [`Rollup::locate`] in an answer's rollup, with the states of a group
+/// it opens seeded from `(bucket, key, aggregate)` ([`answer_seed`]):
+/// their sketches then flip coins of the answer's own, not of this
+/// thread's stream, so the same query over the same states answers the
+/// same bytes on any thread.
+fn locate_seeded(out: &mut Rollup, bucket: Timestamp, key: &[u8]) -> Result<GroupAt, Folded> {
+    let groups = out.group_count();
+    let at = out.locate(bucket, key)?;
+    if out.group_count() > groups {
+        for (aggregate, state) in out.states_at(at).iter_mut().enumerate() {
+            state.reseed(answer_seed(bucket.0, key, aggregate));
+        }
+    }
+    Ok(at)
 }
 
 /// Decodes each group's key into display values and names the columns:

@@ -11,10 +11,10 @@
 //! | `count(*)`, `count(x)` | u64 | add | exact |
 //! | `sum(x)`, `avg(x)` | i128 fixed point (2^-64), else [`ExactSum`], + count | add | exact sum rounded once, order-independent |
 //! | `min(x)`, `max(x)` | f64 | min / max | exact |
-//! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval |
+//! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval (calibrated at every count: [`AggState::estimate_95`]) |
 //! | `exact_distinct(x)` | [`ExactSet`] | set union | exact |
-//! | `quantiles(x)` | [`Quantiles`] (KLL) | KLL merge | rank error bound |
-//! | `topk(x, k)` | exact counts while at most [`TOPK_EXACT_KEYS_MAX`] keys, then [`HeavyHitters`] + candidate names | add counts / counter add | exact, then upper bound, eps·N |
+//! | `quantiles(x)` | [`Quantiles`] (KLL) | KLL merge | rank error bound; 95% interval of values: [`AggState::quantile_interval`] |
+//! | `topk(x, k)` | exact counts while at most [`TOPK_EXACT_KEYS_MAX`] keys, then [`HeavyHitters`] + candidate names | add counts / counter add | exact, then upper bound, eps·N below it at confidence 1 - delta (one-sided, not 95%) |
 //! | `theta(x)` | [`Theta`] | union | estimate, ~95% bounds |
 //!
 //! Sums are exact because floating-point addition is not associative:
@@ -713,6 +713,48 @@ impl AggState {
         }
     }
 
+    /// The quantile at `rank` of a `quantiles(x)` state with its 95%
+    /// interval of values ([`Quantiles::quantile_interval`]): exact
+    /// (confidence 1) while the sketch holds every value. `None` for an
+    /// empty sketch, a rank outside `0..=1`, or any other state (read an
+    /// [`AggKind::QuantilesOf`]'s through [`state_of`]). What `output`
+    /// prints is unchanged: this is for callers that print intervals.
+    pub fn quantile_interval(&self, rank: f64) -> Option<Estimate> {
+        match self {
+            AggState::Quantiles(q) => q.quantile_interval(rank),
+            _ => None,
+        }
+    }
+
+    /// The count a distinct-count state answers, with a calibrated 95%
+    /// interval: an HLL's [`Hll::calibrated_estimate`] (narrower than the
+    /// interval `output` prints below about 10 m values, where that one
+    /// covers more than 95%), a Theta sketch's estimate (DataSketches'
+    /// 2-sigma bounds, confidence 0.954), an exact set's count. `None` for
+    /// any other state. What `output` prints is unchanged.
+    pub fn estimate_95(&self) -> Option<Estimate> {
+        match self {
+            AggState::Hll(h) => Some(h.calibrated_estimate()),
+            AggState::Theta(t) => Some(t.estimate()),
+            AggState::Exact(set) => Some(set.estimate()),
+            _ => None,
+        }
+    }
+
+    /// Restarts the random choices of a randomized state from `seed`
+    /// alone: a KLL sketch's compaction coins ([`Quantiles::reseed`]).
+    /// Every other state is deterministic already (HLL, Theta and
+    /// Count-Min hash with fixed seeds; exact sets and numbers flip no
+    /// coins) and is left as it is. A caller that merges states into
+    /// fresh ones to answer a query reseeds each fresh state with
+    /// [`answer_seed`] first, so the answer is a function of the states
+    /// merged and the query, whatever thread runs it.
+    pub fn reseed(&mut self, seed: u64) {
+        if let AggState::Quantiles(q) = self {
+            q.reseed(seed);
+        }
+    }
+
     /// Bytes of heap memory the state holds beyond its 48 bytes: sketch
     /// payloads and the boxes of the boxed states, by capacity. Cheap (no
     /// state is encoded or compacted to be measured), so that a memory
@@ -765,6 +807,30 @@ impl AggState {
             AggState::Shared => "shared quantiles",
         }
     }
+}
+
+/// The seed of aggregate `aggregate`'s fresh state in the answer group
+/// `(bucket, key)` ([`AggState::reseed`]): a hash of the three, so that
+/// every state of an answer flips its own coins (states that flipped the
+/// same coins would err together), and the same query over the same
+/// states gives the same bytes in every run and on every thread.
+pub fn answer_seed(bucket: i64, key: &[u8], aggregate: usize) -> u64 {
+    /// SplitMix64's finalizer: mixes one 64-bit word into another.
+    fn mix(state: u64, word: u64) -> u64 {
+        let mut z = (state ^ word).wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    let mut seed = mix(0x616e_7377_6572, bucket as u64); // "answer"
+    seed = mix(seed, aggregate as u64);
+    seed = mix(seed, key.len() as u64);
+    for chunk in key.chunks(8) {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        seed = mix(seed, u64::from_le_bytes(word));
+    }
+    seed
 }
 
 /// The state aggregate `index` of a group answers from: its own, or for
@@ -1023,6 +1089,31 @@ mod tests {
         );
         assert!(Ranks::new(&[1.5]).is_err());
         assert!(Ranks::new(&[0.1; 9]).is_err());
+    }
+
+    #[test]
+    fn quantile_intervals_are_exact_then_bracket_the_answer() {
+        let kind = AggKind::Quantiles {
+            k: 200,
+            ranks: Ranks::default(),
+        };
+        let mut state = kind.state().expect("a state");
+        assert_eq!(state.quantile_interval(0.5), None, "empty");
+        for i in 1..=100 {
+            state.fold_number(f64::from(i));
+        }
+        let exact = state.quantile_interval(0.5).expect("values");
+        assert!(exact.is_exact());
+        assert_eq!(exact.value, 50.0);
+        for i in 101..=100_000 {
+            state.fold_number(f64::from(i));
+        }
+        let e = state.quantile_interval(0.99).expect("values");
+        assert_eq!(e.confidence, cardinal_sketch::CONFIDENCE_DEFAULT);
+        assert!(e.lower < e.value && e.value < e.upper);
+        assert!(e.upper - e.lower < 2_000.0, "{e:?}");
+        assert_eq!(AggState::Count(3).quantile_interval(0.5), None);
+        assert_eq!(state.quantile_interval(1.5), None);
     }
 
     #[test]

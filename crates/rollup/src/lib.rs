@@ -48,7 +48,7 @@ mod watermark;
 
 pub use agg::{
     AggKind, AggState, Input, Output, RANKS_DEFAULT, RANKS_MAX, Ranks, TOPK_EXACT_KEYS_MAX,
-    TOPK_K_MAX, TopCounts, output_of, state_of,
+    TOPK_K_MAX, TopCounts, answer_seed, output_of, state_of,
 };
 pub use budget::{BytesGauge, MemoryBudget};
 pub use error::{Error, Result};

@@ -26,7 +26,11 @@
 //!
 //! Bounds are DataSketches' binomial bounds at 2 standard deviations, a
 //! two-sided confidence of ~95.4% ([`CONFIDENCE`]), the closest choice
-//! DataSketches offers to the crate's 95%.
+//! DataSketches offers to the crate's 95%. Measured, they mean it: over
+//! 4,000 unions of 1 and 10 sketches (lg_k 12) of 10^4 to 10^5 distinct
+//! values they covered the true count 0.960 of the time (0.954 to 0.966
+//! per size; `cargo test -p cardinal-sketch --test calibration theta --
+//! --nocapture`, 2026-11-28).
 //!
 //! - A single sketch or a union keeps about `k` hashes: relative standard
 //!   error about `1 / sqrt(k)` (1.6% at lg_k 12).

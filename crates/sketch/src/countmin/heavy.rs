@@ -28,6 +28,22 @@
 //! the end. With `eps <= 1 / k` that threshold is below `2 * N / k`. The
 //! reported estimates carry the usual Count-Min interval.
 //!
+//! # The interval of a reported count
+//!
+//! Each [`HeavyHitter::estimate`] is [`CountMin::frequency`]'s: `upper` is
+//! the estimate, which never under-counts; `lower = max(0, est - eps N)`
+//! holds with probability at least `1 - delta`, and `confidence` says so
+//! (0.9933 with the default depth 5), not 0.95. It is a one-sided
+//! worst-case guarantee (Markov's inequality on each row), not a
+//! calibrated interval: measured over 4,400 reported items (Zipf streams
+//! of 20,000 and 100,000 weights over 10^3 and 10^5 keys, one sketch and
+//! merges of 10, default conservative update), the true count was inside
+//! it every time (coverage 1.0; `tests/calibration.rs`). Heavy keys are
+//! over-counted far less than `eps N`, above all with conservative update,
+//! where a heavy key's counters rise only with its own weight. A
+//! calibrated 95% bound would need the distribution of that over-count,
+//! which conservative update makes depend on the stream's order.
+//!
 //! # Limits
 //!
 //! `capacity` is at most [`CAPACITY_MAX`]. Merging keeps the `capacity` best

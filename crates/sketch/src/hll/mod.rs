@@ -50,7 +50,31 @@
 //! - [`Sketch::estimate`] is Ertl's improved raw estimator (arXiv:1702.01284,
 //!   section 4, algorithm 6): no bias tables, no empirical thresholds, and a
 //!   relative standard error of `sqrt(3 ln 2 - 1) / sqrt(m) ≈ 1.04 / sqrt(m)`
-//!   over the whole range, which gives its 95% interval.
+//!   for counts well above `m`, which gives its 95% interval (what `cardinal
+//!   run` prints, pinned by its golden outputs).
+//! - [`Hll::calibrated_estimate`] is the same value with a 95% interval
+//!   that means 95% at every count. Below about `10 m` the registers act
+//!   partly as linear counting and the error is smaller than `1.04 /
+//!   sqrt(m)` (0.72 / sqrt(m) at `n = m / 7`), so the interval of
+//!   `estimate` is wide there: it covered the true count 99.8% of the time
+//!   at n = 300 and 98.4% at n = 3,000 (m = 2048). The calibrated interval
+//!   takes the standard error from the Cramér-Rao bound of Ertl's Poisson
+//!   model at the estimate, `sqrt(m / I(n / m) - n)` (`I`: the Fisher
+//!   information of one register's value; `- n` removes the Poisson
+//!   variance of the count, which is fixed here, not drawn), times 1.015,
+//!   the measured inefficiency of the estimator. Measured coverage
+//!   (`cargo test --release -p cardinal-sketch --test calibration hll --
+//!   --include-ignored --nocapture`, m = 2048, merges of 1 and 10 sketches,
+//!   2026-11-28):
+//!
+//! | distinct | 300 | 1,000 | 3,000 | 10,000 | 30,000 | 10^5 | 10^6 |
+//! |---|---|---|---|---|---|---|---|
+//! | `estimate` (1.04/sqrt(m)) | 0.989 | 0.992 | 0.984 | 0.968 | 0.963 | 0.963 | 0.935 |
+//! | `calibrated_estimate` | 0.937 | 0.949 | 0.948 | 0.944 | 0.960 | 0.963 | 0.937 |
+//!
+//! (600 to 2,000 sketches a count, 300 at 10^6; pooled, the calibrated
+//! interval covers 0.950 of 4,200 trials from 300 to 10^5 and the printed
+//! one 0.976. Up to 100 values a sketch is EXPLICIT, and exact.)
 //!
 //! ```
 //! use cardinal_sketch::{hll::{Hll, Settings}, Sketch};
@@ -667,6 +691,21 @@ impl Hll {
         Some(counts)
     }
 
+    /// [`Sketch::estimate`]'s value with a calibrated 95% interval: the
+    /// standard error of the Cramér-Rao bound at the estimate, which is
+    /// smaller than `1.04 / sqrt(m)` below about `10 m` (see the module
+    /// docs for the derivation and the measured coverage). Exact for EMPTY
+    /// and EXPLICIT, unbounded for UNDEFINED, as `estimate`.
+    pub fn calibrated_estimate(&self) -> Estimate {
+        match &self.repr {
+            Repr::Sparse(_) | Repr::Dense(_) => {
+                let counts = self.histogram().expect("registers have a histogram");
+                estimator::ertl_calibrated(&counts, self.packed.log2m)
+            }
+            _ => self.estimate(),
+        }
+    }
+
     /// The AK estimator of java-hll and postgresql-hll (see
     /// `specs/hll-storage.md`), for numbers identical to theirs. `None` for
     /// UNDEFINED; NaN where java-hll gives NaN. Prefer [`Sketch::estimate`].
@@ -790,8 +829,10 @@ impl Sketch for Hll {
         Ok(())
     }
 
-    /// Ertl's improved estimator with a 95% interval; exact for EMPTY and
-    /// EXPLICIT. UNDEFINED estimates as NaN with an unbounded interval.
+    /// Ertl's improved estimator with a 95% interval of `1.04 / sqrt(m)`
+    /// relative error (wide below about `10 m`, see the module docs and
+    /// [`Hll::calibrated_estimate`]); exact for EMPTY and EXPLICIT.
+    /// UNDEFINED estimates as NaN with an unbounded interval.
     fn estimate(&self) -> Estimate {
         match &self.repr {
             Repr::Undefined => Estimate {
