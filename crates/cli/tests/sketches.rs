@@ -70,11 +70,25 @@ fn datasketches_merges_the_hourly_sketches_into_the_day() {
         let out = format!("out-{encoding}");
         ok(&cardinal(
             &dir,
-            &["run", "schema.sql", "events.csv", "--out", &out, "--sketch-bytes", encoding],
+            &[
+                "run",
+                "schema.sql",
+                "events.csv",
+                "--out",
+                &out,
+                "--sketch-bytes",
+                encoding,
+            ],
         ));
         let day = dir.join(&out).join("hourly").join("2026-11-01.csv");
         let text = std::fs::read_to_string(&day).expect("the day's file");
-        assert!(text.lines().next().expect("header").ends_with(",rev_sketch,th,th_lower,th_upper,th_sketch"), "{text}");
+        assert!(
+            text.lines()
+                .next()
+                .expect("header")
+                .ends_with(",rev_sketch,th,th_lower,th_upper,th_sketch"),
+            "{text}"
+        );
         assert_eq!(text.lines().count(), 25, "24 hours and a header");
         let merged = Command::new(&python)
             .arg(env!("CARGO_MANIFEST_DIR").to_owned() + "/tests/sketches/merge.py")
@@ -82,7 +96,11 @@ fn datasketches_merges_the_hourly_sketches_into_the_day() {
             .arg(encoding)
             .output()
             .expect("python runs");
-        assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
+        assert!(
+            merged.status.success(),
+            "{}",
+            String::from_utf8_lossy(&merged.stderr)
+        );
         let fields: Vec<f64> = String::from_utf8_lossy(&merged.stdout)
             .split_whitespace()
             .map(|f| f.parse().expect("a number"))
@@ -94,9 +112,15 @@ fn datasketches_merges_the_hourly_sketches_into_the_day() {
         // Each merged quantile's true rank lies within the rank error.
         for (rank, value) in [(0.5, p50), (0.99, p99)] {
             let below = revenues.partition_point(|&r| r < value) as f64 / events as f64;
-            assert!((below - rank).abs() <= eps, "{encoding}: p{rank} = {value} has rank {below}, eps {eps}");
+            assert!(
+                (below - rank).abs() <= eps,
+                "{encoding}: p{rank} = {value} has rank {below}, eps {eps}"
+            );
         }
         let truth = users.len() as f64;
-        assert!(lower <= truth && truth <= upper, "{encoding}: {truth} outside [{lower}, {upper}] ({theta})");
+        assert!(
+            lower <= truth && truth <= upper,
+            "{encoding}: {truth} outside [{lower}, {upper}] ({theta})"
+        );
     }
 }

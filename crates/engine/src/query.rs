@@ -290,7 +290,11 @@ pub fn answer(summary: &Summary, rollup: &Rollup, query: &Query) -> Result<Answe
 /// their sketches then flip coins of the answer's own, not of this
 /// thread's stream, so the same query over the same states answers the
 /// same bytes on any thread.
-fn locate_seeded(out: &mut Rollup, bucket: Timestamp, key: &[u8]) -> Result<GroupAt, Folded> {
+pub(crate) fn locate_seeded(
+    out: &mut Rollup,
+    bucket: Timestamp,
+    key: &[u8],
+) -> Result<GroupAt, Folded> {
     let groups = out.group_count();
     let at = out.locate(bucket, key)?;
     if out.group_count() > groups {

@@ -241,7 +241,7 @@ impl Prepared {
         // no stored group matches (`SELECT events FROM reach` is 0, as
         // `SELECT count(*)` of an empty table is).
         if self.groups.is_empty() {
-            out.locate(NO_BUCKET, &[])
+            crate::query::locate_seeded(&mut out, NO_BUCKET, &[])
                 .map_err(|_| Error::GroupLimit { groups_max })?;
         }
         let mut matched = 0;
@@ -261,7 +261,9 @@ impl Prepared {
                     .map_err(|source| self.evaluate(source))?;
                 encode_key_value(value, &mut key);
             }
-            let at = out.locate(NO_BUCKET, &key).map_err(|dropped| {
+            // Seeded from the group, so that quantile merges compact with
+            // the same coins on every run and thread.
+            let at = crate::query::locate_seeded(&mut out, NO_BUCKET, &key).map_err(|dropped| {
                 assert_eq!(dropped, Folded::DroppedGroupLimit, "no retention");
                 Error::GroupLimit { groups_max }
             })?;
@@ -1586,16 +1588,13 @@ fn agg_cell(state: &AggState, kind: &AggKind, field: AggField, is_time: bool) ->
                 let Some(&(rank, Some(value))) = values.get(r) else {
                     return Cell::Null;
                 };
-                match (bound, state) {
+                // The calibrated 95% interval of the value at that rank
+                // (the sketch crate's `quantile_interval`).
+                match (bound, state.quantile_interval(rank)) {
                     (Bound::Value, _) => Cell::Float(value),
-                    (bound, AggState::Quantiles(q)) => {
-                        let at = match bound {
-                            Bound::Lower => (rank - rank_error).max(0.0),
-                            _ => (rank + rank_error).min(1.0),
-                        };
-                        q.quantile(at).map_or(Cell::Null, Cell::Float)
-                    }
-                    _ => Cell::Float(value),
+                    (Bound::Lower, Some(e)) => Cell::Float(e.lower),
+                    (_, Some(e)) => Cell::Float(e.upper),
+                    (_, None) => Cell::Null,
                 }
             }
             _ => Cell::Null,

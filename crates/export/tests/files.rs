@@ -65,7 +65,10 @@ fn one_atomic_file_per_day() {
         &dir,
         "reach",
         &results(&columns, &rollup),
-        Options { hll_hex: true },
+        Options {
+            hll_hex: true,
+            sketch_bytes: None,
+        },
     )
     .expect("written");
     let names: Vec<String> = files

@@ -112,6 +112,7 @@ fn expr(e: &Expr, schema: &Schema) -> String {
         Expr::TimeBucket { width, expr: a } => {
             format!("time_bucket('{width}', {})", expr(a, schema))
         }
+        Expr::Math(op, a) => format!("{op:?}({})", expr(a, schema)),
         Expr::Coalesce(list) => format!(
             "coalesce({})",
             list.iter()

@@ -50,10 +50,11 @@
 //! - [`Sketch::estimate`] is Ertl's improved raw estimator (arXiv:1702.01284,
 //!   section 4, algorithm 6): no bias tables, no empirical thresholds, and a
 //!   relative standard error of `sqrt(3 ln 2 - 1) / sqrt(m) ≈ 1.04 / sqrt(m)`
-//!   for counts well above `m`, which gives its 95% interval (what `cardinal
-//!   run` prints, pinned by its golden outputs).
-//! - [`Hll::calibrated_estimate`] is the same value with a 95% interval
-//!   that means 95% at every count. Below about `10 m` the registers act
+//!   for counts well above `m`, with a 95% interval that means 95% at every
+//!   count (what `cardinal run` and SQL print; [`Hll::calibrated_estimate`]
+//!   is the same). The interval once used `1.04 / sqrt(m)` at every count
+//!   (the `estimate` row below, `estimator::ertl_estimate`); below about
+//!   `10 m` the registers act
 //!   partly as linear counting and the error is smaller than `1.04 /
 //!   sqrt(m)` (0.72 / sqrt(m) at `n = m / 7`), so the interval of
 //!   `estimate` is wide there: it covered the true count 99.8% of the time
@@ -845,7 +846,7 @@ impl Sketch for Hll {
             Repr::Explicit(values) => Estimate::exact(values.len() as f64),
             _ => {
                 let counts = self.histogram().expect("registers have a histogram");
-                estimator::ertl_estimate(&counts, self.packed.log2m)
+                estimator::ertl_calibrated(&counts, self.packed.log2m)
             }
         }
     }
