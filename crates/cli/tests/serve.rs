@@ -1185,6 +1185,32 @@ fn the_readme_serving_commands_run_as_written() {
         ],
     ));
     assert!(table.contains("CA"), "{table}");
+    // The README's SQL, as written: the top ten states, and weeks.
+    let top = ok(&cardinal(
+        &dir,
+        &[
+            "query",
+            "SELECT state, users, users_lower, users_upper FROM reach GROUP BY state ORDER BY users DESC LIMIT 10",
+            "--server",
+            &http,
+        ],
+    ));
+    assert!(top.ends_with("(10 rows)\n"), "{top}");
+    let (status, weekly) = request(
+        server.http,
+        "POST",
+        "/v1/sql?format=csv",
+        &[],
+        b"SELECT date_trunc('week', day) AS week, events, users FROM reach GROUP BY 1",
+    )
+    .expect("an answer");
+    assert_eq!(status, 200, "{weekly}");
+    let weeks: u64 = weekly
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).and_then(|n| n.parse::<u64>().ok()).expect("events"))
+        .sum();
+    assert_eq!(weeks, expected, "{weekly}");
     let (status, body) = request(
         server.http,
         "GET",
