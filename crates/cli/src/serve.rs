@@ -359,9 +359,7 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
 #[command(after_help = "Examples:
   cardinal query \"SELECT state, users, users_lower, users_upper FROM reach GROUP BY state ORDER BY users DESC LIMIT 10\"
   cardinal query \"SELECT date_trunc('week', day) AS week, events FROM reach GROUP BY 1\" --format csv
-  cardinal query reach --server http://127.0.0.1:7480
   cardinal query reach --server http://127.0.0.1:7480 --by state --all-buckets --from 2026-11-01 --to 2026-11-08
-  cardinal query reach --server http://127.0.0.1:7480 --where \"state = 'CA'\" --format csv
   cardinal query reach --server http://10.0.0.1:7480 --token-file token --partial
 
 A first argument that holds a space is SQL (docs/sql.md), answered by POST

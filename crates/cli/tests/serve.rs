@@ -1208,7 +1208,12 @@ fn the_readme_serving_commands_run_as_written() {
     let weeks: u64 = weekly
         .lines()
         .skip(1)
-        .map(|l| l.split(',').nth(1).and_then(|n| n.parse::<u64>().ok()).expect("events"))
+        .map(|l| {
+            l.split(',')
+                .nth(1)
+                .and_then(|n| n.parse::<u64>().ok())
+                .expect("events")
+        })
         .sum();
     assert_eq!(weeks, expected, "{weekly}");
     let (status, body) = request(

@@ -243,6 +243,7 @@ fn summaries_list_their_columns_for_sql() {
             {"name": "users", "type": "double precision"},
             {"name": "users_lower", "type": "double precision"},
             {"name": "users_upper", "type": "double precision"},
+            {"name": "users_hll", "type": "text"},
         ])
     );
     assert_eq!(
