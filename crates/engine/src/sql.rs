@@ -294,8 +294,8 @@ impl Prepared {
             .map(|&a| standalone(&shape.aggs, a))
             .collect();
         for side in &self.overlaps {
-            let kind = shape.aggs[self.used[side.used]].clone();
-            aggs.push(kind.clone());
+            let kind = shape.aggs[self.used[side.used]];
+            aggs.push(kind);
             aggs.push(kind);
         }
         Shape { aggs }
@@ -1069,17 +1069,20 @@ impl<'a> Planner<'a> {
                                 ),
                             );
                         };
-                        let fits = match (name.as_str(), &self.kinds[a], field) {
-                            ("merge", _, _) => true,
-                            (
-                                "sum",
-                                AggKind::CountAll | AggKind::Count | AggKind::Sum | AggKind::SumInt,
-                                AggField::Value,
-                            ) => true,
-                            ("min", AggKind::Min | AggKind::MinInt, AggField::Value) => true,
-                            ("max", AggKind::Max | AggKind::MaxInt, AggField::Value) => true,
-                            _ => false,
-                        };
+                        let fits = matches!(
+                            (name.as_str(), &self.kinds[a], field),
+                            ("merge", _, _)
+                                | (
+                                    "sum",
+                                    AggKind::CountAll
+                                        | AggKind::Count
+                                        | AggKind::Sum
+                                        | AggKind::SumInt,
+                                    AggField::Value,
+                                )
+                                | ("min", AggKind::Min | AggKind::MinInt, AggField::Value)
+                                | ("max", AggKind::Max | AggKind::MaxInt, AggField::Value)
+                        );
                         if !fits {
                             return self.fail(
                                 span,
@@ -1120,7 +1123,7 @@ impl<'a> Planner<'a> {
             ast::Expr::Cast { expr, .. } => {
                 let mut cast = e.clone();
                 if let ast::Expr::Cast { expr: inner, .. } = &mut cast {
-                    *inner = Box::new(self.rewrite(expr, overlaps)?);
+                    **inner = self.rewrite(expr, overlaps)?;
                 }
                 cast
             }
@@ -1472,7 +1475,7 @@ fn replace_groups(e: &ast::Expr, groups: &[(String, ast::Expr)]) -> ast::Expr {
         ast::Expr::Cast { expr, .. } => {
             let mut cast = e.clone();
             if let ast::Expr::Cast { expr: inner, .. } = &mut cast {
-                *inner = Box::new(replace_groups(expr, groups));
+                **inner = replace_groups(expr, groups);
             }
             cast
         }
@@ -1577,6 +1580,8 @@ fn agg_cell(state: &AggState, kind: &AggKind, field: AggField, is_time: bool) ->
             // Counts of distinct values print whole, as `run` prints them.
             let v = v.round();
             if matches!(kind, AggKind::ExactDistinct) {
+                // A count of distinct values, below 2^53.
+                #[allow(clippy::cast_possible_truncation)]
                 Cell::Int(v as i64)
             } else {
                 Cell::Float(v)
@@ -1626,11 +1631,11 @@ fn standalone(kinds: &[AggKind], a: usize) -> AggKind {
         AggKind::QuantilesOf { of, ranks } => match &kinds[usize::from(*of)] {
             AggKind::Quantiles { k, .. } => AggKind::Quantiles {
                 k: *k,
-                ranks: ranks.clone(),
+                ranks: *ranks,
             },
             other => unreachable!("QuantilesOf reads a quantile sketch, not {other:?}"),
         },
-        other => other.clone(),
+        other => *other,
     }
 }
 

@@ -1007,21 +1007,6 @@ pub(crate) fn span_of(node: &impl Spanned, fallback: Span) -> Span {
     if span.start.line == 0 { fallback } else { span }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn locations_split_off() {
-        let (message, location) =
-            split_location("Expected: an expression, found: ) at Line: 3, Column: 14")
-                .expect("has one");
-        assert_eq!(message, "Expected: an expression, found: )");
-        assert_eq!((location.line, location.column), (3, 14));
-        assert!(split_location("no position").is_none());
-    }
-}
-
 /// One `SELECT` query as a client sends it: tokenized, its nesting
 /// bounded as a declaration's is ([`check_nesting`], then
 /// [`check_depth`] on every expression the query holds), and parsed by
@@ -1146,4 +1131,19 @@ fn parser_error(text: &str, error: &sqlparser::parser::ParserError) -> Error {
         }
     }
     at(text, Location::new(1, 1), 1, message.to_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_split_off() {
+        let (message, location) =
+            split_location("Expected: an expression, found: ) at Line: 3, Column: 14")
+                .expect("has one");
+        assert_eq!(message, "Expected: an expression, found: )");
+        assert_eq!((location.line, location.column), (3, 14));
+        assert!(split_location("no position").is_none());
+    }
 }
