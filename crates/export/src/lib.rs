@@ -1,6 +1,6 @@
 //! Results out: a summary's merged rows as people and tools want them.
 //!
-//! - [`table`]: an aligned text table; approximate columns show the value
+//! - [`table()`]: an aligned text table; approximate columns show the value
 //!   and its 95% interval, and "below detection" where the interval holds 0.
 //! - [`write_daily_csv`]: `OUT/<summary>/YYYY-MM-DD.csv`, one file per day,
 //!   each written once and atomically (a temp file in the same directory,
