@@ -102,18 +102,35 @@ fn start(name: &str, more: &[&str]) -> Server {
         pg,
         dir,
     };
-    ingest(&server);
+    let token = more
+        .iter()
+        .position(|a| *a == "--token-file")
+        .and_then(|i| more.get(i + 1))
+        .map(|file| {
+            std::fs::read_to_string(file)
+                .expect("the token")
+                .trim()
+                .to_owned()
+        });
+    ingest(&server, token.as_deref());
     server
 }
 
 /// Posts the rows until acknowledged, then waits until a query sees them.
-fn ingest(server: &Server) {
+fn ingest(server: &Server, token: Option<&str>) {
+    let bearer = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("Content-Type", "text/csv"), ("Idempotency-Key", "rows-1")];
+    let mut sql_headers = Vec::new();
+    if let Some(bearer) = &bearer {
+        headers.push(("Authorization", bearer.as_str()));
+        sql_headers.push(("Authorization", bearer.as_str()));
+    }
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let answer = common::http_request(
             server.http,
             ("POST", "/v1/streams/events"),
-            &[("Content-Type", "text/csv"), ("Idempotency-Key", "rows-1")],
+            &headers,
             ROWS.as_bytes(),
             Duration::from_secs(10),
         );
@@ -127,7 +144,7 @@ fn ingest(server: &Server) {
         let answer = common::http_request(
             server.http,
             ("POST", "/v1/sql?format=csv"),
-            &[],
+            &sql_headers,
             b"SELECT sum(events) AS n FROM reach",
             Duration::from_secs(10),
         );

@@ -889,21 +889,25 @@ fn tokens(text: &str) -> Result<Vec<(usize, SqlToken)>, ErrorInfo> {
         .with_unescape(false)
         .tokenize_with_location()
         .map_err(|e| error_info("42601", format!("{e}")))?;
-    // Lines and columns (1-based, in characters) to byte offsets.
-    let mut line_starts = vec![0usize];
-    line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+    // Lines and columns (1-based, in characters) to byte offsets, by one
+    // walk over the text: tokens come in order, so the cursor only moves
+    // forward (linear in the text however long its lines).
+    let mut chars = text.char_indices().peekable();
+    let (mut line, mut column) = (1u64, 1u64);
     let mut out = Vec::with_capacity(located.len());
     for token in located {
-        let location = token.span.start;
-        let line = usize::try_from(location.line).unwrap_or(0);
-        let column = usize::try_from(location.column).unwrap_or(0);
-        let offset = match line_starts.get(line.wrapping_sub(1)) {
-            Some(&start) => text[start..]
-                .char_indices()
-                .nth(column.saturating_sub(1))
-                .map_or(text.len(), |(i, _)| start + i),
-            None => text.len(),
-        };
+        let at = token.span.start;
+        while (line, column) < (at.line, at.column) {
+            match chars.next() {
+                Some((_, '\n')) => {
+                    line += 1;
+                    column = 1;
+                }
+                Some(_) => column += 1,
+                None => break,
+            }
+        }
+        let offset = chars.peek().map_or(text.len(), |(i, _)| *i);
         out.push((offset, token.token));
     }
     Ok(out)
