@@ -505,7 +505,7 @@ impl SimpleQueryHandler for Front {
             match self.answer(statement, &Format::UnifiedText).await {
                 Ok(response) => responses.push(response),
                 Err(error) => {
-                    responses.push(Response::Error(Box::new(error)));
+                    responses.push(Response::Error(Box::new(error.into())));
                     break;
                 }
             }
@@ -589,9 +589,8 @@ impl ExtendedQueryHandler for Front {
                 .answer(one, &portal.result_column_format)
                 .await
                 .map_err(user_error),
-            _ => Err(user_error(ErrorInfo::new(
-                "ERROR".into(),
-                "42601".into(),
+            _ => Err(user_error(error_info(
+                "42601",
                 "cannot insert multiple commands into a prepared statement".into(),
             ))),
         }
@@ -648,7 +647,7 @@ impl ExtendedQueryHandler for Front {
 impl Front {
     /// One statement's answer: client chatter and catalogs from
     /// [`catalog`], anything else a query over a summary.
-    async fn answer(&self, text: &str, format: &Format) -> Result<Response, ErrorInfo> {
+    async fn answer(&self, text: &str, format: &Format) -> Result<Response, Refused> {
         let service = self.edge.service();
         if let Some(answer) = catalog::answer(service.plan(), text)? {
             return Ok(match answer {
@@ -672,7 +671,7 @@ impl Front {
     }
 
     /// The columns `text` answers with, without running it.
-    async fn describe(&self, text: &str, format: &Format) -> Result<Vec<FieldInfo>, ErrorInfo> {
+    async fn describe(&self, text: &str, format: &Format) -> Result<Vec<FieldInfo>, Refused> {
         let service = self.edge.service();
         let statements = split_statements(text)?;
         let [text] = statements.as_slice() else {
@@ -692,7 +691,7 @@ impl Front {
 
 /// Runs a summary query on this node (a blocking thread: views merge
 /// state).
-fn run(service: &crate::service::Service, text: &str) -> Result<Table, ErrorInfo> {
+fn run(service: &crate::service::Service, text: &str) -> Result<Table, Refused> {
     let prepared =
         cardinal_engine::sql::Prepared::new(service.plan(), text).map_err(|e| engine_error(&e))?;
     let name = prepared.summary_name();
@@ -741,16 +740,30 @@ pub fn sqlstate(error: &cardinal_engine::Error) -> &'static str {
     }
 }
 
-fn engine_error(error: &cardinal_engine::Error) -> ErrorInfo {
+fn engine_error(error: &cardinal_engine::Error) -> Refused {
     error_info(sqlstate(error), error.to_string())
 }
 
-fn error_info(code: &str, message: String) -> ErrorInfo {
-    ErrorInfo::new("ERROR".into(), code.into(), message)
+/// A statement refused: its SQLSTATE and message, an `ErrorResponse`
+/// (severity ERROR: the session goes on) at the edge.
+#[derive(Debug)]
+struct Refused {
+    code: &'static str,
+    message: String,
 }
 
-fn user_error(info: ErrorInfo) -> PgWireError {
-    PgWireError::UserError(Box::new(info))
+impl From<Refused> for ErrorInfo {
+    fn from(refused: Refused) -> ErrorInfo {
+        ErrorInfo::new("ERROR".into(), refused.code.into(), refused.message)
+    }
+}
+
+fn error_info(code: &'static str, message: String) -> Refused {
+    Refused { code, message }
+}
+
+fn user_error(refused: Refused) -> PgWireError {
+    PgWireError::UserError(Box::new(refused.into()))
 }
 
 /// Refuses a query longer than the planner reads.
@@ -811,7 +824,7 @@ fn fields(columns: &[TableColumn], format: &Format) -> Vec<FieldInfo> {
         .collect()
 }
 
-fn query_response(table: &Table, format: &Format) -> Result<Response, ErrorInfo> {
+fn query_response(table: &Table, format: &Format) -> Result<Response, Refused> {
     let rows_max = cardinal_engine::sql::SQL_ROWS_MAX;
     if table.rows.len() > rows_max {
         return Err(error_info(
@@ -883,7 +896,7 @@ fn timestamptz_text(ms: i64) -> String {
 // ---- Statements and parameters -------------------------------------
 
 /// The tokens of `text`, with their byte offsets.
-fn tokens(text: &str) -> Result<Vec<(usize, SqlToken)>, ErrorInfo> {
+fn tokens(text: &str) -> Result<Vec<(usize, SqlToken)>, Refused> {
     let dialect = PostgreSqlDialect {};
     let located = Tokenizer::new(&dialect, text)
         .with_unescape(false)
@@ -915,7 +928,7 @@ fn tokens(text: &str) -> Result<Vec<(usize, SqlToken)>, ErrorInfo> {
 
 /// The statements of `text` split at top-level `;`, each trimmed; those
 /// with nothing but comments and white space left out (`-- ping`).
-fn split_statements(text: &str) -> Result<Vec<&str>, ErrorInfo> {
+fn split_statements(text: &str) -> Result<Vec<&str>, Refused> {
     let mut statements = Vec::new();
     let mut start = 0;
     let mut substance = false;
@@ -939,7 +952,7 @@ fn split_statements(text: &str) -> Result<Vec<&str>, ErrorInfo> {
 }
 
 /// Each `$n` placeholder token: its byte range and `n`.
-fn placeholders(text: &str) -> Result<Vec<(std::ops::Range<usize>, usize)>, ErrorInfo> {
+fn placeholders(text: &str) -> Result<Vec<(std::ops::Range<usize>, usize)>, Refused> {
     let mut out = Vec::new();
     for (offset, token) in tokens(text)? {
         if let SqlToken::Placeholder(name) = &token
@@ -961,7 +974,7 @@ fn placeholders(text: &str) -> Result<Vec<(std::ops::Range<usize>, usize)>, Erro
 }
 
 /// `text` with each `$n` replaced by `values[n - 1]`.
-fn substitute(text: &str, values: &[String]) -> Result<String, ErrorInfo> {
+fn substitute(text: &str, values: &[String]) -> Result<String, Refused> {
     let mut out = String::with_capacity(text.len() + 16 * values.len());
     let mut at = 0;
     for (range, n) in placeholders(text)? {
@@ -987,7 +1000,7 @@ fn substitute(text: &str, values: &[String]) -> Result<String, ErrorInfo> {
 }
 
 /// A portal's text with its bound values in place.
-fn bound_text(portal: &Portal<Statement>) -> Result<String, ErrorInfo> {
+fn bound_text(portal: &Portal<Statement>) -> Result<String, Refused> {
     let types = &portal.statement.parameter_types;
     let mut values = Vec::with_capacity(portal.parameters.len());
     for (i, value) in portal.parameters.iter().enumerate() {
@@ -1013,13 +1026,13 @@ fn stand_in(ty: &Type) -> String {
 
 /// A SQL literal of bound value `value` of type `ty`: numbers checked
 /// to be numbers, anything else a string literal with `'` doubled.
-fn literal(value: Option<&Bytes>, ty: &Type, binary: bool, n: usize) -> Result<String, ErrorInfo> {
+fn literal(value: Option<&Bytes>, ty: &Type, binary: bool, n: usize) -> Result<String, Refused> {
     let Some(bytes) = value else {
         return Ok("NULL".into());
     };
     let bad = |what: &str| error_info("22P02", format!("parameter ${n}: {what}"));
     if binary {
-        let fixed = |len: usize| -> Result<&[u8], ErrorInfo> {
+        let fixed = |len: usize| -> Result<&[u8], Refused> {
             if bytes.len() == len {
                 Ok(bytes.as_ref())
             } else {
@@ -1082,7 +1095,7 @@ fn literal(value: Option<&Bytes>, ty: &Type, binary: bool, n: usize) -> Result<S
 }
 
 /// A finite double as a literal the dialect reads back exactly.
-fn float_literal(f: f64) -> Result<String, ErrorInfo> {
+fn float_literal(f: f64) -> Result<String, Refused> {
     if f.is_finite() {
         // `{:?}` prints the shortest text that reads back, with a point.
         Ok(format!("{f:?}"))

@@ -46,9 +46,8 @@ use cardinal_route::sqlparser::ast;
 use cardinal_route::sqlparser::dialect::PostgreSqlDialect;
 use cardinal_route::sqlparser::parser::Parser;
 use cardinal_route::sqlparser::tokenizer::{Token, Tokenizer};
-use pgwire::error::ErrorInfo;
 
-use super::{SERVER_VERSION, SERVER_VERSION_NUM, error_info};
+use super::{Refused, SERVER_VERSION, SERVER_VERSION_NUM, error_info};
 
 /// What a recognised statement answers.
 #[derive(Debug)]
@@ -105,7 +104,7 @@ pub fn setting(name: &str) -> Option<&'static str> {
 ///
 /// `42704` for an unknown setting, `0A000` for a constant select this
 /// module cannot evaluate.
-pub fn answer(plan: &Plan, text: &str) -> Result<Option<Answer>, ErrorInfo> {
+pub fn answer(plan: &Plan, text: &str) -> Result<Option<Answer>, Refused> {
     let words = first_words(text);
     let word = |i: usize| words.get(i).map_or("", String::as_str);
     match word(0) {
@@ -442,7 +441,7 @@ fn type_of_oid(oid: i64) -> Option<&'static str> {
 // ---- Evaluating a select over virtual rows -------------------------
 
 /// A constant select (`SELECT 1`, `SELECT version()`): one row.
-fn constant(select: &ast::Select) -> Result<Table, ErrorInfo> {
+fn constant(select: &ast::Select) -> Result<Table, Refused> {
     let empty = Row::new();
     let mut columns = Vec::new();
     let mut cells = Vec::new();
@@ -573,7 +572,7 @@ fn evaluate(select: &ast::Select, query: &ast::Query, rows: &[Row]) -> Table {
             Ordering::Equal
         });
     }
-    let rows: Vec<Vec<Value>> = kept.into_iter().map(|r| values(r)).collect();
+    let rows: Vec<Vec<Value>> = kept.into_iter().map(values).collect();
     let columns = items
         .iter()
         .enumerate()
@@ -969,6 +968,6 @@ mod tests {
         };
         assert_eq!(table.columns[0].name, "version");
         assert_eq!(table.rows, vec![vec![Cell::Int(1500)]]);
-        assert!(matches!(answer("SELECT users FROM reach"), None));
+        assert!(answer("SELECT users FROM reach").is_none());
     }
 }
