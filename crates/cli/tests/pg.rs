@@ -463,3 +463,46 @@ fn latency() {
     assert_ok(&out, &server, "latency.py");
     println!("{}", text(&out.stdout));
 }
+
+#[test]
+fn connections_past_the_cap_are_refused_with_53300() {
+    if !have_psql() {
+        return;
+    }
+    let server = start("cap", &["--pg-connections", "2"]);
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut held = TcpStream::connect(server.pg).expect("connect");
+            held.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            held.write_all(&startup_message()).expect("startup");
+            let mut greeting = [0u8; 1];
+            held.read_exact(&mut greeting).expect("logged in");
+            assert_eq!(greeting[0], b'R');
+            held
+        })
+        .collect();
+    let out = psql(&server, &["-At", "-c", "SELECT 1"]);
+    assert!(!out.status.success(), "a third connection is refused");
+    assert!(
+        text(&out.stderr).contains("too many PostgreSQL connections"),
+        "{}",
+        text(&out.stderr)
+    );
+    drop(held);
+    // The slots come back once the holders leave.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = psql(&server, &["-At", "-c", "SELECT 1"]);
+        if out.status.success() {
+            assert_eq!(text(&out.stdout), "1\n");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no slot came back: {}",
+            text(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
