@@ -39,6 +39,15 @@ with psycopg.connect(**conninfo) as conn:
         ).fetchall()
         assert rows[0][0] == events and isinstance(rows[0][1], float), rows
 
+    # Describing a statement before its parameters are bound (what JDBC
+    # and pgx do): the parameters' types and the result columns'.
+    res = conn.pgconn.prepare(b"with_param", b"SELECT state, users FROM reach WHERE state = $1")
+    assert res.status == psycopg.pq.ExecStatus.COMMAND_OK, res.error_message
+    res = conn.pgconn.describe_prepared(b"with_param")
+    assert res.status == psycopg.pq.ExecStatus.COMMAND_OK, res.error_message
+    assert [res.param_type(0)] == [25], res.param_type(0)
+    assert [res.ftype(c) for c in range(res.nfields)] == [25, 701]
+
     # Types: timestamptz, int8, float8, text, bool; in binary too.
     for binary in (False, True):
         cur = conn.cursor(binary=binary)

@@ -19,6 +19,20 @@ with psycopg.connect(host=host, port=port, dbname="cardinal", user="grafana",
                      connect_timeout=10, autocommit=True) as conn:
     # Health check: pgx's Ping is the simple query "-- ping".
     conn.pgconn.exec_(b"-- ping")
+    # pgx prepares each query and describes the statement (Parse,
+    # Describe, Sync) before it binds: the result types come from there.
+    pg = conn.pgconn
+    OK = psycopg.pq.ExecStatus.COMMAND_OK
+    for i, sql in enumerate(blocks):
+        name = f"stmtcache_{i}".encode()
+        res = pg.prepare(name, sql.strip().encode())
+        assert res.status == OK, res.error_message
+        res = pg.describe_prepared(name)
+        assert res.status == OK, res.error_message
+        names = [res.fname(c).decode() for c in range(res.nfields)]
+        types = [res.ftype(c) for c in range(res.nfields)]
+        print("described", names, types)
+        assert res.nfields > 0 and all(t in (16, 20, 25, 701, 1184) for t in types), types
     for sql in blocks:
         cur = conn.cursor(binary=True)
         cur.execute(sql.strip(), prepare=True)
