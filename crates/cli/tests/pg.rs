@@ -506,3 +506,24 @@ fn connections_past_the_cap_are_refused_with_53300() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn an_idle_session_is_closed_with_57p05() {
+    let server = start("idle", &["--idle", "1"]);
+    let mut idle = TcpStream::connect(server.pg).expect("connect");
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    idle.write_all(&startup_message()).expect("startup");
+    // Login messages, then (after a second of silence) the FATAL error
+    // and the close.
+    let mut received = Vec::new();
+    let started = Instant::now();
+    let _ = idle.read_to_end(&mut received);
+    let received = String::from_utf8_lossy(&received);
+    assert!(received.contains("57P05"), "{received:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "closed after {:?}",
+        started.elapsed()
+    );
+}

@@ -70,7 +70,8 @@ pub const HTTP_CONNECTIONS_MAX: usize = 4096;
 /// synced through, the lock, day files and their folders being replaced
 /// (`--out`), `/proc/self` reads for `/metrics`, stdio, the runtime's
 /// own (epoll, its wakers), and native refusals being written
-/// ([`tcp::REFUSING_MAX`], 16) and HTTP connections being evicted
+/// ([`tcp::REFUSING_MAX`], 16), PostgreSQL refusals being answered
+/// ([`pg::REFUSING_MAX`], 16) and HTTP connections being evicted
 /// ([`accept::CLOSING_MAX`], 16). A server of two streams with
 /// only its scrape open held 17 (`process_open_fds`, 2026-11-28, the
 /// 2-core development machine); 128 leaves the log, snapshots and day

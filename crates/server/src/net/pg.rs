@@ -152,6 +152,7 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
         parser: Arc::new(Parser),
         pids: RandomPidSecretKeyGenerator::default(),
     });
+    let refusing = Arc::new(std::sync::atomic::AtomicU64::new(0));
     loop {
         let (socket, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -168,7 +169,18 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
         if open >= edge.pg_connections_max as u64 {
             edge.metrics.pg_connections.fetch_sub(1, Ordering::AcqRel);
             edge.metrics.pg_refused.fetch_add(1, Ordering::Relaxed);
-            refuse(&socket);
+            // A refusal's socket is a descriptor too: past REFUSING_MAX
+            // being answered, one is closed at once (within FD_RESERVE).
+            if refusing.fetch_add(1, Ordering::AcqRel) >= REFUSING_MAX {
+                refusing.fetch_sub(1, Ordering::AcqRel);
+                refuse_at_once(&socket);
+                continue;
+            }
+            let refusing = Arc::clone(&refusing);
+            tokio::spawn(async move {
+                refuse(socket).await;
+                refusing.fetch_sub(1, Ordering::AcqRel);
+            });
             continue;
         }
         // Given back however the task ends, a panic included: a panic
@@ -195,16 +207,57 @@ impl Drop for Slot {
     }
 }
 
-/// Answers a connection past the cap with a FATAL `53300` if the socket
-/// takes it at once, and closes it: nothing waits on a refused client.
-fn refuse(socket: &TcpStream) {
+/// Connections past the cap answered at once (each a task of at most
+/// [`REFUSAL_TIME`]); a refused connection past these is closed with
+/// what the socket takes without waiting, so a flood of connections
+/// holds at most this many descriptors beyond the cap (within
+/// [`super::FD_RESERVE`]), as the native edge's refusals do.
+pub const REFUSING_MAX: u64 = 16;
+/// How long a refusal waits for the client's SSL request and startup
+/// before it closes the connection.
+pub const REFUSAL_TIME: Duration = Duration::from_secs(1);
+
+/// The largest startup packet a refusal reads: PostgreSQL's own limit
+/// (`MAX_STARTUP_PACKET_LENGTH`, 10,000 bytes).
+const STARTUP_BYTES_MAX: usize = 10_000;
+
+const REFUSED: &str = "too many PostgreSQL connections: retry later (serve --pg-connections)";
+
+/// Answers a connection past the cap as PostgreSQL does one past
+/// `max_connections`: its SSL request refused ('N'), its startup read,
+/// then a FATAL `53300`, so the client shows that message; all within
+/// [`REFUSAL_TIME`].
+async fn refuse(mut socket: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut out = BytesMut::new();
-    error_message(
-        &mut out,
-        "FATAL",
-        "53300",
-        "too many PostgreSQL connections: retry later",
-    );
+    error_message(&mut out, "FATAL", "53300", REFUSED);
+    let _ = tokio::time::timeout(REFUSAL_TIME, async {
+        let mut head = [0u8; 8];
+        loop {
+            socket.read_exact(&mut head).await?;
+            let length = i32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+            let code = i32::from_be_bytes([head[4], head[5], head[6], head[7]]);
+            // SSLRequest and GSSENCRequest: 8 bytes, then the startup.
+            if length == 8 && (code == 80_877_103 || code == 80_877_104) {
+                socket.write_all(b"N").await?;
+                continue;
+            }
+            let rest = usize::try_from(length).unwrap_or(0).saturating_sub(8);
+            let mut body = vec![0u8; rest.min(STARTUP_BYTES_MAX)];
+            socket.read_exact(&mut body).await?;
+            break;
+        }
+        socket.write_all(&out).await?;
+        socket.shutdown().await
+    })
+    .await;
+}
+
+/// Past [`REFUSING_MAX`]: the FATAL error if the socket takes it at
+/// once, then the close; nothing waits.
+fn refuse_at_once(socket: &TcpStream) {
+    let mut out = BytesMut::new();
+    error_message(&mut out, "FATAL", "53300", REFUSED);
     let _ = socket.try_write(&out);
 }
 
