@@ -22,7 +22,7 @@
 //! /v1/sql`, answered from this node alone), and what clients send
 //! besides (`SET`, `SHOW`, `BEGIN`, `SELECT version()`, the catalogs
 //! psql's `\d` and Grafana's pickers read) is answered by
-//! [`catalog`], never by a second SQL engine.
+//! `catalog` (`net/pg/catalog.rs`), never by a second SQL engine.
 //!
 //! Types: `bool`, `int8`, `float8`, `text`, `timestamptz`, in text or
 //! binary format as the client asks per column.
@@ -121,7 +121,7 @@ pub const STARTUP_DEADLINE: Duration = Duration::from_secs(10);
 pub const WRITE_STALL_MAX: Duration = Duration::from_secs(30);
 /// The version this server reports (`server_version`, `SHOW
 /// server_version`, `version()`): PostgreSQL 15's, the dialect of the
-/// catalog queries [`catalog`] answers (psql 15's `\d`), so clients
+/// catalog queries `catalog` answers (psql 15's `\d`), so clients
 /// choose those.
 pub const SERVER_VERSION: &str = "15.0";
 /// [`SERVER_VERSION`] as `server_version_num`.
