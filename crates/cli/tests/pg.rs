@@ -527,3 +527,27 @@ fn an_idle_session_is_closed_with_57p05() {
         started.elapsed()
     );
 }
+
+#[test]
+fn a_message_past_the_limit_closes_with_54000() {
+    if !have_psql() {
+        return;
+    }
+    let server = start("long", &[]);
+    // Over the message limit (query limit + 64 KiB): refused from its
+    // header, before the server buffers it.
+    let file = server.dir.join("long.sql");
+    let long = format!("SELECT '{}';\n", "x".repeat(400 << 10));
+    std::fs::write(&file, long).expect("script");
+    let out = psql(&server, &["-At", "-f", &file.display().to_string()]);
+    let errors = text(&out.stderr);
+    assert!(!out.status.success(), "refused:\n{errors}");
+    assert!(errors.contains("a message of"), "{errors}");
+    // The server goes on.
+    let out = psql(
+        &server,
+        &["-At", "-c", "SELECT sum(events) AS n FROM reach"],
+    );
+    assert_ok(&out, &server, "a query after a refused message");
+    assert_eq!(text(&out.stdout), "2\n");
+}

@@ -119,6 +119,16 @@ pub const STARTUP_DEADLINE: Duration = Duration::from_secs(10);
 /// and its descriptor, so after this long it is cut off. Only its own
 /// task waits meanwhile.
 pub const WRITE_STALL_MAX: Duration = Duration::from_secs(30);
+/// The longest message a client may send once logged in: the query
+/// text limit ([`cardinal_route::QUERY_BYTES_MAX`], 256 KiB) and 64 KiB
+/// for what travels with it (statement and portal names, parameter
+/// types and formats; bound values become part of the query, so they
+/// fit its limit). pgwire's codec takes messages up to 1 GiB and
+/// buffers each whole; checked here from each message's header as the
+/// bytes arrive, so no connection buffers more than this. Past it the
+/// connection is closed with FATAL `54000`.
+pub const MESSAGE_BYTES_MAX: usize = cardinal_route::QUERY_BYTES_MAX + (64 << 10);
+
 /// The version this server reports (`server_version`, `SHOW
 /// server_version`, `version()`): PostgreSQL 15's, the dialect of the
 /// catalog queries `catalog` answers (psql 15's `\d`), so clients
@@ -347,7 +357,18 @@ async fn connection(
         let message = match message {
             None => return Ok(()),
             Some(Err(error)) => {
-                let _ = fatal(&mut framed, "08P01", &error.to_string()).await;
+                let (code, message) = match framed.get_ref().too_long {
+                    Some(length) => (
+                        "54000",
+                        format!(
+                            "a message of {length} bytes; the limit is {MESSAGE_BYTES_MAX} \
+                             (queries are at most {} bytes)",
+                            cardinal_route::QUERY_BYTES_MAX
+                        ),
+                    ),
+                    None => ("08P01", error.to_string()),
+                };
+                let _ = fatal(&mut framed, code, &message).await;
                 return Ok(());
             }
             Some(Ok(message)) => message,
@@ -398,6 +419,67 @@ struct Stalling {
     limit: Duration,
     /// Runs from the first write the socket would not take.
     stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// Where the bytes read are in the client's messages.
+    framing: Framing,
+    /// The length of a message refused at [`MESSAGE_BYTES_MAX`].
+    too_long: Option<u64>,
+}
+
+/// Message boundaries in what a client sends: before its startup,
+/// untyped messages (`length code ...`: SSL and GSS requests, then the
+/// startup or a cancel request); after it, typed ones (`type length
+/// ...`). Only headers are read; bodies are counted past.
+#[derive(Debug, Default)]
+struct Framing {
+    /// After the startup: messages have a type byte.
+    typed: bool,
+    header: [u8; 8],
+    /// Header bytes held.
+    held: usize,
+    /// Body bytes of the current message still to come.
+    remaining: u64,
+}
+
+impl Framing {
+    /// Scans `bytes`; the length of a message past `max`, if one starts.
+    fn scan(&mut self, mut bytes: &[u8], max: u64) -> Result<(), u64> {
+        while !bytes.is_empty() {
+            if self.remaining > 0 {
+                let skip =
+                    usize::try_from(self.remaining).map_or(bytes.len(), |r| r.min(bytes.len()));
+                self.remaining -= skip as u64;
+                bytes = &bytes[skip..];
+                continue;
+            }
+            let need = if self.typed { 5 } else { 8 };
+            let take = (need - self.held).min(bytes.len());
+            self.header[self.held..self.held + take].copy_from_slice(&bytes[..take]);
+            self.held += take;
+            bytes = &bytes[take..];
+            if self.held < need {
+                return Ok(());
+            }
+            self.held = 0;
+            let h = &self.header;
+            if self.typed {
+                let length = i32::from_be_bytes([h[1], h[2], h[3], h[4]]);
+                let body = u64::try_from(length).unwrap_or(0).saturating_sub(4);
+                if body > max {
+                    return Err(body);
+                }
+                self.remaining = body;
+            } else {
+                let length = i32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+                let code = i32::from_be_bytes([h[4], h[5], h[6], h[7]]);
+                // SSLRequest and GSSENCRequest come before the startup.
+                if !(length == 8 && (code == 80_877_103 || code == 80_877_104)) {
+                    self.typed = true;
+                }
+                self.remaining = u64::try_from(length).unwrap_or(0).saturating_sub(8);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Stalling {
@@ -406,6 +488,8 @@ impl Stalling {
             socket,
             limit,
             stalled: None,
+            framing: Framing::default(),
+            too_long: None,
         }
     }
 
@@ -431,7 +515,20 @@ impl AsyncRead for Stalling {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().socket).poll_read(cx, buf)
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.socket).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = read {
+            let max = MESSAGE_BYTES_MAX as u64;
+            if let Err(length) = this.framing.scan(&buf.filled()[before..], max) {
+                this.too_long = Some(length);
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("a message of {length} bytes; the limit is {max}"),
+                )));
+            }
+        }
+        read
     }
 }
 
@@ -1220,6 +1317,28 @@ mod tests {
             literal(Some(&binary), &Type::INT8, true, 1).expect("bin"),
             "7"
         );
+    }
+
+    #[test]
+    fn framing_finds_headers_across_reads() {
+        let mut framing = Framing::default();
+        let mut stream = Vec::new();
+        stream.extend(8i32.to_be_bytes());
+        stream.extend(80_877_103i32.to_be_bytes()); // SSLRequest
+        stream.extend(12i32.to_be_bytes());
+        stream.extend(196_608i32.to_be_bytes()); // startup, 4 body bytes
+        stream.extend([0, 0, 0, 0]);
+        stream.push(b'Q');
+        stream.extend(9i32.to_be_bytes());
+        stream.extend(b"abcd\0");
+        for chunk in stream.chunks(3) {
+            assert_eq!(framing.scan(chunk, 100), Ok(()));
+        }
+        assert!(framing.typed);
+        assert_eq!(framing.remaining, 0);
+        let mut big = vec![b'Q'];
+        big.extend(1000i32.to_be_bytes());
+        assert_eq!(framing.scan(&big, 100), Err(996));
     }
 
     #[test]
