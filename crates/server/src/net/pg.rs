@@ -41,7 +41,8 @@
 //! [`PG_CONNECTIONS_DEFAULT`], fitted under `ulimit -n` with the other
 //! edges); [`STARTUP_DEADLINE`] to log in; [`super::Edge::idle`] between
 //! statements; [`WRITE_STALL_MAX`] for a client that does not read its
-//! answer (only its own task waits); a query's text at most
+//! answer (only its own task waits); [`MESSAGE_BYTES_MAX`] per message,
+//! checked from its header before it is buffered; a query's text at most
 //! [`cardinal_route::QUERY_BYTES_MAX`] and its answer at most
 //! [`cardinal_engine::sql::SQL_ROWS_MAX`] rows. The query runs on
 //! tokio's blocking pool (a view merges state), never on the runtime's
@@ -1317,6 +1318,27 @@ mod tests {
             literal(Some(&binary), &Type::INT8, true, 1).expect("bin"),
             "7"
         );
+    }
+
+    #[test]
+    fn refusals_carry_their_sqlstate() {
+        use cardinal_engine::Error;
+        assert_eq!(sqlstate(&Error::GroupLimit { groups_max: 10 }), "54000");
+        let scan = Error::ScanLimit {
+            summary: "reach".into(),
+            max: 1,
+        };
+        assert_eq!(sqlstate(&scan), "54000");
+        let unknown = Error::UnknownSummary {
+            name: "nowhere".into(),
+            known: "reach".into(),
+        };
+        assert_eq!(sqlstate(&unknown), "42P01");
+        let plan = cardinal_route::Plan::default();
+        let parse =
+            |text: &str| cardinal_engine::sql::Prepared::new(&plan, text).expect_err("refused");
+        assert_eq!(sqlstate(&parse("SELEC 1")), "42601");
+        assert_eq!(sqlstate(&parse("SELECT 1 FROM nowhere")), "42P01");
     }
 
     #[test]
