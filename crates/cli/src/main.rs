@@ -113,7 +113,7 @@ enum Command {
   cardinal hll overlap \"$(seq 1 60000 | cardinal hll build)\" \"$(seq 40001 100000 | cardinal hll build)\""
     )]
     Hll(hll::Command),
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     Query(serve::QueryArgs),
     /// Send CSV or NDJSON files to a `cardinal serve` over its native
     /// protocol; exit 0 only when every batch was acknowledged.

@@ -26,6 +26,7 @@ use clap::Parser;
   cardinal serve schema.sql
   cardinal send imp.csv --to 127.0.0.1:7400 --stream impressions
   curl -s 'http://127.0.0.1:7480/v1/summaries/reach?by=state&buckets=all&format=table'
+  cardinal serve schema.sql --pg 127.0.0.1:5433   # then: psql -h 127.0.0.1 -p 5433 -c '\\d'
   cardinal serve schema.sql --http 10.0.0.1:7480 --listen 10.0.0.1:7400 --token-file token \\
       --peers http://10.0.0.2:7480,http://10.0.0.3:7480     # one node of three
   cardinal serve schema.sql --data d0 --http 127.0.0.1:7480 \
@@ -55,6 +56,15 @@ pub struct ServeArgs {
     /// The HTTP API's address (port 0: any free port, printed).
     #[arg(long, default_value = "127.0.0.1:7480")]
     pub http: SocketAddr,
+    /// Serve SQL over the PostgreSQL wire protocol on this address (psql,
+    /// psycopg, pandas, Grafana; docs/pg.md). No TLS: bind to loopback or
+    /// put it behind a TLS proxy. With --token-file, the password is the
+    /// token.
+    #[arg(long, value_name = "ADDR")]
+    pub pg: Option<SocketAddr>,
+    /// PostgreSQL connections served at once (shrinks to fit `ulimit -n`).
+    #[arg(long, default_value_t = cardinal_server::net::pg::PG_CONNECTIONS_DEFAULT, value_parser = pg_connections_arg, requires = "pg")]
+    pub pg_connections: usize,
     /// The data directory: write-ahead log and snapshots.
     #[arg(long, default_value = "cardinal-data")]
     pub data: PathBuf,
@@ -201,6 +211,18 @@ fn connections_arg(text: &str) -> Result<usize, String> {
     }
 }
 
+fn pg_connections_arg(text: &str) -> Result<usize, String> {
+    let max = cardinal_server::net::pg::PG_CONNECTIONS_MAX;
+    let n: usize = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number"))?;
+    if (1..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("1 to {max}"))
+    }
+}
+
 fn http_connections_arg(text: &str) -> Result<usize, String> {
     let n: usize = text
         .parse()
@@ -327,6 +349,8 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         listen,
         kafka,
         http: args.http,
+        pg: args.pg,
+        pg_connections_max: args.pg_connections,
         token,
         service,
         limits: Limits::default_limits(),

@@ -443,6 +443,30 @@ pub fn render(edge: &Edge) -> String {
     );
     family(
         &mut out,
+        "cardinal_pg_connections",
+        "gauge",
+        "PostgreSQL wire-protocol connections open (serve --pg).",
+    );
+    value(
+        &mut out,
+        "cardinal_pg_connections",
+        "",
+        load(&edge.metrics.pg_connections),
+    );
+    family(
+        &mut out,
+        "cardinal_pg_refused_total",
+        "counter",
+        "PostgreSQL connections refused at --pg-connections.",
+    );
+    value(
+        &mut out,
+        "cardinal_pg_refused_total",
+        "",
+        load(&edge.metrics.pg_refused),
+    );
+    family(
+        &mut out,
         "cardinal_http_in_flight_bytes",
         "gauge",
         "Bytes of HTTP ingest bodies read or waiting for their acknowledgement.",

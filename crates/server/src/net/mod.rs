@@ -23,6 +23,7 @@ pub mod accept;
 pub mod cluster;
 pub mod http;
 pub mod metrics;
+pub mod pg;
 pub mod tcp;
 
 use std::fs::File;
@@ -69,7 +70,8 @@ pub const HTTP_CONNECTIONS_MAX: usize = 4096;
 /// synced through, the lock, day files and their folders being replaced
 /// (`--out`), `/proc/self` reads for `/metrics`, stdio, the runtime's
 /// own (epoll, its wakers), and native refusals being written
-/// ([`tcp::REFUSING_MAX`], 16) and HTTP connections being evicted
+/// ([`tcp::REFUSING_MAX`], 16), PostgreSQL refusals being answered
+/// ([`pg::REFUSING_MAX`], 16) and HTTP connections being evicted
 /// ([`accept::CLOSING_MAX`], 16). A server of two streams with
 /// only its scrape open held 17 (`process_open_fds`, 2026-11-28, the
 /// 2-core development machine); 128 leaves the log, snapshots and day
@@ -106,6 +108,10 @@ pub struct EdgeMetrics {
     pub tcp_connections: AtomicU64,
     /// Connections refused at the limit.
     pub tcp_refused: AtomicU64,
+    /// PostgreSQL connections open ([`pg`]).
+    pub pg_connections: AtomicU64,
+    /// PostgreSQL connections refused at the cap.
+    pub pg_refused: AtomicU64,
     /// HTTP ingest requests answered 503 because queues were full.
     pub http_busy: AtomicU64,
     /// Bytes of HTTP ingest bodies in flight ([`HTTP_IN_FLIGHT_BYTES_MAX`]).
@@ -142,6 +148,8 @@ pub struct Edge {
     pub connections_max: usize,
     /// HTTP connections served at once.
     pub http_connections_max: usize,
+    /// PostgreSQL connections served at once ([`pg`]).
+    pub pg_connections_max: usize,
     /// The open HTTP connections ([`accept`]).
     pub slots: accept::Slots,
     /// Idle time before a connection is closed.
@@ -205,6 +213,10 @@ pub struct ServeConfig {
     pub listen: Option<SocketAddr>,
     /// The HTTP API's address.
     pub http: SocketAddr,
+    /// The PostgreSQL front end's address (`--pg`), if any.
+    pub pg: Option<SocketAddr>,
+    /// PostgreSQL connections at once.
+    pub pg_connections_max: usize,
     /// The token clients must present (required off loopback).
     pub token: Option<Token>,
     /// The engines and the log.
@@ -238,8 +250,9 @@ pub struct ServeConfig {
 /// Runs the server until SIGTERM or SIGINT (then: stop accepting, drain,
 /// snapshot, return `Ok`) or until the service fails (an error).
 pub fn serve(mut config: ServeConfig) -> Result<()> {
-    let loopback =
-        config.listen.is_none_or(|a| a.ip().is_loopback()) && config.http.ip().is_loopback();
+    let loopback = config.listen.is_none_or(|a| a.ip().is_loopback())
+        && config.pg.is_none_or(|a| a.ip().is_loopback())
+        && config.http.ip().is_loopback();
     if !loopback && config.token.is_none() {
         bail!(
             "listening beyond loopback ({} / {}) requires a token: --token-file FILE",
@@ -262,6 +275,7 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
         Ok(listener)
     };
     let listeners = (config.listen.map(bind).transpose()?, bind(config.http)?);
+    let pg_listener = config.pg.map(bind).transpose()?;
     // The partitions this node reads, from the broker's metadata: the
     // service checks its snapshot's offsets against them.
     if let Some(kafka) = &config.kafka {
@@ -280,8 +294,26 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
         .map_err(|why| anyhow::anyhow!("--peers: {why}"))?;
         Some(Arc::new(peers))
     };
-    let (connections_max, http_connections_max) =
-        fit_connections(config.connections_max, config.http_connections_max)?;
+    // The PostgreSQL cap shares the native one's part of the descriptor
+    // budget, in proportion to what each asks.
+    let pg_asked = if config.pg.is_some() {
+        config.pg_connections_max
+    } else {
+        0
+    };
+    let (sockets_max, http_connections_max) = fit_connections(
+        config.connections_max + pg_asked,
+        config.http_connections_max,
+    )?;
+    let (connections_max, pg_connections_max) = if pg_asked == 0 {
+        (sockets_max, 0)
+    } else if sockets_max >= config.connections_max + pg_asked {
+        (config.connections_max, pg_asked)
+    } else {
+        let pg_fit = (sockets_max * pg_asked / (config.connections_max + pg_asked))
+            .clamp(1, sockets_max.saturating_sub(1).max(1));
+        ((sockets_max - pg_fit).max(1), pg_fit)
+    };
     let dir = Arc::new(
         OsDir::open(&config.data).with_context(|| format!("opening {}", config.data.display()))?,
     );
@@ -305,6 +337,7 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
         },
         connections_max,
         http_connections_max,
+        pg_connections_max,
         slots: accept::Slots::default(),
         idle: config.idle,
         body_bytes_max: config.body_bytes_max,
@@ -353,7 +386,7 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
         &config,
         Arc::clone(&edge),
         days,
-        listeners,
+        (listeners, pg_listener),
         signals,
         dir,
     ));
@@ -700,7 +733,10 @@ async fn run(
     config: &ServeConfig,
     edge: Arc<Edge>,
     days: Option<Arc<std::sync::Mutex<crate::days::DayFiles>>>,
-    (tcp, http): (Option<std::net::TcpListener>, std::net::TcpListener),
+    ((tcp, http), pg): (
+        (Option<std::net::TcpListener>, std::net::TcpListener),
+        Option<std::net::TcpListener>,
+    ),
     mut signals: watch::Receiver<bool>,
     dir: Arc<OsDir>,
 ) -> Result<()> {
@@ -719,7 +755,19 @@ async fn run(
             config.data.display()
         ),
     }
+    let pg = pg.map(tokio::net::TcpListener::from_std).transpose()?;
+    if let Some(pg) = &pg {
+        println!(
+            "cardinal serve: PostgreSQL on {} (psql -h {} -p {} -d cardinal)",
+            pg.local_addr()?,
+            pg.local_addr()?.ip(),
+            pg.local_addr()?.port()
+        );
+    }
     let (stop_to, stop) = watch::channel(false);
+    // A listener's task ends only when told to stop; one that ends before
+    // (a panic) stops the server rather than leave it half up.
+    let mut pg_accept = pg.map(|pg| tokio::spawn(pg::accept(pg, Arc::clone(&edge), stop.clone())));
     let accept = tcp.map(|tcp| tokio::spawn(tcp::accept(tcp, Arc::clone(&edge), stop.clone())));
     let router = http::router(Arc::clone(&edge));
     let web = tokio::spawn(accept::accept(
@@ -743,6 +791,14 @@ async fn run(
     let failure = loop {
         tokio::select! {
             _ = signals.changed() => break None,
+            ended = async { pg_accept.as_mut().expect("checked").await }, if pg_accept.is_some() => {
+                pg_accept = None;
+                let why = match ended {
+                    Err(error) if error.is_panic() => "the PostgreSQL listener panicked".to_owned(),
+                    _ => "the PostgreSQL listener stopped".to_owned(),
+                };
+                break Some(exiting(why));
+            }
             _ = tick.tick() => {
                 if let Some(why) = edge.service().failed() {
                     // A log that failed to write or sync (a full disk, no
@@ -879,12 +935,20 @@ async fn run(
             let _ = accept.await;
         }
         let _ = web.await;
+        if let Some(pg_accept) = pg_accept {
+            let _ = pg_accept.await;
+        }
         while edge
             .metrics
             .tcp_connections
             .load(std::sync::atomic::Ordering::Acquire)
             > 0
             || edge.slots.open() > 0
+            || edge
+                .metrics
+                .pg_connections
+                .load(std::sync::atomic::Ordering::Acquire)
+                > 0
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
