@@ -24,8 +24,6 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(after_help = "Examples:
   cardinal serve schema.sql
-  cardinal send imp.csv --to 127.0.0.1:7400 --stream impressions
-  curl -s 'http://127.0.0.1:7480/v1/summaries/reach?by=state&buckets=all&format=table'
   cardinal serve schema.sql --pg 127.0.0.1:5433   # then: psql -h 127.0.0.1 -p 5433 -c '\\d'
   cardinal serve schema.sql --http 10.0.0.1:7480 --listen 10.0.0.1:7400 --token-file token \\
       --peers http://10.0.0.2:7480,http://10.0.0.3:7480     # one node of three

@@ -158,6 +158,24 @@ fn get(address: SocketAddr, path: &str) -> Answer {
     }
 }
 
+/// psql, when there is one (required when `CARDINAL_REQUIRE_PG_CLIENTS`
+/// is set, as in CI).
+fn psql_of() -> Option<String> {
+    let found = Command::new("psql")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("CARDINAL_REQUIRE_PG_CLIENTS").is_none(),
+            "psql is required and missing"
+        );
+        eprintln!("skipped the PostgreSQL part: no psql");
+        return None;
+    }
+    Some("psql".to_owned())
+}
+
 /// `POST /v1/sql` of `query`: the status, body and head.
 fn sql(address: SocketAddr, query: &str) -> (u16, String, String) {
     let mut socket =
@@ -269,11 +287,24 @@ fn every_node_answers_for_the_whole_cluster() {
         std::fs::create_dir_all(node_dir(i)).expect("node dir");
         std::fs::write(node_dir(i).join("token"), TOKEN).expect("token");
     }
+    // Node 0 and the single server also speak the PostgreSQL protocol.
+    let pg = free_ports(2);
+    let pg_of = |i: usize| vec!["--pg".to_owned(), pg[i].to_string()];
     let mut nodes: Vec<Server> = (0..3)
-        .map(|i| start(&node_dir(i), addresses[i], &peers_of(i)))
+        .map(|i| {
+            let mut more = peers_of(i);
+            if i == 0 {
+                more.extend(pg_of(0));
+            }
+            start(&node_dir(i), addresses[i], &more)
+        })
         .collect();
     // One server holding everything: what the cluster must equal.
-    let single = start(&node_dir(3), "127.0.0.1:0".parse().expect("address"), &[]);
+    let single = start(
+        &node_dir(3),
+        "127.0.0.1:0".parse().expect("address"),
+        &pg_of(1),
+    );
     for (node, third) in nodes.iter().zip(&thirds) {
         post(node.http, header, third);
     }
@@ -346,6 +377,35 @@ fn every_node_answers_for_the_whole_cluster() {
                 node.http
             );
         }
+    }
+    // Over the PostgreSQL wire too, node 0 answers for the cluster.
+    if let Some(psql) = psql_of() {
+        let query = "SELECT state, impressions, users, users_lower, users_upper FROM reach GROUP BY state ORDER BY state";
+        let ask = |address: SocketAddr| {
+            let output = Command::new(&psql)
+                .args([
+                    "-X",
+                    "-At",
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &address.port().to_string(),
+                ])
+                .args(["-d", "cardinal", "-U", "test", "-c", query])
+                .env("PGPASSWORD", TOKEN)
+                .env("PGCONNECT_TIMEOUT", "10")
+                .output()
+                .expect("psql runs");
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        };
+        let (cluster, one) = (ask(pg[0]), ask(pg[1]));
+        assert!(cluster.lines().count() >= 40, "{cluster}");
+        assert_eq!(cluster, one);
     }
     let (status, answer, _) = sql(
         nodes[0].http,

@@ -5,28 +5,40 @@
 //! partitions) for a cluster's coordinator.
 
 use cardinal_engine::sql::Prepared;
-use cardinal_export::Table;
 use cardinal_rollup::Rollup;
 
 use crate::service::Service;
 use crate::source::Coverage;
 
 /// Why a SQL query got no answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Refusal {
-    /// The query is wrong (does not parse, names an unknown column, ...):
-    /// the message quotes it with a caret. HTTP 400.
-    Query(String),
-    /// The server cannot answer now (a view failed). HTTP 503.
-    Unavailable(String),
+    /// The query is wrong (does not parse, names an unknown column, passes
+    /// a limit, ...): the engine's error, whose message quotes the query
+    /// with a caret. HTTP 400; a PostgreSQL client gets its SQLSTATE.
+    Query(cardinal_engine::Error),
+    /// The server cannot answer now (a view failed, a peer is missing,
+    /// two nodes cover one partition): HTTP 503 or 409, as `status` says.
+    Unavailable {
+        /// The HTTP status that says why (503 or 409).
+        status: u16,
+        /// What is wrong.
+        why: String,
+    },
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::Query(why) | Refusal::Unavailable(why) => f.write_str(why),
+            Refusal::Query(e) => write!(f, "{e}"),
+            Refusal::Unavailable { why, .. } => f.write_str(why),
         }
     }
+}
+
+/// A view that could not be had: 503.
+fn unavailable(why: String) -> Refusal {
+    Refusal::Unavailable { status: 503, why }
 }
 
 /// `text` planned against the service's schema.
@@ -35,7 +47,7 @@ impl std::fmt::Display for Refusal {
 ///
 /// [`Refusal::Query`] with the caret text.
 pub fn prepare(service: &Service, text: &str) -> Result<Prepared, Refusal> {
-    Prepared::new(service.plan(), text).map_err(|e| Refusal::Query(e.to_string()))
+    Prepared::new(service.plan(), text).map_err(Refusal::Query)
 }
 
 /// This node's partial answer to `prepared` (its answer groups, before
@@ -53,30 +65,13 @@ pub fn partial(
     let name = prepared.summary_name();
     let index = service
         .engine_of(name)
-        .ok_or_else(|| Refusal::Unavailable(format!("no engine holds summary {name}")))?;
+        .ok_or_else(|| unavailable(format!("no engine holds summary {name}")))?;
     let (view, coverage) = service
         .view_covered(index)
-        .map_err(|e| Refusal::Unavailable(format!("{e:#}")))?;
+        .map_err(|e| unavailable(format!("{e:#}")))?;
     let rollup = view
         .rollup(name)
-        .ok_or_else(|| Refusal::Unavailable(format!("no rollup for summary {name}")))?;
-    let (answer, matched) = prepared
-        .partial(rollup)
-        .map_err(|e| Refusal::Query(e.to_string()))?;
+        .ok_or_else(|| unavailable(format!("no rollup for summary {name}")))?;
+    let (answer, matched) = prepared.partial(rollup).map_err(Refusal::Query)?;
     Ok((answer, matched, coverage))
-}
-
-/// Answers `text` from this node alone: what the PostgreSQL front end
-/// and a server without peers give.
-///
-/// # Errors
-///
-/// As [`prepare`] and [`partial`].
-pub fn answer(service: &Service, text: &str) -> Result<Table, Refusal> {
-    let prepared = prepare(service, text)?;
-    let (rollup, matched, _) = partial(service, &prepared)?;
-    prepared
-        .finish(&rollup, matched)
-        .map(|answer| answer.table)
-        .map_err(|e| Refusal::Query(e.to_string()))
 }

@@ -837,7 +837,7 @@ async fn peer_answers(
 
 /// What the merged answer covers and lacks, for its headers.
 #[derive(Debug, Default)]
-struct Gathered {
+pub(crate) struct Gathered {
     union: CoverageUnion,
     /// Nodes answered, of nodes asked (this one included); `None`
     /// without peers.
@@ -1329,8 +1329,11 @@ async fn sql_state(edge: Arc<Edge>, name: String, text: String) -> Response {
 
 fn refused(refusal: crate::sql::Refusal) -> (StatusCode, String) {
     match refusal {
-        crate::sql::Refusal::Query(why) => (StatusCode::BAD_REQUEST, why),
-        crate::sql::Refusal::Unavailable(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+        crate::sql::Refusal::Query(e) => (StatusCode::BAD_REQUEST, e.to_string()),
+        crate::sql::Refusal::Unavailable { status, why } => (
+            StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+            why,
+        ),
     }
 }
 
@@ -1396,67 +1399,23 @@ async fn sql_route(
             Err(_) => return sql_error(StatusCode::BAD_REQUEST, "the query is not UTF-8"),
         },
     };
-    let work = Arc::clone(&edge);
-    let query = text.clone();
-    let planned = blocking(move || {
-        let service = work.service();
-        let prepared = crate::sql::prepare(&service, &query).map_err(refused)?;
-        let index = prepared.summary();
-        Ok::<_, (StatusCode, String)>((prepared, index))
-    })
-    .await;
-    let (prepared, _) = match planned {
-        Some(Ok(planned)) => planned,
-        Some(Err((status, why))) => return sql_error(status, &why),
-        None => return sql_error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
+    let answered = sql_answer(&edge, text, partial).await;
+    let (table, gathered) = match answered {
+        Ok(answered) => answered,
+        Err(crate::sql::Refusal::Query(e)) => {
+            return sql_error(StatusCode::BAD_REQUEST, &e.to_string());
+        }
+        Err(refusal) => {
+            let (status, why) = refused(refusal);
+            return sql_error(status, &why);
+        }
     };
-    let prepared = Arc::new(prepared);
-    if edge.peers.is_some() && text.len() > CLUSTER_SQL_BYTES_MAX {
-        return sql_error(
-            StatusCode::BAD_REQUEST,
-            &format!("a query over a cluster is at most {CLUSTER_SQL_BYTES_MAX} bytes"),
-        );
-    }
-    let asked = ask_peers(
-        &edge,
-        format!(
-            "/v1/state/{}{}",
-            percent(prepared.summary_name()),
-            query_string(std::iter::once(("sql", text.as_str())))
-        ),
-    );
-    let work = Arc::clone(&edge);
-    let local_prepared = Arc::clone(&prepared);
-    let local = blocking(move || {
-        let service = work.service();
-        crate::sql::partial(&service, &local_prepared).map_err(refused)
-    })
-    .await;
-    let (rollup, matched, coverage) = match local {
-        Some(Ok(local)) => local,
-        Some(Err((status, why))) => return sql_error(status, &why),
-        None => return sql_error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
-    };
-    let states = peer_answers(asked, edge.peers.as_ref().map_or(0, |p| p.urls().len())).await;
-    let work = Arc::clone(&edge);
-    let result = blocking(
-        move || -> Result<(String, &'static str, Gathered), (StatusCode, String)> {
-            let mut answers = [Answer::of_rollup(rollup, matched)];
-            let gathered = gather(&work, &mut answers, &coverage, states, partial)?;
-            let [answered] = answers;
-            let table = prepared
-                .finish(&answered.rollup, answered.groups_matched)
-                .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?
-                .table;
-            Ok(match format.as_str() {
-                "jsonl" => (table.json_lines(), "application/x-ndjson", gathered),
-                "csv" => (table.csv(), "text/csv", gathered),
-                "table" => (table.aligned(), "text/plain; charset=utf-8", gathered),
-                _ => (table.json(), "application/json", gathered),
-            })
-        },
-    )
-    .await;
+    let result = Some(Ok::<_, (StatusCode, String)>(match format.as_str() {
+        "jsonl" => (table.json_lines(), "application/x-ndjson", gathered),
+        "csv" => (table.csv(), "text/csv", gathered),
+        "table" => (table.aligned(), "text/plain; charset=utf-8", gathered),
+        _ => (table.json(), "application/json", gathered),
+    }));
     match result {
         Some(Ok((body, kind, gathered))) => {
             let mut response =
@@ -1467,6 +1426,74 @@ async fn sql_route(
         Some(Err((status, why))) => sql_error(status, &why),
         None => sql_error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
     }
+}
+
+/// Answers SQL `text` for the whole cluster (this node alone without
+/// peers): planned here, each peer's partial answer asked for at once,
+/// merged with this node's before rows are made. What `POST /v1/sql` and
+/// the PostgreSQL front end both answer.
+///
+/// # Errors
+///
+/// [`crate::sql::Refusal::Query`] for a bad query (the engine's error);
+/// `Unavailable` with 503 for a missing peer (without `partial`) or a
+/// view that failed, 409 for a partition two nodes cover.
+pub(crate) async fn sql_answer(
+    edge: &Arc<Edge>,
+    text: String,
+    partial: bool,
+) -> Result<(cardinal_export::Table, Gathered), crate::sql::Refusal> {
+    use crate::sql::Refusal;
+    let failed = || Refusal::Unavailable {
+        status: 500,
+        why: "the query failed (the server's log has why)".into(),
+    };
+    let work = Arc::clone(edge);
+    let query = text.clone();
+    let prepared = blocking(move || crate::sql::prepare(&work.service(), &query))
+        .await
+        .ok_or_else(failed)??;
+    let prepared = Arc::new(prepared);
+    if edge.peers.is_some() && text.len() > CLUSTER_SQL_BYTES_MAX {
+        return Err(Refusal::Unavailable {
+            status: 400,
+            why: format!("a query over a cluster is at most {CLUSTER_SQL_BYTES_MAX} bytes"),
+        });
+    }
+    let asked = ask_peers(
+        edge,
+        format!(
+            "/v1/state/{}{}",
+            percent(prepared.summary_name()),
+            query_string(std::iter::once(("sql", text.as_str())))
+        ),
+    );
+    let work = Arc::clone(edge);
+    let local_prepared = Arc::clone(&prepared);
+    let (rollup, matched, coverage) =
+        blocking(move || crate::sql::partial(&work.service(), &local_prepared))
+            .await
+            .ok_or_else(failed)??;
+    let states = peer_answers(asked, edge.peers.as_ref().map_or(0, |p| p.urls().len())).await;
+    let work = Arc::clone(edge);
+    blocking(move || {
+        let mut answers = [Answer::of_rollup(rollup, matched)];
+        let gathered =
+            gather(&work, &mut answers, &coverage, states, partial).map_err(|(status, why)| {
+                Refusal::Unavailable {
+                    status: status.as_u16(),
+                    why,
+                }
+            })?;
+        let [answered] = answers;
+        let table = prepared
+            .finish(&answered.rollup, answered.groups_matched)
+            .map_err(Refusal::Query)?
+            .table;
+        Ok((table, gathered))
+    })
+    .await
+    .ok_or_else(failed)?
 }
 
 async fn rejects(

@@ -742,27 +742,35 @@ async fn run(
 ) -> Result<()> {
     let tcp = tcp.map(tokio::net::TcpListener::from_std).transpose()?;
     let http = tokio::net::TcpListener::from_std(http)?;
-    match &tcp {
-        Some(tcp) => println!(
-            "cardinal serve: native protocol on {}, HTTP on http://{}, data in {}",
+    let mut addresses = match &tcp {
+        Some(tcp) => format!(
+            "cardinal serve: native protocol on {}, HTTP on http://{}, data in {}\n",
             tcp.local_addr()?,
             http.local_addr()?,
             config.data.display()
         ),
-        None => println!(
-            "cardinal serve: HTTP on http://{}, data in {} (no native listener)",
+        None => format!(
+            "cardinal serve: HTTP on http://{}, data in {} (no native listener)\n",
             http.local_addr()?,
             config.data.display()
         ),
-    }
+    };
     let pg = pg.map(tokio::net::TcpListener::from_std).transpose()?;
     if let Some(pg) = &pg {
-        println!(
-            "cardinal serve: PostgreSQL on {} (psql -h {} -p {} -d cardinal)",
+        addresses.push_str(&format!(
+            "cardinal serve: PostgreSQL on {} (psql -h {} -p {} -d cardinal)\n",
             pg.local_addr()?,
             pg.local_addr()?.ip(),
             pg.local_addr()?.port()
-        );
+        ));
+    }
+    // One write, whose failure is not the server's: a reader that went
+    // away after the first line (a script, a test) must not stop it.
+    {
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(addresses.as_bytes());
+        let _ = out.flush();
     }
     let (stop_to, stop) = watch::channel(false);
     // A listener's task ends only when told to stop; one that ends before

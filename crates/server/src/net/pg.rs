@@ -809,15 +809,22 @@ impl Front {
                 catalog::Answer::Empty => Response::EmptyQuery,
             });
         }
-        let text = text.to_owned();
-        let table = tokio::task::spawn_blocking(move || run(&service, &text))
+        // The cluster's answer with `--peers` (each peer's partial answer
+        // merged before rows are made), this node's without.
+        let (table, _) = super::http::sql_answer(&self.edge, text.to_owned(), false)
             .await
-            .map_err(|_| {
-                error_info(
-                    "XX000",
-                    "the query failed (an internal error; the server's log has it)".into(),
-                )
-            })??;
+            .map_err(|refusal| match refusal {
+                crate::sql::Refusal::Query(e) => engine_error(&e),
+                crate::sql::Refusal::Unavailable { status, why } => error_info(
+                    match status {
+                        503 => "57P03",
+                        409 => "55000",
+                        400 => "54000",
+                        _ => "XX000",
+                    },
+                    why,
+                ),
+            })?;
         query_response(&table, format)
     }
 
@@ -838,26 +845,6 @@ impl Front {
             .map_err(|e| engine_error(&e))?;
         Ok(fields(&prepared.columns(), format))
     }
-}
-
-/// Runs a summary query on this node (a blocking thread: views merge
-/// state).
-fn run(service: &crate::service::Service, text: &str) -> Result<Table, Refused> {
-    let prepared =
-        cardinal_engine::sql::Prepared::new(service.plan(), text).map_err(|e| engine_error(&e))?;
-    let name = prepared.summary_name();
-    let unavailable = |why: String| error_info("57P03", why);
-    let index = service
-        .engine_of(name)
-        .ok_or_else(|| unavailable(format!("no engine holds summary {name}")))?;
-    let (view, _) = service
-        .view_covered(index)
-        .map_err(|e| unavailable(format!("{e:#}")))?;
-    let rollup = view
-        .rollup(name)
-        .ok_or_else(|| unavailable(format!("no rollup for summary {name}")))?;
-    let answer = prepared.run(rollup).map_err(|e| engine_error(&e))?;
-    Ok(answer.table)
 }
 
 /// The SQLSTATE of an engine error: what a client's error handling
