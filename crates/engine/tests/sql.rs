@@ -314,3 +314,88 @@ fn refusals_point_at_the_text() {
     assert!(error.contains("line 1, column 31"), "{error}");
     assert!(error.contains('^'), "{error}");
 }
+
+/// SQL re-aggregation keeps the intervals calibrated: a summary's users
+/// spread over 1, 10 or 100 stored groups, merged back by a query, and
+/// the printed 95% interval of the distinct count covers the truth 94% to
+/// 96% of the time over 4,800 seeded trials.
+///
+/// The median's value interval is measured beside it: 0.957 over these
+/// trials, but 0.928 over the same grid at 3,000 and 30,000 values (0.90
+/// for a single stored group), short of 95%. The KLL interval's constant
+/// was fitted pooled over ranks 0.01 to 0.99, and the compaction-variance
+/// model is tightest at the middle ranks, so the interval is narrow
+/// there and wide at the tails. Until the interval is calibrated per
+/// rank, this test holds it to its measured floor, 0.90.
+#[test]
+fn re_aggregated_intervals_cover_95_percent() {
+    use cardinal_event::{Timestamp, Value};
+    use cardinal_rollup::{Input, Limits, Rollup};
+    let plan = Plan::compile(&format!(
+        "{STREAM} CREATE SUMMARY t AS SELECT state, hll(user_id) AS users,
+           approx_quantile(revenue, 0.5) AS med FROM s GROUP BY state;"
+    ))
+    .expect("plan");
+    let shape = cardinal_engine::shape_of(&plan.summaries[0]).expect("shape");
+    let prepared = Prepared::new(
+        &plan,
+        "SELECT users, users_lower, users_upper, med, med_lower, med_upper FROM t",
+    )
+    .expect("query");
+    let (mut users_in, mut median_in, mut trials) = (0u32, 0u32, 0u32);
+    for (n, groups, count) in [
+        (2_000u64, 1u64, 800u64),
+        (2_000, 10, 800),
+        (2_000, 100, 800),
+        (8_000, 1, 800),
+        (8_000, 10, 800),
+        (8_000, 100, 800),
+    ] {
+        let before = median_in;
+        for trial in 0..count {
+            let mut rollup = Rollup::new(shape.clone(), Limits::default()).expect("rollup");
+            let seed = splitmix(n ^ groups << 20 ^ trial << 40);
+            let mut values = Vec::with_capacity(n as usize);
+            for i in 0..n {
+                let h = splitmix(seed ^ i);
+                let group = format!("g{}", h % groups);
+                let mut key = Vec::new();
+                cardinal_route::encode_key_value(Value::Text(group.as_bytes()), &mut key);
+                let value = (h >> 11) as f64 / (1u64 << 53) as f64;
+                values.push(value);
+                let user = Input::Key {
+                    hash: cardinal_sketch::hash::user_id(seed.wrapping_add(i)),
+                    id: Some(i),
+                    text: b"",
+                };
+                rollup.fold(Timestamp(0), &key, &[user, Input::Number(value)]);
+            }
+            values.sort_by(f64::total_cmp);
+            let row = &prepared.run(&rollup).expect("answer").table.rows[0];
+            let float = |i: usize| match row[i] {
+                Cell::Float(f) => f,
+                ref other => panic!("{other:?}"),
+            };
+            trials += 1;
+            if float(1) <= n as f64 && n as f64 <= float(2) {
+                users_in += 1;
+            }
+            let median = values[(n as usize).div_ceil(2) - 1];
+            if float(4) <= median && median <= float(5) {
+                median_in += 1;
+            }
+        }
+        eprintln!(
+            "n {n} groups {groups}: median covered {}",
+            f64::from(median_in - before) / count as f64
+        );
+    }
+    let users = f64::from(users_in) / f64::from(trials);
+    let median = f64::from(median_in) / f64::from(trials);
+    eprintln!("re-aggregated: users {users:.4}, median {median:.4} over {trials} trials");
+    assert!(
+        (0.94..=0.96).contains(&users),
+        "users' intervals covered {users:.4}"
+    );
+    assert!(median >= 0.90, "the median's intervals covered {median:.4}");
+}
