@@ -1278,16 +1278,7 @@ async fn state(
         })
     })
     .await;
-    match result {
-        Some(Ok(body)) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, cluster::STATE_MEDIA_TYPE)],
-            body,
-        )
-            .into_response(),
-        Some(Err((status, why))) => plain(status, why),
-        None => plain(StatusCode::INTERNAL_SERVER_ERROR, "the state failed"),
-    }
+    state_response(result)
 }
 
 /// This node's partial answer to a SQL query over summary `name`, for a
@@ -1315,6 +1306,11 @@ async fn sql_state(edge: Arc<Edge>, name: String, text: String) -> Response {
         ))
     })
     .await;
+    state_response(result)
+}
+
+/// A state route's answer: the encoded state, or why not.
+fn state_response(result: Option<Result<Vec<u8>, (StatusCode, String)>>) -> Response {
     match result {
         Some(Ok(body)) => (
             StatusCode::OK,
@@ -1399,33 +1395,28 @@ async fn sql_route(
             Err(_) => return sql_error(StatusCode::BAD_REQUEST, "the query is not UTF-8"),
         },
     };
-    let answered = sql_answer(&edge, text, partial).await;
-    let (table, gathered) = match answered {
+    let (table, gathered) = match sql_answer(&edge, text, partial).await {
         Ok(answered) => answered,
-        Err(crate::sql::Refusal::Query(e)) => {
-            return sql_error(StatusCode::BAD_REQUEST, &e.to_string());
-        }
         Err(refusal) => {
             let (status, why) = refused(refusal);
             return sql_error(status, &why);
         }
     };
-    let result = Some(Ok::<_, (StatusCode, String)>(match format.as_str() {
-        "jsonl" => (table.json_lines(), "application/x-ndjson", gathered),
-        "csv" => (table.csv(), "text/csv", gathered),
-        "table" => (table.aligned(), "text/plain; charset=utf-8", gathered),
-        _ => (table.json(), "application/json", gathered),
-    }));
-    match result {
-        Some(Ok((body, kind, gathered))) => {
-            let mut response =
-                (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response();
-            gathered.headers(&mut response);
-            response
-        }
-        Some(Err((status, why))) => sql_error(status, &why),
-        None => sql_error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed"),
-    }
+    // Up to `SQL_ROWS_MAX` rows: printed on a blocking thread, not the
+    // runtime's.
+    let printed = blocking(move || match format.as_str() {
+        "jsonl" => (table.json_lines(), "application/x-ndjson"),
+        "csv" => (table.csv(), "text/csv"),
+        "table" => (table.aligned(), "text/plain; charset=utf-8"),
+        _ => (table.json(), "application/json"),
+    })
+    .await;
+    let Some((body, kind)) = printed else {
+        return sql_error(StatusCode::INTERNAL_SERVER_ERROR, "the query failed");
+    };
+    let mut response = (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response();
+    gathered.headers(&mut response);
+    response
 }
 
 /// Answers SQL `text` for the whole cluster (this node alone without
