@@ -90,14 +90,21 @@
 //! - **`close`**: reply `rsp 200 OK`, then close. (librelp's server replies
 //!   with an empty `rsp`, which its client then fails to parse as a
 //!   response header; a `200 OK` reaches the client's close handler.)
-//! - **What `rsp 500` does to a librelp client**: it takes the frame off
-//!   its list of unacknowledged frames (so it is never resent), reports an
-//!   error, and rsyslog's omrelp suspends the action and retries its
-//!   current message later. So a 500 means "refused for good": reply it
-//!   only for a frame refused on purpose, and count it. For trouble that
-//!   may pass (a full disk, a WAL that would not sync), close the
-//!   connection without replying; the client reconnects and resends every
-//!   frame still unacknowledged.
+//! - **What `rsp 500` does to a librelp client** (seen with rsyslog 8.2302
+//!   and librelp 1.11.0, `tests/rsyslog_relp.rs`): it takes the frame off
+//!   its list of unacknowledged frames, so that message is never resent;
+//!   it reports an error, and omrelp suspends the action and retries its
+//!   current message later. The error also makes librelp drop the rest of
+//!   the bytes it read with the 500, so the replies right behind it are
+//!   lost and those frames are resent after the next reconnect: duplicates
+//!   that the message-id window absorbs. So reply 500 only for a frame
+//!   refused on purpose (and count it). For trouble that may pass (a full
+//!   disk, a WAL that would not sync), close the connection without
+//!   replying: the client resends every frame still unacknowledged.
+//! - **Reconnects**: after the server closes a session, librelp opens a new
+//!   one only when it has a new message to send; it then resends its
+//!   unacknowledged frames first, renumbered from 2 (the `open` is 1),
+//!   then the new ones.
 //! - **Window and flow control**: a librelp client keeps at most
 //!   [`UNACKED_FRAMES_MAX`] (128, its default; rsyslog's `windowSize`)
 //!   frames unacknowledged, then waits for replies before it sends more.
