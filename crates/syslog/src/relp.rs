@@ -438,7 +438,7 @@ fn digits(
 /// DATALEN that cannot become a valid frame within the limits is an error
 /// as soon as its bytes show it.
 pub fn decode(input: &[u8]) -> Result<Option<(Frame<'_>, usize)>, RelpError> {
-    // TXNR SP
+    // TXNR SP (nine digits never exceed TXNR_MAX)
     let (txnr, at) = match digits(input, 0, "txnr", TXNR_DIGITS_MAX, TXNR_MAX)? {
         Digits::Partial => return Ok(None),
         Digits::Done { value, end } => (value, end),
@@ -744,6 +744,20 @@ mod tests {
         let (frame, _) = decoded(b"1 open 14 relp_version=0\n");
         assert_eq!(frame.command, Command::Open);
         assert_eq!(frame.data, b"relp_version=0");
+    }
+
+    #[test]
+    fn an_empty_syslog_message_decodes() {
+        let (frame, used) = decoded(b"5 syslog 0\n");
+        assert_eq!(
+            frame,
+            Frame {
+                txnr: 5,
+                command: Command::Syslog,
+                data: b""
+            }
+        );
+        assert_eq!(used, 11);
     }
 
     #[test]
