@@ -33,7 +33,10 @@
 //! header fields are inserted at their declared positions, quoted when
 //! they hold `,` or `"`. A header text with a line break (possible only in
 //! structured data) is refused. A record of one empty field is written
-//! `""`: the reader skips a blank line.
+//! `""`: the reader skips a blank line. A record whose first field (from
+//! the body, unquoted) starts with a UTF-8 byte-order mark has that field
+//! quoted: the reader drops a BOM that opens its input, and the record
+//! may be the first.
 //!
 //! # NDJSON
 //!
@@ -55,6 +58,9 @@ use std::io::Write as _;
 use cardinal_event::Timestamp;
 
 use crate::header::Message;
+
+/// The UTF-8 byte-order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The names under which a stream declares header fields as columns, in
 /// [`Message`]'s field order.
@@ -237,7 +243,15 @@ impl Layout {
             match *slot {
                 Slot::Body => {
                     let len = csv_field_len(body);
-                    out.extend_from_slice(&body[..len]);
+                    let field = &body[..len];
+                    if i == 0 && field.starts_with(UTF8_BOM) {
+                        // Unquoted (a quoted field starts with '"'): quote
+                        // it, so that a reader that drops a BOM opening
+                        // its input keeps this one as data.
+                        csv_quoted(field, out);
+                    } else {
+                        out.extend_from_slice(field);
+                    }
                     body = body.get(len + 1..).unwrap_or_default();
                 }
                 Slot::Header(field) => match field.value(m) {
@@ -505,12 +519,17 @@ fn quoted_end(field: &[u8]) -> Option<usize> {
 
 /// Writes `text` as a CSV field, quoted if it holds `,` or `"`.
 fn csv_text(text: &str, out: &mut Vec<u8>) {
-    if !text.bytes().any(|b| b == b',' || b == b'"') {
+    if text.bytes().any(|b| b == b',' || b == b'"') {
+        csv_quoted(text.as_bytes(), out);
+    } else {
         out.extend_from_slice(text.as_bytes());
-        return;
     }
+}
+
+/// Writes `field` quoted, its quotes doubled.
+fn csv_quoted(field: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
-    for &b in text.as_bytes() {
+    for &b in field {
         if b == b'"' {
             out.push(b'"');
         }

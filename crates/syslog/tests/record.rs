@@ -150,6 +150,12 @@ fn csv_body_only_and_empty_records() {
         record(&two, &message(b"<13>1 - - - - - - 1,2")).as_deref(),
         Ok("1,2\n")
     );
+    // A BOM opening a record is quoted: a reader drops one opening its input.
+    let bom = b"<13>1 - - - - - - \xEF\xBB\xBF\xEF\xBB\xBFx\"y,\xEF\xBB\xBFz";
+    assert_eq!(
+        record(&two, &message(bom)).as_deref(),
+        Ok("\"\u{feff}x\"\"y\",\u{feff}z\n")
+    );
 }
 
 #[test]
