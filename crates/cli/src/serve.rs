@@ -25,10 +25,16 @@ use clap::Parser;
 #[command(after_help = "Examples:
   cardinal serve schema.sql
   cardinal serve schema.sql --pg 127.0.0.1:5433   # then: psql -h 127.0.0.1 -p 5433 -c '\\d'
+  cardinal serve schema.sql --relp impressions=127.0.0.1:2514 --syslog-id msgid
   cardinal serve schema.sql --http 10.0.0.1:7480 --listen 10.0.0.1:7400 --token-file token \\
       --peers http://10.0.0.2:7480,http://10.0.0.3:7480     # one node of three
-  cardinal serve schema.sql --data d0 --http 127.0.0.1:7480 \
-      --kafka 127.0.0.1:9092 --kafka-topic impressions=ad-events --node 0/2
+
+Syslog (docs/syslog.md): --relp STREAM=ADDR takes rsyslog's omrelp and
+answers each message only once the log's sync covers it; --syslog
+STREAM=ADDR takes RFC 6587 plain TCP (no acknowledgements). Each message
+is one record: the body in the stream's format, the header's fields as
+syslog_* columns. With --syslog-id, a message resent after a lost answer
+or a restart counts once.
 
 Kafka (docs/kafka.md): each node reads the partitions it is assigned
 (--node I/N: partition p belongs to node p mod N; or --partitions) and
@@ -60,6 +66,24 @@ pub struct ServeArgs {
     /// token.
     #[arg(long, value_name = "ADDR")]
     pub pg: Option<SocketAddr>,
+    /// Take RELP (rsyslog's `omrelp`) into STREAM on ADDR, acknowledging
+    /// each message once it is durable (repeatable; docs/syslog.md).
+    #[arg(long, value_name = "STREAM=ADDR", value_parser = relp_arg)]
+    pub relp: Vec<cardinal_server::net::syslog::Listen>,
+    /// Take RFC 6587 syslog over TCP into STREAM on ADDR (octet counting or
+    /// one message a line; no acknowledgements; repeatable).
+    #[arg(long, value_name = "STREAM=ADDR", value_parser = syslog_arg)]
+    pub syslog: Vec<cardinal_server::net::syslog::Listen>,
+    /// Where each syslog message carries a unique id, so that a resent
+    /// message counts once: msgid, sd:SD-ID/PARAM, or none (every resend
+    /// counts again). Only for ids unique per sender (HOSTNAME/APP-NAME).
+    #[arg(long, value_name = "FIELD", default_value = "none", value_parser = cardinal_server::net::syslog::IdField::parse)]
+    pub syslog_id: cardinal_server::net::syslog::IdField,
+    /// Let --relp and --syslog listen beyond loopback. Syslog and RELP
+    /// carry no token: anyone who can reach the port can add events. Put
+    /// such a listener behind a firewall or a TLS relay.
+    #[arg(long)]
+    pub allow_remote: bool,
     /// PostgreSQL connections served at once (shrinks to fit `ulimit -n`).
     #[arg(long, default_value_t = cardinal_server::net::pg::PG_CONNECTIONS_DEFAULT, value_parser = pg_connections_arg, requires = "pg")]
     pub pg_connections: usize,
@@ -373,7 +397,18 @@ pub fn serve(args: &ServeArgs) -> Result<()> {
         }),
         peers: args.peers.clone(),
         peer_timeout: Duration::from_secs_f64(args.peer_timeout),
+        syslog: args.relp.iter().chain(&args.syslog).cloned().collect(),
+        syslog_id: args.syslog_id.clone(),
+        allow_remote: args.allow_remote,
     })
+}
+
+fn relp_arg(text: &str) -> Result<cardinal_server::net::syslog::Listen, String> {
+    cardinal_server::net::syslog::Listen::parse(cardinal_server::net::syslog::Protocol::Relp, text)
+}
+
+fn syslog_arg(text: &str) -> Result<cardinal_server::net::syslog::Listen, String> {
+    cardinal_server::net::syslog::Listen::parse(cardinal_server::net::syslog::Protocol::Tcp, text)
 }
 
 /// Ask a running server: a SQL query, or one summary by flags.

@@ -105,6 +105,7 @@ use crate::dedup::{DedupTable, Verdict};
 use crate::frame::{BatchId, ClientId, ErrorCode, Format};
 use crate::keys::{self, Digest, KeyTable, Lookup};
 use crate::source::{Coverage, LogSeq, Offsets, Pull, TopicPartition};
+use cardinal_syslog::ids::IdTable;
 
 /// The largest batch of records the service takes: 16 MiB, what one log
 /// record holds once its envelope is added ([`ENVELOPE_BYTES_MAX`]). Every
@@ -201,11 +202,106 @@ pub enum Origin {
     Key(String),
     /// An HTTP request without a key (a retry counts again).
     None,
+    /// Syslog messages (RELP or plain TCP): the ids of those that carried
+    /// one, each counted once per sender ([`cardinal_syslog::ids`]).
+    Syslog(SyslogIds),
+}
+
+/// The message ids of a syslog batch, as its log record keeps them so
+/// that recovery marks them again: each id is its sender's number in
+/// `senders` and the id's digest ([`cardinal_syslog::ids::id_digest`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SyslogIds {
+    /// The senders (`HOSTNAME/APP-NAME`), each once.
+    pub senders: Vec<String>,
+    /// Per message with an id: its sender's index and the id's digest.
+    pub ids: Vec<(u16, u64)>,
+}
+
+impl SyslogIds {
+    /// The most bytes [`SyslogIds::encode`] writes for `senders` of
+    /// `sender_bytes` bytes in all and `ids` ids.
+    pub fn encoded_bytes(senders: usize, sender_bytes: usize, ids: usize) -> usize {
+        2 + 2 * senders + sender_bytes + 4 + 10 * ids
+    }
+
+    /// `senders u16 | senders x (len u16, name) | ids u32 | ids x (sender
+    /// u16, digest u64)`, little-endian.
+    fn encode(&self, out: &mut Vec<u8>) {
+        let n = u16::try_from(self.senders.len()).expect("a batch's senders fit in u16");
+        out.extend_from_slice(&n.to_le_bytes());
+        for sender in &self.senders {
+            let len = u16::try_from(sender.len()).expect("sender names are short");
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(sender.as_bytes());
+        }
+        let n = u32::try_from(self.ids.len()).expect("a batch's ids fit in u32");
+        out.extend_from_slice(&n.to_le_bytes());
+        for (sender, digest) in &self.ids {
+            out.extend_from_slice(&sender.to_le_bytes());
+            out.extend_from_slice(&digest.to_le_bytes());
+        }
+    }
+
+    /// Reads what [`SyslogIds::encode`] wrote from the front of `bytes`;
+    /// the rest.
+    fn decode(bytes: &[u8]) -> Result<(SyslogIds, &[u8])> {
+        let bad = |what: &str| anyhow!("a log record's syslog ids are damaged: {what}");
+        let mut rest = bytes;
+        let mut take = |n: usize| -> Result<&[u8]> {
+            ensure!(rest.len() >= n, bad("cut short"));
+            let (head, tail) = rest.split_at(n);
+            rest = tail;
+            Ok(head)
+        };
+        let n = usize::from(u16::from_le_bytes(take(2)?.try_into().expect("2")));
+        let mut senders = Vec::with_capacity(n.min(bytes.len() / 3));
+        for _ in 0..n {
+            let len = usize::from(u16::from_le_bytes(take(2)?.try_into().expect("2")));
+            let name = std::str::from_utf8(take(len)?).map_err(|_| bad("a sender name"))?;
+            cardinal_syslog::ids::check_sender(name).map_err(|e| bad(&e))?;
+            senders.push(name.to_owned());
+        }
+        let n = u32::from_le_bytes(take(4)?.try_into().expect("4")) as usize;
+        ensure!(n <= bytes.len() / 10, bad("more ids than bytes"));
+        let mut ids = Vec::with_capacity(n);
+        for _ in 0..n {
+            let sender = u16::from_le_bytes(take(2)?.try_into().expect("2"));
+            ensure!(
+                usize::from(sender) < senders.len(),
+                bad("an id of no sender")
+            );
+            let digest = u64::from_le_bytes(take(8)?.try_into().expect("8"));
+            ids.push((sender, digest));
+        }
+        Ok((SyslogIds { senders, ids }, rest))
+    }
+
+    /// Each id with its sender's name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.ids
+            .iter()
+            .map(|&(sender, digest)| (self.senders[usize::from(sender)].as_str(), digest))
+    }
+}
+
+/// A batch of syslog messages for [`Service::ingest_syslog`]: each
+/// message made into one record of its stream, and its id if it had one.
+#[derive(Debug, Clone, Default)]
+pub struct SyslogBatch {
+    /// The records, one after another.
+    pub records: Vec<u8>,
+    /// Per message, where its record ends in `records`.
+    pub ends: Vec<usize>,
+    /// Per message, its sender and id digest, if it carried an id.
+    pub ids: Vec<Option<(String, u64)>>,
 }
 
 /// A batch's log record payload (module doc, Log records):
-/// `version u8 = 1 | origin u8 (0 none, 1 client, 2 key) | stream len u8 |
-/// stream | origin len u8 | origin bytes | batch id u64 | records`, or, for
+/// `version u8 = 1 | origin u8 (0 none, 1 client, 2 key, 3 syslog) | stream
+/// len u8 | stream | origin len u8 | origin bytes | batch id u64 | records`
+/// (a syslog batch's ids, [`SyslogIds`], go between the batch id and the
+/// records, its origin bytes and batch id empty), or, for
 /// a batch whose records start with a header line, `version u8 = 2 |
 /// flags u8 = 1 |` and the rest as in version 1. Batches without a header
 /// are written in version 1, so a log of them stays readable by builds
@@ -256,6 +352,7 @@ impl Envelope<'_> {
             Origin::None => (0u8, "", 0),
             Origin::Client(client, id) => (1, client.as_str(), id.0),
             Origin::Key(key) => (2, key.as_str(), 0),
+            Origin::Syslog(_) => (3, "", 0),
         };
         let mut out = Vec::with_capacity(14 + self.stream.len() + name.len() + self.records.len());
         if self.header {
@@ -270,6 +367,9 @@ impl Envelope<'_> {
         out.push(u8::try_from(name.len()).expect("ids and keys are short"));
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(&id.to_le_bytes());
+        if let Origin::Syslog(ids) = &self.origin {
+            ids.encode(&mut out);
+        }
         out.extend_from_slice(self.records);
         out
     }
@@ -303,7 +403,7 @@ impl Envelope<'_> {
         ensure!(rest.len() > name_len + 8, bad("cut in the origin"));
         let name = std::str::from_utf8(&rest[1..=name_len]).map_err(|_| bad("origin"))?;
         let id = u64::from_le_bytes(rest[1 + name_len..9 + name_len].try_into().expect("8"));
-        let records = &rest[9 + name_len..];
+        let mut records = &rest[9 + name_len..];
         ensure!(*kind == 1 || id == 0, bad("a batch id without a client"));
         let origin = match kind {
             0 if name.is_empty() => Origin::None,
@@ -314,6 +414,11 @@ impl Envelope<'_> {
             2 => {
                 keys::check_key(name).map_err(|e| bad(&e))?;
                 Origin::Key(name.to_owned())
+            }
+            3 if name.is_empty() => {
+                let (ids, rest) = SyslogIds::decode(records)?;
+                records = rest;
+                Origin::Syslog(ids)
             }
             other => return Err(bad(&format!("origin kind {other}"))),
         };
@@ -384,6 +489,20 @@ pub enum Refused {
         /// Seconds until one may be evicted.
         retry_after_secs: u64,
     },
+    /// A new syslog sender while the table of senders' message ids is
+    /// full of senders active within
+    /// [`cardinal_syslog::ids::SENDER_IDLE_SECS_MIN`].
+    #[error(
+        "the server holds {max} syslog senders' message ids, all used in the last {horizon} s: \
+         a new sender is taken once one has been idle that long (retry after \
+         {retry_after_secs} s)",
+        max = cardinal_syslog::ids::SENDERS_MAX,
+        horizon = cardinal_syslog::ids::SENDER_IDLE_SECS_MIN
+    )]
+    SendersFull {
+        /// Seconds until one may be evicted.
+        retry_after_secs: u64,
+    },
     /// A new idempotency key while the key table is full of keys taken
     /// within [`keys::KEY_IDLE_SECS_MIN`].
     #[error(
@@ -428,9 +547,10 @@ impl Refused {
             Refused::WrongFormat { .. } | Refused::BadHeader { .. } => ErrorCode::BadFormat,
             Refused::TooOld { .. } => ErrorCode::TooOld,
             Refused::TooLarge { .. } => ErrorCode::TooLarge,
-            Refused::Full | Refused::ClientsFull { .. } | Refused::KeysFull { .. } => {
-                ErrorCode::Unavailable
-            }
+            Refused::Full
+            | Refused::ClientsFull { .. }
+            | Refused::KeysFull { .. }
+            | Refused::SendersFull { .. } => ErrorCode::Unavailable,
             Refused::KeyReused { .. } => ErrorCode::Protocol,
             Refused::Stopped(_) => ErrorCode::ServerStopping,
         }
@@ -441,9 +561,9 @@ impl Refused {
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
             Refused::Full => Some(1),
-            Refused::ClientsFull { retry_after_secs } | Refused::KeysFull { retry_after_secs } => {
-                Some(*retry_after_secs)
-            }
+            Refused::ClientsFull { retry_after_secs }
+            | Refused::KeysFull { retry_after_secs }
+            | Refused::SendersFull { retry_after_secs } => Some(*retry_after_secs),
             _ => None,
         }
     }
@@ -548,6 +668,8 @@ enum At {
 struct Ingest {
     dedup: DedupTable,
     keys: KeyTable,
+    /// Recent syslog message ids per sender.
+    syslog: IdTable,
     /// The sequence the next log append gets.
     next_sequence: u64,
     /// Per stream: the engine sequence of the first entry of `pending`,
@@ -809,6 +931,7 @@ fn list_partitions<'a>(partitions: impl Iterator<Item = &'a i32>) -> String {
 
 const DEDUP_SECTION: &str = "dedup";
 const KEYS_SECTION: &str = "keys";
+const SYSLOG_SECTION: &str = "syslog-ids";
 
 /// The highest log position the kept snapshots name, against what the
 /// loaded state covers: the log never restarts below it (module doc,
@@ -958,6 +1081,7 @@ fn describe_claimed(claimed: &cardinal_store::Claimed) -> String {
                 Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
                 Origin::Key(key) => format!("idempotency key {key}"),
                 Origin::None => "a request without an idempotency key".to_owned(),
+                Origin::Syslog(ids) => syslog_text(ids),
             };
             format!("{who} on stream {}", envelope.stream)
         }
@@ -1098,6 +1222,16 @@ fn origin_text(origin: &Origin, sequence: u64) -> String {
         Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
         Origin::Key(key) => format!("idempotency key {key}"),
         Origin::None => format!("log record {sequence} (no client id or key)"),
+        Origin::Syslog(ids) => format!("log record {sequence} ({})", syslog_text(ids)),
+    }
+}
+
+/// A syslog batch's senders, in words.
+fn syslog_text(ids: &SyslogIds) -> String {
+    match ids.senders.as_slice() {
+        [] => "syslog messages without ids".to_owned(),
+        [one] => format!("syslog messages from {one}"),
+        [one, rest @ ..] => format!("syslog messages from {one} and {} more", rest.len()),
     }
 }
 
@@ -1380,6 +1514,13 @@ impl Service {
             }
             None => KeyTable::new(),
         };
+        let mut syslog = match snapshot
+            .as_ref()
+            .and_then(|s| s.sections.get(SYSLOG_SECTION))
+        {
+            Some(image) => IdTable::decode(image).context("the snapshot's syslog message ids")?,
+            None => IdTable::new(),
+        };
 
         // Replay: every record after the lowest position; each stream
         // takes those after its own.
@@ -1421,6 +1562,11 @@ impl Service {
                     Origin::Key(key) => {
                         let digest = Digest::of(envelope.records);
                         keys.insert_logged(envelope.stream, key, digest, now_secs());
+                    }
+                    Origin::Syslog(ids) => {
+                        for (sender, digest) in ids.iter() {
+                            syslog.admit_logged(sender, digest, now_secs());
+                        }
                     }
                     Origin::None => {}
                 }
@@ -1554,6 +1700,7 @@ impl Service {
             ingest: Mutex::new(Ingest {
                 dedup,
                 keys,
+                syslog,
                 next_sequence: recovery.next_sequence,
                 pending,
                 covered,
@@ -1617,6 +1764,20 @@ impl Service {
     /// The log's segment files.
     pub fn wal_segments(&self) -> Vec<String> {
         self.wal.segments()
+    }
+
+    /// Keeps a record an edge rejected before it reached the engine (a
+    /// syslog message whose header or body could not be read): its line
+    /// for `GET /v1/rejects`, `<who>: <why>`, counted among stream
+    /// `index`'s rejects.
+    pub fn reject_at_edge(&self, index: usize, who: &str, why: &str) {
+        self.counters.rejects[index].fetch_add(1, Ordering::Relaxed);
+        let mut kept = lock(&self.rejects);
+        if kept.lines.len() == REJECTS_KEPT {
+            kept.lines.pop_front();
+            kept.dropped += 1;
+        }
+        kept.lines.push_back(format!("{who}: {why}"));
     }
 
     /// Checks a batch's stream and format without taking it.
@@ -1752,7 +1913,158 @@ impl Service {
                 }
             }
             Origin::None => {}
+            Origin::Syslog(_) => unreachable!("syslog batches are taken by ingest_syslog"),
         }
+        self.log_batch(
+            &mut ingest,
+            index,
+            (origin, digest),
+            header,
+            records,
+            &completer,
+            reply_to,
+            now,
+        )?;
+        Ok(reply)
+    }
+
+    /// Takes a batch of syslog messages (module doc; `cardinal_syslog`):
+    /// as [`Service::ingest`], with each message's id checked against its
+    /// sender's recent ids under the same lock. Messages seen before (or
+    /// twice in the batch) are dropped and acknowledged with the rest; a
+    /// batch of only those is answered as a duplicate once everything
+    /// before it is durable. The second value is how many were dropped.
+    pub fn ingest_syslog(
+        &self,
+        stream: &str,
+        format: Format,
+        batch: &SyslogBatch,
+    ) -> Result<(Reply, usize), Refused> {
+        let index = self.check_stream(stream, format)?;
+        assert_eq!(batch.ends.len(), batch.ids.len(), "one id slot per message");
+        let id_bytes = SyslogIds::encoded_bytes(
+            batch.ids.len(),
+            batch.ids.iter().flatten().map(|(s, _)| s.len()).sum(),
+            batch.ids.len(),
+        );
+        if batch.records.len() + id_bytes > BATCH_BYTES_MAX {
+            return Err(Refused::TooLarge {
+                bytes: batch.records.len() + id_bytes,
+            });
+        }
+        let name = &self.streams[index].name;
+        if let Some(pull) = &self.streams[index].pull {
+            return Err(Refused::Pulled {
+                stream: name.clone(),
+                topic: pull.topic.clone(),
+            });
+        }
+        let (reply_to, reply) = tokio::sync::oneshot::channel();
+        let mut ingest = lock(&self.ingest);
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(Refused::Stopped(
+                self.failed().unwrap_or_else(|| "shutting down".into()),
+            ));
+        }
+        let Some(completer) = ingest.completer.clone() else {
+            return Err(Refused::Stopped("shutting down".into()));
+        };
+        let now = now_secs();
+        // Which messages are new: not among their sender's recent ids,
+        // and not an earlier message of this batch.
+        let mut ids = SyslogIds::default();
+        let mut senders: std::collections::HashMap<&str, u16> = std::collections::HashMap::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut keep = Vec::with_capacity(batch.ids.len());
+        for id in &batch.ids {
+            let new = match id {
+                None => true,
+                Some((sender, digest)) => {
+                    let new = !ingest.syslog.contains(sender, *digest)
+                        && seen.insert((sender.as_str(), *digest));
+                    if new {
+                        let next = u16::try_from(senders.len()).expect("a batch's senders fit");
+                        let at = *senders.entry(sender.as_str()).or_insert_with(|| {
+                            ids.senders.push(sender.clone());
+                            next
+                        });
+                        ids.ids.push((at, *digest));
+                    }
+                    new
+                }
+            };
+            keep.push(new);
+        }
+        let dropped = keep.iter().filter(|k| !**k).count();
+        if dropped == keep.len() {
+            let acked = Acked {
+                accepted: 0,
+                rejected: 0,
+                duplicate: true,
+                first_rejects: Vec::new(),
+                sequence: 0,
+            };
+            completer
+                .send(Item::Barrier {
+                    acked,
+                    reply: reply_to,
+                })
+                .map_err(|_| Refused::Stopped("shutting down".into()))?;
+            return Ok((reply, dropped));
+        }
+        if let Err(full) = ingest
+            .syslog
+            .room_many(ids.senders.iter().map(String::as_str), now)
+        {
+            return Err(Refused::SendersFull {
+                retry_after_secs: full.retry_after_secs,
+            });
+        }
+        let kept;
+        let records = if dropped == 0 {
+            &batch.records[..]
+        } else {
+            let mut out = Vec::with_capacity(batch.records.len());
+            let mut start = 0;
+            for (&end, keep) in batch.ends.iter().zip(&keep) {
+                if *keep {
+                    out.extend_from_slice(&batch.records[start..end]);
+                }
+                start = end;
+            }
+            kept = out;
+            &kept[..]
+        };
+        self.log_batch(
+            &mut ingest,
+            index,
+            (Origin::Syslog(ids), None),
+            false,
+            records,
+            &completer,
+            reply_to,
+            now,
+        )?;
+        Ok((reply, dropped))
+    }
+
+    /// The part of admission every edge shares, once its origin passed
+    /// the tables' checks under the ingest lock: the engine takes the
+    /// batch, the log appends it, the tables mark its origin, and the
+    /// completer will answer `reply_to` once it is durable and folded.
+    #[allow(clippy::too_many_arguments)]
+    fn log_batch(
+        &self,
+        ingest: &mut MutexGuard<'_, Ingest>,
+        index: usize,
+        (origin, digest): (Origin, Option<Digest>),
+        header: bool,
+        records: &[u8],
+        completer: &Sender<Item>,
+        reply_to: tokio::sync::oneshot::Sender<Result<Acked, String>>,
+        now: u64,
+    ) -> Result<(), Refused> {
+        let name = &self.streams[index].name;
         let payload = Envelope {
             origin: origin.clone(),
             stream: name,
@@ -1825,6 +2137,7 @@ impl Service {
             Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
             Origin::Key(key) => format!("idempotency key {key}"),
             Origin::None => format!("log record {sequence}"),
+            Origin::Syslog(ids) => format!("log record {sequence}, {}", syslog_text(ids)),
         };
         // Room was checked above under this same lock: these cannot be
         // refused now.
@@ -1837,6 +2150,11 @@ impl Service {
                 let digest = digest.expect("computed for a key");
                 let taken = ingest.keys.insert(name, &key, digest, now);
                 assert_eq!(taken, Ok(()), "checked under the lock");
+            }
+            Origin::Syslog(ids) => {
+                for (sender, digest) in ids.iter() {
+                    ingest.syslog.admit(sender, digest, now);
+                }
             }
             Origin::None => {}
         }
@@ -1852,7 +2170,7 @@ impl Service {
         if completer.send(item).is_err() {
             return Err(Refused::Stopped("shutting down".into()));
         }
-        Ok(reply)
+        Ok(())
     }
 
     /// Offers stream `index`'s engine a batch read by its pull source:
@@ -2133,6 +2451,9 @@ impl Service {
             let mut image = Vec::new();
             ingest.keys.encode(&mut image);
             snapshot.sections.insert(KEYS_SECTION.into(), image);
+            let mut image = Vec::new();
+            ingest.syslog.encode(&mut image);
+            snapshot.sections.insert(SYSLOG_SECTION.into(), image);
             queue_sync(&ingest)?
         };
         wait_synced(&sync)?;

@@ -799,6 +799,11 @@ fn origin_words(origin: &Origin) -> String {
         Origin::Client(client, id) => format!("client {} batch {id}", client.as_str()),
         Origin::Key(key) => format!("idempotency key {key}"),
         Origin::None => "a request without an idempotency key".to_owned(),
+        Origin::Syslog(ids) => match ids.senders.as_slice() {
+            [] => "syslog messages without ids".to_owned(),
+            [one] => format!("syslog messages from {one}"),
+            [one, rest @ ..] => format!("syslog messages from {one} and {} more", rest.len()),
+        },
     }
 }
 

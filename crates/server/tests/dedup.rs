@@ -377,3 +377,85 @@ fn the_service_scopes_keys_per_stream_and_checks_their_body() {
         dir = image;
     }
 }
+
+/// Syslog ids at the service: a message whose id its sender sent before
+/// is dropped and acknowledged with the rest, in the same batch or after
+/// a restart, whether the restart reads the ids back from a snapshot or
+/// rebuilds them from the log; a message without an id counts again.
+#[test]
+fn the_service_counts_a_syslog_id_once_across_restarts() {
+    use std::sync::Arc;
+
+    use cardinal_route::Plan;
+    use cardinal_server::Format;
+    use cardinal_server::service::{Reply, Service, ServiceOptions, SyslogBatch};
+    use cardinal_store::{Dir, SimDir};
+
+    let plan = Arc::new(
+        Plan::compile(
+            "CREATE STREAM a (ts TIMESTAMP, n BIGINT) WITH (format = 'csv', time = 'ts');
+             CREATE SUMMARY sa AS SELECT date_trunc('day', ts) AS day, count(*) AS c
+               FROM a GROUP BY day;",
+        )
+        .expect("compiles"),
+    );
+    let open = |dir: &SimDir| {
+        let dir: Arc<dyn Dir> = Arc::new(dir.clone());
+        Service::open(Arc::clone(&plan), dir, &ServiceOptions::new(1, 64 << 20)).expect("opens")
+    };
+    let wait = |reply: Reply| reply.blocking_recv().expect("answered").expect("acked");
+    let batch = |messages: &[(&str, Option<(&str, u64)>)]| {
+        let mut batch = SyslogBatch::default();
+        for (record, id) in messages {
+            batch.records.extend_from_slice(record.as_bytes());
+            batch.ends.push(batch.records.len());
+            batch.ids.push(id.map(|(s, d)| (s.to_owned(), d)));
+        }
+        batch
+    };
+    let first = batch(&[
+        ("2026-11-01T00:00:00Z,1\n", Some(("web/app", 1))),
+        ("2026-11-01T00:00:00Z,2\n", Some(("web/app", 2))),
+        ("2026-11-01T00:00:00Z,2\n", Some(("web/app", 2))),
+        ("2026-11-01T00:00:00Z,3\n", Some(("db/app", 2))),
+        ("2026-11-01T00:00:00Z,4\n", None),
+    ]);
+    let mut dir = SimDir::new();
+    let service = open(&dir);
+    let (reply, dropped) = service
+        .ingest_syslog("a", Format::Csv, &first)
+        .expect("taken");
+    assert_eq!(dropped, 1, "the repeat within the batch");
+    let acked = wait(reply);
+    assert_eq!((acked.accepted, acked.duplicate), (4, false));
+    let image = dir.crash(0);
+    service.close().expect("closes");
+    dir = image;
+    // Round 0 rebuilds the ids from the log alone, then saves them in a
+    // snapshot; round 1 reads them from that snapshot.
+    for round in 0..2 {
+        let service = open(&dir);
+        if round == 0 {
+            service.snapshot().expect("a snapshot");
+        }
+        let (reply, dropped) = service
+            .ingest_syslog("a", Format::Csv, &first)
+            .expect("taken");
+        assert_eq!(dropped, 4, "round {round}: every id was seen");
+        let acked = wait(reply);
+        assert_eq!(
+            (acked.accepted, acked.duplicate),
+            (1, false),
+            "round {round}: only the message without an id counts again"
+        );
+        let only_ids = batch(&[("2026-11-01T00:00:00Z,1\n", Some(("web/app", 1)))]);
+        let (reply, dropped) = service
+            .ingest_syslog("a", Format::Csv, &only_ids)
+            .expect("taken");
+        assert_eq!(dropped, 1);
+        assert!(wait(reply).duplicate, "round {round}");
+        let image = dir.crash(0);
+        service.close().expect("closes");
+        dir = image;
+    }
+}

@@ -232,6 +232,51 @@ impl IdTable {
         Ok(())
     }
 
+    /// Makes room for every new sender among `senders` at once (a batch
+    /// may carry several): evicts least recently used senders idle for
+    /// [`SENDER_IDLE_SECS_MIN`] until they fit, or refuses ([`Full`]) and
+    /// evicts nothing.
+    pub fn room_many<'a>(
+        &mut self,
+        senders: impl IntoIterator<Item = &'a str>,
+        now: u64,
+    ) -> Result<(), Full> {
+        let mut new: Vec<&str> = senders
+            .into_iter()
+            .filter(|s| !self.senders.contains_key(*s))
+            .collect();
+        new.sort_unstable();
+        new.dedup();
+        let free = self.senders_max.saturating_sub(self.senders.len());
+        if new.len() <= free {
+            return Ok(());
+        }
+        let short = new.len() - free;
+        if new.len() > self.senders_max {
+            return Err(Full {
+                retry_after_secs: SENDER_IDLE_SECS_MIN,
+            });
+        }
+        let mut by_use: Vec<(u64, &String)> = self
+            .senders
+            .iter()
+            .map(|(name, w)| (w.used, name))
+            .collect();
+        by_use.sort_unstable();
+        let idle = now.saturating_sub(by_use[short - 1].0);
+        if idle < SENDER_IDLE_SECS_MIN {
+            return Err(Full {
+                retry_after_secs: SENDER_IDLE_SECS_MIN - idle,
+            });
+        }
+        let evict: Vec<String> = by_use[..short].iter().map(|(_, n)| (*n).clone()).collect();
+        for name in evict {
+            self.senders.remove(&name);
+            self.evicted += 1;
+        }
+        Ok(())
+    }
+
     /// Admits a message id of `sender` (after [`IdTable::room`] said yes
     /// for it). Panics if the table has no room: the caller checks first,
     /// under the same lock.
@@ -410,10 +455,31 @@ mod tests {
         assert_eq!(full.retry_after_secs, SENDER_IDLE_SECS_MIN - 100);
         assert_eq!(table.senders(), 2);
         assert!(table.room("a/x", 1_100).is_ok(), "a known sender has room");
-        table.room("c/x", 1_000 + SENDER_IDLE_SECS_MIN).expect("a is idle");
+        table
+            .room("c/x", 1_000 + SENDER_IDLE_SECS_MIN)
+            .expect("a is idle");
         table.admit("c/x", 3, 1_000 + SENDER_IDLE_SECS_MIN);
         assert!(!table.contains("a/x", 1) && table.contains("b/x", 2));
         assert_eq!(table.evicted(), 1);
+    }
+
+    #[test]
+    fn room_for_several_new_senders_is_made_at_once_or_not_at_all() {
+        let mut table = IdTable::with_limits(3, 4);
+        table.admit("a/x", 1, 1_000);
+        table.admit("b/x", 2, 5_000);
+        assert!(
+            table.room_many(["c/x", "d/x"], 1_500).is_err(),
+            "a is recent"
+        );
+        assert_eq!(table.senders(), 2, "nothing evicted");
+        table
+            .room_many(["c/x", "d/x", "c/x"], 1_000 + SENDER_IDLE_SECS_MIN)
+            .expect("a is idle");
+        assert_eq!(table.senders(), 1);
+        table.admit("c/x", 3, 1_000 + SENDER_IDLE_SECS_MIN);
+        table.admit("d/x", 4, 1_000 + SENDER_IDLE_SECS_MIN);
+        assert!(table.contains("b/x", 2) && !table.contains("a/x", 1));
     }
 
     #[test]

@@ -465,6 +465,61 @@ pub fn render(edge: &Edge) -> String {
         "",
         load(&edge.metrics.pg_refused),
     );
+    let syslog = &edge.metrics.syslog;
+    for (name, kind, help, figure) in [
+        (
+            "cardinal_syslog_connections",
+            "gauge",
+            "Syslog connections open (serve --relp, --syslog).",
+            &syslog.connections,
+        ),
+        (
+            "cardinal_syslog_refused_total",
+            "counter",
+            "Syslog connections refused at the cap.",
+            &syslog.refused,
+        ),
+        (
+            "cardinal_syslog_messages_total",
+            "counter",
+            "Syslog messages read (rejects and resends included).",
+            &syslog.messages,
+        ),
+        (
+            "cardinal_syslog_duplicates_total",
+            "counter",
+            "Syslog messages resent and recognised by their id (--syslog-id): not counted again.",
+            &syslog.duplicates,
+        ),
+        (
+            "cardinal_syslog_acknowledged_total",
+            "counter",
+            "RELP messages acknowledged (rsp 200) once durable.",
+            &syslog.acknowledged,
+        ),
+    ] {
+        family(&mut out, name, kind, help);
+        value(&mut out, name, "", load(figure));
+    }
+    family(
+        &mut out,
+        "cardinal_syslog_rejects_total",
+        "counter",
+        "Syslog messages rejected before the engine (header, body, id), by reason.",
+    );
+    for (reason, n) in syslog
+        .rejects
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+    {
+        value(
+            &mut out,
+            "cardinal_syslog_rejects_total",
+            &format!("reason=\"{reason}\""),
+            *n,
+        );
+    }
     family(
         &mut out,
         "cardinal_http_in_flight_bytes",

@@ -24,6 +24,7 @@ pub mod cluster;
 pub mod http;
 pub mod metrics;
 pub mod pg;
+pub mod syslog;
 pub mod tcp;
 
 use std::fs::File;
@@ -118,6 +119,8 @@ pub struct EdgeMetrics {
     pub http_in_flight_bytes: AtomicU64,
     /// Numbers native-protocol connections.
     pub tcp_serial: AtomicU64,
+    /// The syslog listeners' counters ([`syslog`]).
+    pub syslog: syslog::SyslogMetrics,
     /// Native refusals being written ([`tcp::REFUSING_MAX`]).
     pub tcp_refusing: AtomicU64,
     /// HTTP connections refused at the cap (every one busy).
@@ -245,6 +248,12 @@ pub struct ServeConfig {
     pub peer_timeout: Duration,
     /// The Kafka source (`--kafka`), if the node reads Kafka.
     pub kafka: Option<crate::source::kafka::KafkaConfig>,
+    /// Syslog listeners (`--relp`, `--syslog`).
+    pub syslog: Vec<syslog::Listen>,
+    /// Where syslog messages carry their unique id (`--syslog-id`).
+    pub syslog_id: syslog::IdField,
+    /// Syslog listeners may listen beyond loopback (`--allow-remote`).
+    pub allow_remote: bool,
 }
 
 /// Runs the server until SIGTERM or SIGINT (then: stop accepting, drain,
@@ -262,6 +271,7 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
             config.http
         );
     }
+    syslog::check(&config.plan, &config.syslog, config.allow_remote)?;
     std::fs::create_dir_all(&config.data)
         .with_context(|| format!("creating the data directory {}", config.data.display()))?;
     let lock = lock_data_dir(&config.data)?;
@@ -276,6 +286,11 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
     };
     let listeners = (config.listen.map(bind).transpose()?, bind(config.http)?);
     let pg_listener = config.pg.map(bind).transpose()?;
+    let syslog_listeners = config
+        .syslog
+        .iter()
+        .map(|listen| bind(listen.address).map(|socket| (listen.clone(), socket)))
+        .collect::<Result<Vec<_>>>()?;
     // The partitions this node reads, from the broker's metadata: the
     // service checks its snapshot's offsets against them.
     if let Some(kafka) = &config.kafka {
@@ -301,10 +316,17 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
     } else {
         0
     };
+    // Syslog connections take their fixed cap out of the same part.
+    let syslog_asked = if config.syslog.is_empty() {
+        0
+    } else {
+        syslog::SYSLOG_CONNECTIONS_MAX
+    };
     let (sockets_max, http_connections_max) = fit_connections(
-        config.connections_max + pg_asked,
+        config.connections_max + pg_asked + syslog_asked,
         config.http_connections_max,
     )?;
+    let sockets_max = sockets_max.saturating_sub(syslog_asked).max(1);
     let (connections_max, pg_connections_max) = if pg_asked == 0 {
         (sockets_max, 0)
     } else if sockets_max >= config.connections_max + pg_asked {
@@ -386,7 +408,7 @@ pub fn serve(mut config: ServeConfig) -> Result<()> {
         &config,
         Arc::clone(&edge),
         days,
-        (listeners, pg_listener),
+        (listeners, pg_listener, syslog_listeners),
         signals,
         dir,
     ));
@@ -729,14 +751,18 @@ fn listen_for_signals() -> Result<watch::Receiver<bool>> {
     Ok(stop)
 }
 
+/// The listeners bound at start: (native, HTTP), PostgreSQL, syslog.
+type Bound = (
+    (Option<std::net::TcpListener>, std::net::TcpListener),
+    Option<std::net::TcpListener>,
+    Vec<(syslog::Listen, std::net::TcpListener)>,
+);
+
 async fn run(
     config: &ServeConfig,
     edge: Arc<Edge>,
     days: Option<Arc<std::sync::Mutex<crate::days::DayFiles>>>,
-    ((tcp, http), pg): (
-        (Option<std::net::TcpListener>, std::net::TcpListener),
-        Option<std::net::TcpListener>,
-    ),
+    ((tcp, http), pg, syslog_listeners): Bound,
     mut signals: watch::Receiver<bool>,
     dir: Arc<OsDir>,
 ) -> Result<()> {
@@ -764,6 +790,20 @@ async fn run(
             pg.local_addr()?.port()
         ));
     }
+    let mut syslog_sockets = Vec::with_capacity(syslog_listeners.len());
+    for (listen, socket) in syslog_listeners {
+        let socket = tokio::net::TcpListener::from_std(socket)?;
+        addresses.push_str(&format!(
+            "cardinal serve: {} on {} feeds stream {}\n",
+            match listen.protocol {
+                syslog::Protocol::Relp => "RELP",
+                syslog::Protocol::Tcp => "syslog over TCP",
+            },
+            socket.local_addr()?,
+            listen.stream
+        ));
+        syslog_sockets.push((listen, socket));
+    }
     // One write, whose failure is not the server's: a reader that went
     // away after the first line (a script, a test) must not stop it.
     {
@@ -777,6 +817,16 @@ async fn run(
     // (a panic) stops the server rather than leave it half up.
     let mut pg_accept = pg.map(|pg| tokio::spawn(pg::accept(pg, Arc::clone(&edge), stop.clone())));
     let accept = tcp.map(|tcp| tokio::spawn(tcp::accept(tcp, Arc::clone(&edge), stop.clone())));
+    let mut syslog_accept = tokio::task::JoinSet::new();
+    for (listen, socket) in syslog_sockets {
+        syslog_accept.spawn(syslog::accept(
+            socket,
+            listen,
+            config.syslog_id.clone(),
+            Arc::clone(&edge),
+            stop.clone(),
+        ));
+    }
     let router = http::router(Arc::clone(&edge));
     let web = tokio::spawn(accept::accept(
         http,
@@ -806,6 +856,13 @@ async fn run(
                     _ => "the PostgreSQL listener stopped".to_owned(),
                 };
                 break Some(exiting(why));
+            }
+            ended = syslog_accept.join_next(), if !syslog_accept.is_empty() => {
+                let why = match ended {
+                    Some(Err(error)) if error.is_panic() => "a syslog listener panicked",
+                    _ => "a syslog listener stopped",
+                };
+                break Some(exiting(why.to_owned()));
             }
             _ = tick.tick() => {
                 if let Some(why) = edge.service().failed() {
@@ -946,6 +1003,7 @@ async fn run(
         if let Some(pg_accept) = pg_accept {
             let _ = pg_accept.await;
         }
+        while syslog_accept.join_next().await.is_some() {}
         while edge
             .metrics
             .tcp_connections
@@ -955,6 +1013,12 @@ async fn run(
             || edge
                 .metrics
                 .pg_connections
+                .load(std::sync::atomic::Ordering::Acquire)
+                > 0
+            || edge
+                .metrics
+                .syslog
+                .connections
                 .load(std::sync::atomic::Ordering::Acquire)
                 > 0
         {

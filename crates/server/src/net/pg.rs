@@ -1260,6 +1260,37 @@ fn quote(text: &str) -> String {
     out
 }
 
+/// The PostgreSQL front end's text handling, reachable by the fuzz
+/// targets (`fuzz/fuzz_targets/pg_bind.rs`, `pg_catalog.rs`); not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::{Bytes, Type, literal, substitute};
+
+    /// `text` with each `$n` bound to `values[n - 1]`: the value's bytes
+    /// (or NULL), the parameter's type OID, and whether it came in binary.
+    pub fn bind(text: &str, values: &[(Option<&[u8]>, u32, bool)]) -> Result<String, String> {
+        let mut literals = Vec::with_capacity(values.len());
+        for (i, (value, oid, binary)) in values.iter().enumerate() {
+            let ty = Type::from_oid(*oid).unwrap_or(Type::UNKNOWN);
+            let value = value.map(Bytes::copy_from_slice);
+            literals
+                .push(literal(value.as_ref(), &ty, *binary, i + 1).map_err(|e| format!("{e:?}"))?);
+        }
+        substitute(text, &literals).map_err(|e| format!("{e:?}"))
+    }
+
+    /// The catalog's answer to `text`: `Ok(None)` when the query is the
+    /// planner's, else the number of rows answered.
+    pub fn catalog(plan: &cardinal_route::Plan, text: &str) -> Result<Option<usize>, String> {
+        match super::catalog::answer(plan, text) {
+            Ok(None) => Ok(None),
+            Ok(Some(super::catalog::Answer::Rows(table))) => Ok(Some(table.rows.len())),
+            Ok(Some(_)) => Ok(Some(0)),
+            Err(error) => Err(format!("{error:?}")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
