@@ -88,8 +88,9 @@
 //!   and stays in the body.
 //! - MSG: the rest, after one space.
 //!
-//! Parsing never fails on 3164 content; it fails only on a bad PRI or an
-//! impossible timestamp.
+//! A 3164 message is never refused for its content: only an empty
+//! message, a bad PRI, another protocol version, or a timestamp with
+//! impossible values is refused.
 
 use std::borrow::Cow;
 

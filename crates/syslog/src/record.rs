@@ -538,18 +538,43 @@ fn csv_quoted(field: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
 }
 
-/// Writes `t` as `YYYY-MM-DDThh:mm:ss.mmmZ`.
+/// Writes `t` as `YYYY-MM-DDThh:mm:ss.mmmZ`, digit by digit: with
+/// `write!`, formatting took more than half of a record's time (measured
+/// 2026-11-28 on the 2-vCPU VM, a 3164 message parsed and made into a
+/// 7-column CSV record: 418 ns with `write!`, 265 ns without; an RFC 5424
+/// message into NDJSON: 308 ns, 150 ns).
 fn write_timestamp(t: Timestamp, out: &mut Vec<u8>) {
     const MS_PER_DAY: i64 = 86_400_000;
     let (year, month, day) = t.date();
     let in_day = t.0.rem_euclid(MS_PER_DAY);
     let (hour, minute) = (in_day / 3_600_000, in_day / 60_000 % 60);
     let (second, ms) = (in_day / 1_000 % 60, in_day % 1_000);
-    // Writing to a Vec cannot fail.
-    let _ = write!(
-        out,
-        "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{ms:03}Z"
-    );
+    if !(0..=9999).contains(&year) {
+        // Only a hand-made message's time can be out of the range
+        // `Timestamp` accepts; `write!` to a Vec cannot fail.
+        let _ = write!(
+            out,
+            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{ms:03}Z"
+        );
+        return;
+    }
+    let mut text = *b"0000-00-00T00:00:00.000Z";
+    for (at, width, value) in [
+        (0, 4, year),
+        (5, 2, month),
+        (8, 2, day),
+        (11, 2, hour),
+        (14, 2, minute),
+        (17, 2, second),
+        (20, 3, ms),
+    ] {
+        let mut v = value;
+        for i in (at..at + width).rev() {
+            text[i] = b'0' + u8::try_from(v % 10).unwrap_or(0);
+            v /= 10;
+        }
+    }
+    out.extend_from_slice(&text);
 }
 
 /// Writes a small number in decimal.
