@@ -417,8 +417,15 @@ fn decode_state_refuses_what_encode_state_never_writes() {
     forged[8] = 1;
     forged.splice(12..12, 4.0f64.to_le_bytes());
     assert!(Quantiles::decode_state(&forged).is_err());
-    // More pending values than SLACK, a NaN, reserved bytes.
-    for (at, byte) in [(8, 200u8), (10, 1)] {
+    // More pending values than SLACK, a version this build does not
+    // read, a known flag other than 0 or 1, a size class out of range.
+    // The compactions part follows the pending values.
+    let part = 12 + 8 * usize::from(u16::from_le_bytes([state[8], state[9]]));
+    assert!(
+        state[part + 1] > 0,
+        "a sketch that compacted has size classes"
+    );
+    for (at, byte) in [(8, 200u8), (10, 2), (part, 2), (part + 2, 200)] {
         let mut forged = state.clone();
         forged[at] = byte;
         assert!(Quantiles::decode_state(&forged).is_err(), "byte {at}");
