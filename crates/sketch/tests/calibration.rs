@@ -411,7 +411,9 @@ fn topk_count_min_intervals_coverage() {
 
 /// The measurement behind KLL's `RANK_SIGMA_FIT` (see the module docs of
 /// `quantiles`): the standard deviation of one query's normalized rank
-/// error, times `k^0.9723`, over k, n and merges.
+/// error, times `k^0.9723`, over k, n and merges, beside the model's
+/// (`rank_sigma_at`, root mean square over the ranks asked). One stream
+/// per row: over the coins of that stream.
 #[test]
 #[ignore = "a measurement to read, not a check: run with --nocapture"]
 fn kll_sigma_probe() {
@@ -436,8 +438,8 @@ fn kll_sigma_probe() {
                     chunk.iter().for_each(|&v| q.insert(v));
                     merged.merge(&q).expect("merges");
                 }
-                model += merged.rank_sigma().expect("made here");
                 for r in RANKS {
+                    model += merged.rank_sigma_at(r).expect("made here").powi(2);
                     let v = true_quantile(&sorted, r);
                     let est = merged.rank(v).expect("not empty");
                     let t = sorted.partition_point(|&x| x <= v) as f64 / n as f64;
@@ -448,7 +450,7 @@ fn kll_sigma_probe() {
             let sd = (sq / count).sqrt();
             eprintln!(
                 "k={k} n={n} parts={parts} empirical sd {sd:.6} model {:.6} sd*k^0.9723 {:.4}",
-                model / 200.0,
+                (model / count).sqrt(),
                 sd * f64::from(k).powf(0.9723)
             );
         }
