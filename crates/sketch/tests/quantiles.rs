@@ -430,4 +430,19 @@ fn decode_state_refuses_what_encode_state_never_writes() {
         forged[at] = byte;
         assert!(Quantiles::decode_state(&forged).is_err(), "byte {at}");
     }
+    // Any byte of the compactions part changed: refused, or read into a
+    // sketch that answers with an interval (never a panic).
+    let classes = usize::from(state[part + 1]);
+    for at in part..part + 2 + 17 * classes {
+        for byte in [0u8, 1, 0x3f, 0x7f, 0x80, 0xf0, 0xff] {
+            let mut forged = state.clone();
+            forged[at] = byte;
+            if let Ok(q) = Quantiles::decode_state(&forged) {
+                for rank in [0.0, 0.01, 0.5, 1.0] {
+                    let e = q.quantile_interval(rank).expect("not empty");
+                    assert!(e.lower <= e.value && e.value <= e.upper);
+                }
+            }
+        }
+    }
 }
