@@ -991,9 +991,15 @@ impl Quantiles {
         self.k
     }
 
-    /// Heap bytes held: the item buffer and the level offsets.
+    /// Heap bytes held: the item buffer, the level offsets and, once the
+    /// sketch has compacted, its compactions' sums (368 bytes).
     pub fn heap_bytes(&self) -> usize {
-        self.items.capacity() * 8 + self.levels.capacity() * 4
+        let compactions = self
+            .compactions
+            .by_size
+            .as_ref()
+            .map_or(0, |by_size| std::mem::size_of_val(&**by_size));
+        self.items.capacity() * 8 + self.levels.capacity() * 4 + compactions
     }
 
     /// Whether the sketch still holds every value it summarized (none
