@@ -1,12 +1,25 @@
 #![no_main]
-//! `Quantiles::decode` on arbitrary bytes: never panics, and whatever it
-//! accepts re-encodes to bytes that decode to the same encoding, and stays
+//! `Quantiles::decode` (and `decode_state`) on arbitrary bytes: never
+//! panics, and whatever it accepts re-encodes to bytes that decode to the
+//! same encoding, and stays
 //! usable (queries, inserts and merges do not panic, and a merge's image
 //! decodes again).
 use cardinal_sketch::{Sketch, quantiles::Quantiles};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
+    // The same bytes as a state image (coins, waiting values, compactions,
+    // KLL image): whatever decodes re-encodes to itself and answers.
+    if let Ok(state) = Quantiles::decode_state(data) {
+        let mut bytes = Vec::new();
+        state.encode_state(&mut bytes);
+        let again = Quantiles::decode_state(&bytes).expect("a state we wrote decodes");
+        let mut twice = Vec::new();
+        again.encode_state(&mut twice);
+        assert_eq!(twice, bytes);
+        let _ = state.quantile_interval(0.01);
+        let _ = state.quantile_interval(0.5);
+    }
     let Ok(mut sketch) = Quantiles::decode(data) else {
         return;
     };

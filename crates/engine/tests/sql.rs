@@ -315,18 +315,29 @@ fn refusals_point_at_the_text() {
     assert!(error.contains('^'), "{error}");
 }
 
+/// Trials per stream size and group count in
+/// `re_aggregated_intervals_cover_95_percent`: 9 cells of 300 make 2,700,
+/// enough that binomial noise (sd 0.42% at 95%) leaves the 94%..96% band
+/// to the interval, and few enough for a debug build (about 15 s).
+const TRIALS_PER_CELL: u64 = 300;
+
 /// SQL re-aggregation keeps the intervals calibrated: a summary's users
-/// spread over 1, 10 or 100 stored groups, merged back by a query, and
-/// the printed 95% interval of the distinct count covers the truth 94% to
-/// 96% of the time over 4,800 seeded trials.
+/// and revenue spread over 1, 10 or 100 stored groups, merged back by a
+/// query, and the printed 95% intervals of the distinct count and of the
+/// median cover the truth 94% to 96% of the time over 2,700 seeded
+/// trials (each its own stream).
 ///
-/// The median's value interval is measured beside it: 0.957 over these
-/// trials, but 0.928 over the same grid at 3,000 and 30,000 values (0.90
-/// for a single stored group), short of 95%. The KLL interval's constant
-/// was fitted pooled over ranks 0.01 to 0.99, and the compaction-variance
-/// model is tightest at the middle ranks, so the interval is narrow
-/// there and wide at the tails. Until the interval is calibrated per
-/// rank, this test holds it to its measured floor, 0.90.
+/// The streams hold 10,000 to 20,000 values, where the KLL interval is
+/// calibrated (see the module docs of `cardinal_sketch::quantiles`):
+/// measured 0.950 for the median and 0.953 for the users (2026-11-28,
+/// `cargo test -p cardinal-engine --test sql re_aggregated --
+/// --nocapture`). The median per size and group count covers 0.90 to
+/// 0.99: one size fixes the sketch's compaction schedule, whose error
+/// steps around the 95% point; spread over sizes the steps average out.
+/// Smaller streams are covered more often: 0.965 over the earlier grid
+/// of 2,000 and 8,000 values. Before the interval's variance was worked
+/// out per rank, the median covered 0.936 over this grid, 0.957 over the
+/// earlier one and 0.928 at 3,000 to 30,000 values.
 #[test]
 fn re_aggregated_intervals_cover_95_percent() {
     use cardinal_event::{Timestamp, Value};
@@ -343,14 +354,13 @@ fn re_aggregated_intervals_cover_95_percent() {
     )
     .expect("query");
     let (mut users_in, mut median_in, mut trials) = (0u32, 0u32, 0u32);
-    for (n, groups, count) in [
-        (2_000u64, 1u64, 800u64),
-        (2_000, 10, 800),
-        (2_000, 100, 800),
-        (8_000, 1, 800),
-        (8_000, 10, 800),
-        (8_000, 100, 800),
-    ] {
+    let mut grid = Vec::new();
+    for n in [10_000u64, 14_000, 20_000] {
+        for groups in [1u64, 10, 100] {
+            grid.push((n, groups, TRIALS_PER_CELL));
+        }
+    }
+    for (n, groups, count) in grid {
         let before = median_in;
         for trial in 0..count {
             let mut rollup = Rollup::new(shape.clone(), Limits::default()).expect("rollup");
@@ -398,5 +408,8 @@ fn re_aggregated_intervals_cover_95_percent() {
         (0.94..=0.96).contains(&users),
         "users' intervals covered {users:.4}"
     );
-    assert!(median >= 0.90, "the median's intervals covered {median:.4}");
+    assert!(
+        (0.94..=0.96).contains(&median),
+        "the median's intervals covered {median:.4}"
+    );
 }

@@ -33,9 +33,13 @@ pub enum Error {
         computed: u32,
     },
     /// A rollup image of a format version this build does not read.
-    #[error("rollup image format version {found}, this build reads {expected}")]
+    #[error(
+        "rollup image format version {found}, this build reads {oldest} to {expected}: \
+         read it with a build of its version",
+        oldest = crate::image::IMAGE_VERSION_OLDEST
+    )]
     ImageVersion {
-        /// The version this build writes and reads.
+        /// The version this build writes (the newest it reads).
         expected: u32,
         /// The version in the image.
         found: u32,

@@ -3,7 +3,7 @@
 //! one written would have.
 //!
 //! ```text
-//!  header    | magic "CRDROLUP" | version u32 = 1 | 0 u32 |                       16 B
+//!  header    | magic "CRDROLUP" | version u32 = 2 | 0 u32 |                       16 B
 //!  shape     | aggregates u16 | 0 u16 | 0 u32 |                                    8 B
 //!            per aggregate: | kind u8 | a u8 | ranks u8 | 0 u8 | b u32 | ranks x f64 |
 //!  limits    | groups_max u64 | retention_ms i64 | future_ms i64 | which u8 | 0 x 7 |  32 B
@@ -43,7 +43,7 @@
 //!  min, max        | some u8 | [value f64 bits] |        of integers: | some u8 | [value i64] |
 //!  hll             | bytes u32 | postgresql-hll storage format |
 //!  exact_distinct  | bytes u32 | portable 64-bit Roaring |
-//!  quantiles       | bytes u32 | Quantiles::encode_state (coins, waiting values, KLL image) |
+//!  quantiles       | bytes u32 | Quantiles::encode_state (coins, waiting values, compactions, KLL image) |
 //!  quantiles of    | (nothing: it reads an earlier aggregate's sketch) |
 //!  theta           | bytes u32 | compact Theta image |
 //!  topk            | sketch u8 | names u32 | names x | key hash u64 | bytes u32 | text | |
@@ -120,7 +120,9 @@
 // `read_kind` and the table above, a state layout in `write_state` /
 // `read_state`, and a case in tests/image.rs's `any_shape`. Changing any
 // layout here, or a sketch's state format under it, changes the bytes:
-// bump IMAGE_VERSION.
+// bump IMAGE_VERSION, and keep reading the old one where it can be read
+// (version 1 differs from 2 only in the KLL states, whose own version
+// field tells them apart: `Quantiles::decode_state` reads both).
 
 use cardinal_sketch::Sketch;
 use cardinal_sketch::countmin::{CountMin, HeavyHitters, Params};
@@ -141,8 +143,16 @@ use crate::{Error, Result};
 /// The bytes an image starts with.
 const MAGIC: &[u8; 8] = b"CRDROLUP";
 
-/// The image format version this crate writes and reads.
-pub const IMAGE_VERSION: u32 = 1;
+/// The image format version this crate writes: 2, whose KLL states carry
+/// their sketch's compactions (`Quantiles::encode_state`'s version 1), so
+/// that a restored or shipped sketch keeps its calibrated intervals.
+pub const IMAGE_VERSION: u32 = 2;
+
+/// The oldest image format version this crate reads: 1, the same layout
+/// with KLL states of version 0 (no compactions: a sketch read from one
+/// that has compacted takes the interval's fallback width, see the
+/// module docs of `cardinal_sketch::quantiles`).
+pub const IMAGE_VERSION_OLDEST: u32 = 1;
 
 /// Bytes of the header (magic, version, reserved).
 const HEADER_BYTES: usize = 16;
@@ -252,7 +262,7 @@ impl Rollup {
             ));
         }
         let version = u32::from_le_bytes(image[8..12].try_into().expect("4 bytes"));
-        if version != IMAGE_VERSION {
+        if !(IMAGE_VERSION_OLDEST..=IMAGE_VERSION).contains(&version) {
             return Err(Error::ImageVersion {
                 expected: IMAGE_VERSION,
                 found: version,

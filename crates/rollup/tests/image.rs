@@ -643,3 +643,84 @@ fn random_rollups_reach_every_state() {
         assert!(count > 0, "no {what}");
     }
 }
+
+/// The one KLL sketch of a one-group rollup.
+fn the_sketch(rollup: &Rollup) -> &cardinal_sketch::quantiles::Quantiles {
+    let (_, _, states) = rollup.groups().next().expect("one group");
+    match &states[0] {
+        cardinal_rollup::AggState::Quantiles(q) => q,
+        other => panic!("not a quantiles state: {other:?}"),
+    }
+}
+
+/// A KLL sketch restored from an image keeps what its 95% interval needs
+/// (its compactions, version 2), and an image of version 1, written
+/// before they were, is still read: its sketch answers the same
+/// quantiles and, not knowing its compactions, takes the interval's
+/// fallback width.
+#[test]
+fn kll_states_keep_their_compactions_and_version_1_is_read() {
+    let shape = Shape {
+        aggs: vec![AggKind::Quantiles {
+            k: 200,
+            ranks: Ranks::new(&[0.5]).expect("a rank"),
+        }],
+    };
+    seed_thread(5);
+    let mut rollup = Rollup::new(shape.clone(), Limits::default()).expect("valid");
+    for i in 0..10_000u32 {
+        let v = f64::from(i.wrapping_mul(2_654_435_761) % 100_003);
+        rollup.fold(Timestamp(0), b"CA", &[Input::Number(v)]);
+    }
+    let original = the_sketch(&rollup);
+    assert!(original.rank_sigma().expect("made here") > 0.0);
+    let image = image_of(&rollup);
+    assert_eq!(image[8..12], 2u32.to_le_bytes());
+    let restored = Rollup::decode_image(&image, &shape).expect("ours");
+    assert_eq!(the_sketch(&restored).rank_sigma(), original.rank_sigma());
+    assert_eq!(
+        the_sketch(&restored).quantile_interval(0.5),
+        original.quantile_interval(0.5)
+    );
+
+    // The same image as version 1 wrote it: the state's version field 0
+    // and no compactions part (2 bytes, 17 a size class).
+    let mut state = Vec::new();
+    original.encode_state(&mut state);
+    let at = image
+        .windows(state.len())
+        .position(|w| w == state.as_slice())
+        .expect("the state is in the image");
+    let part = 12 + 8 * usize::from(u16::from_le_bytes([state[8], state[9]]));
+    let classes = usize::from(state[part + 1]);
+    let mut old_state = state[..part].to_vec();
+    old_state[10..12].copy_from_slice(&0u16.to_le_bytes());
+    old_state.extend_from_slice(&state[part + 2 + 17 * classes..]);
+    let mut old = image[..at - 4].to_vec();
+    old.extend_from_slice(&u32::try_from(old_state.len()).expect("small").to_le_bytes());
+    old.extend_from_slice(&old_state);
+    old.extend_from_slice(&image[at + state.len()..]);
+    old[8..12].copy_from_slice(&1u32.to_le_bytes());
+    fix_checksum(&mut old);
+    let read = Rollup::decode_image(&old, &shape).expect("a version 1 image is read");
+    assert_eq!(answers(&read), answers(&rollup));
+    let sketch = the_sketch(&read);
+    assert_eq!(sketch.rank_sigma(), None, "version 1 did not carry them");
+    assert_eq!(sketch.quantile(0.5), original.quantile(0.5));
+    // Written again, it is version 2 and still does not know them.
+    let again = image_of(&read);
+    assert_eq!(again[8..12], 2u32.to_le_bytes());
+    let twice = Rollup::decode_image(&again, &shape).expect("ours");
+    assert_eq!(the_sketch(&twice).rank_sigma(), None);
+    // A version past this build's is refused, naming both.
+    let mut newer = image.clone();
+    newer[8..12].copy_from_slice(&3u32.to_le_bytes());
+    fix_checksum(&mut newer);
+    let error = Rollup::decode_image(&newer, &shape)
+        .expect_err("version 3")
+        .to_string();
+    assert!(
+        error.contains("version 3") && error.contains("1 to 2"),
+        "{error}"
+    );
+}

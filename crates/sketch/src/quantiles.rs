@@ -53,48 +53,102 @@
 //!
 //! DataSketches' `eps` bounds the error over *all* ranks of a sketch at
 //! once (the largest gap between its CDF and the true one, at 99%), so one
-//! query's error is far smaller. Each compaction at level `h` moves a
-//! query's rank by `+/- 2^h` with probability 1/2 (when an odd number of
-//! the compacted items lie below it) and by 0 otherwise, independently of
-//! the others, so the rank error has variance `sum 4^h / 2` over every
-//! compaction the sketch and the sketches merged into it made. The sketch
-//! keeps that sum ([`Quantiles::rank_sigma`] is its square root over `n`);
-//! measured over 200 seeds a shape (`tests/calibration.rs`,
-//! `kll_sigma_probe`: k = 50..400, n = 3k..10^5, one sketch and merges of
-//! 100) the standard deviation of one query's error matched it within
-//! about 10% (0.00232 measured against 0.00243 at k = 200, n = 10^5).
+//! query's error is far smaller. Each compaction at level `h` halves `c`
+//! sorted items, keeping every other one by a coin: a query's rank moves
+//! by `+/- 2^h` when an odd number of the `c` items lie at or below it,
+//! and not at all otherwise, independently of the other compactions. With
+//! the items a random sample of the stream, each at or below a query at
+//! normalized rank `r` with probability `r`, the count below is binomial
+//! and odd with probability `(1 - (1 - 2r)^c) / 2`, so the rank error at
+//! `r` has variance `sum 4^h (1 - (1 - 2r)^c) / 2` over every compaction
+//! the sketch and the sketches merged into it made: `sum 4^h / 2` at the
+//! median, less towards the tails, where a compaction of few items rarely
+//! straddles the query (at `r = 0.01` the count below among 26 items is
+//! odd 20% of the time, against 50% at the median). The sketch keeps the weights `4^h /
+//! 2` summed per half octave of `c` with their `c`-weighted sums (23
+//! classes, `Compactions`), so a query evaluates the sum over at most 23
+//! classes: [`Quantiles::rank_sigma_at`] is its square root over `n`.
+//! Measured over 4,000 fresh streams a row (`tests/calibration.rs`,
+//! `kll_error_steps`: k = 200, n = 10^4 to 10^6, one sketch and merges of
+//! 10 and 100, ranks 0.05 and 0.5), the standard deviation of one
+//! query's error is that within 3% (0.985 to 1.030 of it); over the
+//! coins of one stream (`kll_sigma_probe`, k = 50 to 400) within about
+//! 10%.
 //!
-//! [`Quantiles::rank_error_95`] is `e = 1.96 x 0.94 x rank_sigma` (0 in
-//! exact mode), and [`Quantiles::quantile_interval`] answers the *values*
-//! at `rank - e` and `rank + e`: the true quantile lies between them when
-//! the rank error at it is within `e`. The factor 0.94
-//! (`ITEM_ROUNDING`) corrects for the ends being whole retained items,
-//! which widens the interval: with 1.96 sigma it covered 0.963. Measured
-//! coverage of the true quantile (`cargo test --release -p
-//! cardinal-sketch --test calibration kll -- --include-ignored
-//! --nocapture`, 2026-11-28, k = 200, ranks 0.01 to 0.99, distinct
-//! values, uniform and Pareto streams):
+//! [`Quantiles::rank_error_95`] at `r` is `e = 1.96 x rank_sigma_at(r)`
+//! (0 in exact mode), and [`Quantiles::quantile_interval`] answers the
+//! *values* at `r - e` and `r + e`: the true quantile `x` lies between
+//! them exactly when its estimated rank is at least `r - e` and the
+//! estimated rank of the values below it is under `r + e` (the ends
+//! being retained items does not widen the interval beyond that). Measured coverage of the true quantile, each trial a fresh
+//! stream of distinct values (KLL answers by rank, so any distinct values
+//! answer alike) and fresh coins, 1,000 trials a cell, k = 200
+//! (`cargo test --release -p cardinal-sketch --test calibration
+//! kll_intervals_cover_95_percent_at_every_rank_large -- --ignored
+//! --nocapture`, 2026-11-28):
 //!
-//! | values | one sketch | merge of 10 | merge of 100 |
-//! |---|---|---|---|
-//! | 10^4 | 0.938 | 0.955 | 0.946 |
-//! | 10^5 | 0.929 | 0.934 | 0.949 |
-//! | 10^6 (84 trials a cell) | 0.982 | 0.935 | 0.935 |
-//! | all from 10^4, pooled | 0.945 over 17,304 trials | | |
+//! | values | merged | 0.01 | 0.05 | 0.25 | 0.5 | 0.75 | 0.95 | 0.99 | pooled |
+//! |---|---|---|---|---|---|---|---|---|---|
+//! | 1,000 | 1 | 0.940 | 0.965 | 0.948 | 0.958 | 0.961 | 0.951 | 0.937 | 0.951 |
+//! | 1,000 | 10 | 0.950 | 0.965 | 0.955 | 0.963 | 0.967 | 0.959 | 0.933 | 0.956 |
+//! | 1,000 | 100 | 0.931 | 0.950 | 0.964 | 0.953 | 0.953 | 0.948 | 0.933 | 0.947 |
+//! | 3,000 | 1 | 0.950 | 0.962 | 0.960 | 0.978 | 0.960 | 0.958 | 0.967 | 0.962 |
+//! | 3,000 | 10 | 0.969 | 0.974 | 0.971 | 0.917 | 0.976 | 0.965 | 0.970 | 0.963 |
+//! | 3,000 | 100 | 0.960 | 0.968 | 0.966 | 0.978 | 0.959 | 0.964 | 0.970 | 0.966 |
+//! | 10^4 | 1 | 0.964 | 0.968 | 0.961 | 0.965 | 0.969 | 0.972 | 0.945 | 0.963 |
+//! | 10^4 | 10 | 0.958 | 0.923 | 0.972 | 0.966 | 0.975 | 0.967 | 0.961 | 0.960 |
+//! | 10^4 | 100 | 0.957 | 0.965 | 0.960 | 0.956 | 0.962 | 0.962 | 0.946 | 0.958 |
+//! | 3 x 10^4 | 1 | 0.955 | 0.950 | 0.947 | 0.946 | 0.944 | 0.961 | 0.954 | 0.951 |
+//! | 3 x 10^4 | 10 | 0.969 | 0.937 | 0.934 | 0.928 | 0.955 | 0.932 | 0.953 | 0.944 |
+//! | 3 x 10^4 | 100 | 0.925 | 0.950 | 0.945 | 0.950 | 0.937 | 0.955 | 0.943 | 0.944 |
+//! | 10^5 | 1 | 0.941 | 0.960 | 0.951 | 0.954 | 0.943 | 0.946 | 0.950 | 0.949 |
+//! | 10^5 | 10 | 0.960 | 0.935 | 0.951 | 0.980 | 0.932 | 0.945 | 0.942 | 0.949 |
+//! | 10^5 | 100 | 0.963 | 0.950 | 0.944 | 0.941 | 0.943 | 0.944 | 0.954 | 0.948 |
+//! | from 10^4, pooled | | 0.955 | 0.949 | 0.952 | 0.954 | 0.951 | 0.954 | 0.950 | 0.952 |
 //!
-//! Below about 10^4 values, and with heavily repeated values, coverage is
-//! higher (0.980 from 300 to 1,000 values; 0.988 for a Zipf stream where
-//! half the values are equal): the value interval can be no narrower than
-//! the items next to the answer, and a run of equal values is covered
-//! whatever the rank error.
+//! Pooled over sizes and merges from 10^4 values, every rank covers
+//! 0.949 to 0.955 (9,000 trials a rank; `tests/calibration.rs` holds each
+//! to 0.94..=0.96 on a smaller grid by default). Before (the variance of
+//! the median at every rank, times 0.94, a factor fitted pooled over
+//! ranks on one stream per cell), the same grid measured 0.936 to 0.950
+//! per rank (0.936 at the median) and 0.941 pooled.
 //!
-//! An image does not record the compactions, so a sketch read from one
-//! ([`Sketch::decode`], [`Quantiles::decode_state`]) that has compacted
-//! does not know its variance, nor does a merge with it. Such a sketch
-//! takes the standard deviation as `0.355 / k^0.9723` (0.0021 at k = 200),
-//! fitted so that its intervals cover 95% over the grid pooled (0.953 over
-//! 17,304 trials), but not per shape: a single sketch of 10^5 values errs
-//! more than that (0.89 coverage) and a merge of 10 less (0.99).
+//! One cell is not calibrated to 94..96%, and cannot be by any interval
+//! of fixed width: the cells range from 0.923 to 0.980 (binomial noise
+//! is 0.007). One stream size and merge count fix the compaction
+//! schedule, and the few compactions of the top levels carry much of the
+//! variance, each a jump of `+/- 2^h`, so the error's distribution has
+//! atoms: at 14,000 values merged from 10 sketches, rank 0.05, any
+//! interval from 1.80 to 2.08 sigma covers 0.934 and any from 2.10 sigma
+//! 0.994; at 10^5 values merged from 10, the median, 0.939 below 1.96
+//! sigma and 0.979 from it; at 10^6 merged from 10, 0.930 anywhere from
+//! 1.8 to 2.2 sigma (`kll_error_steps`, 4,000 trials a row, 400 at
+//! 10^6; the standard deviation matches the model within 3% in every
+//! row). Which side of an atom 1.96 sigma falls on changes with `n`;
+//! over sizes spread through an octave it averages out: the value grid
+//! of `kll_value_intervals_cover_95_percent_large` (uniform and Pareto
+//! streams, 10^4 to 10^6 values, one sketch and merges of 10 and 100)
+//! covers 0.954 over 25,704 trials.
+//!
+//! Below about 10^4 values the sketch has compacted a few times and the
+//! error steps are coarser still: pooled from 1,000 to 3,000 values
+//! coverage is 0.958 (cells 0.917 to 0.978); up to a few hundred values
+//! every interval covers (the error is a few items). With heavily repeated
+//! values coverage is higher (0.99 for a Zipf stream where half the
+//! values are equal): a run of equal values is covered whatever the rank
+//! error.
+//!
+//! A sketch read from DataSketches' image ([`Sketch::decode`]: the
+//! format has no room for it, and Java, C++ and Python read and write it
+//! as it is) or from a state image of version 0 does not know its
+//! compactions, nor does a merge with it; [`Quantiles::encode_state`]
+//! carries them, so a rollup restored or shipped between nodes keeps its
+//! intervals. A sketch that does not know them takes the standard
+//! deviation as `0.355 / k^0.9723` (0.0021 at k = 200) at every rank,
+//! fitted so that its intervals covered 95% pooled over an earlier grid
+//! (0.953 over 17,304 trials), but not per shape: a single sketch of 10^5
+//! values errs more than that (0.89 coverage) and a merge of 10 less
+//! (0.99).
 //!
 //! | k | eps (99%) | retained items, about | encoded bytes, about |
 //! |---|---|---|---|
@@ -260,13 +314,11 @@ pub struct Quantiles {
     /// The state of this sketch's own stream of compaction coins
     /// (SplitMix64), seeded when it was made ([`next_seed`]).
     coins: u64,
-    /// The variance of the sketch's rank error, in ranks squared: each
-    /// compaction at level `h` errs by `+/- 2^h` in a query's rank with
-    /// probability 1/2, independently, so it adds `4^h / 2`; a merge adds
-    /// the other's. NaN when unknown: a sketch read from an image (which
-    /// does not carry it) that has compacted. See the module docs on the
-    /// 95% interval.
-    variance: f64,
+    /// The compactions this sketch and the sketches merged into it made,
+    /// as much of them as the variance of a query's rank error needs
+    /// (`Compactions`); unknown for a sketch read from an image that
+    /// does not carry them. See the module docs on the 95% interval.
+    compactions: Compactions,
 }
 
 /// What [`Sketch::estimate`] reports for a [`Quantiles`] sketch.
@@ -376,7 +428,7 @@ impl Quantiles {
             full: 0,
             bottom: 0,
             coins,
-            variance: 0.0,
+            compactions: Compactions::default(),
         })
     }
 
@@ -504,7 +556,7 @@ impl Quantiles {
         let half = adj_pop / 2;
         debug_assert_eq!(adj_beg + 2 * half, raw_lim);
         let sorted = level > 0 || self.level_zero_sorted;
-        self.variance += (2.0 * level as f64).exp2() / 2.0;
+        self.compactions.record(level, 2 * half);
         halve_into_level_above(
             &mut self.items,
             adj_beg,
@@ -565,7 +617,7 @@ impl Quantiles {
             &mut in_levels,
             self.level_zero_sorted,
             &mut self.coins,
-            &mut self.variance,
+            &mut self.compactions,
         );
         let pop = (out_levels[num_levels] - out_levels[0]) as usize;
         let free = capacity as usize - pop;
@@ -679,8 +731,20 @@ impl Quantiles {
     /// compact image cannot hold yet.
     ///
     /// ```text
-    ///  | coins u64 | pending u16 | 0 u16 | pending x value f64, oldest first | KLL image |
+    ///  | coins u64 | pending u16 | version u16 = 1 | pending x value f64, oldest first |
+    ///  | known u8 | classes u8 | classes x | class u8 | weight f64 | sized f64 | |
+    ///  | KLL image |
     /// ```
+    ///
+    /// The middle part is what the interval needs of the compactions the
+    /// sketch made (see the module docs on the 95% interval): whether
+    /// they are known (1) or not (0: the sketch, or one merged into it,
+    /// was read from an image that does not carry them), and per size
+    /// class that has any, in increasing order, the sum of `4^h / 2` over
+    /// its compactions and that sum weighted by their sizes. Version 0
+    /// (`STATE_VERSION_UNTRACKED`, written before the compactions were)
+    /// has no such part: a sketch read from it that has compacted does
+    /// not know them, as one read from [`Sketch::decode`].
     ///
     /// [`Sketch::encode`] settles a copy of a sketch past its capacity
     /// (up to `SLACK` values of level 0 wait for a compaction): an image
@@ -703,13 +767,14 @@ impl Quantiles {
         );
         out.extend_from_slice(&self.coins.to_le_bytes());
         out.extend_from_slice(&u16::try_from(pending).expect("<= SLACK").to_le_bytes());
-        out.extend_from_slice(&0u16.to_le_bytes());
+        out.extend_from_slice(&STATE_VERSION.to_le_bytes());
         // Level 0 keeps its newest value first: the pending ones, in the
         // order they were inserted, are the first `pending`, backwards.
         let level_zero = self.levels[0] as usize;
         for &value in self.items[level_zero..level_zero + pending].iter().rev() {
             out.extend_from_slice(&value.to_le_bytes());
         }
+        self.compactions.encode(out);
         out.extend_from_slice(&self.encode_without_newest(pending));
     }
 
@@ -741,8 +806,12 @@ impl Quantiles {
         };
         let coins = u64::from_le_bytes(prefix[..8].try_into().expect("8 bytes"));
         let pending = usize::from(u16::from_le_bytes([prefix[8], prefix[9]]));
-        if prefix[10..] != [0, 0] {
-            return Err(malformed("reserved state bytes are not zero"));
+        let version = u16::from_le_bytes([prefix[10], prefix[11]]);
+        if version != STATE_VERSION && version != STATE_VERSION_UNTRACKED {
+            return Err(malformed(&format!(
+                "state version {version}; this build reads {STATE_VERSION_UNTRACKED} and \
+                 {STATE_VERSION}: read it with the build that wrote it"
+            )));
         }
         if pending > SLACK {
             return Err(malformed("more pending values than SLACK"));
@@ -754,13 +823,25 @@ impl Quantiles {
                 found: bytes.len() as u64,
             });
         }
-        let (values, image) = rest.split_at(8 * pending);
+        let (values, rest) = rest.split_at(8 * pending);
+        let (compactions, image) = if version == STATE_VERSION {
+            let (compactions, used) = Compactions::decode(rest)?;
+            (Some(compactions), &rest[used..])
+        } else {
+            (None, rest)
+        };
         check_count(image)?;
         KllSketch::<KllFloat<f64>>::deserialize(image).map_err(|error| Error::Malformed {
             sketch: SKETCH,
             reason: error.to_string(),
         })?;
         let mut q = Self::from_valid_image(image, coins)?;
+        if let Some(compactions) = compactions {
+            if compactions.known && compactions.by_size.is_none() && !q.is_exact() {
+                return Err(malformed("a sketch that compacted records no compactions"));
+            }
+            q.compactions = compactions;
+        }
         if pending > 0 {
             // Only a sketch at its capacity has values waiting.
             let full = total_capacity(q.k, q.num_levels()) as usize;
@@ -855,7 +936,9 @@ impl Quantiles {
             .collect();
         q.levels = offsets.iter().map(|offset| offset - free).collect();
         // The image does not say how the sketch compacted.
-        q.variance = if q.is_exact() { 0.0 } else { f64::NAN };
+        if !q.is_exact() {
+            q.compactions = Compactions::unknown();
+        }
         Ok(q)
     }
 
@@ -917,9 +1000,15 @@ impl Quantiles {
         self.k
     }
 
-    /// Heap bytes held: the item buffer and the level offsets.
+    /// Heap bytes held: the item buffer, the level offsets and, once the
+    /// sketch has compacted, its compactions' sums (368 bytes).
     pub fn heap_bytes(&self) -> usize {
-        self.items.capacity() * 8 + self.levels.capacity() * 4
+        let compactions = self
+            .compactions
+            .by_size
+            .as_ref()
+            .map_or(0, |by_size| std::mem::size_of_val(&**by_size));
+        self.items.capacity() * 8 + self.levels.capacity() * 4 + compactions
     }
 
     /// Whether the sketch still holds every value it summarized (none
@@ -943,35 +1032,43 @@ impl Quantiles {
 }
 
 impl Quantiles {
-    /// The standard deviation of one query's normalized rank error, from
-    /// the compactions this sketch and the sketches merged into it made
-    /// (0 in exact mode), or `None` for a sketch read from an image, which
-    /// does not record them. See the module docs on the 95% interval.
+    /// The standard deviation of the normalized rank error of a query at
+    /// the median, where it is largest, from the compactions this sketch
+    /// and the sketches merged into it made (0 in exact mode), or `None`
+    /// for a sketch read from an image that does not record them. See
+    /// [`Self::rank_sigma_at`] and the module docs on the 95% interval.
     pub fn rank_sigma(&self) -> Option<f64> {
+        self.rank_sigma_at(0.5)
+    }
+
+    /// The standard deviation of the normalized rank error of a query at
+    /// `rank` (clamped to `0..=1`): the square root of the variance the
+    /// module docs work out (on the 95% interval) over `n`. 0 in exact
+    /// mode; `None` for
+    /// a sketch read from an image that does not record its compactions
+    /// ([`Sketch::decode`], or an old state image).
+    pub fn rank_sigma_at(&self, rank: f64) -> Option<f64> {
         if self.n == 0 || self.is_exact() {
             return Some(0.0);
         }
-        let variance = self.settled().variance;
-        variance
-            .is_finite()
-            .then(|| variance.sqrt() / self.n as f64)
+        let variance = self.settled().compactions.variance_at(rank)?;
+        Some(variance.sqrt() / self.n as f64)
     }
 
-    /// The two-sided 95% normalized rank error of this sketch as it is:
-    /// with probability about 0.95 a [`Self::quantile`] answer's true rank
-    /// is within this of the rank asked for: `1.96` times
-    /// [`Self::rank_sigma`], or for a sketch read from an image `1.96 x
-    /// 0.355 / k^0.9723`. 0 while the sketch holds every value. See the
-    /// module docs on the 95% interval for how it is worked out and
+    /// The two-sided 95% normalized rank error of a query at `rank`: with
+    /// probability about 0.95 a [`Self::quantile`] answer's true rank is
+    /// within this of `rank`: `1.96` times [`Self::rank_sigma_at`], or for
+    /// a sketch that does not know its compactions `1.96 x 0.355 /
+    /// k^0.9723` at every rank. 0 while the sketch holds every value. See
+    /// the module docs on the 95% interval for how it is worked out and
     /// measured.
-    pub fn rank_error_95(&self) -> f64 {
+    pub fn rank_error_95(&self, rank: f64) -> f64 {
         if self.n == 0 || self.is_exact() {
             return 0.0;
         }
-        let sigma = self.rank_sigma().map_or_else(
-            || RANK_SIGMA_FIT / f64::from(self.min_k).powf(0.9723),
-            |sigma| ITEM_ROUNDING * sigma,
-        );
+        let sigma = self
+            .rank_sigma_at(rank)
+            .unwrap_or_else(|| RANK_SIGMA_FIT / f64::from(self.min_k).powf(0.9723));
         let eps = (Z_95 * sigma).min(1.0);
         assert!(eps >= 0.0);
         eps
@@ -979,12 +1076,12 @@ impl Quantiles {
 
     /// The quantile at `rank` with a 95% interval of *values*: `lower` is
     /// the quantile at `rank - e`, `upper` the quantile at `rank + e`
-    /// (clamped to `0..=1`), where `e` is [`Self::rank_error_95`]. The
-    /// interval covers the true quantile (the smallest value with at
-    /// least `rank` of the values at or below it) with probability about
-    /// 0.95 (`confidence`), measured in `tests/calibration.rs`. A sketch
-    /// that holds every value answers exactly (confidence 1, bounds equal
-    /// to the value).
+    /// (clamped to `0..=1`), where `e` is [`Self::rank_error_95`] at
+    /// `rank`. The interval covers the true quantile (the smallest value
+    /// with at least `rank` of the values at or below it) with probability
+    /// about 0.95 (`confidence`), measured in `tests/calibration.rs`. A
+    /// sketch that holds every value answers exactly (confidence 1, bounds
+    /// equal to the value).
     ///
     /// `None` if the sketch is empty or `rank` is NaN or outside `0..=1`.
     pub fn quantile_interval(&self, rank: f64) -> Option<Estimate> {
@@ -992,7 +1089,7 @@ impl Quantiles {
         if self.is_exact() {
             return Some(Estimate::exact(value));
         }
-        let eps = self.rank_error_95();
+        let eps = self.rank_error_95(rank);
         let lower = self.quantile((rank - eps).max(0.0))?;
         let upper = self.quantile((rank + eps).min(1.0))?;
         assert!(lower <= value && value <= upper);
@@ -1005,13 +1102,207 @@ impl Quantiles {
     }
 }
 
-/// The factor on [`Quantiles::rank_sigma`] that makes the *value* interval
-/// cover 95%: its ends are whole retained items, whose weights (up to
-/// `2^levels`) widen it beyond `rank +/- e`; measured, intervals of the
-/// full `1.96 sigma` covered 0.963 over the calibration grid, and this
-/// factor (`1.96 / 2.09`, 2.09 the normal quantile of that coverage)
-/// brings it to 0.95 (see the module docs on the 95% interval).
-const ITEM_ROUNDING: f64 = 0.94;
+/// Classes of compaction sizes kept apart by [`Compactions`]: half
+/// octaves of the number of items halved, from 2 (class 0) up; sizes of
+/// 2^12 and more share the last class, where `(1 - 2r)^c` is below 10^-3
+/// for every rank `r` from 10^-3 to `1 - 10^-3`, so the classes' mean is
+/// as good as any there.
+const SIZE_CLASSES: usize = 23;
+
+/// What the variance of a query's rank error needs of the compactions a
+/// sketch (and every sketch merged into it) made.
+///
+/// A compaction at level `h` halves `c` sorted items (an even number),
+/// keeping every other one by a coin: a query's rank moves by `+/- 2^h`
+/// when an odd number of the `c` items lie at or below it, and not at all
+/// otherwise. With the items spread over the stream as a random sample
+/// (each `<=` the query with probability `r`, the query's rank), the
+/// count below is binomial and odd with probability `(1 - (1 - 2r)^c) /
+/// 2`, so the compaction adds `4^h (1 - (1 - 2r)^c) / 2` to the variance:
+/// `4^h / 2` at the median, less towards the tails, and the less the
+/// fewer items it halved (a small compaction rarely straddles a query at
+/// rank 0.01). The weights `4^h / 2` are kept summed per class of `c`
+/// (half octaves, [`SIZE_CLASSES`]) with their `c`-weighted sum, so the
+/// variance at any rank is a sum over at most 23 classes. A merge adds
+/// the other's.
+#[derive(Clone, Debug, PartialEq)]
+struct Compactions {
+    /// Per size class, the sum of `4^h / 2` and of `c 4^h / 2`; `None`
+    /// before the first compaction (no allocation in exact mode).
+    by_size: Option<Box<[[f64; 2]; SIZE_CLASSES]>>,
+    /// Whether they are known: false for a sketch read from an image that
+    /// does not carry them, and for any sketch such a one merged into.
+    known: bool,
+}
+
+impl Default for Compactions {
+    /// No compactions yet.
+    fn default() -> Self {
+        Self {
+            by_size: None,
+            known: true,
+        }
+    }
+}
+
+impl Compactions {
+    /// Not known (read from an image that does not carry them).
+    fn unknown() -> Self {
+        Self {
+            by_size: None,
+            known: false,
+        }
+    }
+
+    /// Records a compaction at `level` halving `size` items.
+    #[inline]
+    fn record(&mut self, level: usize, size: usize) {
+        if size == 0 {
+            return;
+        }
+        let weight = (2.0 * level as f64).exp2() / 2.0;
+        let class = size_class(size);
+        let by_size = self
+            .by_size
+            .get_or_insert_with(|| Box::new([[0.0; 2]; SIZE_CLASSES]));
+        by_size[class][0] += weight;
+        by_size[class][1] += weight * size as f64;
+    }
+
+    /// Adds another sketch's compactions (a merge).
+    fn absorb(&mut self, other: &Self) {
+        self.known &= other.known;
+        if let Some(theirs) = &other.by_size {
+            let ours = self
+                .by_size
+                .get_or_insert_with(|| Box::new([[0.0; 2]; SIZE_CLASSES]));
+            for (a, b) in ours.iter_mut().zip(theirs.iter()) {
+                a[0] += b[0];
+                a[1] += b[1];
+            }
+        }
+    }
+
+    /// The variance of a query's rank error at normalized rank `rank`, in
+    /// ranks squared (see the type's docs), or `None` if unknown.
+    fn variance_at(&self, rank: f64) -> Option<f64> {
+        if !self.known {
+            return None;
+        }
+        let Some(by_size) = &self.by_size else {
+            return Some(0.0);
+        };
+        // Symmetric in r and 1 - r; clamped so that 1 - 2r is in 0..=1.
+        let r = rank.clamp(0.0, 1.0);
+        let base = 1.0 - 2.0 * r.min(1.0 - r);
+        Some(
+            by_size
+                .iter()
+                .filter(|class| class[0] > 0.0)
+                .map(|&[weight, sized]| weight * (1.0 - base.powf(sized / weight)))
+                .sum(),
+        )
+    }
+}
+
+impl Compactions {
+    /// Appends the state image's compactions part (see
+    /// [`Quantiles::encode_state`]).
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(u8::from(self.known));
+        let Some(by_size) = self.by_size.as_deref().filter(|_| self.known) else {
+            out.push(0);
+            return;
+        };
+        let classes = by_size.iter().filter(|class| class[0] > 0.0).count();
+        out.push(u8::try_from(classes).expect("SIZE_CLASSES fits u8"));
+        for (class, &[weight, sized]) in by_size.iter().enumerate() {
+            if weight > 0.0 {
+                out.push(u8::try_from(class).expect("SIZE_CLASSES fits u8"));
+                out.extend_from_slice(&weight.to_le_bytes());
+                out.extend_from_slice(&sized.to_le_bytes());
+            }
+        }
+    }
+
+    /// Reads [`Self::encode`]'s part from the front of `bytes`: the
+    /// compactions and the bytes read.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Truncated`] if cut short, [`Error::Malformed`] for a flag
+    /// other than 0 or 1, classes out of range or order, classes behind
+    /// an unknown flag, or sums that no compactions make (not finite, not
+    /// positive, or a mean size below 1).
+    fn decode(bytes: &[u8]) -> Result<(Self, usize)> {
+        const CLASS_BYTES: usize = 17;
+        let malformed = |reason: &str| Error::Malformed {
+            sketch: SKETCH,
+            reason: format!("state compactions: {reason}"),
+        };
+        let truncated = |expected: usize| Error::Truncated {
+            sketch: SKETCH,
+            expected: expected as u64,
+            found: bytes.len() as u64,
+        };
+        let [known, classes, ..] = *bytes else {
+            return Err(truncated(2));
+        };
+        let classes = usize::from(classes);
+        let known = match known {
+            0 if classes == 0 => false,
+            0 => return Err(malformed("classes of unknown compactions")),
+            1 => true,
+            _ => return Err(malformed("the known flag is neither 0 nor 1")),
+        };
+        if classes > SIZE_CLASSES {
+            return Err(malformed("more size classes than SIZE_CLASSES"));
+        }
+        let used = 2 + CLASS_BYTES * classes;
+        let body = bytes.get(2..used).ok_or_else(|| truncated(used))?;
+        let mut compactions = Self {
+            by_size: None,
+            known,
+        };
+        let mut next = 0;
+        for entry in body.chunks_exact(CLASS_BYTES) {
+            let class = usize::from(entry[0]);
+            if class < next || class >= SIZE_CLASSES {
+                return Err(malformed("size classes out of range or order"));
+            }
+            next = class + 1;
+            let weight = f64::from_le_bytes(entry[1..9].try_into().expect("8 bytes"));
+            let sized = f64::from_le_bytes(entry[9..17].try_into().expect("8 bytes"));
+            if !(weight.is_finite() && weight > 0.0 && sized.is_finite() && sized >= weight) {
+                return Err(malformed("sums no compactions make"));
+            }
+            compactions
+                .by_size
+                .get_or_insert_with(|| Box::new([[0.0; 2]; SIZE_CLASSES]))[class] = [weight, sized];
+        }
+        Ok((compactions, used))
+    }
+}
+
+/// The state image version [`Quantiles::encode_state`] writes: 1, with the
+/// sketch's compactions.
+const STATE_VERSION: u16 = 1;
+
+/// The state image version written before the compactions were (its
+/// field was reserved, 0): still read, the compactions then unknown.
+const STATE_VERSION_UNTRACKED: u16 = 0;
+
+/// The [`SIZE_CLASSES`] class of a compaction of `size` (at least 2)
+/// items: half octaves, `2 floor(log2 c) - 2`, plus one in the upper
+/// half of the octave.
+fn size_class(size: usize) -> usize {
+    let size = size as u64;
+    let octave = 63 - size.leading_zeros() as usize;
+    let upper = u128::from(size) * u128::from(size) >= 1u128 << (2 * octave + 1);
+    (2 * octave + usize::from(upper))
+        .saturating_sub(2)
+        .min(SIZE_CLASSES - 1)
+}
 
 /// For a sketch that does not know its compactions (read from an image),
 /// the standard deviation of one query's normalized rank error is taken
@@ -1048,7 +1339,7 @@ impl Sketch for Quantiles {
         } else {
             (self.min.min(other.min), self.max.max(other.max))
         };
-        self.variance += other.variance;
+        self.compactions.absorb(&other.compactions);
         // DataSketches' `merge`: the other's level 0 inserted as values,
         // then every higher level merged with ours and compacted.
         for &value in other.level(0) {
@@ -1238,7 +1529,7 @@ fn general_compress(
     in_levels: &mut Vec<u32>,
     level_zero_sorted: bool,
     coins: &mut u64,
-    variance: &mut f64,
+    compactions: &mut Compactions,
 ) -> (usize, u32, Vec<u32>) {
     debug_assert!(levels_in >= 1 && in_levels.len() == levels_in + 1);
     let mut num_levels = levels_in;
@@ -1273,7 +1564,7 @@ fn general_compress(
                 out_levels.push(offset_of(out));
             }
             let sorted = level > 0 || level_zero_sorted;
-            *variance += (2.0 * level as f64).exp2() / 2.0;
+            compactions.record(level, 2 * half);
             halve_into_level_above(items, adj_beg, half, pop_above, sorted, coins);
             count -= half;
             in_levels[level + 1] -= offset_of(half);
@@ -1522,22 +1813,33 @@ mod tests {
         }
         let sigma = q.rank_sigma().expect("made here");
         assert!(sigma > 0.0 && sigma < q.rank_error(), "{sigma}");
-        assert!((q.rank_error_95() - Z_95 * ITEM_ROUNDING * sigma).abs() < 1e-15);
+        assert!((q.rank_error_95(0.5) - Z_95 * sigma).abs() < 1e-15);
+        let tail = q.rank_sigma_at(0.01).expect("made here");
+        assert!(tail > 0.0 && tail < sigma, "{tail} {sigma}");
+        assert_eq!(q.rank_sigma_at(0.01), q.rank_sigma_at(0.99));
         let read = Quantiles::decode(&q.encode()).expect("decodes");
         assert_eq!(read.rank_sigma(), None);
         let fallback = Z_95 * RANK_SIGMA_FIT / 200f64.powf(0.9723);
-        assert!((read.rank_error_95() - fallback).abs() < 1e-15);
+        assert!((read.rank_error_95(0.5) - fallback).abs() < 1e-15);
         let mut merged = Quantiles::with_seed(200, 2).expect("k");
         merged.merge(&read).expect("merges");
         assert_eq!(merged.rank_sigma(), None, "unknown once merged in");
         let mut state = Vec::new();
         q.encode_state(&mut state);
-        assert_eq!(
-            Quantiles::decode_state(&state)
-                .expect("decodes")
-                .rank_sigma(),
-            None
-        );
+        let resumed = Quantiles::decode_state(&state).expect("decodes");
+        assert_eq!(resumed.rank_sigma(), q.rank_sigma(), "the state keeps it");
+        assert_eq!(resumed.rank_sigma_at(0.01), q.rank_sigma_at(0.01));
+        // A state of version 0 (before the compactions were written):
+        // the same bytes less the compactions part, which is 2 bytes
+        // and 17 a size class.
+        let part = 12 + 8 * usize::from(u16::from_le_bytes([state[8], state[9]]));
+        let classes = usize::from(state[part + 1]);
+        let mut old = state[..part].to_vec();
+        old[10] = 0;
+        old.extend_from_slice(&state[part + 2 + 17 * classes..]);
+        let read = Quantiles::decode_state(&old).expect("an old state decodes");
+        assert_eq!(read.rank_sigma(), None, "an old state does not know");
+        assert_eq!(read.encode(), q.encode());
     }
 
     #[test]

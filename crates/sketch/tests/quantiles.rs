@@ -417,10 +417,32 @@ fn decode_state_refuses_what_encode_state_never_writes() {
     forged[8] = 1;
     forged.splice(12..12, 4.0f64.to_le_bytes());
     assert!(Quantiles::decode_state(&forged).is_err());
-    // More pending values than SLACK, a NaN, reserved bytes.
-    for (at, byte) in [(8, 200u8), (10, 1)] {
+    // More pending values than SLACK, a version this build does not
+    // read, a known flag other than 0 or 1, a size class out of range.
+    // The compactions part follows the pending values.
+    let part = 12 + 8 * usize::from(u16::from_le_bytes([state[8], state[9]]));
+    assert!(
+        state[part + 1] > 0,
+        "a sketch that compacted has size classes"
+    );
+    for (at, byte) in [(8, 200u8), (10, 2), (part, 2), (part + 2, 200)] {
         let mut forged = state.clone();
         forged[at] = byte;
         assert!(Quantiles::decode_state(&forged).is_err(), "byte {at}");
+    }
+    // Any byte of the compactions part changed: refused, or read into a
+    // sketch that answers with an interval (never a panic).
+    let classes = usize::from(state[part + 1]);
+    for at in part..part + 2 + 17 * classes {
+        for byte in [0u8, 1, 0x3f, 0x7f, 0x80, 0xf0, 0xff] {
+            let mut forged = state.clone();
+            forged[at] = byte;
+            if let Ok(q) = Quantiles::decode_state(&forged) {
+                for rank in [0.0, 0.01, 0.5, 1.0] {
+                    let e = q.quantile_interval(rank).expect("not empty");
+                    assert!(e.lower <= e.value && e.value <= e.upper);
+                }
+            }
+        }
     }
 }
