@@ -630,3 +630,62 @@ fn relp_sessions_by_hand() {
     let refused = read_until(&mut socket, |_| false);
     assert_eq!(refused, "0 serverclose 0\n");
 }
+
+/// The seed's second format: NDJSON bodies, here in BSD (RFC 3164)
+/// messages one a line over plain TCP, the event time taken from the
+/// syslog header (`time = 'syslog_timestamp'`) and the host from it too.
+#[test]
+fn bsd_messages_with_json_bodies_over_plain_tcp() {
+    use std::io::Write as _;
+    let dir = scratch_dir("syslog", "bsd-json");
+    std::fs::write(
+        dir.join("schema.sql"),
+        "CREATE STREAM clicks (syslog_timestamp TIMESTAMP, syslog_hostname TEXT,
+           user_id BIGINT, campaign TEXT)
+           WITH (format = 'json', time = 'syslog_timestamp');
+         CREATE SUMMARY per_host AS SELECT date_trunc('day', syslog_timestamp) AS day,
+           syslog_hostname AS host, count(*) AS clicks, exact_distinct(user_id) AS users
+           FROM clicks GROUP BY day, host;",
+    )
+    .expect("schema");
+    let (http, port) = (free_port(), free_port());
+    let listener = ["--syslog".to_owned(), format!("clicks=127.0.0.1:{port}")];
+    let listener: Vec<&str> = listener.iter().map(String::as_str).collect();
+    let server = start(&dir, http, &listener);
+    let mut socket = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connects");
+    let mut text = String::new();
+    for i in 0..1_000u32 {
+        let host = ["edge1", "edge2"][(i % 2) as usize];
+        text.push_str(&format!(
+            "<134>Nov {:>2} 10:00:{:02} {host} clicks[42]: {{\"user_id\": {}, \"campaign\": \"c{}\"}}\n",
+            1 + i % 3,
+            i % 60,
+            i % 250,
+            i % 7
+        ));
+    }
+    // And one that is no JSON object: rejected, the rest counted.
+    text.push_str("<134>Nov  1 10:00:00 edge1 clicks: not json\n");
+    socket.write_all(text.as_bytes()).expect("sent");
+    drop(socket);
+    let query = b"SELECT host, clicks, users FROM per_host GROUP BY host ORDER BY host";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, body) = common::http_request(
+            server.http,
+            ("POST", "/v1/sql?format=csv"),
+            &[],
+            query,
+            Duration::from_secs(10),
+        )
+        .expect("answers");
+        assert_eq!(status, 200, "{body}");
+        if body == "host,clicks,users\nedge1,500,125\nedge2,500,125\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{body}\n{}", log_of(&dir));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, rejects) = get(server.http, "/v1/rejects").expect("rejects");
+    assert!(rejects.contains("syslog message from 127.0.0.1:"), "{rejects}");
+}
