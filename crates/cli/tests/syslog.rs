@@ -357,6 +357,11 @@ fn relp_counts_every_message_once_across_kills_seed_2() {
 }
 
 #[test]
+fn relp_counts_every_message_once_across_kills_seed_3() {
+    relp_run(3);
+}
+
+#[test]
 fn plain_tcp_octet_counted_counts_every_message() {
     let Some(binary) = rsyslog::binary() else {
         return;
@@ -687,5 +692,8 @@ fn bsd_messages_with_json_bodies_over_plain_tcp() {
         std::thread::sleep(Duration::from_millis(50));
     }
     let (_, rejects) = get(server.http, "/v1/rejects").expect("rejects");
-    assert!(rejects.contains("syslog message from 127.0.0.1:"), "{rejects}");
+    assert!(
+        rejects.contains("syslog message from 127.0.0.1:"),
+        "{rejects}"
+    );
 }

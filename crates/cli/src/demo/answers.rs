@@ -305,9 +305,19 @@ pub(super) fn print_top_sites(executed: &Executed<'_>) -> Result<()> {
         bail!("top_sites.sites is not a top-k");
     };
     println!("TOP SITES over all days (topk(site, 10) per day, merged; Count-Min heavy hitters)");
+    // Count-Min's bounds hold with their own confidence (one-sided,
+    // from the sketch's depth), not 95%: the label says which.
+    let confidence = items.first().map_or(0.95, |(_, e)| e.confidence);
     println!(
         "  {:>4}  {:<8}  {:>32}  {:>6}",
-        "rank", "site", "impressions (95% interval)", "share"
+        "rank",
+        "site",
+        if confidence >= 1.0 {
+            "impressions (exact)".to_owned()
+        } else {
+            format!("impressions ({:.1}% bounds)", 100.0 * confidence)
+        },
+        "share"
     );
     for (rank, (name, estimate)) in items.iter().take(TOP_SITES_SHOWN).enumerate() {
         println!(
