@@ -335,6 +335,7 @@ fn relp_run(seed: u64) {
         &rsyslog,
         &format!("RELP seed {seed}"),
     );
+    quantiles_by_rank(&server, &dir, &lines, seed);
     let (_, metrics) = get(server.http, "/metrics").expect("metrics");
     eprintln!(
         "seed {seed}: {}",
@@ -696,4 +697,66 @@ fn bsd_messages_with_json_bodies_over_plain_tcp() {
         rejects.contains("syslog message from 127.0.0.1:"),
         "{rejects}"
     );
+}
+
+/// `providers` beside `cardinal run`'s: counts and HyperLogLog estimates
+/// equal; each quantile (whose sketch depends on the order messages were
+/// folded in) within twice its rank error of the quantile asked, by its
+/// rank among the group's exact values.
+fn quantiles_by_rank(server: &Server, dir: &Path, lines: &[String], seed: u64) {
+    use std::collections::BTreeMap;
+    let key = |row: &serde_json::Value| {
+        (
+            row["day"].as_str().expect("day").to_owned(),
+            row["provider"].as_str().expect("provider").to_owned(),
+        )
+    };
+    let truth: BTreeMap<_, serde_json::Value> = truth(dir, "all.csv", "providers")
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .map(|row: serde_json::Value| (key(&row), row))
+        .collect();
+    let got = rows(server.http, "providers").expect("providers");
+    assert_eq!(got.len(), truth.len(), "seed {seed}: providers' groups");
+    let mut values: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
+    for line in lines {
+        let f: Vec<&str> = line.split(',').collect();
+        if f[2] == "impression" {
+            let day = format!("{}T00:00:00Z", &f[0][..10]);
+            values
+                .entry((day, f[5].to_owned()))
+                .or_default()
+                .push(f[7].parse().expect("revenue"));
+        }
+    }
+    for line in &got {
+        let row: serde_json::Value = serde_json::from_str(line).expect("JSON");
+        let key = key(&row);
+        let want = &truth[&key];
+        assert_eq!(row["events"], want["events"], "seed {seed} {key:?}");
+        assert_eq!(row["users"], want["users"], "seed {seed} {key:?}");
+        let exact = values.get_mut(&key).expect("the group's values");
+        exact.sort_by(f64::total_cmp);
+        for (column, q) in [
+            ("revenue_p50", 0.5),
+            ("revenue_p90", 0.9),
+            ("revenue_p99", 0.99),
+        ] {
+            let name = column.trim_start_matches("revenue_");
+            let value = row[column][name].as_f64().expect("a quantile");
+            let error = row[column]["rank_error"].as_f64().expect("its rank error");
+            // The value's ranks among the exact values: any rank between
+            // those below it and those at or below it.
+            let below = exact.partition_point(|v| *v < value) as f64;
+            let at_or_below = exact.partition_point(|v| *v <= value) as f64;
+            let n = exact.len() as f64;
+            let slack = 2.0 * error + 1.0 / n;
+            assert!(
+                below / n - slack <= q && q <= at_or_below / n + slack,
+                "seed {seed} {key:?} {column}: {value} ranks {}..{} of {n}, error {error}",
+                below / n,
+                at_or_below / n
+            );
+        }
+    }
 }

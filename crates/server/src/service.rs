@@ -219,7 +219,7 @@ pub struct SyslogIds {
 }
 
 impl SyslogIds {
-    /// The most bytes [`SyslogIds::encode`] writes for `senders` of
+    /// The most bytes the envelope's encoding of these ids takes for `senders` of
     /// `sender_bytes` bytes in all and `ids` ids.
     pub fn encoded_bytes(senders: usize, sender_bytes: usize, ids: usize) -> usize {
         2 + 2 * senders + sender_bytes + 4 + 10 * ids

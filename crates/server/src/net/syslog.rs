@@ -4,7 +4,7 @@
 //! A connection reads what the socket has, decodes every whole frame in
 //! it, makes each message one record of its stream
 //! ([`cardinal_syslog::record::Layout`]) and hands them to the service as
-//! one batch ([`Service::ingest_syslog`]), the one admission path every
+//! one batch ([`crate::service::Service::ingest_syslog`]), the one admission path every
 //! edge uses. So a syslog message goes through the write-ahead log like a
 //! native batch, and its position is its log record's.
 //!
