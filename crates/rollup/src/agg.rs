@@ -683,7 +683,8 @@ impl AggState {
                 values: kind
                     .ranks()
                     .iter()
-                    .map(|&rank| (rank, q.quantile(rank)))
+                    .copied()
+                    .zip(q.quantiles(kind.ranks()))
                     .collect(),
                 // A sketch that kept every value answers exactly.
                 rank_error: if q.is_exact() { 0.0 } else { q.rank_error() },
