@@ -21,12 +21,12 @@ mod common;
 mod kafka;
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ok, scratch_dir};
+use common::{Rng, free_port, get, rss, scratch_dir, truth, w1_events as events};
 use kafka::{Broker, End, OwnBroker, Records, Transaction};
 
 /// W1's header line.
@@ -38,31 +38,6 @@ const SCHEMA: &str = include_str!("../../../bench/engine/schemas/impressions.sql
 /// How long nodes may take to fold everything produced, after the last
 /// restart: seconds here; a minute means something is stuck.
 const CATCH_UP: Duration = Duration::from_secs(90);
-
-/// A small deterministic generator (xorshift), so runs repeat.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// A free port on loopback (bound and released: a node restarted keeps
-/// its port, so its peers' `--peers` stay right).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
 
 /// A running `cardinal serve` node.
 struct Node {
@@ -175,10 +150,6 @@ fn refused(args: &NodeArgs) -> String {
     }
 }
 
-fn get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
-    common::http_request(address, ("GET", path), &[], b"", Duration::from_secs(30))
-}
-
 /// The node's per-partition lag, from `/metrics`: `None` while the
 /// node does not answer or has not yet heard every partition's watermark.
 fn lags(address: SocketAddr) -> Option<Vec<i64>> {
@@ -225,62 +196,7 @@ fn caught_up(nodes: &[&Node]) {
 
 /// A summary's rows (JSON lines) as a node answers them, sorted.
 fn rows(address: SocketAddr, summary: &str) -> Vec<String> {
-    let (status, body) =
-        get(address, &format!("/v1/summaries/{summary}?format=json")).expect("the node answers");
-    assert_eq!(status, 200, "{body}");
-    let mut rows: Vec<String> = body.lines().map(str::to_owned).collect();
-    rows.sort();
-    rows
-}
-
-/// What `cardinal run` prints for `summary` over `input`, sorted.
-fn truth(dir: &Path, input: &str, summary: &str) -> Vec<String> {
-    let out = dir.join("truth.jsonl");
-    ok(&common::cardinal(
-        dir,
-        &[
-            "run",
-            "schema.sql",
-            input,
-            "--quiet",
-            "--no-progress",
-            "--json",
-            out.to_str().expect("utf-8"),
-        ],
-    ));
-    let text = std::fs::read_to_string(&out).expect("run's JSON lines");
-    let tag = format!("{{\"summary\":\"{summary}\"");
-    let mut rows: Vec<String> = text
-        .lines()
-        .filter(|l| l.starts_with(&tag))
-        .map(str::to_owned)
-        .collect();
-    rows.sort();
-    rows
-}
-
-/// W1 events without their header line.
-fn events(dir: &Path, count: usize, seed: u64) -> Vec<String> {
-    let file = dir.join("events.csv");
-    ok(&common::cardinal(
-        dir,
-        &[
-            "gen",
-            "impressions",
-            "--events",
-            &count.to_string(),
-            "--seed",
-            &seed.to_string(),
-            "-o",
-            file.to_str().expect("utf-8"),
-        ],
-    ));
-    std::fs::read_to_string(&file)
-        .expect("events")
-        .lines()
-        .skip(1)
-        .map(str::to_owned)
-        .collect()
+    common::summary_rows(address, summary).expect("the node answers 200")
 }
 
 /// Spreads `lines` over `partitions` partitions as messages: mostly one
@@ -731,14 +647,6 @@ fn a_broker_that_goes_away_and_comes_back_loses_and_doubles_nothing() {
     )
     .expect("input");
     assert_eq!(rows(node.http, "reach"), truth(&dir, "all.csv", "reach"));
-}
-
-/// The node's resident memory, from `/metrics`.
-fn rss(address: SocketAddr) -> Option<u64> {
-    let (_, body) = get(address, "/metrics")?;
-    body.lines()
-        .find(|l| l.starts_with("process_resident_memory_bytes "))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
 #[test]

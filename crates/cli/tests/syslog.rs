@@ -22,12 +22,14 @@ mod common;
 mod rsyslog;
 
 use std::io::Write as _;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{ok, scratch_dir};
+use common::{
+    Rng, free_port, get, rss, scratch_dir, summary_rows as rows, truth, w1_events as events,
+};
 use rsyslog::Rsyslog;
 
 /// W1's schema, as bench/engine declares it.
@@ -40,29 +42,6 @@ const HEADER: &str = "ts,user_id,kind,state,site,provider,campaign,revenue";
 /// event after the last restart: seconds here (rsyslog retries a
 /// suspended action every second); a minute and a half means stuck.
 const DELIVERED: Duration = Duration::from_secs(90);
-
-/// A small deterministic generator (xorshift), so runs repeat.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
 
 /// A `cardinal serve` child on fixed ports (a restart keeps them, so
 /// rsyslog finds it again), killed when dropped.
@@ -133,70 +112,6 @@ fn start_env(dir: &Path, http: u16, listener: &[&str], env: &[(&str, &str)]) -> 
 
 fn log_of(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-}
-
-fn get(address: SocketAddr, path: &str) -> Option<(u16, String)> {
-    common::http_request(address, ("GET", path), &[], b"", Duration::from_secs(30))
-}
-
-/// A summary's rows (JSON lines) as the server answers them, sorted.
-fn rows(address: SocketAddr, summary: &str) -> Option<Vec<String>> {
-    let (status, body) = get(address, &format!("/v1/summaries/{summary}?format=json"))?;
-    (status == 200).then(|| {
-        let mut rows: Vec<String> = body.lines().map(str::to_owned).collect();
-        rows.sort();
-        rows
-    })
-}
-
-/// What `cardinal run` prints for `summary` over `input`, sorted.
-fn truth(dir: &Path, input: &str, summary: &str) -> Vec<String> {
-    let out = dir.join("truth.jsonl");
-    ok(&common::cardinal(
-        dir,
-        &[
-            "run",
-            "schema.sql",
-            input,
-            "--quiet",
-            "--no-progress",
-            "--json",
-            out.to_str().expect("utf-8"),
-        ],
-    ));
-    let text = std::fs::read_to_string(&out).expect("run's JSON lines");
-    let tag = format!("{{\"summary\":\"{summary}\"");
-    let mut rows: Vec<String> = text
-        .lines()
-        .filter(|l| l.starts_with(&tag))
-        .map(str::to_owned)
-        .collect();
-    rows.sort();
-    rows
-}
-
-/// W1 events without their header line.
-fn events(dir: &Path, count: usize, seed: u64) -> Vec<String> {
-    let file = dir.join("generated.csv");
-    ok(&common::cardinal(
-        dir,
-        &[
-            "gen",
-            "impressions",
-            "--events",
-            &count.to_string(),
-            "--seed",
-            &seed.to_string(),
-            "-o",
-            file.to_str().expect("utf-8"),
-        ],
-    ));
-    std::fs::read_to_string(&file)
-        .expect("events")
-        .lines()
-        .skip(1)
-        .map(str::to_owned)
-        .collect()
 }
 
 /// Appends `lines` to the file rsyslog follows.
@@ -390,13 +305,7 @@ fn plain_tcp_octet_counted_counts_every_message() {
     delivered(&server, &expected, &dir, &rsyslog, "omfwd octet-counted");
 }
 
-fn rss(address: SocketAddr) -> Option<u64> {
-    let (_, body) = get(address, "/metrics")?;
-    body.lines()
-        .find(|l| l.starts_with("process_resident_memory_bytes "))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-}
-
+/// Records the server has folded, from `/metrics`.
 fn events_counted(address: SocketAddr) -> Option<u64> {
     let (status, body) = get(address, "/metrics")?;
     (status == 200).then_some(())?;

@@ -189,3 +189,144 @@ pub fn serve(dir: &Path, schema: &str, more: &[&str]) -> Served {
         });
     Served { child, http }
 }
+
+/// A small deterministic generator (xorshift), so seeded runs repeat.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub struct Rng(pub u64);
+
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+impl Rng {
+    /// The next number.
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A free port on loopback (bound and released: a server restarted on it
+/// keeps its address, so what points at it stays right).
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `GET path` from a server, within 30 s; `None` if it does not answer.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn get(address: std::net::SocketAddr, path: &str) -> Option<(u16, String)> {
+    http_request(
+        address,
+        ("GET", path),
+        &[],
+        b"",
+        std::time::Duration::from_secs(30),
+    )
+}
+
+/// A summary's rows (JSON lines) as a server answers them, sorted; `None`
+/// while it does not answer 200.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn summary_rows(address: std::net::SocketAddr, summary: &str) -> Option<Vec<String>> {
+    let (status, body) = get(address, &format!("/v1/summaries/{summary}?format=json"))?;
+    (status == 200).then(|| {
+        let mut rows: Vec<String> = body.lines().map(str::to_owned).collect();
+        rows.sort();
+        rows
+    })
+}
+
+/// What `cardinal run schema.sql input` prints for `summary` (JSON
+/// lines), sorted.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn truth(dir: &Path, input: &str, summary: &str) -> Vec<String> {
+    let out = dir.join("truth.jsonl");
+    ok(&cardinal(
+        dir,
+        &[
+            "run",
+            "schema.sql",
+            input,
+            "--quiet",
+            "--no-progress",
+            "--json",
+            out.to_str().expect("utf-8"),
+        ],
+    ));
+    let text = std::fs::read_to_string(&out).expect("run's JSON lines");
+    let tag = format!("{{\"summary\":\"{summary}\"");
+    let mut rows: Vec<String> = text
+        .lines()
+        .filter(|l| l.starts_with(&tag))
+        .map(str::to_owned)
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// `count` W1 events of `seed` (written to `dir/events.csv` by `cardinal
+/// gen impressions`), without their header line.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn w1_events(dir: &Path, count: usize, seed: u64) -> Vec<String> {
+    let file = dir.join("events.csv");
+    ok(&cardinal(
+        dir,
+        &[
+            "gen",
+            "impressions",
+            "--events",
+            &count.to_string(),
+            "--seed",
+            &seed.to_string(),
+            "-o",
+            file.to_str().expect("utf-8"),
+        ],
+    ));
+    std::fs::read_to_string(&file)
+        .expect("events")
+        .lines()
+        .skip(1)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A server's resident memory, from `/metrics`.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn rss(address: std::net::SocketAddr) -> Option<u64> {
+    let (_, body) = get(address, "/metrics")?;
+    body.lines()
+        .find(|l| l.starts_with("process_resident_memory_bytes "))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
