@@ -30,10 +30,10 @@
 //! new ones on every compaction (about 270 instructions per insert against
 //! about 130 here, measured with callgrind on the engine's W1 workload).
 //! Merges run here too (DataSketches' `merge` and `general_compress`, on
-//! the same buffer). Queries and decoding validation go through the port:
-//! the sketch is handed over as its image, which both sides read and
-//! write identically (the golden tests check Java's images byte for
-//! byte).
+//! the same buffer), and so do queries (`Quantiles::sorted_view`, whose
+//! answers a test holds to the port's). Decoding validation goes through
+//! the port, which reads and writes the same images (the golden tests
+//! check Java's byte for byte).
 //!
 //! Notation (the paper's): `k` sets the capacity of the top compactor and so
 //! the accuracy; `m = 8` is the smallest capacity of a low level; `n` is the
@@ -237,7 +237,6 @@
 // decoded sketches and check every image against DataSketches' decoder,
 // and a test holds our merge's rank error to DataSketches' merge's.
 
-use datasketches::common::SearchCriteria;
 use datasketches::kll::{KllFloat, KllSketch};
 
 use crate::{CONFIDENCE_DEFAULT, Error, Estimate, Result, Sketch, Z_95};
@@ -721,9 +720,59 @@ impl Quantiles {
         bytes
     }
 
-    /// The DataSketches sketch with the same image, for queries.
+    /// The DataSketches sketch with the same image: the reference the
+    /// tests hold [`Self::sorted_view`]'s answers to.
+    #[cfg(test)]
     fn to_kll(&self) -> KllSketch<KllFloat<f64>> {
         KllSketch::deserialize(&self.encode()).expect("our image is a valid KLL image")
+    }
+
+    /// The retained values in order with their cumulative weights, as
+    /// DataSketches' `KllSketch::sorted_view` builds them from this
+    /// sketch's image: of the [`settled`](Self::settled) sketch, a value at
+    /// level `h` weighing `2^h`. Built here from the buffer rather than
+    /// through the image, which cost two thirds of a quantile query (the
+    /// encode, DataSketches' decode and validation, and its view; profiled
+    /// on bench query (b)); the tests hold the answers to DataSketches'.
+    fn sorted_view(&self) -> SortedView {
+        debug_assert!(self.n > 0, "an empty sketch has no view");
+        let settled = self.settled();
+        // Every level above 0 is sorted, and level 0 once sorted: merge
+        // the runs pairwise, as DataSketches does, equal values keeping
+        // the lower level first (a stable sort of the whole took twice as
+        // long).
+        let mut runs: Vec<Vec<(f64, u64)>> = (0..settled.num_levels())
+            .map(|h| settled.level(h).iter().map(|&v| (v, 1u64 << h)).collect())
+            .filter(|run: &Vec<_>| !run.is_empty())
+            .collect();
+        if !settled.level_zero_sorted
+            && let Some(zero) = runs.first_mut().filter(|run| run[0].1 == 1)
+        {
+            zero.sort_by(|a, b| a.0.partial_cmp(&b.0).expect("a sketch holds no NaN"));
+        }
+        while runs.len() > 1 {
+            let mut merged = Vec::with_capacity(runs.len().div_ceil(2));
+            let mut pairs = runs.into_iter();
+            while let Some(low) = pairs.next() {
+                merged.push(match pairs.next() {
+                    Some(high) => merge_runs(&low, &high),
+                    None => low,
+                });
+            }
+            runs = merged;
+        }
+        let mut entries = runs.pop().unwrap_or_default();
+        let mut total = 0u64;
+        for entry in &mut entries {
+            total += entry.1;
+            entry.1 = total;
+        }
+        debug_assert_eq!(total, settled.n, "weights sum to the values summarized");
+        SortedView {
+            entries,
+            min: settled.min,
+            max: settled.max,
+        }
     }
 
     /// The sketch's whole state, to resume it later exactly where it is
@@ -948,17 +997,10 @@ impl Quantiles {
     ///
     /// `None` if the sketch is empty or `rank` is NaN or outside `0..=1`.
     pub fn quantile(&self, rank: f64) -> Option<f64> {
-        if !(0.0..=1.0).contains(&rank) {
+        if !(0.0..=1.0).contains(&rank) || self.n == 0 {
             return None;
         }
-        if self.n == 0 {
-            return None;
-        }
-        let item = self
-            .to_kll()
-            .quantile(rank, SearchCriteria::Inclusive)
-            .ok()??;
-        Some(item.into_inner())
+        self.sorted_view().quantile(rank)
     }
 
     /// [`Self::quantile`] at each of `ranks`, from one sorted view (what a
@@ -969,19 +1011,10 @@ impl Quantiles {
         if self.n == 0 || !ranks.iter().copied().any(valid) {
             return vec![None; ranks.len()];
         }
-        let view = self.to_kll().sorted_view();
+        let view = self.sorted_view();
         ranks
             .iter()
-            .map(|&rank| {
-                valid(rank)
-                    .then(|| {
-                        view.quantile(rank, SearchCriteria::Inclusive)
-                            .ok()
-                            .flatten()
-                    })
-                    .flatten()
-                    .map(KllFloat::into_inner)
-            })
+            .map(|&rank| valid(rank).then(|| view.quantile(rank)).flatten())
             .collect()
     }
 
@@ -990,11 +1023,16 @@ impl Quantiles {
     ///
     /// `None` if the sketch is empty or `value` is NaN.
     pub fn rank(&self, value: f64) -> Option<f64> {
-        let item = KllFloat::<f64>::new(value).ok()?;
-        if self.n == 0 {
+        if self.n == 0 || value.is_nan() {
             return None;
         }
-        let rank = self.to_kll().rank(&item, SearchCriteria::Inclusive)?;
+        // DataSketches' `KllSketch::rank` (inclusive), over the settled
+        // sketch its image holds.
+        let settled = self.settled();
+        let weight: u64 = (0..settled.num_levels())
+            .map(|h| (settled.level(h).iter().filter(|&&v| v <= value).count() as u64) << h)
+            .sum();
+        let rank = weight as f64 / settled.n as f64;
         debug_assert!((0.0..=1.0).contains(&rank));
         Some(rank)
     }
@@ -1116,15 +1154,13 @@ impl Quantiles {
             return Some(Estimate::exact(self.quantile(rank)?));
         }
         let eps = self.rank_error_95(rank);
-        // One image and one sorted view for the three ranks: building
-        // them was most of a SQL quantile query's time (profiled, bench
-        // query (b)), and the answers are the ones `quantile` gives.
-        let ranks = [rank, (rank - eps).max(0.0), (rank + eps).min(1.0)];
-        let items = self
-            .to_kll()
-            .quantiles(&ranks, SearchCriteria::Inclusive)
-            .ok()??;
-        let [value, lower, upper] = [0, 1, 2].map(|i| items[i].into_inner());
+        // One sorted view for the three ranks: building it was most of a
+        // SQL quantile query's time (profiled, bench query (b)).
+        let view = self.sorted_view();
+        let [value, lower, upper] = [rank, (rank - eps).max(0.0), (rank + eps).min(1.0)].map(|r| {
+            view.quantile(r)
+                .expect("a rank in 0..=1 of a sketch with values")
+        });
         assert!(lower <= value && value <= upper);
         Some(Estimate {
             value,
@@ -1133,6 +1169,54 @@ impl Quantiles {
             confidence: CONFIDENCE_DEFAULT,
         })
     }
+}
+
+/// A sketch's retained values in increasing order, each with the sum of
+/// the weights up to it ([`Quantiles::sorted_view`]).
+struct SortedView {
+    entries: Vec<(f64, u64)>,
+    min: f64,
+    max: f64,
+}
+
+impl SortedView {
+    /// DataSketches' inclusive quantile: the exact minimum and maximum at
+    /// ranks 0 and 1, else the first value whose cumulative weight
+    /// reaches `ceil(rank * n)`. `rank` must be in `0..=1`.
+    fn quantile(&self, rank: f64) -> Option<f64> {
+        debug_assert!((0.0..=1.0).contains(&rank));
+        let &(_, total) = self.entries.last()?;
+        if rank == 0.0 {
+            return Some(self.min);
+        }
+        if rank == 1.0 {
+            return Some(self.max);
+        }
+        // At most `total` for a rank in 0..1.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let weight = (rank * total as f64).ceil() as u64;
+        let index = self.entries.partition_point(|&(_, w)| w < weight);
+        Some(self.entries[index.min(self.entries.len() - 1)].0)
+    }
+}
+
+/// Two sorted runs of a [`SortedView`] merged, `low`'s entry first of
+/// two equal values.
+fn merge_runs(low: &[(f64, u64)], high: &[(f64, u64)]) -> Vec<(f64, u64)> {
+    let mut out = Vec::with_capacity(low.len() + high.len());
+    let (mut i, mut j) = (0, 0);
+    while i < low.len() && j < high.len() {
+        if high[j].0 < low[i].0 {
+            out.push(high[j]);
+            j += 1;
+        } else {
+            out.push(low[i]);
+            i += 1;
+        }
+    }
+    out.extend_from_slice(&low[i..]);
+    out.extend_from_slice(&high[j..]);
+    out
 }
 
 /// Classes of compaction sizes kept apart by [`Compactions`]: half
@@ -1747,6 +1831,7 @@ pub(crate) fn splitmix64(state: &mut u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use datasketches::common::SearchCriteria;
 
     /// 100,000 values: every sketch of k = 200 compacts many times over.
     fn compacting_values() -> Vec<f64> {
@@ -1790,6 +1875,59 @@ mod tests {
             images.push(merged.encode());
         }
         assert!(images.windows(2).all(|pair| pair[0] == pair[1]));
+    }
+
+    /// The sorted view built from the buffer answers what DataSketches'
+    /// view of the same image answers, at every rank and value: exact,
+    /// compacting, settled on a copy (level 0 past its capacity), merged,
+    /// with ties and signed zeros.
+    #[test]
+    fn sorted_view_answers_as_datasketches_does() {
+        let values = compacting_values();
+        let mut state = 0x5eed_0004;
+        let mut ties = Quantiles::with_seed(64, 7).expect("valid k");
+        for _ in 0..20_000 {
+            let v = (splitmix64(&mut state) % 50) as f64 - 25.0;
+            ties.insert(if v == 0.0 && state % 2 == 0 { -0.0 } else { v });
+        }
+        let mut merged = Quantiles::with_seed(200, 3).expect("valid k");
+        for chunk in values.chunks(7_000) {
+            let mut part = Quantiles::with_seed(200, chunk.len() as u64).expect("valid k");
+            chunk.iter().for_each(|&v| part.insert(v));
+            merged.merge(&part).expect("same k");
+        }
+        let mut sketches = vec![ties, merged];
+        for n in [1, 2, 150, 601, 5_000, 100_000] {
+            let mut q = Quantiles::with_seed(200, n as u64).expect("valid k");
+            values[..n].iter().for_each(|&v| q.insert(v));
+            sketches.push(q);
+        }
+        let mut probes: Vec<f64> = values[..200].to_vec();
+        probes.extend([-1.0, 0.0, -0.0, f64::MAX, 3.5, -25.0, 24.0]);
+        for q in &sketches {
+            let kll = q.to_kll();
+            for i in 0..=2_000 {
+                let rank = f64::from(i) / 2_000.0;
+                let theirs = kll
+                    .quantile(rank, SearchCriteria::Inclusive)
+                    .expect("valid rank");
+                assert_eq!(
+                    q.quantile(rank),
+                    theirs.map(KllFloat::into_inner),
+                    "n {} rank {rank}",
+                    q.count()
+                );
+            }
+            for &v in &probes {
+                let item = KllFloat::<f64>::new(v).expect("not NaN");
+                assert_eq!(
+                    q.rank(v),
+                    kll.rank(&item, SearchCriteria::Inclusive),
+                    "n {} value {v}",
+                    q.count()
+                );
+            }
+        }
     }
 
     #[test]
