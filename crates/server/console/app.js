@@ -23,7 +23,9 @@
  * as a line with its 95% interval as a shaded uPlot band. Exact measures
  * (count, sum, min, max, avg) are plain lines. Time ranges end at the
  * summary's newest bucket in event time (never the wall clock): "last 7 d"
- * is the buckets in [newest + 1 bucket - 7 days, newest + 1 bucket). A split
+ * is the buckets starting in [newest + 1 bucket - 7 days, newest + 1 bucket),
+ * the start moved back to the newest bucket's when buckets are coarser
+ * (a month). A split
  * first asks for the top N values of the dimension over the range,
  *   SELECT dim, m FROM s WHERE <range and filter> GROUP BY 1 ORDER BY 2 DESC LIMIT N
  * then for their series,
@@ -246,6 +248,7 @@ function duration(s) {
   if (s == null || !isFinite(s)) return '–';
   const sign = s < 0 ? '-' : '';
   s = Math.abs(s);
+  if (s < 1) return sign + (s * 1000).toFixed(1) + ' ms';
   if (s < 120) return sign + s.toFixed(1) + ' s';
   if (s < 7200) return sign + (s / 60).toFixed(1) + ' min';
   if (s < 172800) return sign + (s / 3600).toFixed(1) + ' h';
@@ -352,8 +355,8 @@ async function renderSummaries() {
       el('td', null, s.dimensions.map((d) => d.name).join(', ') || '–'),
       el('td', null, ...s.aggregates.map((a) => el('div', null, el('b', null, a.name), ' ', el('span', { class: 'kind' }, a.kind)))),
       el('td', { class: 'num', 'data-groups': String(s.groups) }, fmt(s.groups)),
-      el('td', { class: 'num' }, bytes(s.bytes)),
-      el('td', null, s.bucket ? s.newest_bucket : '–'));
+      el('td', { class: 'num nowrap' }, bytes(s.bytes)),
+      el('td', { class: 'nowrap' }, s.bucket ? s.newest_bucket : '–'));
     tr.onclick = () => { if (s.bucket) { $('c-summary').value = s.name; onSummaryChange(); showView('chart'); } };
     return tr;
   });
@@ -393,6 +396,9 @@ function onSummaryChange(quiet) {
   const firstApprox = ms.find((m) => m.approximate);
   if (firstApprox) $('c-measure').value = firstApprox.name;
   $('c-split').replaceChildren(el('option', { value: '' }, '(none)'), ...s.dimensions.map((d) => el('option', { value: d.name }, d.name)));
+  $('c-top').disabled = true;
+  const d = s.dimensions[0];
+  $('c-where').placeholder = d ? `${d.name} ${d.type === 'text' ? "IN ('a', 'b')" : '> 0'}` : 'no dimensions to filter on';
   if (!quiet) loadChart();
 }
 
@@ -403,8 +409,9 @@ function chartRange(s) {
   if (r === 'custom') return { from: $('c-from').value.trim() || null, to: $('c-to').value.trim() || null };
   const m = String(s.bucket.unit).match(/^(\d+)?\s*([a-z]+?)s?$/i);
   const step = m ? (Number(m[1] || 1) * (UNIT_S[m[2].toLowerCase()] || 86400)) : 86400;
-  const end = Date.parse(s.newest_bucket) / 1000 + step;
-  return { from: iso(end - Number(r) * 86400), to: iso(end) };
+  const newest = Date.parse(s.newest_bucket) / 1000;
+  // At least the newest bucket, however coarse the buckets are.
+  return { from: iso(Math.min(newest + step - Number(r) * 86400, newest)), to: iso(newest + step) };
 }
 
 let chartSeq = 0;
@@ -463,7 +470,9 @@ async function loadChart() {
       if (m.approximate) { series[si].lower[i] = r[m.name + '_lower']; series[si].upper[i] = r[m.name + '_upper']; }
     }
     cc.chart = { summary: s.name, aggregate: m.name, split, top, where, from: range ? range.from : null, to: range ? range.to : null, sql: run, series };
-    $('chart-title').textContent = `${m.name} of ${s.name}${split ? ' by ' + split : ''}` + (range ? `, ${range.from || '…'} to ${range.to || '…'}` : ', all buckets');
+    const day = (t) => (t ? t.replace(/T00:00:00Z$/, '') : '…');
+    $('chart-title').textContent = `${m.name} of ${s.name}${split ? ', top ' + top + ' by ' + split : ''}` +
+      (range ? `, from ${day(range.from)} to ${day(range.to)} (excluded)` : ', all buckets');
     $('chart-sql').textContent = run.join(';\n\n') + ';';
     drawChart(cc.chart, xs);
     cc.ready++;
@@ -761,6 +770,7 @@ function wire() {
   for (const b of document.querySelectorAll('#nav button')) b.onclick = () => showView(b.dataset.view).catch(report);
   $('c-summary').onchange = () => onSummaryChange();
   for (const id of ['c-measure', 'c-split', 'c-top', 'c-where', 'c-from', 'c-to']) $(id).onchange = () => loadChart();
+  $('c-split').addEventListener('change', () => { $('c-top').disabled = !$('c-split').value; });
   $('c-range').onchange = () => {
     for (const e of document.querySelectorAll('.custom')) e.classList.toggle('shown', $('c-range').value === 'custom');
     loadChart();

@@ -52,6 +52,8 @@ const BANNER_WAIT_S = 20;
 const RECOVER_WAIT_S = 30;
 /** The default range the page's first chart covers, days ending after the newest bucket. */
 const FIRST_RANGE_DAYS = 30;
+/** How long a hidden tab is watched for a refresh it must not make: more than one 5 s period. */
+const REFRESH_IDLE_MS = 6000;
 const UNIT_S = { second: 1, minute: 60, hour: 3600, day: 86400, week: 604800 };
 
 let failures = 0;
@@ -102,11 +104,12 @@ function approxMeasures(s) {
  * each split value (or the one measure) over the union of buckets, null
  * where a series has no row.
  */
-async function expectedSeries(s, m, approximate, split, top, from, to) {
+async function expectedSeries(s, m, approximate, split, top, from, to, filter) {
   const b = s.bucket.column;
   const conds = [];
   if (from) conds.push(`${b} >= '${from}'`);
   if (to) conds.push(`${b} < '${to}'`);
+  if (filter) conds.push(`(${filter})`);
   const where = (extra) => { const c = conds.concat(extra || []); return c.length ? ' WHERE ' + c.join(' AND ') : ''; };
   const cols = approximate ? [m, m + '_lower', m + '_upper'] : [m];
   let rows, keys;
@@ -165,8 +168,8 @@ async function firstChartWant(summaries) {
   const m = approxMeasures(s)[0];
   const unit = String(s.bucket.unit).match(/^(\d+)?\s*([a-z]+?)s?$/i);
   const step = Number(unit[1] || 1) * UNIT_S[unit[2].toLowerCase()];
-  const end = Date.parse(s.newest_bucket) / 1000 + step;
-  const from = iso(end - FIRST_RANGE_DAYS * 86400), to = iso(end);
+  const newest = Date.parse(s.newest_bucket) / 1000;
+  const from = iso(Math.min(newest + step - FIRST_RANGE_DAYS * 86400, newest)), to = iso(newest + step);
   return { s, m, from, to, series: await expectedSeries(s, m, true, null, 0, from, to) };
 }
 
@@ -208,6 +211,39 @@ async function full(page, errors) {
     check(`split chart: range ends after ${q.name}'s newest bucket`, cc.to === iso(Date.parse(q.newest_bucket) / 1000 + 86400), `to ${cc.to}`);
     await checkChart(page, `split chart ${q.name} ${m} by ${split}`, wantSplit);
     await shot(page, 'chart.png');
+
+    // A custom range, top 3 and a filter on the same chart.
+    const newest = Date.parse(q.newest_bucket) / 1000;
+    const from = iso(newest - 12 * 86400).slice(0, 10), to = iso(newest - 2 * 86400).slice(0, 10);
+    const excluded = wantSplit[0].label;
+    const filter = `${split} <> ${quote(excluded)}`;
+    await page.selectOption('#c-range', 'custom');
+    await page.fill('#c-from', from);
+    await page.fill('#c-to', to);
+    await page.fill('#c-top', '3');
+    await page.fill('#c-where', filter);
+    await page.press('#c-where', 'Enter');
+    await page.locator('#c-where').blur();
+    await waitChart(page, ([f, t, w]) => { const c = window.cardinalConsole.chart; return c.from === f && c.to === t && c.where === w && c.top === 3; }, [from, to, filter]);
+    const wantCustom = await expectedSeries(q, m, true, split, 3, from, to, filter);
+    check(`custom chart: ${from} to ${to}, top 3, where ${filter}`, !wantCustom.some((w) => w.label === excluded) && wantCustom.length === 3, diff(wantCustom.map((w) => w.label), 'three others'));
+    await checkChart(page, 'custom chart', wantCustom);
+
+    // Live refresh: the chart is queried again without a click.
+    const before = await page.evaluate(() => window.cardinalConsole.ready);
+    await page.selectOption('#c-refresh', '5');
+    await page.waitForFunction((r) => window.cardinalConsole.ready > r, before, { timeout: WAIT_MS });
+    check('live refresh (5 s) redraws the chart by itself', true);
+    // A hidden tab does not refresh; showing it again refreshes at once.
+    await page.evaluate(() => { Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => 'hidden' }); });
+    const hiddenAt = await page.evaluate(() => window.cardinalConsole.ready);
+    await page.waitForTimeout(REFRESH_IDLE_MS);
+    const hiddenNow = await page.evaluate(() => window.cardinalConsole.ready);
+    check('live refresh pauses while the tab is hidden', hiddenNow === hiddenAt, `${hiddenNow - hiddenAt} redraws while hidden`);
+    await page.evaluate(() => { delete document.visibilityState; document.dispatchEvent(new Event('visibilitychange')); });
+    await page.waitForFunction((r) => window.cardinalConsole.ready > r, hiddenNow, { timeout: 2000 });
+    check('live refresh resumes when the tab is shown', true);
+    await page.selectOption('#c-refresh', '0');
   }
 
   // The overlap explorer equals GET /v1/overlap for the same a and b.
