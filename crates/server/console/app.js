@@ -65,6 +65,10 @@ const HEARTBEAT_MS = 4000;
 const SQL_TABLE_ROWS_MAX = 1000;
 /** Seconds between the two /metrics samples that give a first rate. */
 const RATE_SAMPLE_S = 1.5;
+/** The oldest a previous sample may be to give a rate: older, a rate is an average over too long. */
+const RATE_WINDOW_MAX_S = 60;
+/** How often the summaries view samples /metrics again for its rates, ms. */
+const RATES_EVERY_MS = 5000;
 const TOKEN_KEY = 'cardinal-token';
 const PALETTE = ['#2563eb', '#dc2626', '#059669', '#d97706', '#7c3aed', '#0891b2', '#db2777', '#65a30d', '#4b5563', '#ea580c'];
 const UNIT_S = { second: 1, minute: 60, hour: 3600, day: 86400, week: 604800, month: 2678400, quarter: 7948800, year: 31622400 };
@@ -139,8 +143,8 @@ async function errorText(res) {
   return text || res.status + ' ' + res.statusText;
 }
 
-async function sql(text) {
-  const res = await api('/v1/sql?format=json', { method: 'POST', body: text, headers: { 'Content-Type': 'text/plain' } });
+async function sql(text, partial) {
+  const res = await api('/v1/sql?format=json' + (partial ? '&partial=true' : ''), { method: 'POST', body: text, headers: { 'Content-Type': 'text/plain' } });
   lastHeaders = cardinalHeaders(res.headers);
   return res.json();
 }
@@ -317,6 +321,14 @@ async function sampleMetrics() {
   return samples[samples.length - 1].metrics;
 }
 
+/** A fresh sample and one RATE_SAMPLE_S before it, unless the one before is recent enough. */
+async function sampleTwice() {
+  const metrics = await sampleMetrics();
+  if (samples.length > 1 && samples[1].t - samples[0].t < RATE_WINDOW_MAX_S) return metrics;
+  await new Promise((r) => setTimeout(r, RATE_SAMPLE_S * 1000));
+  return sampleMetrics();
+}
+
 /** Per stream: accepted total, rate (events/s over the last two samples), rejected, watermark, lag. */
 function streamStats() {
   const now = samples[samples.length - 1];
@@ -337,7 +349,7 @@ function streamRows() {
   return streamStats().map((s) => [s.stream, fmt(s.accepted), s.rate == null ? '…' : fmt(s.rate) + ' /s', fmt(s.rejected),
     s.watermark ? iso(s.watermark) : '–', duration(s.lag)]);
 }
-const STREAM_COLUMNS = ['stream', 'accepted', 'ingest rate', 'rejected', 'watermark (event time)', 'lag'];
+const STREAM_COLUMNS = ['stream', 'accepted since start', 'ingest rate', 'rejected', 'watermark (event time)', 'lag'];
 
 // ------------------------------------------------------------- summaries
 
@@ -351,7 +363,7 @@ async function renderSummaries() {
   const rows = cc.summaries.summaries.map((s) => {
     const tr = el('tr', { 'data-summary': s.name },
       el('td', { class: 'name' }, s.name), el('td', null, s.stream),
-      el('td', null, s.bucket ? `${s.bucket.column} (${s.bucket.unit})` : '–'),
+      el('td', null, s.bucket ? `${s.bucket.column}, per ${s.bucket.unit}` : '–'),
       el('td', null, s.dimensions.map((d) => d.name).join(', ') || '–'),
       el('td', null, ...s.aggregates.map((a) => el('div', null, el('b', null, a.name), ' ', el('span', { class: 'kind' }, a.kind)))),
       el('td', { class: 'num', 'data-groups': String(s.groups) }, fmt(s.groups)),
@@ -363,8 +375,7 @@ async function renderSummaries() {
   $('summaries-table').replaceChildren(
     el('thead', null, el('tr', null, ...['summary', 'stream', 'bucket', 'dimensions', 'aggregates', 'groups', 'bytes', 'newest bucket'].map((c) => el('th', null, c)))),
     el('tbody', null, ...rows));
-  await sampleMetrics();
-  if (samples.length < 2) await new Promise((r) => setTimeout(r, RATE_SAMPLE_S * 1000)).then(sampleMetrics);
+  await sampleTwice();
   table($('streams-table'), STREAM_COLUMNS, streamRows());
 }
 
@@ -405,7 +416,7 @@ function onSummaryChange(quiet) {
 /** The range's bounds as epoch seconds, ending after the summary's newest bucket. */
 function chartRange(s) {
   const r = $('c-range').value;
-  if (r === 'all') return null;
+  if (r === 'all' || (r !== 'custom' && !s.newest_bucket)) return null; // no bucket yet: everything
   if (r === 'custom') return { from: $('c-from').value.trim() || null, to: $('c-to').value.trim() || null };
   const m = String(s.bucket.unit).match(/^(\d+)?\s*([a-z]+?)s?$/i);
   const step = m ? (Number(m[1] || 1) * (UNIT_S[m[2].toLowerCase()] || 86400)) : 86400;
@@ -490,9 +501,17 @@ function plotOpts(width, height, series, bands) {
     cursor: { drag: { x: true, y: false } },
     scales: { x: { time: true } },
     tzDate: (ts) => uPlot.tzDate(new Date(ts * 1e3), 'Etc/UTC'),
-    axes: [{ stroke: '#475569', grid: { stroke: '#e2e8f0' } },
+    axes: [{ stroke: '#475569', grid: { stroke: '#e2e8f0' }, values: timeTicks },
       { stroke: '#475569', grid: { stroke: '#e2e8f0' }, size: 70, values: (u, vs) => vs.map(fmt) }],
   };
+}
+
+/** Tick labels in UTC: dates for ticks a day or more apart, else dates and times. */
+function timeTicks(u, splits, axis, space, incr) {
+  return splits.map((v) => {
+    const t = new Date(v * 1000).toISOString();
+    return incr >= 28 * 86400 ? t.slice(0, 7) : incr >= 86400 ? t.slice(5, 10) : t.slice(5, 10) + ' ' + t.slice(11, 16);
+  });
 }
 
 function drawChart(chart, xs) {
@@ -707,12 +726,12 @@ async function loadHealth() {
     serverDown();
     return;
   }
-  const [ms, rejects] = await Promise.all([sampleMetrics(), api('/v1/rejects').then((r) => r.json())]);
-  // The Cardinal-* headers of a cluster answer say which nodes it merged.
-  const s = chartable()[0] || cc.summaries.summaries[0];
+  const [ms, rejects] = await Promise.all([sampleTwice(), api('/v1/rejects').then((r) => r.json())]);
+  // The Cardinal-* headers of a cluster answer say which nodes it merged;
+  // partial=true answers with the nodes that did, naming the others.
+  const s = cc.summaries.summaries.find((x) => measures(x).length);
   if (s) {
-    const m = measures(s)[0];
-    try { await sql(`SELECT ${m ? m.name : s.dimensions[0].name} FROM ${s.name} LIMIT 1`); } catch (_) { /* headers stay as they were */ }
+    try { await sql(`SELECT ${measures(s)[0].name} FROM ${s.name} LIMIT 1`, true); } catch (_) { /* headers stay as they were */ }
   }
   cc.health = { status, rejects, metrics: ms };
   const m = (n, l) => metric(ms, n, l);
@@ -735,13 +754,17 @@ async function loadHealth() {
   const peers = ms.filter((x) => x.name === 'cardinal_peer_failures_total');
   const h = lastHeaders || {};
   const cluster = [];
-  if (h['cardinal-nodes']) cluster.push(el('p', null, 'Nodes merged in the last answer: ', el('b', null, h['cardinal-nodes'])));
-  for (const [k, v] of Object.entries(h)) if (k !== 'cardinal-nodes') cluster.push(el('p', null, el('code', null, k), ': ', v));
+  const missing = h['cardinal-missing-node'] || '';
+  if (h['cardinal-nodes']) cluster.push(el('p', null, 'Nodes merged in a query just now: ', el('b', { 'data-nodes': h['cardinal-nodes'] }, h['cardinal-nodes'])));
   if (peers.length) {
     const t = el('table', { class: 'grid' });
-    table(t, ['peer', 'queries it gave no usable state for'], peers.map((p) => [p.labels.peer, fmt(p.value)]));
+    table(t, ['node', 'in the answer', 'cluster queries it gave no usable state for'], [
+      [location.origin + ' (this node)', 'yes', '–'],
+      ...peers.map((p) => [p.labels.peer, missing.includes(p.labels.peer) ? 'no: see below' : 'yes', fmt(p.value)]),
+    ]);
     cluster.push(t);
   }
+  for (const [k, v] of Object.entries(h)) if (k !== 'cardinal-nodes') cluster.push(el('p', null, el('code', null, k), ': ', v));
   if (!cluster.length) cluster.push(el('p', { class: 'note' }, 'A single node (no --peers): answers carry no Cardinal-Nodes header.'));
   $('health-cluster').replaceChildren(...cluster);
   $('health-rejects').replaceChildren('Kept ', el('b', { 'data-rejects-kept': String(rejects.kept) }, fmt(rejects.kept)),
@@ -787,6 +810,14 @@ function wire() {
     if (cc.plot) cc.plot.setSize({ width: Math.max(300, $('plot').parentNode.clientWidth - 2), height: 420 });
   });
   setInterval(heartbeat, HEARTBEAT_MS);
+  // The streams' rates stay current while their table is in view.
+  setInterval(async () => {
+    if (down || document.visibilityState !== 'visible' || view !== 'summaries' || !samples.length) return;
+    try {
+      await sampleMetrics();
+      table($('streams-table'), STREAM_COLUMNS, streamRows());
+    } catch (e) { report(e); }
+  }, RATES_EVERY_MS);
 }
 
 function report(e) {
