@@ -579,12 +579,14 @@ async function onOverlapSummary() {
   const s = summaryByName($('o-summary').value);
   if (!s) return;
   $('o-aggregate').replaceChildren(...hllAggregates(s).map((a) => el('option', { value: a.name }, a.name)));
-  // Prefill A and B with the two largest values of the first dimension.
+  // Prefill A and B with the two largest values of the first dimension,
+  // unless they were edited meanwhile.
   const d = s.dimensions[0];
   const agg = hllAggregates(s)[0].name;
+  const before = [$('o-a').value, $('o-b').value];
   try {
     const top = await sql(`SELECT ${d.name}, ${agg} FROM ${s.name} GROUP BY 1 ORDER BY 2 DESC LIMIT 2`);
-    if (top.length === 2) {
+    if (top.length === 2 && $('o-a').value === before[0] && $('o-b').value === before[1]) {
       $('o-a').value = `${d.name} = ${literal(top[0][d.name], d.type)}`;
       $('o-b').value = `${d.name} = ${literal(top[1][d.name], d.type)}`;
     }

@@ -315,6 +315,11 @@ async function tokenMode(page) {
   await page.waitForSelector('#token-modal:not([hidden])', { timeout: WAIT_MS });
   check('token: the page asks for the token', true);
   await shot(page, 'token.png');
+  await page.fill('#token-input', 'not-the-token');
+  await page.click('#token-form button[type=submit]');
+  await page.waitForFunction(() => window.cardinalConsole.tokenAsked === 2 && !document.getElementById('token-modal').hidden, null, { timeout: WAIT_MS });
+  const why = await page.$eval('#token-why', (e) => e.textContent);
+  check('token: a wrong token is refused and asked for again', /refused/.test(why), why);
   await page.fill('#token-input', TOKEN);
   await page.click('#token-form button[type=submit]');
   await waitChart(page, chartDrawn);
