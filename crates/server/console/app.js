@@ -157,7 +157,6 @@ function cardinalHeaders(h) {
 
 // ------------------------------------------------------- server down banner
 
-let retryTimer = null;
 function serverDown() {
   if (down) return;
   down = true;
@@ -171,7 +170,7 @@ function retryLoop(delay) {
     if (left > 0) {
       showBanner(`server not answering at ${location.origin}, retrying in ${left} s`);
       left--;
-      retryTimer = setTimeout(tick, 1000);
+      setTimeout(tick, 1000);
       return;
     }
     showBanner(`server not answering at ${location.origin}, retrying now`);
@@ -182,7 +181,6 @@ function retryLoop(delay) {
       return;
     }
     down = false;
-    retryTimer = null;
     $('banner').hidden = true;
     reloadAll();
   };
@@ -261,6 +259,9 @@ function duration(s) {
 
 const iso = (sec) => new Date(sec * 1000).toISOString().replace('.000Z', 'Z');
 const quote = (s) => "'" + String(s).replace(/'/g, "''") + "'";
+const RESERVED = new Set(['all', 'and', 'as', 'between', 'by', 'from', 'group', 'having', 'in', 'is', 'limit', 'not', 'null', 'offset', 'or', 'order', 'select', 'user', 'where']);
+/** A name as SQL reads it: quoted unless plain (names may hold `-`, docs/sql.md). */
+const ident = (n) => (/^[a-z_][a-z0-9_]*$/.test(n) && !RESERVED.has(n) ? n : '"' + n.replace(/"/g, '""') + '"');
 
 function literal(value, type) {
   if (value === null) return 'NULL';
@@ -436,11 +437,12 @@ async function loadChart() {
   const where = $('c-where').value.trim();
   const range = chartRange(s);
   const b = s.bucket.column;
+  const [qb, qs, qm, qd] = [ident(b), ident(s.name), ident(m.name), split && ident(split)];
   const conds = [];
-  if (range && range.from) conds.push(`${b} >= ${quote(range.from)}`);
-  if (range && range.to) conds.push(`${b} < ${quote(range.to)}`);
+  if (range && range.from) conds.push(`${qb} >= ${quote(range.from)}`);
+  if (range && range.to) conds.push(`${qb} < ${quote(range.to)}`);
   if (where) conds.push(`(${where})`);
-  const cols = m.approximate ? `${m.name}, ${m.name}_lower, ${m.name}_upper` : m.name;
+  const cols = m.approximate ? [m.name, m.name + '_lower', m.name + '_upper'].map(ident).join(', ') : qm;
   const run = [];
   const ask = async (q) => { run.push(q); return sql(q); };
   const whereSql = (extra) => { const c = conds.concat(extra || []); return c.length ? ' WHERE ' + c.join(' AND ') : ''; };
@@ -449,17 +451,17 @@ async function loadChart() {
     let rows, labels = null;
     if (split) {
       const dim = s.dimensions.find((d) => d.name === split);
-      const topRows = await ask(`SELECT ${split}, ${m.name} FROM ${s.name}${whereSql()} GROUP BY 1 ORDER BY 2 DESC LIMIT ${top}`);
+      const topRows = await ask(`SELECT ${qd}, ${qm} FROM ${qs}${whereSql()} GROUP BY 1 ORDER BY 2 DESC LIMIT ${top}`);
       labels = topRows.map((r) => r[split]);
       if (labels.length) {
         const vals = labels.filter((v) => v !== null).map((v) => literal(v, dim.type));
         const parts = [];
-        if (vals.length) parts.push(`${split} IN (${vals.join(', ')})`);
-        if (labels.includes(null)) parts.push(`${split} IS NULL`);
-        rows = await ask(`SELECT ${b}, ${split}, ${cols} FROM ${s.name}${whereSql(parts.length > 1 ? `(${parts.join(' OR ')})` : parts)} GROUP BY 1, 2 ORDER BY 1, 2`);
+        if (vals.length) parts.push(`${qd} IN (${vals.join(', ')})`);
+        if (labels.includes(null)) parts.push(`${qd} IS NULL`);
+        rows = await ask(`SELECT ${qb}, ${qd}, ${cols} FROM ${qs}${whereSql(parts.length > 1 ? `(${parts.join(' OR ')})` : parts)} GROUP BY 1, 2 ORDER BY 1, 2`);
       } else rows = [];
     } else {
-      rows = await ask(`SELECT ${b}, ${cols} FROM ${s.name}${whereSql()} GROUP BY 1 ORDER BY 1`);
+      rows = await ask(`SELECT ${qb}, ${cols} FROM ${qs}${whereSql()} GROUP BY 1 ORDER BY 1`);
     }
     if (seq !== chartSeq) return;
     const xs = [...new Set(rows.map((r) => Date.parse(r[b]) / 1000))].sort((p, q) => p - q);
@@ -540,14 +542,16 @@ function drawChart(chart, xs) {
 
 /** The legend under the chart: each series' value and interval at the cursor, else at its newest point. */
 function legend(chart, idx) {
-  const items = chart.series.map((s, i) => {
+  const xs = chart.series.length ? chart.series[0].x : [];
+  const at = idx != null ? xs[idx] : xs[xs.length - 1];
+  const items = [el('span', { class: 'when' }, at == null ? '' : (idx == null ? 'newest, ' : '') + iso(at).replace('T00:00:00Z', ''))];
+  chart.series.forEach((s, i) => {
     let j = idx;
     if (j == null) for (j = s.value.length - 1; j > 0 && s.value[j] == null; j--);
     const v = j == null || j < 0 ? null : s.value[j];
     const interval = s.approximate && v != null ? ` [${fmt(s.lower[j])}, ${fmt(s.upper[j])}]` : '';
-    const when = j != null && j >= 0 && s.x[j] != null ? iso(s.x[j]).replace('T00:00:00Z', '') : '';
-    return el('span', { class: 'item' }, el('i', { style: `background:${PALETTE[i % PALETTE.length]}` }),
-      el('b', null, s.label), ' ', fmt(v), el('span', { class: 'kind' }, interval), el('small', null, when));
+    items.push(el('span', { class: 'item' }, el('i', { style: `background:${PALETTE[i % PALETTE.length]}` }),
+      el('b', null, s.label), ' ', fmt(v), el('span', { class: 'kind' }, interval)));
   });
   if (!chart.series.length) items.push(el('span', { class: 'note' }, 'no rows in this range'));
   $('legend').replaceChildren(...items);
@@ -585,10 +589,10 @@ async function onOverlapSummary() {
   const agg = hllAggregates(s)[0].name;
   const before = [$('o-a').value, $('o-b').value];
   try {
-    const top = await sql(`SELECT ${d.name}, ${agg} FROM ${s.name} GROUP BY 1 ORDER BY 2 DESC LIMIT 2`);
+    const top = await sql(`SELECT ${ident(d.name)}, ${ident(agg)} FROM ${ident(s.name)} GROUP BY 1 ORDER BY 2 DESC LIMIT 2`);
     if (top.length === 2 && $('o-a').value === before[0] && $('o-b').value === before[1]) {
-      $('o-a').value = `${d.name} = ${literal(top[0][d.name], d.type)}`;
-      $('o-b').value = `${d.name} = ${literal(top[1][d.name], d.type)}`;
+      $('o-a').value = `${ident(d.name)} = ${literal(top[0][d.name], d.type)}`;
+      $('o-b').value = `${ident(d.name)} = ${literal(top[1][d.name], d.type)}`;
     }
   } catch (e) { /* leave the conditions empty */ }
 }
@@ -715,7 +719,7 @@ function renderSqlRows(rows) {
   sqlPlot = new uPlot(opts, [xs, ...labels.map((l) => lines.get(l))], $('sql-plot'));
 }
 
-const fmtCell = (v) => (v === null ? 'NULL' : typeof v === 'number' ? String(v) : String(v));
+const fmtCell = (v) => (v === null ? 'NULL' : String(v));
 
 // ----------------------------------------------------------------- health
 
@@ -733,7 +737,7 @@ async function loadHealth() {
   // partial=true answers with the nodes that did, naming the others.
   const s = cc.summaries.summaries.find((x) => measures(x).length);
   if (s) {
-    try { await sql(`SELECT ${measures(s)[0].name} FROM ${s.name} LIMIT 1`, true); } catch (_) { /* headers stay as they were */ }
+    try { await sql(`SELECT ${ident(measures(s)[0].name)} FROM ${ident(s.name)} LIMIT 1`, true); } catch (_) { /* headers stay as they were */ }
   }
   cc.health = { status, rejects, metrics: ms };
   const m = (n, l) => metric(ms, n, l);
@@ -837,7 +841,7 @@ async function start() {
     return; // the banner's retry loop calls reloadAll once the server answers
   }
   const s = summaryByName($('c-summary').value);
-  if (s) $('sql-text').value = `SELECT ${s.bucket.column}, ${measures(s).map((m) => m.name).slice(0, 2).join(', ')} FROM ${s.name} GROUP BY 1 ORDER BY 1`;
+  if (s) $('sql-text').value = `SELECT ${ident(s.bucket.column)}, ${measures(s).slice(0, 2).map((m) => ident(m.name)).join(', ')} FROM ${ident(s.name)} GROUP BY 1 ORDER BY 1`;
   await showView('chart', true);
 }
 
