@@ -414,7 +414,7 @@ function onSummaryChange(quiet) {
   if (!quiet) loadChart();
 }
 
-/** The range's bounds as epoch seconds, ending after the summary's newest bucket. */
+/** The range's bounds as SQL time literals (RFC 3339, or as typed), null for every bucket. */
 function chartRange(s) {
   const r = $('c-range').value;
   if (r === 'all' || (r !== 'custom' && !s.newest_bucket)) return null; // no bucket yet: everything
@@ -801,7 +801,13 @@ function wire() {
   for (const id of ['c-measure', 'c-split', 'c-top', 'c-where', 'c-from', 'c-to']) $(id).onchange = () => loadChart();
   $('c-split').addEventListener('change', () => { $('c-top').disabled = !$('c-split').value; });
   $('c-range').onchange = () => {
-    for (const e of document.querySelectorAll('.custom')) e.classList.toggle('shown', $('c-range').value === 'custom');
+    const custom = $('c-range').value === 'custom';
+    for (const e of document.querySelectorAll('.custom')) e.classList.toggle('shown', custom);
+    // A custom range starts as the range drawn, to be edited.
+    if (custom && cc.chart && !$('c-from').value && !$('c-to').value) {
+      $('c-from').value = cc.chart.from || '';
+      $('c-to').value = cc.chart.to || '';
+    }
     loadChart();
   };
   $('c-refresh').onchange = setRefresh;
@@ -841,6 +847,10 @@ async function start() {
     return; // the banner's retry loop calls reloadAll once the server answers
   }
   const s = summaryByName($('c-summary').value);
+  if (!s) {
+    $('chart-error').textContent = 'No summary has a time bucket to chart: the Summaries, Overlap and SQL views still work.';
+    $('chart-error').hidden = false;
+  }
   if (s) $('sql-text').value = `SELECT ${ident(s.bucket.column)}, ${measures(s).slice(0, 2).map((m) => ident(m.name)).join(', ')} FROM ${ident(s.name)} GROUP BY 1 ORDER BY 1`;
   await showView('chart', true);
 }
