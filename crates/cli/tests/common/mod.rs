@@ -154,18 +154,25 @@ impl Drop for Served {
     reason = "each test binary compiles this module; not all use it"
 )]
 pub fn serve(dir: &Path, schema: &str, more: &[&str]) -> Served {
+    serve_at(dir, schema, "127.0.0.1:0", more)
+}
+
+/// [`serve`] with its HTTP API at `http` (a fixed port: a server
+/// started again where a client expects it); the log is appended to.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all use it"
+)]
+pub fn serve_at(dir: &Path, schema: &str, http: &str, more: &[&str]) -> Served {
     use std::io::BufRead as _;
     std::fs::write(dir.join("schema.sql"), schema).expect("schema");
-    let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("serve.log"))
+        .expect("log file");
     let mut child = Command::new(env!("CARGO_BIN_EXE_cardinal"))
-        .args([
-            "serve",
-            "schema.sql",
-            "--http",
-            "127.0.0.1:0",
-            "--data",
-            "data",
-        ])
+        .args(["serve", "schema.sql", "--http", http, "--data", "data"])
         .args(["--listen", "127.0.0.1:0"])
         .args(["--threads", "1", "--snapshot-every", "1"])
         .args(more)

@@ -13,6 +13,7 @@
 //! | `POST /v1/sql?format=json\|jsonl\|csv\|table&partial=` | one SELECT over a summary (the body); 400 `{"error": ...}` with the caret text for a bad query; with `--peers`, for the whole cluster |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz` | 200 once recovered and ready, 503 once failed |
+//! | `GET /`, `GET /console/{file}` | the browser console ([`super::console`]) |
 //!
 //! A query parameter a route does not read is refused (400, naming the
 //! ones it reads): `bucket=all` for `buckets=all` must not pass as a
@@ -39,7 +40,8 @@
 //! its connection closed, so a stalled body cannot hold a connection
 //! either.
 //!
-//! With a token configured every route but `/healthz` needs
+//! With a token configured every route but `/healthz` and the console's
+//! files needs
 //! `Authorization: Bearer <token>` (the scheme in any case, RFC 7235
 //! §2.1; the token compared in constant time). Nothing from a request
 //! becomes a path.
@@ -71,7 +73,7 @@ use crate::source::Coverage;
 
 /// The routes, as `cardinal_http_requests_total` labels them (a request
 /// no route matched is labelled `unmatched`).
-pub const ROUTES: [&str; 9] = [
+pub const ROUTES: [&str; 11] = [
     "/v1/streams/{name}",
     "/v1/summaries",
     "/v1/summaries/{name}",
@@ -81,6 +83,8 @@ pub const ROUTES: [&str; 9] = [
     "/healthz",
     "/v1/state/{name}",
     "/v1/sql",
+    "/",
+    "/console/{file}",
 ];
 
 /// The query parameters each route reads; any other is refused.
@@ -121,6 +125,8 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route(ROUTES[6], get(healthz))
         .route(ROUTES[7], get(state))
         .route(ROUTES[8], post(sql_route))
+        .route(ROUTES[9], get(super::console::index))
+        .route(ROUTES[10], get(super::console::asset))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&edge),
             track,
@@ -157,7 +163,10 @@ async fn track(State(edge): State<Arc<Edge>>, request: Request, next: Next) -> R
     clippy::result_large_err,
     reason = "the refusal is the response itself, built once per refused request"
 )]
-fn known_params(params: &HashMap<String, String>, known: &[&str]) -> Result<(), Response> {
+pub(super) fn known_params(
+    params: &HashMap<String, String>,
+    known: &[&str],
+) -> Result<(), Response> {
     let mut unknown: Vec<&str> = params
         .keys()
         .map(String::as_str)
@@ -632,10 +641,11 @@ async fn summaries(
         for index in 0..service.streams().len() {
             let view = service.view(index)?;
             for stats in view.summary_stats() {
-                let schema = described
-                    .iter()
-                    .find(|d| d.name == stats.name)
-                    .map_or_else(String::new, schema_json);
+                let described = described.iter().find(|d| d.name == stats.name);
+                let schema = described.map_or_else(String::new, schema_json);
+                // A summary without a time bucket keeps its groups at
+                // bucket 0: it has no newest bucket to name.
+                let bucketed = described.is_none_or(|d| d.bucket.is_some());
                 summaries.push(format!(
                     "{{\"name\":{},\"stream\":{},{schema}\"groups\":{},\"bytes\":{},\"newest_bucket\":{}}}",
                     cardinal_export::json_string(stats.name.as_bytes()),
@@ -644,6 +654,7 @@ async fn summaries(
                     stats.bytes,
                     stats
                         .newest_bucket
+                        .filter(|_| bucketed)
                         .map_or("null".to_owned(), |t| cardinal_export::json_string(
                             t.to_string().as_bytes()
                         )),

@@ -21,6 +21,7 @@
 
 pub mod accept;
 pub mod cluster;
+pub mod console;
 pub mod http;
 pub mod metrics;
 pub mod pg;
