@@ -427,10 +427,56 @@ fn every_node_answers_for_the_whole_cluster() {
         );
     }
 
+    // Every node as node 1 reaches it (the console's health view):
+    // this node first, then its peers in the order listed, each healthy
+    // with its own third of the events in its metrics.
+    let listed = |at: SocketAddr| -> Vec<serde_json::Value> {
+        let answer = get(at, "/v1/nodes");
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let listed: serde_json::Value = serde_json::from_str(&answer.body).expect("JSON");
+        listed["nodes"].as_array().expect("nodes").clone()
+    };
+    let accepted = |node: &serde_json::Value| -> Option<u64> {
+        node["metrics"]
+            .as_str()?
+            .lines()
+            .find(|l| l.starts_with("cardinal_events_accepted_total{stream=\"impressions\"}"))?
+            .rsplit(' ')
+            .next()?
+            .parse()
+            .ok()
+    };
+    let seen = listed(nodes[1].http);
+    let order = [1, 0, 2];
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    for (node, &i) in seen.iter().zip(&order) {
+        assert!(
+            node["url"].as_str().expect("url").starts_with(&urls[i]),
+            "{node}"
+        );
+        assert_eq!(node["this"], i == 1, "{node}");
+        assert_eq!(node["health_status"], 200, "{node}");
+        assert_eq!(node["health"], "ok", "{node}");
+        assert_eq!(
+            accepted(node),
+            Some(thirds[i].lines().count() as u64),
+            "{node}"
+        );
+    }
+
     // A peer killed: the query fails naming it, unless it asks for a
     // partial answer, which says what it lacks.
     let _ = nodes[2].child.kill();
     let _ = nodes[2].child.wait();
+    let seen = listed(nodes[1].http);
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(
+        seen[2]["error"].as_str().is_some_and(|e| !e.is_empty()),
+        "{}",
+        seen[2]
+    );
+    assert_eq!(seen[2]["health"], serde_json::Value::Null, "{}", seen[2]);
+    assert_eq!(seen[0]["health"], "ok", "this node still answers");
     let failed = get(nodes[0].http, "/v1/summaries/reach?by=state&buckets=all");
     assert_eq!(failed.status, 503, "{}", failed.body);
     assert!(failed.body.contains(&urls[2]), "{}", failed.body);

@@ -348,9 +348,15 @@ function streamStats() {
 
 function streamRows() {
   return streamStats().map((s) => [s.stream, fmt(s.accepted), s.rate == null ? '…' : fmt(s.rate) + ' /s', fmt(s.rejected),
-    s.watermark ? iso(s.watermark) : '–', duration(s.lag)]);
+    s.watermark ? iso(s.watermark) : '–', lagText(s.lag)]);
 }
-const STREAM_COLUMNS = ['stream', 'accepted since start', 'ingest rate', 'rejected', 'watermark (event time)', 'lag'];
+
+/** Event time behind the wall clock; events stamped in the future are "ahead". */
+function lagText(lag) {
+  if (lag == null || !isFinite(lag)) return '–';
+  return lag < 0 ? duration(-lag) + ' ahead of the clock' : duration(lag);
+}
+const STREAM_COLUMNS = ['stream', 'accepted since start', 'ingest rate', 'rejected', 'watermark (event time)', 'lag behind the clock'];
 
 // ------------------------------------------------------------- summaries
 
@@ -732,14 +738,15 @@ async function loadHealth() {
     serverDown();
     return;
   }
-  const [ms, rejects] = await Promise.all([sampleTwice(), api('/v1/rejects').then((r) => r.json())]);
+  const [ms, rejects, nodes] = await Promise.all([sampleTwice(), api('/v1/rejects').then((r) => r.json()),
+    api('/v1/nodes').then((r) => r.json())]);
   // The Cardinal-* headers of a cluster answer say which nodes it merged;
   // partial=true answers with the nodes that did, naming the others.
   const s = cc.summaries.summaries.find((x) => measures(x).length);
   if (s) {
     try { await sql(`SELECT ${ident(measures(s)[0].name)} FROM ${ident(s.name)} LIMIT 1`, true); } catch (_) { /* headers stay as they were */ }
   }
-  cc.health = { status, rejects, metrics: ms };
+  cc.health = { status, rejects, metrics: ms, nodes };
   const m = (n, l) => metric(ms, n, l);
   const fsyncs = m('cardinal_wal_fsync_seconds_count');
   const card = (label, value, attrs) => el('div', Object.assign({ class: 'card' }, attrs || {}), el('div', { class: 'label' }, label), el('div', { class: 'value' }, value));
@@ -762,21 +769,41 @@ async function loadHealth() {
   const cluster = [];
   const missing = h['cardinal-missing-node'] || '';
   if (h['cardinal-nodes']) cluster.push(el('p', null, 'Nodes merged in a query just now: ', el('b', { 'data-nodes': h['cardinal-nodes'] }, h['cardinal-nodes'])));
-  if (peers.length) {
-    const t = el('table', { class: 'grid' });
-    table(t, ['node', 'in the answer', 'cluster queries it gave no usable state for'], [
-      [location.origin + ' (this node)', 'yes', '–'],
-      ...peers.map((p) => [p.labels.peer, missing.includes(p.labels.peer) ? 'no: see below' : 'yes', fmt(p.value)]),
-    ]);
-    cluster.push(t);
-  }
+  cluster.push(nodesTable(nodes.nodes, peers, missing));
   for (const [k, v] of Object.entries(h)) if (k !== 'cardinal-nodes') cluster.push(el('p', null, el('code', null, k), ': ', v));
-  if (!cluster.length) cluster.push(el('p', { class: 'note' }, 'A single node (no --peers): answers carry no Cardinal-Nodes header.'));
+  if (nodes.nodes.length === 1) cluster.push(el('p', { class: 'note' }, 'A single node (no --peers).'));
   $('health-cluster').replaceChildren(...cluster);
   $('health-rejects').replaceChildren('Kept ', el('b', { 'data-rejects-kept': String(rejects.kept) }, fmt(rejects.kept)),
     ' rejected lines; ', el('b', { 'data-rejects-not-kept': String(rejects.not_kept) }, fmt(rejects.not_kept)), ' older ones counted, not kept.');
   $('health-reject-lines').textContent = rejects.lines.length ? rejects.lines.join('\n') : 'no rejected lines';
   cc.ready++;
+}
+
+/**
+ * Every node of the cluster as GET /v1/nodes gives it (this node first):
+ * its health, and from its own /metrics its streams' event-time lag and,
+ * reading Kafka, the records it is behind.
+ */
+function nodesTable(nodes, peers, missing) {
+  const rows = nodes.map((n) => {
+    const ms = n.metrics ? parseMetrics(n.metrics) : [];
+    const m = (name, labels) => metric(ms, name, labels);
+    const health = n.error ? 'no answer: ' + n.error : `${n.health_status} ${n.health}`;
+    const streams = ms.filter((x) => x.name === 'cardinal_events_accepted_total').map((x) => {
+      const wm = m('cardinal_stream_watermark_seconds', { stream: x.labels.stream });
+      return `${x.labels.stream}: ${fmt(x.value)} accepted, ${wm ? lagText(Date.now() / 1000 - wm) : 'no events'}`;
+    });
+    const kafka = ms.filter((x) => x.name === 'cardinal_kafka_lag_records');
+    const failures = peers.find((p) => p.labels.peer === n.url);
+    const inAnswer = n.this || !missing.includes(n.url);
+    return [n.url + (n.this && !n.url.includes('this node') ? ' (this node)' : ''), health,
+      n.metrics ? duration(m('cardinal_up_seconds')) : '–', streams.join('; ') || '–',
+      kafka.length ? fmt(kafka.reduce((a, x) => a + x.value, 0)) + ` over ${kafka.length} partitions` : '–',
+      n.this ? '–' : (inAnswer ? 'yes' : 'no') + (failures ? `, ${fmt(failures.value)} failed queries` : '')];
+  });
+  const t = el('table', { class: 'grid', 'data-nodes-listed': String(nodes.length) });
+  table(t, ['node', 'health', 'up', 'streams: accepted, event-time lag', 'Kafka records behind', 'in answers'], rows);
+  return t;
 }
 
 // ------------------------------------------------------------------ views

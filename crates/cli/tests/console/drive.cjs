@@ -307,6 +307,12 @@ async function full(page, errors) {
   check(`health: rejects kept ${rj.kept} as /v1/rejects`, kept === rj.kept, `page ${kept}`);
   const hz = await page.$eval('#health-cards .card .value', (e) => e.textContent);
   check('health: /healthz status shown', /^200 ok/.test(hz), hz);
+  const nodes = await getJson('/v1/nodes');
+  const nodesListed = await page.$eval('[data-nodes-listed]', (e) => Number(e.dataset.nodesListed));
+  check(`health: the nodes of /v1/nodes (${nodes.nodes.length}) listed`, nodesListed === nodes.nodes.length, `page ${nodesListed}`);
+  const firstNode = await page.$eval('[data-nodes-listed] tbody tr', (e) => [...e.children].map((c) => c.textContent));
+  check('health: this node healthy, its stream and lag shown', /^200 ok/.test(firstNode[1]) && /impressions: 50,0\d\d accepted/.test(firstNode[3]),
+    JSON.stringify(firstNode));
   await shot(page, 'health.png');
 }
 

@@ -381,6 +381,47 @@ pub fn decode_state(body: &[u8]) -> Result<NodeState, String> {
 /// why there is none (no answer within the timeout, an error status, a
 /// body past [`STATE_BYTES_MAX`] or malformed).
 pub async fn fetch(peers: &Arc<Peers>, path_and_query: &str) -> Vec<Result<NodeState, String>> {
+    ask_all(peers, path_and_query, STATE_BYTES_MAX, |status, body| {
+        if status != 200 {
+            let text = String::from_utf8_lossy(&body);
+            let first = text.lines().next().unwrap_or("").trim();
+            return Err(match status {
+                401 => format!(
+                    "it refused this node's token (401: {first}): give every node the same --token-file"
+                ),
+                _ => format!("it answered {status}: {first}"),
+            });
+        }
+        decode_state(&body)
+    })
+    .await
+}
+
+/// Asks every peer for `path_and_query` at once, reading at most
+/// `limit` bytes of each answer: per peer, in the order listed, its
+/// status and body as text, or why there is none (no answer within the
+/// timeout, a body past `limit`). Any status is an answer.
+pub async fn fetch_text(
+    peers: &Arc<Peers>,
+    path_and_query: &str,
+    limit: u64,
+) -> Vec<Result<(u16, String), String>> {
+    ask_all(peers, path_and_query, limit, |status, body| {
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    })
+    .await
+}
+
+/// Asks every peer for `path_and_query` at once, each answer's status
+/// and body (at most `limit` bytes) read by `read`, each request on the
+/// blocking pool under the [`PEER_REQUESTS_MAX`] permits and bounded by
+/// the peer timeout.
+async fn ask_all<T: Send + 'static>(
+    peers: &Arc<Peers>,
+    path_and_query: &str,
+    limit: u64,
+    read: fn(u16, Vec<u8>) -> Result<T, String>,
+) -> Vec<Result<T, String>> {
     let mut tasks = Vec::with_capacity(peers.urls.len());
     for index in 0..peers.urls.len() {
         let peers = Arc::clone(peers);
@@ -394,7 +435,7 @@ pub async fn fetch(peers: &Arc<Peers>, path_and_query: &str) -> Vec<Result<NodeS
                     .map_err(|_| "the server is stopping".to_owned())?;
                 let peers = Arc::clone(&peers);
                 tokio::task::spawn_blocking(move || {
-                    let answer = ask(&peers, &url);
+                    let answer = ask(&peers, &url, limit).and_then(|(s, b)| read(s, b));
                     drop(permit);
                     answer
                 })
@@ -423,8 +464,9 @@ pub async fn fetch(peers: &Arc<Peers>, path_and_query: &str) -> Vec<Result<NodeS
     answers
 }
 
-/// One blocking state request.
-fn ask(peers: &Peers, url: &str) -> Result<NodeState, String> {
+/// One blocking request: the answer's status and body, at most `limit`
+/// bytes of it.
+fn ask(peers: &Peers, url: &str, limit: u64) -> Result<(u16, Vec<u8>), String> {
     let mut request = peers.agent.get(url);
     if let Some(token) = &peers.token {
         let value = format!("Bearer {}", String::from_utf8_lossy(token.as_bytes()));
@@ -435,9 +477,7 @@ fn ask(peers: &Peers, url: &str) -> Result<NodeState, String> {
             "no answer within {} s (--peer-timeout)",
             peers.timeout.as_secs_f64()
         ),
-        ureq::Error::BodyExceedsLimit(_) => {
-            format!("its answer is over {STATE_BYTES_MAX} bytes")
-        }
+        ureq::Error::BodyExceedsLimit(_) => format!("its answer is over {limit} bytes"),
         other => other.to_string(),
     };
     let mut response = request.call().map_err(words)?;
@@ -445,20 +485,10 @@ fn ask(peers: &Peers, url: &str) -> Result<NodeState, String> {
     let body = response
         .body_mut()
         .with_config()
-        .limit(STATE_BYTES_MAX)
+        .limit(limit)
         .read_to_vec()
         .map_err(words)?;
-    if status != 200 {
-        let text = String::from_utf8_lossy(&body);
-        let first = text.lines().next().unwrap_or("").trim();
-        return Err(match status {
-            401 => format!(
-                "it refused this node's token (401: {first}): give every node the same --token-file"
-            ),
-            _ => format!("it answered {status}: {first}"),
-        });
-    }
-    decode_state(&body)
+    Ok((status, body))
 }
 
 /// Two nodes' states both cover one partition: the answer would count

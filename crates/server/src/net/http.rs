@@ -13,6 +13,7 @@
 //! | `POST /v1/sql?format=json\|jsonl\|csv\|table&partial=` | one SELECT over a summary (the body); 400 `{"error": ...}` with the caret text for a bad query; with `--peers`, for the whole cluster |
 //! | `GET /metrics` | Prometheus text format |
 //! | `GET /healthz` | 200 once recovered and ready, 503 once failed |
+//! | `GET /v1/nodes` | this node and each peer: health and `/metrics` text ([`super::nodes`]) |
 //! | `GET /`, `GET /console/{file}` | the browser console ([`super::console`]) |
 //!
 //! A query parameter a route does not read is refused (400, naming the
@@ -73,7 +74,7 @@ use crate::source::Coverage;
 
 /// The routes, as `cardinal_http_requests_total` labels them (a request
 /// no route matched is labelled `unmatched`).
-pub const ROUTES: [&str; 11] = [
+pub const ROUTES: [&str; 12] = [
     "/v1/streams/{name}",
     "/v1/summaries",
     "/v1/summaries/{name}",
@@ -85,6 +86,7 @@ pub const ROUTES: [&str; 11] = [
     "/v1/sql",
     "/",
     "/console/{file}",
+    "/v1/nodes",
 ];
 
 /// The query parameters each route reads; any other is refused.
@@ -127,6 +129,7 @@ pub fn router(edge: Arc<Edge>) -> Router {
         .route(ROUTES[8], post(sql_route))
         .route(ROUTES[9], get(super::console::index))
         .route(ROUTES[10], get(super::console::asset))
+        .route(ROUTES[11], get(super::nodes::nodes))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&edge),
             track,
@@ -219,7 +222,7 @@ fn plain(status: StatusCode, message: impl Into<String>) -> Response {
         .into_response()
 }
 
-fn json(status: StatusCode, body: String) -> Response {
+pub(super) fn json(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
@@ -227,7 +230,7 @@ fn json(status: StatusCode, body: String) -> Response {
     clippy::result_large_err,
     reason = "the refusal is the response itself, built once per refused request"
 )]
-fn authorized(edge: &Edge, headers: &HeaderMap) -> Result<(), Response> {
+pub(super) fn authorized(edge: &Edge, headers: &HeaderMap) -> Result<(), Response> {
     let Some(token) = &edge.protocol.token else {
         return Ok(());
     };
@@ -598,7 +601,9 @@ fn too_large(limit: usize) -> Response {
 }
 
 /// Runs `f` on a blocking thread (views merge the workers' groups).
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+pub(super) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
     tokio::task::spawn_blocking(f).await.ok()
 }
 
@@ -1563,8 +1568,15 @@ async fn healthz(
     if let Err(refused) = known_params(&params, &[]) {
         return refused;
     }
+    let (status, text) = health(&edge);
+    plain(status, text)
+}
+
+/// What `/healthz` answers: `200 ok`; `200 degraded: ...` while the
+/// Kafka broker is away; `503` with the reason once the service failed.
+pub(super) fn health(edge: &Edge) -> (StatusCode, String) {
     if let Some(why) = edge.service().failed() {
-        return plain(StatusCode::SERVICE_UNAVAILABLE, why);
+        return (StatusCode::SERVICE_UNAVAILABLE, why);
     }
     // The broker away: degraded, not down (queries answer; reading
     // resumes where it stopped when the broker is back).
@@ -1576,8 +1588,8 @@ async fn healthz(
             .clone()
     });
     match away {
-        None => plain(StatusCode::OK, "ok"),
-        Some(why) => plain(
+        None => (StatusCode::OK, "ok".to_owned()),
+        Some(why) => (
             StatusCode::OK,
             format!("degraded: the Kafka broker is away ({why}); queries answer, reading waits"),
         ),

@@ -24,6 +24,7 @@ pub mod cluster;
 pub mod console;
 pub mod http;
 pub mod metrics;
+pub mod nodes;
 pub mod pg;
 pub mod syslog;
 pub mod tcp;
