@@ -607,6 +607,27 @@ pub struct Acked {
 /// answers once, from its own thread.
 pub type Reply = tokio::sync::oneshot::Receiver<Result<Acked, String>>;
 
+/// Answers a batch taken before as a duplicate (`accepted` and `rejected`
+/// the first answer's counts when known): the completer sends it once
+/// everything queued before it is durable, so a duplicate's ack never
+/// overtakes the original's.
+fn answer_duplicate(
+    completer: &Sender<Item>,
+    (accepted, rejected): (u64, u64),
+    reply: tokio::sync::oneshot::Sender<Result<Acked, String>>,
+) -> Result<(), Refused> {
+    let acked = Acked {
+        accepted,
+        rejected,
+        duplicate: true,
+        first_rejects: Vec::new(),
+        sequence: 0,
+    };
+    completer
+        .send(Item::Barrier { acked, reply })
+        .map_err(|_| Refused::Stopped("shutting down".into()))
+}
+
 /// What the completer waits on, in log order.
 enum Item {
     Batch {
@@ -1828,45 +1849,19 @@ impl Service {
                 bytes: records.len(),
             });
         }
-        let name = &self.streams[index].name;
-        if let Some(pull) = &self.streams[index].pull {
-            return Err(Refused::Pulled {
-                stream: name.clone(),
-                topic: pull.topic.clone(),
-            });
-        }
+        let name = self.pushed(index)?;
         if header {
             let (line, _) = cardinal_engine::split_header(records);
             self.streams[index]
                 .engine
                 .check_header(line)
                 .map_err(|e| Refused::BadHeader {
-                    stream: name.clone(),
+                    stream: name.to_owned(),
                     reason: format!("{e:#}"),
                 })?;
         }
         let (reply_to, reply) = tokio::sync::oneshot::channel();
-        let mut ingest = lock(&self.ingest);
-        if self.stopping.load(Ordering::Acquire) {
-            return Err(Refused::Stopped(
-                self.failed().unwrap_or_else(|| "shutting down".into()),
-            ));
-        }
-        let Some(completer) = ingest.completer.clone() else {
-            return Err(Refused::Stopped("shutting down".into()));
-        };
-        let duplicate = |acked: Acked, reply: tokio::sync::oneshot::Sender<_>| {
-            completer
-                .send(Item::Barrier { acked, reply })
-                .map_err(|_| Refused::Stopped("shutting down".into()))
-        };
-        let mut dup = Acked {
-            accepted: 0,
-            rejected: 0,
-            duplicate: true,
-            first_rejects: Vec::new(),
-            sequence: 0,
-        };
+        let (mut ingest, completer) = self.taking()?;
         // Admission, decided here for every edge: the stream (above),
         // then whether the batch was taken before, then whether a new
         // origin has room in its table; nothing is written before all
@@ -1886,7 +1881,7 @@ impl Service {
                     }
                 }
                 Verdict::Duplicate => {
-                    duplicate(dup, reply_to)?;
+                    answer_duplicate(&completer, (0, 0), reply_to)?;
                     return Ok(reply);
                 }
                 Verdict::TooOld => return Err(Refused::TooOld { id: *id }),
@@ -1902,11 +1897,7 @@ impl Service {
                         }
                     }
                     Lookup::Retry(counts) => {
-                        if let Some((accepted, rejected)) = counts {
-                            dup.accepted = accepted;
-                            dup.rejected = rejected;
-                        }
-                        duplicate(dup, reply_to)?;
+                        answer_duplicate(&completer, counts.unwrap_or((0, 0)), reply_to)?;
                         return Ok(reply);
                     }
                     Lookup::Reused => return Err(Refused::KeyReused { key: key.clone() }),
@@ -1952,23 +1943,9 @@ impl Service {
                 bytes: batch.records.len() + id_bytes,
             });
         }
-        let name = &self.streams[index].name;
-        if let Some(pull) = &self.streams[index].pull {
-            return Err(Refused::Pulled {
-                stream: name.clone(),
-                topic: pull.topic.clone(),
-            });
-        }
+        self.pushed(index)?;
         let (reply_to, reply) = tokio::sync::oneshot::channel();
-        let mut ingest = lock(&self.ingest);
-        if self.stopping.load(Ordering::Acquire) {
-            return Err(Refused::Stopped(
-                self.failed().unwrap_or_else(|| "shutting down".into()),
-            ));
-        }
-        let Some(completer) = ingest.completer.clone() else {
-            return Err(Refused::Stopped("shutting down".into()));
-        };
+        let (mut ingest, completer) = self.taking()?;
         let now = now_secs();
         // Which messages are new: not among their sender's recent ids,
         // and not an earlier message of this batch.
@@ -1997,19 +1974,7 @@ impl Service {
         }
         let dropped = keep.iter().filter(|k| !**k).count();
         if dropped == keep.len() {
-            let acked = Acked {
-                accepted: 0,
-                rejected: 0,
-                duplicate: true,
-                first_rejects: Vec::new(),
-                sequence: 0,
-            };
-            completer
-                .send(Item::Barrier {
-                    acked,
-                    reply: reply_to,
-                })
-                .map_err(|_| Refused::Stopped("shutting down".into()))?;
+            answer_duplicate(&completer, (0, 0), reply_to)?;
             return Ok((reply, dropped));
         }
         if let Err(full) = ingest
@@ -2046,6 +2011,35 @@ impl Service {
             now,
         )?;
         Ok((reply, dropped))
+    }
+
+    /// Stream `index`'s name, if it takes pushed batches: a Kafka-fed
+    /// stream reads its broker and refuses them.
+    fn pushed(&self, index: usize) -> Result<&str, Refused> {
+        let stream = &self.streams[index];
+        match &stream.pull {
+            Some(pull) => Err(Refused::Pulled {
+                stream: stream.name.clone(),
+                topic: pull.topic.clone(),
+            }),
+            None => Ok(&stream.name),
+        }
+    }
+
+    /// The ingest lock and the completer, while the service takes
+    /// batches: every edge's admission starts here, and decides under
+    /// this lock.
+    fn taking(&self) -> Result<(MutexGuard<'_, Ingest>, Sender<Item>), Refused> {
+        let ingest = lock(&self.ingest);
+        if self.stopping.load(Ordering::Acquire) {
+            return Err(Refused::Stopped(
+                self.failed().unwrap_or_else(|| "shutting down".into()),
+            ));
+        }
+        let Some(completer) = ingest.completer.clone() else {
+            return Err(Refused::Stopped("shutting down".into()));
+        };
+        Ok((ingest, completer))
     }
 
     /// The part of admission every edge shares, once its origin passed

@@ -806,6 +806,11 @@ async fn run(
         ));
         syslog_sockets.push((listen, socket));
     }
+    // Last, so the lines before keep their places for scripts.
+    addresses.push_str(&format!(
+        "cardinal serve: console at http://{}/ (open it in a browser)\n",
+        http.local_addr()?
+    ));
     // One write, whose failure is not the server's: a reader that went
     // away after the first line (a script, a test) must not stop it.
     {
