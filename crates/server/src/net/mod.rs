@@ -182,6 +182,43 @@ pub struct Edge {
     pub metrics_views: metrics::ViewCache,
 }
 
+/// A connection's place under its edge's cap, on a counter of
+/// [`EdgeMetrics`] that is also the edge's gauge of open connections;
+/// given back when dropped, however the connection's task ends (a panic
+/// in one connection closes that connection only).
+pub(crate) struct Slot {
+    edge: Arc<Edge>,
+    count: fn(&Edge) -> &AtomicU64,
+}
+
+impl Slot {
+    /// A place among `max` on the counter `count` reads, or `None` when
+    /// all are taken (the counter unchanged).
+    pub(crate) fn take(
+        edge: &Arc<Edge>,
+        count: fn(&Edge) -> &AtomicU64,
+        max: usize,
+    ) -> Option<Slot> {
+        use std::sync::atomic::Ordering;
+        let open = count(edge).fetch_add(1, Ordering::AcqRel);
+        if open >= max as u64 {
+            count(edge).fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Slot {
+            edge: Arc::clone(edge),
+            count,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let before = (self.count)(&self.edge).fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        assert!(before > 0, "a connection counted is counted once");
+    }
+}
+
 impl Edge {
     /// The service now: after a failed log, the failed one (answering
     /// queries, refusing ingest) until a fresh one has recovered from disk.

@@ -97,7 +97,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_util::codec::Framed;
 
-use super::Edge;
+use super::{Edge, Slot};
 use crate::frame::Token;
 
 /// PostgreSQL connections served at once by default: as many as each
@@ -176,9 +176,13 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
             },
             _ = stop.changed() => return,
         };
-        let open = edge.metrics.pg_connections.fetch_add(1, Ordering::AcqRel);
-        if open >= edge.pg_connections_max as u64 {
-            edge.metrics.pg_connections.fetch_sub(1, Ordering::AcqRel);
+        // Given back however the task ends.
+        let taken = Slot::take(
+            &edge,
+            |e| &e.metrics.pg_connections,
+            edge.pg_connections_max,
+        );
+        let Some(slot) = taken else {
             edge.metrics.pg_refused.fetch_add(1, Ordering::Relaxed);
             // A refusal's socket is a descriptor too: past REFUSING_MAX
             // being answered, one is closed at once (within FD_RESERVE).
@@ -193,10 +197,7 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
                 refusing.fetch_sub(1, Ordering::AcqRel);
             });
             continue;
-        }
-        // Given back however the task ends, a panic included: a panic
-        // in one connection closes that connection only.
-        let slot = Slot(Arc::clone(&edge));
+        };
         let front = Arc::clone(&front);
         let stop = stop.clone();
         tokio::spawn(async move {
@@ -205,16 +206,6 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
             }
             drop(slot);
         });
-    }
-}
-
-/// A connection's place under the cap, given back when dropped.
-struct Slot(Arc<Edge>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let before = self.0.metrics.pg_connections.fetch_sub(1, Ordering::AcqRel);
-        assert!(before > 0, "a connection counted is counted once");
     }
 }
 

@@ -55,7 +55,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-use super::Edge;
+use super::{Edge, Slot};
 use crate::frame::Format;
 use crate::service::{Refused, Reply, SyslogBatch};
 
@@ -313,14 +313,17 @@ pub async fn accept(
             },
             _ = stop.changed() => return,
         };
-        let metrics = &edge.metrics.syslog;
-        if metrics.connections.fetch_add(1, Ordering::AcqRel) >= SYSLOG_CONNECTIONS_MAX as u64 {
-            metrics.connections.fetch_sub(1, Ordering::AcqRel);
-            metrics.refused.fetch_add(1, Ordering::Relaxed);
+        // Given back however the task ends.
+        let taken = Slot::take(
+            &edge,
+            |e| &e.metrics.syslog.connections,
+            SYSLOG_CONNECTIONS_MAX,
+        );
+        let Some(slot) = taken else {
+            edge.metrics.syslog.refused.fetch_add(1, Ordering::Relaxed);
             drop(socket);
             continue;
-        }
-        let slot = Slot(Arc::clone(&edge));
+        };
         let (edge, target, id_field, stop) = (
             Arc::clone(&edge),
             Arc::clone(&target),
@@ -347,21 +350,6 @@ pub async fn accept(
             }
             drop(slot);
         });
-    }
-}
-
-/// A connection's place under the cap, given back when dropped.
-struct Slot(Arc<Edge>);
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let before = self
-            .0
-            .metrics
-            .syslog
-            .connections
-            .fetch_sub(1, Ordering::AcqRel);
-        assert!(before > 0, "a connection counted is counted once");
     }
 }
 
