@@ -826,6 +826,8 @@ pub struct Written {
 pub struct Service {
     plan: Arc<Plan>,
     streams: Vec<Stream>,
+    /// Each summary's layout, saved in every snapshot ([`layouts`]).
+    layouts: Vec<(String, String)>,
     wal: Wal,
     snapshots: Snapshots,
     ingest: Mutex<Ingest>,
@@ -857,6 +859,72 @@ fn image_key(stream: &str, image: &str) -> String {
 /// ([`Offsets::encode`]).
 fn offsets_key(stream: &str) -> String {
     format!("source/kafka/{stream}")
+}
+
+/// The snapshot section of a summary's layout ([`layouts`]).
+fn layout_key(summary: &str) -> String {
+    format!("layout/{summary}")
+}
+
+/// Per summary, its layout as a snapshot records it: the bucket, the
+/// dimensions with their types, and the aggregates with their
+/// declarations (as `GET /v1/summaries` describes them). A state kept
+/// under one layout means nothing under another (groups of days read as
+/// hours, a dimension's values as another's), and a rollup image only
+/// knows its aggregates' kinds: so a start whose schema changed a
+/// summary's layout since the snapshot is refused, naming the summary and
+/// both layouts. Argument and dimension expressions under an unchanged
+/// name are not part of it.
+fn layouts(plan: &Plan) -> Result<Vec<(String, String)>> {
+    let described = cardinal_engine::sql::describe(plan)?;
+    Ok(described
+        .iter()
+        .map(|d| {
+            let bucket = d.bucket.as_ref().map_or_else(
+                || "none".to_owned(),
+                |(column, unit)| format!("{column} by {unit}"),
+            );
+            let dimensions: Vec<String> = d
+                .dimensions
+                .iter()
+                .map(|c| format!("{} {}", c.name, c.ty.pg_name()))
+                .collect();
+            let aggregates: Vec<String> = d
+                .aggregates
+                .iter()
+                .map(|(name, kind, _)| format!("{name} {kind}"))
+                .collect();
+            (
+                d.name.clone(),
+                format!(
+                    "bucket {bucket}; dimensions ({}); aggregates ({})",
+                    dimensions.join(", "),
+                    aggregates.join(", ")
+                ),
+            )
+        })
+        .collect())
+}
+
+/// Refuses `snapshot` when a summary's layout it recorded differs from
+/// `now`'s ([`layouts`]); a snapshot written before layouts were recorded
+/// has none to compare.
+fn check_layouts(snapshot: &Snapshot, now: &[(String, String)]) -> Result<()> {
+    for (summary, layout) in now {
+        let Some(then) = snapshot.sections.get(&layout_key(summary)) else {
+            continue;
+        };
+        let then = String::from_utf8_lossy(then);
+        if then != *layout {
+            bail!(
+                "summary {summary} was declared differently when the snapshot was written:\n  \
+                 then: {then}\n  now:  {layout}\nits state means nothing under the new \
+                 declaration: start with the schema it was written under, or declare the new \
+                 one as a summary of another name, or use a new --data directory"
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Per stream, the offsets a snapshot saved for it (empty for push-fed
@@ -1441,6 +1509,10 @@ impl Service {
         opened.repaired = recovery.repaired.as_ref().map(describe_repair);
         opened.moved = floor.check(&recovery)?;
 
+        let layouts = layouts(&plan)?;
+        if let Some(snapshot) = &snapshot {
+            check_layouts(snapshot, &layouts)?;
+        }
         // Engines, from the snapshot's images when there is one.
         let mut streams = Vec::with_capacity(inputs.len());
         for &i in &inputs {
@@ -1728,6 +1800,7 @@ impl Service {
                 completer: Some(send),
             }),
             snapshotting: Mutex::new(()),
+            layouts,
             completer: Mutex::new(Some(completer)),
             failed,
             stopping,
@@ -2448,6 +2521,11 @@ impl Service {
             let mut image = Vec::new();
             ingest.syslog.encode(&mut image);
             snapshot.sections.insert(SYSLOG_SECTION.into(), image);
+            for (summary, layout) in &self.layouts {
+                snapshot
+                    .sections
+                    .insert(layout_key(summary), layout.as_bytes().to_vec());
+            }
             queue_sync(&ingest)?
         };
         wait_synced(&sync)?;
