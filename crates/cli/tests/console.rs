@@ -6,7 +6,8 @@
 //! `/v1/overlap`, a bad query's caret text); with a token; and with the
 //! server killed and started again under it. Screenshots of each view go
 //! to `CARDINAL_CONSOLE_SHOTS` (default: the test's scratch directory);
-//! the README's picture is the `console.png` of `page_checks_out`.
+//! the README's picture is the `console.png` of `page_checks_out`. The
+//! same checks run against one node of a two-node cluster.
 //!
 //! What it needs: `node`, playwright-core (`CARDINAL_PLAYWRIGHT`, the
 //! package's directory) and Chromium (`CARDINAL_CHROMIUM`, default
@@ -225,6 +226,52 @@ fn page_checks_out() {
         assert!(bytes.starts_with(b"\x89PNG"), "{} is a PNG", png.display());
     }
     eprintln!("screenshots in {}", shots.display());
+}
+
+/// The same checks against one node of a two-node cluster, each node
+/// holding half the events: every chart, the overlap and the SQL box
+/// answer for the whole cluster, and the health view lists both nodes,
+/// each with its own count.
+#[test]
+fn page_checks_out_in_a_cluster() {
+    let Some(browser) = browser() else { return };
+    let dir = scratch_dir("console", "cluster");
+    let events = demo_events(&dir);
+    let text = String::from_utf8(events).expect("UTF-8 events");
+    let (header, records) = text.split_once('\n').expect("a header line");
+    let mut halves = [format!("{header}\n"), format!("{header}\n")];
+    for (i, line) in records.lines().enumerate() {
+        halves[i % 2].push_str(line);
+        halves[i % 2].push('\n');
+    }
+    let http: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", common::free_port()))
+        .collect();
+    let nodes: Vec<Served> = (0..2)
+        .map(|i| {
+            let node = dir.join(format!("node{i}"));
+            std::fs::create_dir_all(&node).expect("node dir");
+            let peer = format!("http://{}", http[1 - i]);
+            serve_at(&node, SCHEMA, &http[i], &["--peers", &peer])
+        })
+        .collect();
+    for (node, half) in nodes.iter().zip(&halves) {
+        load(node, half.as_bytes(), &[]);
+    }
+    let mut bad = header.as_bytes().to_vec();
+    bad.extend_from_slice(b"\nnot-a-time,1,impression,CA,s,alpha,c,1.0\n");
+    load(&nodes[0], &bad, &[]);
+    let shots = shots(&dir, "cluster");
+    let url = format!("http://{}", http[0]);
+    let (passed, printed) = drive(&browser, &url, "full", None, &shots, |_| {});
+    assert!(
+        passed,
+        "the console's checks failed in a cluster:\n{printed}"
+    );
+    assert!(
+        printed.contains("node 2 healthy, with its own count"),
+        "both nodes listed:\n{printed}"
+    );
 }
 
 #[test]

@@ -310,9 +310,15 @@ async function full(page, errors) {
   const nodes = await getJson('/v1/nodes');
   const nodesListed = await page.$eval('[data-nodes-listed]', (e) => Number(e.dataset.nodesListed));
   check(`health: the nodes of /v1/nodes (${nodes.nodes.length}) listed`, nodesListed === nodes.nodes.length, `page ${nodesListed}`);
-  const firstNode = await page.$eval('[data-nodes-listed] tbody tr', (e) => [...e.children].map((c) => c.textContent));
-  check('health: this node healthy, its stream and lag shown', /^200 ok/.test(firstNode[1]) && /impressions: 50,0\d\d accepted/.test(firstNode[3]),
-    JSON.stringify(firstNode));
+  const nodeRows = await page.$$eval('[data-nodes-listed] tbody tr', (trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent)));
+  nodes.nodes.forEach((n, i) => {
+    const m = /^cardinal_events_accepted_total\{stream="impressions"\} (\d+)/m.exec(n.metrics || '');
+    const accepted = m ? Number(m[1]).toLocaleString('en-US') : null;
+    const row = nodeRows[i] || [];
+    check(`health: node ${i + 1} healthy, with its own count of events`,
+      row[1] === `${n.health_status} ${n.health}` && n.health_status === 200 && accepted !== null
+        && (row[3] || '').startsWith(`impressions: ${accepted} accepted`), JSON.stringify(row));
+  });
   await shot(page, 'health.png');
 }
 
