@@ -231,7 +231,9 @@ fn page_checks_out() {
 /// The same checks against one node of a two-node cluster, each node
 /// holding half the events: every chart, the overlap and the SQL box
 /// answer for the whole cluster, and the health view lists both nodes,
-/// each with its own count.
+/// each with its own count. Then with the other node stopped: a chart
+/// says why it cannot be drawn, and answers from the node left when
+/// asked to (`partial=true`), naming the node it lacks.
 #[test]
 fn page_checks_out_in_a_cluster() {
     let Some(browser) = browser() else { return };
@@ -247,7 +249,7 @@ fn page_checks_out_in_a_cluster() {
     let http: Vec<String> = (0..2)
         .map(|_| format!("127.0.0.1:{}", common::free_port()))
         .collect();
-    let nodes: Vec<Served> = (0..2)
+    let mut nodes: Vec<Served> = (0..2)
         .map(|i| {
             let node = dir.join(format!("node{i}"));
             std::fs::create_dir_all(&node).expect("node dir");
@@ -271,6 +273,14 @@ fn page_checks_out_in_a_cluster() {
     assert!(
         printed.contains("node 2 healthy, with its own count"),
         "both nodes listed:\n{printed}"
+    );
+    // The peer stopped: the charts say so, then answer from the node
+    // that is left when asked to.
+    drop(nodes.pop());
+    let (passed, printed) = drive(&browser, &url, "peer-down", None, &shots, |_| {});
+    assert!(
+        passed,
+        "the console's checks with a peer down failed:\n{printed}"
     );
 }
 

@@ -40,6 +40,7 @@
  *              split (dimension name or null), top (N), where (text),
  *              from, to (RFC 3339 SQL literals, null for "all"),
  *              sql: [the SQL strings run, in order],
+ *              missing: the Cardinal-Missing-Node of a partial answer, or null,
  *              series: [{ label, approximate, x: [epoch seconds],
  *                         value: [...], lower: [...] | null, upper: [...] | null }] },
  *     plot: the uPlot instance of the chart (plot.data[0] is x, then per
@@ -450,7 +451,10 @@ async function loadChart() {
   if (where) conds.push(`(${where})`);
   const cols = m.approximate ? [m.name, m.name + '_lower', m.name + '_upper'].map(ident).join(', ') : qm;
   const run = [];
-  const ask = async (q) => { run.push(q); return sql(q); };
+  // In a cluster, "those that answer" asks with partial=true: an answer
+  // from the nodes that answered, saying which did not.
+  const partial = $('c-partial').value === '1';
+  const ask = async (q) => { run.push(q); return sql(q, partial); };
   const whereSql = (extra) => { const c = conds.concat(extra || []); return c.length ? ' WHERE ' + c.join(' AND ') : ''; };
   $('chart-error').hidden = true;
   try {
@@ -490,8 +494,11 @@ async function loadChart() {
     }
     cc.chart = { summary: s.name, aggregate: m.name, split, top, where, from: range ? range.from : null, to: range ? range.to : null, sql: run, series };
     const day = (t) => (t ? t.replace(/T00:00:00Z$/, '') : '…');
+    const missing = partial && lastHeaders && lastHeaders['cardinal-missing-node'];
+    cc.chart.missing = missing || null;
     $('chart-title').textContent = `${m.name} of ${s.name}${split ? ', top ' + top + ' by ' + split : ''}` +
-      (range ? `, from ${day(range.from)} to ${day(range.to)} (excluded)` : ', all buckets');
+      (range ? `, from ${day(range.from)} to ${day(range.to)} (excluded)` : ', all buckets') +
+      (missing ? `; partial: without ${missing}` : '');
     $('chart-sql').textContent = run.join(';\n\n') + ';';
     drawChart(cc.chart, xs);
     cc.ready++;
@@ -825,7 +832,7 @@ function wire() {
   $('origin').textContent = location.origin;
   for (const b of document.querySelectorAll('#nav button')) b.onclick = () => showView(b.dataset.view).catch(report);
   $('c-summary').onchange = () => onSummaryChange();
-  for (const id of ['c-measure', 'c-split', 'c-top', 'c-where', 'c-from', 'c-to']) $(id).onchange = () => loadChart();
+  for (const id of ['c-measure', 'c-split', 'c-top', 'c-where', 'c-from', 'c-to', 'c-partial']) $(id).onchange = () => loadChart();
   $('c-split').addEventListener('change', () => { $('c-top').disabled = !$('c-split').value; });
   $('c-range').onchange = () => {
     const custom = $('c-range').value === 'custom';
@@ -878,6 +885,8 @@ async function start() {
     $('chart-error').textContent = 'No summary has a time bucket to chart: the Summaries, Overlap and SQL views still work.';
     $('chart-error').hidden = false;
   }
+  // The nodes choice only means something in a cluster.
+  api('/v1/nodes').then((r) => r.json()).then((n) => { $('c-partial-field').hidden = n.nodes.length < 2; }).catch(report);
   if (s) $('sql-text').value = `SELECT ${ident(s.bucket.column)}, ${measures(s).slice(0, 2).map((m) => ident(m.name)).join(', ')} FROM ${ident(s.name)} GROUP BY 1 ORDER BY 1`;
   await showView('chart', true);
 }

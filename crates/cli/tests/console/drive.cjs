@@ -6,7 +6,7 @@
 //   CARDINAL_URL         the server's base URL, e.g. http://127.0.0.1:7480
 //   CARDINAL_SHOTS       a directory for PNG screenshots (created if missing)
 //   CARDINAL_TOKEN       the token, when the server was started with --token-file
-//   CARDINAL_MODE        full (default) | token | down
+//   CARDINAL_MODE        full (default) | token | down | peer-down
 //   CARDINAL_PLAYWRIGHT  where playwright-core is (default: require's search)
 //   CARDINAL_CHROMIUM    the browser (default /usr/bin/chromium)
 //   CARDINAL_TIMEOUT_S   the whole run's bound (default 90)
@@ -32,6 +32,10 @@
 //            3. the caller starts the server again on the same address;
 //               the script waits (at most RECOVER_WAIT_S) for the banner
 //               to go and the chart to be drawn again.
+//   peer-down  the server is one node of a cluster whose other node was
+//          stopped before the script started: the first chart says why
+//          it cannot be drawn, and "those that answer" draws it from the
+//          nodes that did, naming the node it lacks.
 'use strict';
 
 const { chromium } = require(process.env.CARDINAL_PLAYWRIGHT || 'playwright-core');
@@ -78,8 +82,10 @@ async function getJson(p) {
   if (!res.ok) throw new Error(`GET ${p}: ${res.status} ${await res.text()}`);
   return res.json();
 }
+/** Whether this script's own queries ask for a partial answer (mode peer-down). */
+let PARTIAL = false;
 async function sql(q) {
-  const res = await api('/v1/sql?format=json', { method: 'POST', body: q });
+  const res = await api('/v1/sql?format=json' + (PARTIAL ? '&partial=true' : ''), { method: 'POST', body: q });
   if (!res.ok) throw new Error(`SQL ${q}: ${res.status} ${await res.text()}`);
   return res.json();
 }
@@ -308,6 +314,8 @@ async function full(page, errors) {
   const hz = await page.$eval('#health-cards .card .value', (e) => e.textContent);
   check('health: /healthz status shown', /^200 ok/.test(hz), hz);
   const nodes = await getJson('/v1/nodes');
+  const offered = await page.$eval('#c-partial-field', (e) => !e.hidden);
+  check(`chart: the nodes choice offered only in a cluster (${nodes.nodes.length} nodes)`, offered === nodes.nodes.length > 1, `offered: ${offered}`);
   const nodesListed = await page.$eval('[data-nodes-listed]', (e) => Number(e.dataset.nodesListed));
   check(`health: the nodes of /v1/nodes (${nodes.nodes.length}) listed`, nodesListed === nodes.nodes.length, `page ${nodesListed}`);
   const nodeRows = await page.$$eval('[data-nodes-listed] tbody tr', (trs) => trs.map((tr) => [...tr.children].map((c) => c.textContent)));
@@ -320,6 +328,34 @@ async function full(page, errors) {
         && (row[3] || '').startsWith(`impressions: ${accepted} accepted`), JSON.stringify(row));
   });
   await shot(page, 'health.png');
+}
+
+/**
+ * peer-down: one peer of the server's cluster was stopped before the page
+ * loaded. The first chart, whose queries all nodes must answer by
+ * default, says why it cannot be drawn; the nodes choice is offered (a
+ * cluster); "those that answer" draws it from the nodes that did (equal
+ * to this script's own partial=true answers) and names the node it lacks.
+ */
+async function peerDownMode(page) {
+  const summaries = await getJson('/v1/summaries');
+  await page.waitForSelector('#chart-error:not([hidden])', { timeout: WAIT_MS });
+  const err = await page.$eval('#chart-error', (e) => e.textContent);
+  check('peer down: the chart says a node did not answer, pointing at partial=true', /partial=true/.test(err), err);
+  await page.waitForSelector('#c-partial-field:not([hidden])', { timeout: WAIT_MS });
+  const before = await page.evaluate(() => window.cardinalConsole.ready);
+  await page.selectOption('#c-partial', '1');
+  await waitChart(page, (n) => { const c = window.cardinalConsole; return c.ready > n && c.chart && c.chart.missing; }, before);
+  PARTIAL = true;
+  const first = await firstChartWant(summaries);
+  await checkChart(page, 'partial chart', first.series);
+  const res = await api('/v1/sql?format=json&partial=true', { method: 'POST', body: `SELECT ${first.m} FROM ${first.s.name}` });
+  const wantMissing = res.headers.get('cardinal-missing-node');
+  const missing = await page.evaluate(() => window.cardinalConsole.chart.missing);
+  check('peer down: the chart names the node it lacks', !!wantMissing && missing === wantMissing, diff(missing, wantMissing));
+  const title = await page.$eval('#chart-title', (e) => e.textContent);
+  check('peer down: the title says the answer is partial', title.includes('partial: without'), title);
+  await shot(page, 'partial.png');
 }
 
 async function tokenMode(page) {
@@ -386,6 +422,7 @@ async function downMode(page) {
     if (MODE === 'full') await full(page, errors);
     else if (MODE === 'token') await tokenMode(page);
     else if (MODE === 'down') await downMode(page);
+    else if (MODE === 'peer-down') await peerDownMode(page);
     else throw new Error(`CARDINAL_MODE=${MODE}: full, token or down`);
     check('no console errors and no page errors', errors.list.length === 0, errors.list.join(' | '));
   } catch (e) {
