@@ -284,6 +284,31 @@ fn page_checks_out_in_a_cluster() {
     );
 }
 
+/// What a new user sees first: a server with no events yet. The chart
+/// says its summary holds none and names the stream to feed; once the
+/// events are sent it draws them by itself.
+#[test]
+fn page_waits_for_the_first_events() {
+    let Some(browser) = browser() else { return };
+    let dir = scratch_dir("console", "empty");
+    let events = demo_events(&dir);
+    let server = serve_at(&dir, SCHEMA, "127.0.0.1:0", &[]);
+    let url = format!("http://{}", server.http);
+    let shots = shots(&dir, "empty");
+    let mut sent = false;
+    let (passed, printed) = drive(&browser, &url, "empty", None, &shots, |line| {
+        if line.trim() == "READY-FOR-EVENTS" {
+            load(&server, &events, &[]);
+            sent = true;
+        }
+    });
+    assert!(
+        passed,
+        "the console's empty-server checks failed:\n{printed}"
+    );
+    assert!(sent, "the driver asked for the events:\n{printed}");
+}
+
 #[test]
 fn page_asks_for_the_token_once() {
     let Some(browser) = browser() else { return };

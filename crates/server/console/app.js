@@ -62,6 +62,8 @@
 const RETRY_MAX_S = 8;
 /** How often the page checks /healthz while it is visible, ms: how soon a dead server shows. */
 const HEARTBEAT_MS = 4000;
+/** How often an empty summary's chart looks again for its first events, ms. */
+const EMPTY_RETRY_MS = 5000;
 /** Rows the SQL box draws as a table; the rest are counted, not drawn. */
 const SQL_TABLE_ROWS_MAX = 1000;
 /** Seconds between the two /metrics samples that give a first rate. */
@@ -501,12 +503,37 @@ async function loadChart() {
       (missing ? `; partial: without ${missing}` : '');
     $('chart-sql').textContent = run.join(';\n\n') + ';';
     drawChart(cc.chart, xs);
+    showEmpty(s, rows.length === 0, where);
     cc.ready++;
   } catch (e) {
     if (seq !== chartSeq) return;
     $('chart-error').textContent = e.message;
     $('chart-error').hidden = false;
   }
+}
+
+/**
+ * What an empty chart says: a summary with no events yet names its stream
+ * and how to feed it, and the page looks again every EMPTY_RETRY_MS (the
+ * range needs the newest bucket, so the summaries are read again too);
+ * an empty range or filter says so.
+ */
+let emptyTimer = null;
+function showEmpty(s, empty, where) {
+  clearTimeout(emptyTimer);
+  $('chart-empty').hidden = !empty;
+  if (!empty) return;
+  const fed = s.newest_bucket && !s.newest_bucket.startsWith('1970-');
+  $('chart-empty').textContent = fed
+    ? `No rows of ${s.name} in this range${where ? ' under this filter' : ''}: pick a wider range or another filter.`
+    : `${s.name} holds no events yet. Send some to stream ${s.stream} (POST /v1/streams/${s.stream}, ` +
+      `or cardinal send FILE --to HOST:PORT --stream ${s.stream}); this page looks again every ${EMPTY_RETRY_MS / 1000} s.`;
+  if (fed) return;
+  const again = () => {
+    if (view === 'chart' && document.visibilityState === 'visible' && !down) reloadAll();
+    else emptyTimer = setTimeout(again, EMPTY_RETRY_MS);
+  };
+  emptyTimer = setTimeout(again, EMPTY_RETRY_MS);
 }
 
 function plotOpts(width, height, series, bands) {

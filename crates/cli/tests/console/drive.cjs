@@ -32,6 +32,9 @@
 //            3. the caller starts the server again on the same address;
 //               the script waits (at most RECOVER_WAIT_S) for the banner
 //               to go and the chart to be drawn again.
+//   empty  the server holds no events: the chart says so, naming the
+//          stream; the script prints READY-FOR-EVENTS, the caller sends
+//          the demo's events, and the chart must draw them by itself.
 //   peer-down  the server is one node of a cluster whose other node was
 //          stopped before the script started: the first chart says why
 //          it cannot be drawn, and "those that answer" draws it from the
@@ -54,6 +57,8 @@ const WAIT_MS = 15000;
 const BANNER_WAIT_S = 20;
 /** How long the page may take to recover once the server is back (its retries back off to 8 s). */
 const RECOVER_WAIT_S = 30;
+/** How long the page may take to draw the first events once sent (it looks every 5 s). */
+const EVENTS_WAIT_S = 20;
 /** The default range the page's first chart covers, days ending after the newest bucket. */
 const FIRST_RANGE_DAYS = 30;
 /** How long a hidden tab is watched for a refresh it must not make: more than one 5 s period. */
@@ -358,6 +363,30 @@ async function peerDownMode(page) {
   await shot(page, 'partial.png');
 }
 
+/**
+ * empty: the server holds no events when the page loads. The first chart
+ * says its summary has none yet, naming the stream; the script prints
+ * READY-FOR-EVENTS, the caller sends the events, and the chart draws
+ * them by itself (the page looks again every few seconds), equal to the
+ * API's answer.
+ */
+async function emptyMode(page) {
+  await page.waitForSelector('#chart-empty:not([hidden])', { timeout: WAIT_MS });
+  const said = await page.$eval('#chart-empty', (e) => e.textContent);
+  check('empty: the chart says its summary holds no events yet, naming the stream',
+    /holds no events yet/.test(said) && /stream impressions/.test(said), said);
+  await shot(page, 'empty.png');
+  console.log('READY-FOR-EVENTS');
+  await page.waitForFunction(() => {
+    const c = window.cardinalConsole;
+    return c.chart && c.chart.series.length > 0 && c.chart.series[0].x.length > 0;
+  }, null, { timeout: EVENTS_WAIT_S * 1000 });
+  const first = await firstChartWant(await getJson('/v1/summaries'));
+  await checkChart(page, 'empty: the first chart once events came', first.series);
+  const gone = await page.$eval('#chart-empty', (e) => e.hidden);
+  check('empty: the note is gone', gone, 'still shown');
+}
+
 async function tokenMode(page) {
   if (!TOKEN) throw new Error('CARDINAL_MODE=token needs CARDINAL_TOKEN');
   await page.waitForSelector('#token-modal:not([hidden])', { timeout: WAIT_MS });
@@ -423,6 +452,7 @@ async function downMode(page) {
     else if (MODE === 'token') await tokenMode(page);
     else if (MODE === 'down') await downMode(page);
     else if (MODE === 'peer-down') await peerDownMode(page);
+    else if (MODE === 'empty') await emptyMode(page);
     else throw new Error(`CARDINAL_MODE=${MODE}: full, token or down`);
     check('no console errors and no page errors', errors.list.length === 0, errors.list.join(' | '));
   } catch (e) {
