@@ -606,7 +606,7 @@ impl Quantiles {
         work.extend_from_slice(self.level(0));
         in_levels.push(offset_of(work.len()));
         for level in 1..levels_in {
-            merge_sorted_into(&mut work, self.level(level), other.level(level));
+            merge_sorted_into(&mut work, self.level(level), other.level(level), |&v| v);
             in_levels.push(offset_of(work.len()));
         }
         let (num_levels, capacity, out_levels) = general_compress(
@@ -755,7 +755,11 @@ impl Quantiles {
             let mut pairs = runs.into_iter();
             while let Some(low) = pairs.next() {
                 merged.push(match pairs.next() {
-                    Some(high) => merge_runs(&low, &high),
+                    Some(high) => {
+                        let mut run = Vec::with_capacity(low.len() + high.len());
+                        merge_sorted_into(&mut run, &low, &high, |&(value, _)| value);
+                        run
+                    }
                     None => low,
                 });
             }
@@ -1200,25 +1204,6 @@ impl SortedView {
     }
 }
 
-/// Two sorted runs of a [`SortedView`] merged, `low`'s entry first of
-/// two equal values.
-fn merge_runs(low: &[(f64, u64)], high: &[(f64, u64)]) -> Vec<(f64, u64)> {
-    let mut out = Vec::with_capacity(low.len() + high.len());
-    let (mut i, mut j) = (0, 0);
-    while i < low.len() && j < high.len() {
-        if high[j].0 < low[i].0 {
-            out.push(high[j]);
-            j += 1;
-        } else {
-            out.push(low[i]);
-            i += 1;
-        }
-    }
-    out.extend_from_slice(&low[i..]);
-    out.extend_from_slice(&high[j..]);
-    out
-}
-
 /// Classes of compaction sizes kept apart by [`Compactions`]: half
 /// octaves of the number of items halved, from 2 (class 0) up; sizes of
 /// 2^12 and more share the last class, where `(1 - 2r)^c` is below 10^-3
@@ -1615,11 +1600,12 @@ fn offset_of(len: usize) -> u32 {
     u32::try_from(len).expect("capacity fits u32")
 }
 
-/// Appends the merge of sorted `a` and `b` to `out` (ties: `a`'s first).
-fn merge_sorted_into(out: &mut Vec<f64>, a: &[f64], b: &[f64]) {
+/// Appends the merge of `a` and `b`, each sorted by `value`, to `out`
+/// (ties: `a`'s first): a merge's levels, and a sorted view's runs.
+fn merge_sorted_into<T: Copy>(out: &mut Vec<T>, a: &[T], b: &[T], value: impl Fn(&T) -> f64) {
     let (mut i, mut j) = (0, 0);
     while i < a.len() && j < b.len() {
-        if b[j] < a[i] {
+        if value(&b[j]) < value(&a[i]) {
             out.push(b[j]);
             j += 1;
         } else {
