@@ -31,7 +31,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 
-use super::Edge;
+use super::{Edge, Slot};
 use crate::connection::{Action, Connection, Offered};
 use crate::frame::{Ack, Batch, BatchId, ClientId, Decoder, ErrorCode, ErrorFrame, Frame, encode};
 
@@ -150,19 +150,19 @@ pub async fn accept(listener: TcpListener, edge: Arc<Edge>, mut stop: watch::Rec
             );
             continue;
         };
-        let open = edge.metrics.tcp_connections.fetch_add(1, Ordering::AcqRel);
-        if open >= edge.connections_max as u64 {
-            edge.metrics.tcp_connections.fetch_sub(1, Ordering::AcqRel);
+        // Given back however the task ends, a panic included.
+        let taken = Slot::take(&edge, |e| &e.metrics.tcp_connections, edge.connections_max);
+        let Some(counted) = taken else {
             refuse(&edge, socket, "too many connections: retry later");
             continue;
-        }
+        };
         let edge = Arc::clone(&edge);
         let stop = stop.clone();
         tokio::spawn(async move {
             if let Err(error) = connection(socket, &edge, stop).await {
                 eprintln!("cardinal serve: connection from {peer}: {error}");
             }
-            edge.metrics.tcp_connections.fetch_sub(1, Ordering::AcqRel);
+            drop(counted);
             drop(slot);
         });
     }
