@@ -99,15 +99,11 @@ fn start(dir: &Path, http: SocketAddr, more: &[String]) -> Server {
     Server { child, http }
 }
 
-/// `n` distinct ports free now (bound together, then released): a
-/// node's peers must know its address before it starts.
+/// `n` distinct free ports ([`common::free_port`]): a node's peers must
+/// know its address before it starts.
 fn free_ports(n: usize) -> Vec<SocketAddr> {
-    let listeners: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind"))
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().expect("address"))
+    (0..n)
+        .map(|_| SocketAddr::from(([127, 0, 0, 1], common::free_port())))
         .collect()
 }
 
@@ -581,6 +577,32 @@ fn a_node_listed_among_its_own_peers_is_refused() {
     );
 }
 
+/// Waits until every thread of process `pid` is stopped. `kill -STOP`
+/// returns once the signal is queued, but the stop is taken by one
+/// thread that must first be scheduled, and on a loaded machine the
+/// others can answer a request meanwhile (seen: a peer "stopped" for a
+/// millisecond answered the query in 0.6 ms).
+fn stopped(pid: u32) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the process's threads");
+        let all = tasks.filter_map(Result::ok).all(|task| {
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // "tid (name) S ...": the state follows the last ')'.
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            state.is_some_and(|rest| rest.starts_with('T') || rest.starts_with('t'))
+        });
+        if all {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process {pid} not stopped within 10 s of SIGSTOP"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A peer that stops answering (SIGSTOP: connected, silent) holds a
 /// query no longer than `--peer-timeout`: 503 naming it, or with
 /// `partial=true` the answer without it.
@@ -605,12 +627,16 @@ fn a_silent_peer_costs_a_query_its_timeout_only() {
     }
     let (answer, _) = body_of(nodes[0].http, "/v1/summaries/reach?format=csv");
     assert!(answer.starts_with("day,state,"), "{answer}");
+    let pid = nodes[1].child.id();
     let signal = |name: &str| {
         let status = Command::new("kill")
-            .args([name, &nodes[1].child.id().to_string()])
+            .args([name, &pid.to_string()])
             .status()
             .expect("kill runs");
         assert!(status.success());
+        if name == "-STOP" {
+            stopped(pid);
+        }
     };
     signal("-STOP");
     let started = std::time::Instant::now();

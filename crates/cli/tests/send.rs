@@ -208,11 +208,8 @@ fn refused_batches_exit_1() {
 fn no_server_and_no_stream_exit_1_with_the_reason() {
     let dir = scratch_dir("send", "gone");
     let (file, _) = input(&dir);
-    let addr = TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .to_string();
+    // A port nobody listens on, outside the ephemeral range.
+    let addr = format!("127.0.0.1:{}", common::free_port());
     let output = cardinal(
         &dir,
         &[

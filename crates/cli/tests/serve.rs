@@ -18,7 +18,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{cardinal, failure, ok, scratch_dir};
+use common::{cardinal, failure, free_port, ok, scratch_dir};
 
 const SCHEMA: &str =
     "CREATE STREAM events (ts TIMESTAMP, user_id BIGINT, state TEXT, amount BIGINT)
@@ -318,16 +318,6 @@ fn kill_9_at_random_moments_loses_and_doubles_nothing() {
         terminate(&mut server);
         let _ = std::fs::remove_dir_all(&dir);
     }
-}
-
-/// A port free now (bound and released), for a server restarted on the
-/// same address while `cardinal send` keeps reconnecting to it.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("address")
-        .port()
 }
 
 #[test]

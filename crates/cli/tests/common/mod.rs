@@ -223,17 +223,48 @@ impl Rng {
     }
 }
 
-/// A free port on loopback (bound and released: a server restarted on it
-/// keeps its address, so what points at it stays right).
+/// A free port on loopback for a server to bind later (a server
+/// restarted on it keeps its address, so what points at it stays right).
+///
+/// Taken outside the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`): a port bound to 0 and
+/// released comes from that range, and any test's outgoing connection
+/// or `127.0.0.1:0` listener may take it before the server binds it
+/// (seen: "Address already in use" about once in 60 runs on a loaded
+/// machine). Outside it, only a caller of this function takes a port,
+/// each a different one: from a start that differs per process, each
+/// checked free by binding it.
 #[allow(
     dead_code,
     reason = "each test binary compiles this module; not all use it"
 )]
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (low, high) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| {
+            let mut ends = text.split_whitespace().map(|n| n.parse::<u32>().ok());
+            Some((ends.next()??, ends.next()??))
+        })
+        .unwrap_or((32768, 60999));
+    // The widest span outside the ephemeral range, above 10000.
+    let (start, span) = if low.saturating_sub(10_000) >= 65_535 - high.min(65_535) {
+        (10_000, low.saturating_sub(10_000))
+    } else {
+        (high + 1, 65_535 - high)
+    };
+    assert!(span >= 1000, "room for test ports outside {low}-{high}");
+    let offset = std::process::id().wrapping_mul(7919);
+    for _ in 0..span {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = start + (offset.wrapping_add(n) % span);
+        let port = u16::try_from(port).expect("a port");
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {start}..{}", start + span);
 }
 
 /// `GET path` from a server, within 30 s; `None` if it does not answer.
