@@ -312,15 +312,31 @@ impl Prepared {
         let mut scratch = Scratch::new();
         let mut rows: Vec<(Vec<Cell>, Vec<Cell>)> = Vec::with_capacity(partial.group_count());
         let mut post: Vec<Cell> = Vec::with_capacity(self.post.len());
+        let mut answers: Vec<RowAnswers> = kinds.iter().map(|_| RowAnswers::default()).collect();
+        for column in &self.post {
+            if let PostSource::Agg(slot, AggField::Quantile(_, Bound::Lower | Bound::Upper)) =
+                column.from
+            {
+                answers[slot].bounded = true;
+            }
+        }
         for (_, key, states) in partial.groups() {
             let group_values: Vec<Value<'_>> = key_values(key).collect();
             post.clear();
+            for a in &mut answers {
+                a.output = None;
+                a.intervals = None;
+            }
             for column in &self.post {
                 post.push(match column.from {
                     PostSource::Group(g) => cell_of(group_values[g]),
-                    PostSource::Agg(slot, field) => {
-                        agg_cell(&states[slot], &kinds[slot], field, self.times[slot])
-                    }
+                    PostSource::Agg(slot, field) => agg_cell(
+                        &states[slot],
+                        &kinds[slot],
+                        field,
+                        self.times[slot],
+                        &mut answers[slot],
+                    ),
                     PostSource::Overlap(o, bound) => {
                         let base = self.used.len() + 2 * o;
                         overlap_cell(&states[base], &states[base + 1], bound)?
@@ -1550,8 +1566,28 @@ fn cell_of(value: Value<'_>) -> Cell {
     }
 }
 
+/// What one group's aggregate answers, worked out once for the row
+/// however many of its columns the query names: `users`, `users_lower`
+/// and `users_upper` are one HyperLogLog estimate, and the quantiles of
+/// a sketch and their bounds one sorted view.
+#[derive(Default)]
+struct RowAnswers {
+    /// The query names a bound of one of its quantiles: its values are
+    /// read from the intervals too, one view for all.
+    bounded: bool,
+    output: Option<Output>,
+    /// Per rank of the aggregate, the quantile with its 95% interval.
+    intervals: Option<Vec<Option<cardinal_sketch::Estimate>>>,
+}
+
 /// One output cell of an aggregate's merged state.
-fn agg_cell(state: &AggState, kind: &AggKind, field: AggField, is_time: bool) -> Cell {
+fn agg_cell(
+    state: &AggState,
+    kind: &AggKind,
+    field: AggField,
+    is_time: bool,
+    answers: &mut RowAnswers,
+) -> Cell {
     if field == AggField::Bytes {
         return match state {
             AggState::Hll(h) => Cell::Text(h.to_hex()),
@@ -1559,10 +1595,29 @@ fn agg_cell(state: &AggState, kind: &AggKind, field: AggField, is_time: bool) ->
                 .map_or(Cell::Null, Cell::Text),
         };
     }
-    let output = state.output(kind);
+    if let AggField::Quantile(r, bound) = field
+        && answers.bounded
+    {
+        // The calibrated 95% interval of the value at that rank (the
+        // sketch crate's `quantile_interval`), for every rank of the
+        // aggregate from one sorted view; once worked out, it answers
+        // the values too.
+        let intervals = answers
+            .intervals
+            .get_or_insert_with(|| state.quantile_intervals(kind.ranks()));
+        return match intervals.get(r).copied().flatten() {
+            Some(e) => Cell::Float(match bound {
+                Bound::Value => e.value,
+                Bound::Lower => e.lower,
+                Bound::Upper => e.upper,
+            }),
+            None => Cell::Null,
+        };
+    }
+    let output = answers.output.get_or_insert_with(|| state.output(kind));
     match (output, field) {
-        (Output::Count(n), _) => i64::try_from(n).map_or(Cell::Float(n as f64), Cell::Int),
-        (Output::Number(v), _) => match v {
+        (Output::Count(n), _) => i64::try_from(*n).map_or(Cell::Float(*n as f64), Cell::Int),
+        (Output::Number(v), _) => match *v {
             None => Cell::Null,
             // An instant's milliseconds were an i64 before they were an
             // f64 (exactly: |ms| < 2^53 for every parsable time).
@@ -1570,7 +1625,7 @@ fn agg_cell(state: &AggState, kind: &AggKind, field: AggField, is_time: bool) ->
             Some(ms) if is_time => Cell::Time(Timestamp(ms as i64)),
             Some(v) => Cell::Float(v),
         },
-        (Output::Int(v), _) => match v {
+        (Output::Int(v), _) => match *v {
             None => Cell::Null,
             Some(v) => i64::try_from(v).map_or(Cell::Float(v as f64), Cell::Int),
         },
@@ -1591,23 +1646,11 @@ fn agg_cell(state: &AggState, kind: &AggKind, field: AggField, is_time: bool) ->
             }
         }
         (Output::Quantiles { values, rank_error }, field) => match field {
-            AggField::RankError => Cell::Float(rank_error),
-            AggField::Quantile(r, bound) => {
-                let Some(&(rank, Some(value))) = values.get(r) else {
-                    return Cell::Null;
-                };
-                // The calibrated 95% interval of the value at that rank
-                // (the sketch crate's `quantile_interval`).
-                // (Worked out only for a bound: it builds a sorted view.)
-                if bound == Bound::Value {
-                    return Cell::Float(value);
-                }
-                match state.quantile_interval(rank) {
-                    Some(e) if bound == Bound::Lower => Cell::Float(e.lower),
-                    Some(e) => Cell::Float(e.upper),
-                    None => Cell::Null,
-                }
-            }
+            AggField::RankError => Cell::Float(*rank_error),
+            AggField::Quantile(r, _) => match values.get(r) {
+                Some(&(_, Some(value))) => Cell::Float(value),
+                _ => Cell::Null,
+            },
             _ => Cell::Null,
         },
         (Output::TopK(items), _) => Cell::Text(

@@ -226,6 +226,46 @@ fn answers_are_the_same_bytes_every_time() {
     }
 }
 
+/// A row naming a quantile's bounds answers its values from the same
+/// sorted view as the bounds: the values are the ones a row without
+/// bounds answers, and each interval holds its value.
+#[test]
+fn quantile_values_are_the_same_with_or_without_their_bounds() {
+    let plan = Plan::compile(&summaries()).expect("plan");
+    let executed = run(&plan, "bounds");
+    let float = |cell: &Cell| match cell {
+        Cell::Float(f) => *f,
+        other => panic!("{other:?}"),
+    };
+    let bare = ok(
+        &plan,
+        &executed,
+        "SELECT provider, rev_p50, rev_p99 FROM reach GROUP BY provider ORDER BY provider",
+    );
+    let bounded = ok(
+        &plan,
+        &executed,
+        "SELECT provider, rev_p99_upper, rev_p50, rev_p99_lower, rev_p99, rev_p50_lower, rev_p50_upper \
+         FROM reach GROUP BY provider ORDER BY provider",
+    );
+    assert_eq!(bare.rows.len(), 3);
+    assert_eq!(bounded.rows.len(), 3);
+    let mut widths = 0.0;
+    for (bare, row) in bare.rows.iter().zip(&bounded.rows) {
+        assert_eq!(bare[0], row[0]);
+        let [p99_upper, p50, p99_lower, p99, p50_lower, p50_upper] =
+            [1, 2, 3, 4, 5, 6].map(|i| float(&row[i]));
+        assert_eq!(p50, float(&bare[1]), "{row:?}");
+        assert_eq!(p99, float(&bare[2]), "{row:?}");
+        assert!(p50_lower <= p50 && p50 <= p50_upper, "{row:?}");
+        assert!(p99_lower <= p99 && p99 <= p99_upper, "{row:?}");
+        widths += (p50_upper - p50_lower) + (p99_upper - p99_lower);
+    }
+    // About 6,700 values a provider: the sketches compacted, and the
+    // intervals are not points.
+    assert!(widths > 0.0);
+}
+
 #[test]
 fn overlap_is_a_joint_estimate_with_its_interval() {
     let plan = Plan::compile(&summaries()).expect("plan");

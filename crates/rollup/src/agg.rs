@@ -727,6 +727,16 @@ impl AggState {
         }
     }
 
+    /// [`Self::quantile_interval`] at each of `ranks`, from one sorted
+    /// view of the sketch ([`Quantiles::quantile_intervals`]); every
+    /// answer `None` for any other state.
+    pub fn quantile_intervals(&self, ranks: &[f64]) -> Vec<Option<Estimate>> {
+        match self {
+            AggState::Quantiles(q) => q.quantile_intervals(ranks),
+            _ => vec![None; ranks.len()],
+        }
+    }
+
     /// The count a distinct-count state answers, with a calibrated 95%
     /// interval: an HLL's [`Hll::calibrated_estimate`] (narrower than the
     /// interval `output` prints below about 10 m values, where that one

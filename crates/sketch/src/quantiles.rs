@@ -1151,27 +1151,44 @@ impl Quantiles {
     ///
     /// `None` if the sketch is empty or `rank` is NaN or outside `0..=1`.
     pub fn quantile_interval(&self, rank: f64) -> Option<Estimate> {
-        if !(0.0..=1.0).contains(&rank) || self.n == 0 {
-            return None;
+        self.quantile_intervals(&[rank]).pop().flatten()
+    }
+
+    /// [`Self::quantile_interval`] at each of `ranks`, from one sorted
+    /// view (building it is most of the cost; a SQL row naming several
+    /// quantiles and their bounds asks for them together). `None` for a
+    /// rank outside `0..=1` or an empty sketch.
+    pub fn quantile_intervals(&self, ranks: &[f64]) -> Vec<Option<Estimate>> {
+        let valid = |r: f64| (0.0..=1.0).contains(&r);
+        if self.n == 0 || !ranks.iter().copied().any(valid) {
+            return vec![None; ranks.len()];
         }
-        if self.is_exact() {
-            return Some(Estimate::exact(self.quantile(rank)?));
-        }
-        let eps = self.rank_error_95(rank);
-        // One sorted view for the three ranks: building it was most of a
-        // SQL quantile query's time (profiled, bench query (b)).
         let view = self.sorted_view();
-        let [value, lower, upper] = [rank, (rank - eps).max(0.0), (rank + eps).min(1.0)].map(|r| {
+        let at = |r: f64| {
             view.quantile(r)
                 .expect("a rank in 0..=1 of a sketch with values")
-        });
-        assert!(lower <= value && value <= upper);
-        Some(Estimate {
-            value,
-            lower,
-            upper,
-            confidence: CONFIDENCE_DEFAULT,
-        })
+        };
+        ranks
+            .iter()
+            .map(|&rank| {
+                if !valid(rank) {
+                    return None;
+                }
+                if self.is_exact() {
+                    return Some(Estimate::exact(at(rank)));
+                }
+                let eps = self.rank_error_95(rank);
+                let [value, lower, upper] =
+                    [rank, (rank - eps).max(0.0), (rank + eps).min(1.0)].map(at);
+                assert!(lower <= value && value <= upper);
+                Some(Estimate {
+                    value,
+                    lower,
+                    upper,
+                    confidence: CONFIDENCE_DEFAULT,
+                })
+            })
+            .collect()
     }
 }
 

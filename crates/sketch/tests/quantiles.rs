@@ -446,3 +446,27 @@ fn decode_state_refuses_what_encode_state_never_writes() {
         }
     }
 }
+
+/// `quantile_intervals` answers each rank as `quantile_interval` does,
+/// from one view: exact and compacted sketches, ranks outside `0..=1`
+/// and NaN, and an empty sketch.
+#[test]
+fn quantile_intervals_answer_as_each_interval_does() {
+    let mut rng = StdRng::seed_from_u64(31);
+    let ranks = [0.0, 0.01, 0.5, 0.5, 0.9, 0.99, 1.0, -0.1, 1.5, f64::NAN];
+    for n in [0usize, 1, 7, 150, 20_000] {
+        let values: Vec<f64> = (0..n).map(|_| rng.random_range(-1e3..1e6)).collect();
+        let q = sketch_of(200, &values);
+        let together = q.quantile_intervals(&ranks);
+        assert_eq!(together.len(), ranks.len());
+        for (&rank, answer) in ranks.iter().zip(&together) {
+            assert_eq!(*answer, q.quantile_interval(rank), "n {n}, rank {rank}");
+            let valid = (0.0..=1.0).contains(&rank);
+            assert_eq!(answer.is_some(), n > 0 && valid, "n {n}, rank {rank}");
+            if let Some(e) = answer {
+                assert_eq!(Some(e.value), q.quantile(rank), "n {n}, rank {rank}");
+            }
+        }
+        assert!(q.quantile_intervals(&[]).is_empty());
+    }
+}
