@@ -63,6 +63,7 @@
 #![deny(missing_docs)]
 
 mod cache;
+mod canonical;
 mod compile;
 mod error;
 mod expr;

@@ -98,7 +98,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use cardinal_engine::{Continuous, ContinuousOptions, Receipt, SubmitError, View, check_images};
 use cardinal_rollup::Limits;
-use cardinal_route::{Format as StreamFormat, Plan};
+use cardinal_route::{Format as StreamFormat, OutputSource, Plan};
 use cardinal_store::{Dir, Loaded, Snapshot, Snapshots, Ticket, Wal, WalOptions, WalStats};
 
 use crate::dedup::{DedupTable, Verdict};
@@ -827,7 +827,7 @@ pub struct Service {
     plan: Arc<Plan>,
     streams: Vec<Stream>,
     /// Each summary's layout, saved in every snapshot ([`layouts`]).
-    layouts: Vec<(String, String)>,
+    layouts: Vec<LayoutPart>,
     wal: Wal,
     snapshots: Snapshots,
     ingest: Mutex<Ingest>,
@@ -861,66 +861,114 @@ fn offsets_key(stream: &str) -> String {
     format!("source/kafka/{stream}")
 }
 
-/// The snapshot section of a summary's layout ([`layouts`]).
-fn layout_key(summary: &str) -> String {
-    format!("layout/{summary}")
+/// One part of a summary's layout as a snapshot records it
+/// ([`layouts`]).
+#[derive(Debug)]
+struct LayoutPart {
+    summary: String,
+    /// The snapshot section that holds it.
+    section: String,
+    text: String,
 }
 
-/// Per summary, its layout as a snapshot records it: the bucket, the
-/// dimensions with their types, and the aggregates with their
-/// declarations (as `GET /v1/summaries` describes them). A state kept
-/// under one layout means nothing under another (groups of days read as
-/// hours, a dimension's values as another's), and a rollup image only
-/// knows its aggregates' kinds: so a start whose schema changed a
-/// summary's layout since the snapshot is refused, naming the summary and
-/// both layouts. Argument and dimension expressions under an unchanged
-/// name are not part of it.
-fn layouts(plan: &Plan) -> Result<Vec<(String, String)>> {
+/// Per summary, its layout as a snapshot records it, in two parts.
+///
+/// - `layout/{summary}`: the bucket, the dimensions with their types,
+///   and the aggregates with their declarations (as `GET /v1/summaries`
+///   describes them).
+/// - `layout-expressions/{summary}`: what each dimension and aggregate
+///   argument computes, as canonical text of its compiled expression
+///   ([`cardinal_route::Expr::canonical`]: spacing, keyword and column
+///   case do not change it). Recorded since 2026-11-29 in a section of
+///   its own, so that a snapshot written before then, which has only the
+///   first part, still starts.
+///
+/// A state kept under one layout means nothing under another (groups of
+/// days read as hours, a dimension's values as another's, unique users
+/// counted by `user_id` merged with ones counted by `device_id`), and a
+/// rollup image only knows its aggregates' kinds: so a start whose
+/// schema changed a summary's layout since the snapshot is refused,
+/// naming the summary and both layouts. A changed filter still starts:
+/// old groups stay as they were counted.
+fn layouts(plan: &Plan) -> Result<Vec<LayoutPart>> {
     let described = cardinal_engine::sql::describe(plan)?;
-    Ok(described
-        .iter()
-        .map(|d| {
-            let bucket = d.bucket.as_ref().map_or_else(
-                || "none".to_owned(),
-                |(column, unit)| format!("{column} by {unit}"),
-            );
-            let dimensions: Vec<String> = d
-                .dimensions
-                .iter()
-                .map(|c| format!("{} {}", c.name, c.ty.pg_name()))
-                .collect();
-            let aggregates: Vec<String> = d
-                .aggregates
-                .iter()
-                .map(|(name, kind, _)| format!("{name} {kind}"))
-                .collect();
-            (
-                d.name.clone(),
-                format!(
-                    "bucket {bucket}; dimensions ({}); aggregates ({})",
-                    dimensions.join(", "),
-                    aggregates.join(", ")
-                ),
-            )
-        })
-        .collect())
+    let mut parts = Vec::with_capacity(2 * described.len());
+    for (d, summary) in described.iter().zip(&plan.summaries) {
+        assert_eq!(d.name, summary.name, "describe keeps the plan's order");
+        let bucket = d.bucket.as_ref().map_or_else(
+            || "none".to_owned(),
+            |(column, unit)| format!("{column} by {unit}"),
+        );
+        let dimensions: Vec<String> = d
+            .dimensions
+            .iter()
+            .map(|c| format!("{} {}", c.name, c.ty.pg_name()))
+            .collect();
+        let aggregates: Vec<String> = d
+            .aggregates
+            .iter()
+            .map(|(name, kind, _)| format!("{name} {kind}"))
+            .collect();
+        parts.push(LayoutPart {
+            summary: d.name.clone(),
+            section: format!("layout/{}", d.name),
+            text: format!(
+                "bucket {bucket}; dimensions ({}); aggregates ({})",
+                dimensions.join(", "),
+                aggregates.join(", ")
+            ),
+        });
+        let canonical = |e: &cardinal_route::Expr| e.canonical(&summary.schema);
+        let mut dimensions = Vec::new();
+        let mut arguments = Vec::new();
+        for output in &summary.outputs {
+            match output.source {
+                OutputSource::Bucket => {}
+                OutputSource::Dimension(i) => {
+                    dimensions.push(format!(
+                        "{} = {}",
+                        output.name,
+                        canonical(&summary.dimensions[i])
+                    ));
+                }
+                OutputSource::Aggregate(i) => {
+                    let argument = summary.aggregates[i]
+                        .argument
+                        .map_or_else(|| "*".to_owned(), |a| canonical(&summary.arguments[a]));
+                    arguments.push(format!("{} of {argument}", output.name));
+                }
+            }
+        }
+        parts.push(LayoutPart {
+            summary: d.name.clone(),
+            section: format!("layout-expressions/{}", d.name),
+            text: format!(
+                "dimensions ({}); aggregates ({})",
+                dimensions.join(", "),
+                arguments.join(", ")
+            ),
+        });
+    }
+    Ok(parts)
 }
 
-/// Refuses `snapshot` when a summary's layout it recorded differs from
-/// `now`'s ([`layouts`]); a snapshot written before layouts were recorded
-/// has none to compare.
-fn check_layouts(snapshot: &Snapshot, now: &[(String, String)]) -> Result<()> {
-    for (summary, layout) in now {
-        let Some(then) = snapshot.sections.get(&layout_key(summary)) else {
+/// Refuses `snapshot` when a part of a summary's layout it recorded
+/// differs from `now`'s ([`layouts`]); a part the snapshot does not hold
+/// (written before that part was recorded) has nothing to compare.
+fn check_layouts(snapshot: &Snapshot, now: &[LayoutPart]) -> Result<()> {
+    for part in now {
+        let Some(then) = snapshot.sections.get(&part.section) else {
             continue;
         };
         let then = String::from_utf8_lossy(then);
-        if then != *layout {
+        if then != part.text {
             bail!(
-                "summary {summary} was declared differently when the snapshot was written:\n  \
-                 then: {then}\n  now:  {layout}\nits state means nothing under the new \
+                "summary {} was declared differently when the snapshot was written:\n  \
+                 then: {then}\n  now:  {}\nits state means nothing under the new \
                  declaration: start with the schema it was written under, or declare the new \
-                 one as a summary of another name, or use a new --data directory"
+                 one as a summary of another name, or use a new --data directory",
+                part.summary,
+                part.text
             );
         }
     }
@@ -2521,10 +2569,10 @@ impl Service {
             let mut image = Vec::new();
             ingest.syslog.encode(&mut image);
             snapshot.sections.insert(SYSLOG_SECTION.into(), image);
-            for (summary, layout) in &self.layouts {
+            for part in &self.layouts {
                 snapshot
                     .sections
-                    .insert(layout_key(summary), layout.as_bytes().to_vec());
+                    .insert(part.section.clone(), part.text.as_bytes().to_vec());
             }
             queue_sync(&ingest)?
         };
