@@ -460,6 +460,64 @@ fn every_node_answers_for_the_whole_cluster() {
         );
     }
 
+    // The summary list from any node is the cluster's: groups and bytes
+    // summed over each node's own list (`scope=node`), the newest bucket
+    // the newest of theirs, and each node's own under "nodes".
+    let list = |at: SocketAddr, path: &str| -> (serde_json::Value, Answer) {
+        let answer = get(at, path);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let value = serde_json::from_str(&answer.body).expect("JSON");
+        (value, answer)
+    };
+    let own: Vec<serde_json::Value> = nodes
+        .iter()
+        .map(|n| list(n.http, "/v1/summaries?scope=node").0)
+        .collect();
+    let (whole, answer) = list(nodes[1].http, "/v1/summaries");
+    assert_eq!(answer.header("cardinal-nodes"), ["3/3"]);
+    let entry = |list: &serde_json::Value, name: &str| -> serde_json::Value {
+        list["summaries"]
+            .as_array()
+            .expect("summaries")
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {list}"))
+            .clone()
+    };
+    for name in ["reach", "audiences"] {
+        let cluster = entry(&whole, name);
+        let each: Vec<serde_json::Value> = own.iter().map(|o| entry(o, name)).collect();
+        assert!(each.iter().all(|e| e.get("nodes").is_none()), "{each:?}");
+        let sum = |member: &str| {
+            each.iter()
+                .map(|e| e[member].as_u64().expect("a count"))
+                .sum::<u64>()
+        };
+        assert_eq!(cluster["groups"].as_u64(), Some(sum("groups")), "{cluster}");
+        assert_eq!(cluster["bytes"].as_u64(), Some(sum("bytes")), "{cluster}");
+        let newest = each
+            .iter()
+            .filter_map(|e| e["newest_bucket"].as_str())
+            .max();
+        assert!(newest.is_some(), "{each:?}");
+        assert_eq!(cluster["newest_bucket"].as_str(), newest, "{cluster}");
+        let listed = cluster["nodes"].as_array().expect("nodes");
+        for (node, &i) in listed.iter().zip(&order) {
+            let url = node["url"].as_str().expect("url");
+            assert!(url.starts_with(&urls[i]), "{node}");
+            assert_eq!(
+                url.matches("(this node)").count(),
+                usize::from(i == 1),
+                "{node}"
+            );
+            assert_eq!(node["groups"], each[i]["groups"], "{node}");
+            assert!(each[i]["groups"].as_u64() > Some(0), "{node}");
+        }
+        assert_eq!(listed.len(), 3, "{cluster}");
+    }
+    let refused = get(nodes[1].http, "/v1/summaries?scope=cluster");
+    assert_eq!(refused.status, 400, "{}", refused.body);
+
     // A peer killed: the query fails naming it, unless it asks for a
     // partial answer, which says what it lacks.
     let _ = nodes[2].child.kill();
@@ -473,6 +531,20 @@ fn every_node_answers_for_the_whole_cluster() {
     );
     assert_eq!(seen[2]["health"], serde_json::Value::Null, "{}", seen[2]);
     assert_eq!(seen[0]["health"], "ok", "this node still answers");
+    // The summary list still answers, from the nodes that do, naming the
+    // one that does not.
+    let (whole, answer) = list(nodes[1].http, "/v1/summaries");
+    assert_eq!(answer.header("cardinal-nodes"), ["2/3"]);
+    let missing = answer.header("cardinal-missing-node");
+    assert_eq!(missing.len(), 1, "{}", answer.head);
+    assert!(missing[0].starts_with(&urls[2]), "{missing:?}");
+    let reach = entry(&whole, "reach");
+    let two: u64 = [0, 1]
+        .iter()
+        .map(|&i| entry(&own[i], "reach")["groups"].as_u64().expect("a count"))
+        .sum();
+    assert_eq!(reach["groups"].as_u64(), Some(two), "{reach}");
+    assert_eq!(reach["nodes"].as_array().map(Vec::len), Some(2), "{reach}");
     let failed = get(nodes[0].http, "/v1/summaries/reach?by=state&buckets=all");
     assert_eq!(failed.status, 503, "{}", failed.body);
     assert!(failed.body.contains(&urls[2]), "{}", failed.body);

@@ -607,6 +607,32 @@ pub(super) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f).await.ok()
 }
 
+/// The most bytes of a peer's `GET /v1/summaries?scope=node` read: a
+/// summary's entry is well under 4 KiB (its columns' names and types),
+/// so this is room for a thousand summaries; a peer sending more is
+/// listed as missing, saying so.
+pub const NODE_SUMMARIES_BYTES_MAX: u64 = 4 << 20;
+
+/// One summary as one node holds it (`GET /v1/summaries`).
+struct Listed {
+    name: String,
+    stream: String,
+    /// The `"bucket"`, `"dimensions"` and `"aggregates"` members
+    /// ([`schema_json`]).
+    schema: String,
+    groups: u64,
+    bytes: u64,
+    /// The start of its newest bucket (RFC 3339), `None` without one.
+    newest_bucket: Option<String>,
+}
+
+/// `GET /v1/summaries`: the streams and, per summary, its table and how
+/// much it holds. With `--peers`, unless `scope=node`, each peer is
+/// asked for its own list at once and `groups`, `bytes` and
+/// `newest_bucket` are the cluster's (summed, summed, the newest), with
+/// each node's own under `"nodes"`; a peer that does not answer is
+/// left out and named (`Cardinal-Nodes`, `Cardinal-Missing-Node`), the
+/// list still answered: it says what can be asked, not an answer.
 async fn summaries(
     State(edge): State<Arc<Edge>>,
     Query(params): Query<HashMap<String, String>>,
@@ -615,11 +641,31 @@ async fn summaries(
     if let Err(denied) = authorized(&edge, &headers) {
         return denied;
     }
-    if let Err(refused) = known_params(&params, &[]) {
+    if let Err(refused) = known_params(&params, &["scope"]) {
         return refused;
     }
+    let this_node_only = match params.get("scope").map(String::as_str) {
+        None => false,
+        Some("node") => true,
+        Some(other) => {
+            return plain(
+                StatusCode::BAD_REQUEST,
+                format!("scope {other:?}: the only scope is node (this node's own list)"),
+            );
+        }
+    };
+    let asked = match (&edge.peers, this_node_only) {
+        (Some(peers), false) => {
+            let peers = Arc::clone(peers);
+            Some(tokio::spawn(async move {
+                cluster::fetch_text(&peers, "/v1/summaries?scope=node", NODE_SUMMARIES_BYTES_MAX)
+                    .await
+            }))
+        }
+        _ => None,
+    };
     let work = Arc::clone(&edge);
-    let body = blocking(move || -> anyhow::Result<String> {
+    let local = blocking(move || -> anyhow::Result<(Vec<String>, Vec<Listed>)> {
         let service = work.service();
         let plan = service.plan();
         let mut streams = Vec::new();
@@ -647,37 +693,176 @@ async fn summaries(
             let view = service.view(index)?;
             for stats in view.summary_stats() {
                 let described = described.iter().find(|d| d.name == stats.name);
-                let schema = described.map_or_else(String::new, schema_json);
                 // A summary without a time bucket keeps its groups at
                 // bucket 0: it has no newest bucket to name.
                 let bucketed = described.is_none_or(|d| d.bucket.is_some());
-                summaries.push(format!(
-                    "{{\"name\":{},\"stream\":{},{schema}\"groups\":{},\"bytes\":{},\"newest_bucket\":{}}}",
-                    cardinal_export::json_string(stats.name.as_bytes()),
-                    cardinal_export::json_string(service.streams()[index].as_bytes()),
-                    stats.groups,
-                    stats.bytes,
-                    stats
+                summaries.push(Listed {
+                    schema: described.map_or_else(String::new, schema_json),
+                    stream: service.streams()[index].to_owned(),
+                    groups: stats.groups as u64,
+                    bytes: stats.bytes as u64,
+                    newest_bucket: stats
                         .newest_bucket
                         .filter(|_| bucketed)
-                        .map_or("null".to_owned(), |t| cardinal_export::json_string(
-                            t.to_string().as_bytes()
-                        )),
-                ));
+                        .map(|t| t.to_string()),
+                    name: stats.name,
+                });
             }
         }
-        Ok(format!(
-            "{{\"streams\":[{}],\"summaries\":[{}]}}\n",
-            streams.join(","),
-            summaries.join(",")
-        ))
+        Ok((streams, summaries))
     })
     .await;
-    match body {
-        Some(Ok(body)) => json(StatusCode::OK, body),
-        Some(Err(e)) => plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
-        None => plain(StatusCode::INTERNAL_SERVER_ERROR, "the view failed"),
+    let (streams, summaries) = match local {
+        Some(Ok(local)) => local,
+        Some(Err(e)) => return plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
+        None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the view failed"),
+    };
+    let text = |t: &str| cardinal_export::json_string(t.as_bytes());
+    let bucket_json = |t: Option<&str>| t.map_or_else(|| "null".to_owned(), text);
+    let Some(asked) = asked else {
+        let listed: Vec<String> = summaries
+            .iter()
+            .map(|l| {
+                format!(
+                    "{{\"name\":{},\"stream\":{},{}\"groups\":{},\"bytes\":{},\"newest_bucket\":{}}}",
+                    text(&l.name),
+                    text(&l.stream),
+                    l.schema,
+                    l.groups,
+                    l.bytes,
+                    bucket_json(l.newest_bucket.as_deref())
+                )
+            })
+            .collect();
+        return json(
+            StatusCode::OK,
+            format!(
+                "{{\"streams\":[{}],\"summaries\":[{}]}}\n",
+                streams.join(","),
+                listed.join(",")
+            ),
+        );
+    };
+    let peers = edge.peers.as_ref().expect("asked only with peers");
+    let answers = asked.await.unwrap_or_else(|e| {
+        peers
+            .urls()
+            .iter()
+            .map(|_| Err(format!("the request failed: {e}")))
+            .collect()
+    });
+    // Per node that answered: its URL and, per summary name, what it
+    // holds.
+    let mut nodes: Vec<(String, Holdings)> = Vec::new();
+    nodes.push((
+        peers.this().to_owned(),
+        summaries
+            .iter()
+            .map(|l| (l.name.clone(), (l.groups, l.bytes, l.newest_bucket.clone())))
+            .collect(),
+    ));
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for (url, answer) in peers.urls().iter().zip(answers) {
+        match answer.and_then(|(status, body)| peer_summaries(status, &body)) {
+            Ok(held) => nodes.push((url.clone(), held)),
+            Err(why) => missing.push((url.clone(), why)),
+        }
     }
+    let mut listed = Vec::with_capacity(summaries.len());
+    for l in &summaries {
+        let mut groups = 0u64;
+        let mut bytes = 0u64;
+        let mut newest: Option<&str> = None;
+        let mut each = Vec::new();
+        for (url, held) in &nodes {
+            let Some((g, b, t)) = held.get(&l.name) else {
+                continue;
+            };
+            groups = groups.saturating_add(*g);
+            bytes = bytes.saturating_add(*b);
+            // RFC 3339 instants of one format order as text.
+            if let Some(t) = t.as_deref()
+                && newest.is_none_or(|n| t > n)
+            {
+                newest = Some(t);
+            }
+            each.push(format!(
+                "{{\"url\":{},\"groups\":{g},\"bytes\":{b},\"newest_bucket\":{}}}",
+                text(url),
+                bucket_json(t.as_deref())
+            ));
+        }
+        listed.push(format!(
+            "{{\"name\":{},\"stream\":{},{}\"groups\":{groups},\"bytes\":{bytes},\"newest_bucket\":{},\"nodes\":[{}]}}",
+            text(&l.name),
+            text(&l.stream),
+            l.schema,
+            bucket_json(newest),
+            each.join(",")
+        ));
+    }
+    let mut response = json(
+        StatusCode::OK,
+        format!(
+            "{{\"streams\":[{}],\"summaries\":[{}]}}\n",
+            streams.join(","),
+            listed.join(",")
+        ),
+    );
+    let headers = response.headers_mut();
+    let mut put = |name: &'static str, text: String| {
+        if let Ok(value) = HeaderValue::from_str(&cluster::header_text(&text)) {
+            headers.append(name, value);
+        }
+    };
+    put(
+        "cardinal-nodes",
+        format!("{}/{}", nodes.len(), peers.urls().len() + 1),
+    );
+    for (url, why) in &missing {
+        put("cardinal-missing-node", format!("{url} {why}"));
+    }
+    response
+}
+
+/// What one node holds, per summary name: its groups, bytes and newest
+/// bucket (`GET /v1/summaries`).
+type Holdings = HashMap<String, (u64, u64, Option<String>)>;
+
+/// A peer's `GET /v1/summaries?scope=node` answer: per summary name, its
+/// groups, bytes and newest bucket; or why it is not one.
+fn peer_summaries(
+    status: u16,
+    body: &str,
+) -> Result<Holdings, String> {
+    if status != 200 {
+        let first = body.lines().next().unwrap_or("").trim();
+        return Err(format!("it answered {status}: {first}"));
+    }
+    let malformed = |why: &str| format!("its summary list is malformed: {why}");
+    let value: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| malformed(&e.to_string()))?;
+    let list = value["summaries"]
+        .as_array()
+        .ok_or_else(|| malformed("no \"summaries\" array"))?;
+    let mut held = HashMap::with_capacity(list.len());
+    for entry in list {
+        let name = entry["name"]
+            .as_str()
+            .ok_or_else(|| malformed("a summary without a name"))?;
+        let count = |member: &str| {
+            entry[member]
+                .as_u64()
+                .ok_or_else(|| malformed(&format!("summary {name} without {member}")))
+        };
+        let newest = match &entry["newest_bucket"] {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(t) => Some(t.clone()),
+            _ => return Err(malformed(&format!("summary {name}'s newest_bucket"))),
+        };
+        held.insert(name.to_owned(), (count("groups")?, count("bytes")?, newest));
+    }
+    Ok(held)
 }
 
 /// A summary's table as `GET /v1/summaries` lists it: `"bucket"`,
