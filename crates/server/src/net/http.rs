@@ -831,10 +831,7 @@ type Holdings = HashMap<String, (u64, u64, Option<String>)>;
 
 /// A peer's `GET /v1/summaries?scope=node` answer: per summary name, its
 /// groups, bytes and newest bucket; or why it is not one.
-fn peer_summaries(
-    status: u16,
-    body: &str,
-) -> Result<Holdings, String> {
+fn peer_summaries(status: u16, body: &str) -> Result<Holdings, String> {
     if status != 200 {
         let first = body.lines().next().unwrap_or("").trim();
         return Err(format!("it answered {status}: {first}"));
