@@ -470,7 +470,7 @@ pub fn describe(plan: &Plan) -> Result<Vec<Described>, Error> {
         let bucket = summary
             .bucket
             .as_ref()
-            .map(|b| (bucket_name(summary), unit_text(b.unit)));
+            .map(|b| (bucket_name(summary), b.unit.to_string()));
         let dimensions = summary
             .dimension_schema()
             .columns
@@ -516,22 +516,6 @@ pub fn describe(plan: &Plan) -> Result<Vec<Described>, Error> {
         });
     }
     Ok(out)
-}
-
-/// A bucket's width as a summary declares it: `day`, `hour`, `5 minutes`.
-fn unit_text(unit: cardinal_event::TimeUnit) -> String {
-    use cardinal_event::TimeUnit as U;
-    match unit {
-        U::Second => "second".into(),
-        U::Minute => "minute".into(),
-        U::Hour => "hour".into(),
-        U::Day => "day".into(),
-        U::Week => "week".into(),
-        U::Month => "month".into(),
-        U::Quarter => "quarter".into(),
-        U::Year => "year".into(),
-        U::Fixed(width) => width.to_string(),
-    }
 }
 
 /// An aggregate's declaration, for people: `count(*)`, `hll(log2m=11,

@@ -179,6 +179,26 @@ impl BucketWidth {
     }
 }
 
+impl std::fmt::Display for TimeUnit {
+    /// The unit as [`TimeUnit::parse`] reads it (`day`, `quarter`), or a
+    /// fixed width as [`BucketWidth`] prints it (`5 minutes`). Snapshots
+    /// record this text in a summary's layout: it must not change.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self {
+            TimeUnit::Second => "second",
+            TimeUnit::Minute => "minute",
+            TimeUnit::Hour => "hour",
+            TimeUnit::Day => "day",
+            TimeUnit::Week => "week",
+            TimeUnit::Month => "month",
+            TimeUnit::Quarter => "quarter",
+            TimeUnit::Year => "year",
+            TimeUnit::Fixed(width) => return width.fmt(f),
+        };
+        f.write_str(name)
+    }
+}
+
 impl std::fmt::Display for BucketWidth {
     /// The width in the largest unit that divides it: `5 minutes`,
     /// `90 seconds`, `1 day`.
@@ -1095,5 +1115,25 @@ mod tests {
     fn units_parse() {
         assert_eq!(TimeUnit::parse("DAY"), Ok(TimeUnit::Day));
         assert!(TimeUnit::parse("fortnight").is_err());
+    }
+
+    #[test]
+    fn units_print_as_they_parse() {
+        use TimeUnit as U;
+        let calendar = [
+            U::Second,
+            U::Minute,
+            U::Hour,
+            U::Day,
+            U::Week,
+            U::Month,
+            U::Quarter,
+            U::Year,
+        ];
+        for unit in calendar {
+            assert_eq!(TimeUnit::parse(&unit.to_string()), Ok(unit));
+        }
+        let width = BucketWidth::parse("15 minutes").expect("a width");
+        assert_eq!(U::Fixed(width).to_string(), "15 minutes");
     }
 }

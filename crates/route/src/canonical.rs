@@ -18,7 +18,7 @@
 
 use std::fmt::Write as _;
 
-use cardinal_event::{Schema, TimeUnit};
+use cardinal_event::Schema;
 
 use crate::expr::{ArithOp, CaseOp, CompareOp, Expr, Literal, MathOp};
 
@@ -83,18 +83,8 @@ fn write(expr: &Expr, schema: &Schema, out: &mut String) {
             write(e, schema, out);
             out.push(')');
         }
-        Expr::And(a, b) | Expr::Or(a, b) => {
-            let op = if matches!(expr, Expr::And(..)) {
-                "AND"
-            } else {
-                "OR"
-            };
-            out.push('(');
-            write(a, schema, out);
-            let _ = write!(out, " {op} ");
-            write(b, schema, out);
-            out.push(')');
-        }
+        Expr::And(a, b) => binary(a, "AND", b, schema, out),
+        Expr::Or(a, b) => binary(a, "OR", b, schema, out),
         Expr::Compare(op, a, b) => {
             let op = match op {
                 CompareOp::Eq => "=",
@@ -104,11 +94,7 @@ fn write(expr: &Expr, schema: &Schema, out: &mut String) {
                 CompareOp::Gt => ">",
                 CompareOp::GtEq => ">=",
             };
-            out.push('(');
-            write(a, schema, out);
-            let _ = write!(out, " {op} ");
-            write(b, schema, out);
-            out.push(')');
+            binary(a, op, b, schema, out);
         }
         Expr::Arith(op, a, b) => {
             let op = match op {
@@ -118,11 +104,7 @@ fn write(expr: &Expr, schema: &Schema, out: &mut String) {
                 ArithOp::Div => "/",
                 ArithOp::Rem => "%",
             };
-            out.push('(');
-            write(a, schema, out);
-            let _ = write!(out, " {op} ");
-            write(b, schema, out);
-            out.push(')');
+            binary(a, op, b, schema, out);
         }
         Expr::Neg(e) => {
             out.push_str("(-");
@@ -173,7 +155,7 @@ fn write(expr: &Expr, schema: &Schema, out: &mut String) {
             out.push(')');
         }
         Expr::DateTrunc(unit, e) => {
-            let _ = write!(out, "date_trunc('{}', ", unit_text(*unit));
+            let _ = write!(out, "date_trunc('{unit}', ");
             write(e, schema, out);
             out.push(')');
         }
@@ -202,18 +184,13 @@ fn write(expr: &Expr, schema: &Schema, out: &mut String) {
     }
 }
 
-fn unit_text(unit: TimeUnit) -> String {
-    match unit {
-        TimeUnit::Second => "second".into(),
-        TimeUnit::Minute => "minute".into(),
-        TimeUnit::Hour => "hour".into(),
-        TimeUnit::Day => "day".into(),
-        TimeUnit::Week => "week".into(),
-        TimeUnit::Month => "month".into(),
-        TimeUnit::Quarter => "quarter".into(),
-        TimeUnit::Year => "year".into(),
-        TimeUnit::Fixed(width) => width.to_string(),
-    }
+/// `(a op b)`.
+fn binary(a: &Expr, op: &str, b: &Expr, schema: &Schema, out: &mut String) {
+    out.push('(');
+    write(a, schema, out);
+    let _ = write!(out, " {op} ");
+    write(b, schema, out);
+    out.push(')');
 }
 
 #[cfg(test)]
