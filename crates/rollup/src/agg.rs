@@ -13,7 +13,7 @@
 //! | `min(x)`, `max(x)` | f64 | min / max | exact |
 //! | `hll(x)` | [`Hll`] | register max | estimate, 95% interval (calibrated at every count: [`AggState::estimate_95`]) |
 //! | `exact_distinct(x)` | [`ExactSet`] | set union | exact |
-//! | `quantiles(x)` | [`Quantiles`] (KLL) | KLL merge | rank error bound; 95% interval of values: [`AggState::quantile_interval`] |
+//! | `quantiles(x)` | [`Quantiles`] (KLL) | KLL merge | rank error bound; 95% interval of values: [`AggState::quantile_intervals`] |
 //! | `topk(x, k)` | exact counts while at most [`TOPK_EXACT_KEYS_MAX`] keys, then [`HeavyHitters`] + candidate names | add counts / counter add | exact, then upper bound, eps·N below it at confidence 1 - delta (one-sided, not 95%) |
 //! | `theta(x)` | [`Theta`] | union | estimate, ~95% bounds |
 //!
@@ -714,22 +714,13 @@ impl AggState {
         }
     }
 
-    /// The quantile at `rank` of a `quantiles(x)` state with its 95%
-    /// interval of values ([`Quantiles::quantile_interval`]): exact
-    /// (confidence 1) while the sketch holds every value. `None` for an
-    /// empty sketch, a rank outside `0..=1`, or any other state (read an
+    /// The quantile at each of `ranks` of a `quantiles(x)` state with
+    /// its 95% interval of values, from one sorted view of the sketch
+    /// ([`Quantiles::quantile_intervals`]): exact (confidence 1) while the
+    /// sketch holds every value. `None` for an empty sketch, a rank
+    /// outside `0..=1`, or any other state (read an
     /// [`AggKind::QuantilesOf`]'s through [`state_of`]). What `output`
     /// prints is unchanged: this is for callers that print intervals.
-    pub fn quantile_interval(&self, rank: f64) -> Option<Estimate> {
-        match self {
-            AggState::Quantiles(q) => q.quantile_interval(rank),
-            _ => None,
-        }
-    }
-
-    /// [`Self::quantile_interval`] at each of `ranks`, from one sorted
-    /// view of the sketch ([`Quantiles::quantile_intervals`]); every
-    /// answer `None` for any other state.
     pub fn quantile_intervals(&self, ranks: &[f64]) -> Vec<Option<Estimate>> {
         match self {
             AggState::Quantiles(q) => q.quantile_intervals(ranks),
@@ -1109,22 +1100,23 @@ mod tests {
             ranks: Ranks::default(),
         };
         let mut state = kind.state().expect("a state");
-        assert_eq!(state.quantile_interval(0.5), None, "empty");
+        let interval = |state: &AggState, rank: f64| state.quantile_intervals(&[rank])[0];
+        assert_eq!(interval(&state, 0.5), None, "empty");
         for i in 1..=100 {
             state.fold_number(f64::from(i));
         }
-        let exact = state.quantile_interval(0.5).expect("values");
+        let exact = interval(&state, 0.5).expect("values");
         assert!(exact.is_exact());
         assert_eq!(exact.value, 50.0);
         for i in 101..=100_000 {
             state.fold_number(f64::from(i));
         }
-        let e = state.quantile_interval(0.99).expect("values");
+        let e = interval(&state, 0.99).expect("values");
         assert_eq!(e.confidence, cardinal_sketch::CONFIDENCE_DEFAULT);
         assert!(e.lower < e.value && e.value < e.upper);
         assert!(e.upper - e.lower < 2_000.0, "{e:?}");
-        assert_eq!(AggState::Count(3).quantile_interval(0.5), None);
-        assert_eq!(state.quantile_interval(1.5), None);
+        assert_eq!(interval(&AggState::Count(3), 0.5), None);
+        assert_eq!(interval(&state, 1.5), None);
     }
 
     #[test]
