@@ -226,11 +226,28 @@ pub(super) fn json(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// What every API route checks first, in this order: the token (a
+/// request without it learns nothing more), then the parameters the
+/// route knows ([`known_params`]).
 #[allow(
     clippy::result_large_err,
     reason = "the refusal is the response itself, built once per refused request"
 )]
-pub(super) fn authorized(edge: &Edge, headers: &HeaderMap) -> Result<(), Response> {
+pub(super) fn admitted(
+    edge: &Edge,
+    headers: &HeaderMap,
+    params: &HashMap<String, String>,
+    known: &[&str],
+) -> Result<(), Response> {
+    authorized(edge, headers)?;
+    known_params(params, known)
+}
+
+#[allow(
+    clippy::result_large_err,
+    reason = "the refusal is the response itself, built once per refused request"
+)]
+fn authorized(edge: &Edge, headers: &HeaderMap) -> Result<(), Response> {
     let Some(token) = &edge.protocol.token else {
         return Ok(());
     };
@@ -320,10 +337,7 @@ async fn ingest(
     request: Request,
 ) -> Response {
     let headers = request.headers().clone();
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &[]) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &[]) {
         return refused;
     }
     let service = edge.service();
@@ -638,10 +652,7 @@ async fn summaries(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &["scope"]) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &["scope"]) {
         return refused;
     }
     let this_node_only = match params.get("scope").map(String::as_str) {
@@ -1172,10 +1183,7 @@ async fn summary(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &SUMMARY_PARAMS) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &SUMMARY_PARAMS) {
         return refused;
     }
     let query = match parse_query(&name, &params) {
@@ -1303,10 +1311,7 @@ async fn overlap_route(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &OVERLAP_PARAMS) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &OVERLAP_PARAMS) {
         return refused;
     }
     let Some(name) = params.get("summary").cloned() else {
@@ -1409,10 +1414,7 @@ async fn state(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &STATE_PARAMS) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &STATE_PARAMS) {
         return refused;
     }
     if let Some(text) = params.get("sql").cloned() {
@@ -1552,10 +1554,7 @@ async fn sql_route(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &SQL_PARAMS) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &SQL_PARAMS) {
         return refused;
     }
     let partial = match flag(&params, "partial") {
@@ -1690,10 +1689,7 @@ async fn rejects(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &[]) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &[]) {
         return refused;
     }
     let service = edge.service();
@@ -1722,10 +1718,7 @@ async fn metrics(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &[]) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &[]) {
         return refused;
     }
     let work = Arc::clone(&edge);

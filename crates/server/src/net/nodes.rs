@@ -28,7 +28,7 @@ use axum::response::Response;
 
 use super::Edge;
 use super::cluster;
-use super::http::{authorized, blocking, health, json, known_params};
+use super::http::{admitted, blocking, health, json};
 
 /// The most bytes of a peer's `/metrics` read: far above a node's own
 /// (tens of KiB with a few summaries and partitions), so only a
@@ -72,10 +72,7 @@ pub async fn nodes(
     Query(params): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(denied) = authorized(&edge, &headers) {
-        return denied;
-    }
-    if let Err(refused) = known_params(&params, &[]) {
+    if let Err(refused) = admitted(&edge, &headers, &params, &[]) {
         return refused;
     }
     let work = Arc::clone(&edge);
