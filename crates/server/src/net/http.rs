@@ -728,88 +728,69 @@ async fn summaries(
         Some(Err(e)) => return plain(StatusCode::INTERNAL_SERVER_ERROR, format!("{e:#}")),
         None => return plain(StatusCode::INTERNAL_SERVER_ERROR, "the view failed"),
     };
+    // With peers: per node that answered, its URL and, per summary name,
+    // what it holds (this node first); and the headers saying which
+    // nodes those are.
+    let mut nodes: Vec<(String, Holdings)> = Vec::new();
+    let mut gathered = Gathered::default();
+    if let (Some(asked), Some(peers)) = (asked, &edge.peers) {
+        let answers = asked.await.unwrap_or_else(|e| {
+            peers
+                .urls()
+                .iter()
+                .map(|_| Err(format!("the request failed: {e}")))
+                .collect()
+        });
+        nodes.push((
+            peers.this().to_owned(),
+            summaries
+                .iter()
+                .map(|l| (l.name.clone(), (l.groups, l.bytes, l.newest_bucket.clone())))
+                .collect(),
+        ));
+        for (url, answer) in peers.urls().iter().zip(answers) {
+            match answer.and_then(|(status, body)| peer_summaries(status, &body)) {
+                Ok(held) => nodes.push((url.clone(), held)),
+                Err(why) => gathered.missing.push((url.clone(), why)),
+            }
+        }
+        gathered.nodes = Some((nodes.len(), peers.urls().len() + 1));
+    }
     let text = |t: &str| cardinal_export::json_string(t.as_bytes());
     let bucket_json = |t: Option<&str>| t.map_or_else(|| "null".to_owned(), text);
-    let Some(asked) = asked else {
-        let listed: Vec<String> = summaries
-            .iter()
-            .map(|l| {
-                format!(
-                    "{{\"name\":{},\"stream\":{},{}\"groups\":{},\"bytes\":{},\"newest_bucket\":{}}}",
-                    text(&l.name),
-                    text(&l.stream),
-                    l.schema,
-                    l.groups,
-                    l.bytes,
-                    bucket_json(l.newest_bucket.as_deref())
-                )
-            })
-            .collect();
-        return json(
-            StatusCode::OK,
-            format!(
-                "{{\"streams\":[{}],\"summaries\":[{}]}}\n",
-                streams.join(","),
-                listed.join(",")
-            ),
-        );
-    };
-    let peers = edge.peers.as_ref().expect("asked only with peers");
-    let answers = asked.await.unwrap_or_else(|e| {
-        peers
-            .urls()
-            .iter()
-            .map(|_| Err(format!("the request failed: {e}")))
-            .collect()
-    });
-    // Per node that answered: its URL and, per summary name, what it
-    // holds.
-    let mut nodes: Vec<(String, Holdings)> = Vec::new();
-    nodes.push((
-        peers.this().to_owned(),
-        summaries
-            .iter()
-            .map(|l| (l.name.clone(), (l.groups, l.bytes, l.newest_bucket.clone())))
-            .collect(),
-    ));
-    let mut missing: Vec<(String, String)> = Vec::new();
-    for (url, answer) in peers.urls().iter().zip(answers) {
-        match answer.and_then(|(status, body)| peer_summaries(status, &body)) {
-            Ok(held) => nodes.push((url.clone(), held)),
-            Err(why) => missing.push((url.clone(), why)),
-        }
-    }
     let mut listed = Vec::with_capacity(summaries.len());
     for l in &summaries {
-        let mut groups = 0u64;
-        let mut bytes = 0u64;
-        let mut newest: Option<&str> = None;
-        let mut each = Vec::new();
-        for (url, held) in &nodes {
-            let Some((g, b, t)) = held.get(&l.name) else {
-                continue;
-            };
-            groups = groups.saturating_add(*g);
-            bytes = bytes.saturating_add(*b);
-            // RFC 3339 instants of one format order as text.
-            if let Some(t) = t.as_deref()
-                && newest.is_none_or(|n| t > n)
-            {
-                newest = Some(t);
+        let (mut groups, mut bytes, mut newest) = (l.groups, l.bytes, l.newest_bucket.as_deref());
+        let mut each = String::new();
+        if !nodes.is_empty() {
+            (groups, bytes, newest) = (0, 0, None);
+            let mut entries = Vec::with_capacity(nodes.len());
+            for (url, held) in &nodes {
+                let Some((g, b, t)) = held.get(&l.name) else {
+                    continue;
+                };
+                groups = groups.saturating_add(*g);
+                bytes = bytes.saturating_add(*b);
+                // RFC 3339 instants of one format order as text.
+                if let Some(t) = t.as_deref()
+                    && newest.is_none_or(|n| t > n)
+                {
+                    newest = Some(t);
+                }
+                entries.push(format!(
+                    "{{\"url\":{},\"groups\":{g},\"bytes\":{b},\"newest_bucket\":{}}}",
+                    text(url),
+                    bucket_json(t.as_deref())
+                ));
             }
-            each.push(format!(
-                "{{\"url\":{},\"groups\":{g},\"bytes\":{b},\"newest_bucket\":{}}}",
-                text(url),
-                bucket_json(t.as_deref())
-            ));
+            each = format!(",\"nodes\":[{}]", entries.join(","));
         }
         listed.push(format!(
-            "{{\"name\":{},\"stream\":{},{}\"groups\":{groups},\"bytes\":{bytes},\"newest_bucket\":{},\"nodes\":[{}]}}",
+            "{{\"name\":{},\"stream\":{},{}\"groups\":{groups},\"bytes\":{bytes},\"newest_bucket\":{}{each}}}",
             text(&l.name),
             text(&l.stream),
             l.schema,
             bucket_json(newest),
-            each.join(",")
         ));
     }
     let mut response = json(
@@ -820,19 +801,7 @@ async fn summaries(
             listed.join(",")
         ),
     );
-    let headers = response.headers_mut();
-    let mut put = |name: &'static str, text: String| {
-        if let Ok(value) = HeaderValue::from_str(&cluster::header_text(&text)) {
-            headers.append(name, value);
-        }
-    };
-    put(
-        "cardinal-nodes",
-        format!("{}/{}", nodes.len(), peers.urls().len() + 1),
-    );
-    for (url, why) in &missing {
-        put("cardinal-missing-node", format!("{url} {why}"));
-    }
+    gathered.headers(&mut response);
     response
 }
 
